@@ -1,0 +1,40 @@
+# Front door: everything builds with CMake into build/ (build-san/ for SANITIZE=1).
+CUDA_HOME ?= /usr/local/cuda
+SANITIZE ?= 0
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+ifeq ($(SANITIZE),1)
+BUILD ?= build-san
+CMAKE_FLAGS += -DGSLICE_SANITIZE=ON
+else
+BUILD ?= build
+endif
+CTEST_FLAGS ?= --output-on-failure
+
+.PHONY: all deps build test demo bench clean format
+
+all: build
+
+deps:
+	@sh scripts/deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	@sh scripts/deps.sh
+	cmake -S . -B $(BUILD) -DCUDA_HOME=$(CUDA_HOME) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest $(CTEST_FLAGS) -j $(JOBS)
+
+demo: build
+	@sh scripts/demo.sh $(BUILD)
+
+bench: build
+	@sh scripts/bench.sh $(BUILD)
+
+clean:
+	rm -rf build build-san out
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
