@@ -15,6 +15,22 @@ for t in $missing; do
 done
 # Extra packages other parts of the build need are listed here (one place).
 for p in $GSLICE_EXTRA_PKGS; do pkgs="$pkgs $p"; done
+# /metrics is served with libmicrohttpd (build); jq, curl, tmux drive the status/top/set
+# tests and the demo (test-only: installed when we can, otherwise named below and the tests
+# that need them say so); promtool is fetched by scripts/promtool.sh when a test needs it.
+command -v pkg-config >/dev/null 2>&1 || pkgs="$pkgs pkg-config"
+pkg-config --exists libmicrohttpd 2>/dev/null || pkgs="$pkgs libmicrohttpd-dev"
+test_pkgs=""
+for tp in jq:jq curl:curl tmux:tmux; do
+  command -v "${tp%%:*}" >/dev/null 2>&1 || test_pkgs="$test_pkgs ${tp#*:}"
+done
+if [ -n "$test_pkgs" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    pkgs="$pkgs$test_pkgs"
+  else
+    echo "gslice: the tests also want:$test_pkgs (sudo apt-get install$test_pkgs)" >&2
+  fi
+fi
 if [ -n "$pkgs" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "gslice: installing missing build dependencies:$pkgs" >&2

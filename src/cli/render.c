@@ -1,0 +1,330 @@
+/* The status renderers: the human table (status, top) and the stable JSON (status --json). */
+#include "render.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+#include "size.h"
+
+const char *gs_priority_name(int32_t priority) {
+  switch (priority) {
+  case GS_PRIORITY_HIGH:
+    return "high";
+  case GS_PRIORITY_NORMAL:
+    return "normal";
+  case GS_PRIORITY_LOW:
+    return "low";
+  default:
+    return "?";
+  }
+}
+
+int gs_priority_parse(const char *text, int32_t *ret) {
+  static const int32_t values[] = {GS_PRIORITY_HIGH, GS_PRIORITY_NORMAL, GS_PRIORITY_LOW};
+  if (!text)
+    return -EINVAL;
+  for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+    if (strcmp(text, gs_priority_name(values[i])) == 0) {
+      *ret = values[i];
+      return 0;
+    }
+  }
+  return -EINVAL;
+}
+
+/* Ratios come from division by measured time; never let a NaN or Inf reach a reader. */
+static double finite_or_zero(double v) { return isfinite(v) ? v : 0.0; }
+
+static const struct gs_slice_status *find_slice(const struct gs_status *st, uint32_t id) {
+  for (uint32_t i = 0; i < st->nslices; i++)
+    if (st->slices[i].id == id)
+      return &st->slices[i];
+  return NULL;
+}
+
+static const struct gs_slice_gpu_status *find_slice_gpu(const struct gs_slice_status *s,
+                                                        uint32_t gpu) {
+  uint32_t n = s->ngpus < GS_MAX_GPUS ? s->ngpus : GS_MAX_GPUS;
+  for (uint32_t i = 0; i < n; i++)
+    if (s->gpus[i].gpu == gpu)
+      return &s->gpus[i];
+  return NULL;
+}
+
+int gs_status_share_between(const struct gs_status *prev, const struct gs_status *st,
+                            uint32_t slice_id, uint32_t gpu, double *ret_ratio) {
+  if (!prev || !st || st->time_ns <= prev->time_ns)
+    return -ENOENT;
+  const struct gs_slice_status *a = find_slice(prev, slice_id), *b = find_slice(st, slice_id);
+  if (!a || !b)
+    return -ENOENT;
+  const struct gs_slice_gpu_status *ga = find_slice_gpu(a, gpu), *gb = find_slice_gpu(b, gpu);
+  if (!ga || !gb)
+    return -ENOENT;
+  double dt = (double)(st->time_ns - prev->time_ns) / 1e9;
+  double busy = gb->busy_seconds_total - ga->busy_seconds_total;
+  /* A restarted slice's counters start again from zero. */
+  if (busy < 0)
+    return -ENOENT;
+  *ret_ratio = finite_or_zero(busy / dt);
+  return 0;
+}
+
+/* Names come from users and end up on a terminal: no control bytes get through. */
+static void sanitize(const char *in, char *out, size_t len) {
+  size_t i = 0;
+  for (; in[i] && i + 1 < len && i < GS_NAME_MAX; i++) {
+    unsigned char c = (unsigned char)in[i];
+    out[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+  }
+  out[i] = 0;
+}
+
+/* One line of the table, cut to the width (top on a narrow terminal). */
+__attribute__((format(printf, 3, 4))) static int line(FILE *out, unsigned width,
+                                                       const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return -EIO;
+  size_t len = strlen(buf);
+  while (len > 0 && buf[len - 1] == ' ')
+    len--;
+  if (width && len > width)
+    len = width;
+  if (fwrite(buf, 1, len, out) != len || fputc('\n', out) == EOF)
+    return -EIO;
+  return 0;
+}
+
+static void format_percent(double ratio, char *buf, size_t len) {
+  snprintf(buf, len, "%.1f%%", finite_or_zero(ratio) * 100.0);
+}
+
+static void format_memory(const struct gs_slice_gpu_status *g, uint32_t force, char *buf,
+                          size_t len) {
+  char used[24], cap[24];
+  gs_size_format(g->memory_used_bytes, used, sizeof(used));
+  if (g->memory_cap_bytes)
+    gs_size_format(g->memory_cap_bytes, cap, sizeof(cap));
+  else
+    snprintf(cap, sizeof(cap), "-");
+  snprintf(buf, len, "%s / %s%s", used, cap, force ? "!" : "");
+}
+
+static int slice_row(FILE *out, const struct gs_render_opts *opts, const struct gs_status *st,
+                     const struct gs_slice_status *s, const struct gs_slice_gpu_status *g) {
+  char name[GS_NAME_MAX + 1], mem[64], share[16], now[16] = "", wait[24];
+  sanitize(s->name, name, sizeof(name));
+  if (!name[0])
+    snprintf(name, sizeof(name), "-");
+  if (g) {
+    format_memory(g, s->memory_force, mem, sizeof(mem));
+    format_percent(g->share_ratio, share, sizeof(share));
+    snprintf(wait, sizeof(wait), "%.2fs", finite_or_zero(g->wait_seconds_total));
+    double r;
+    if (opts->prev) {
+      if (gs_status_share_between(opts->prev, st, s->id, g->gpu, &r) == 0)
+        format_percent(r, now, sizeof(now));
+      else
+        snprintf(now, sizeof(now), "-");
+    }
+  } else {
+    snprintf(mem, sizeof(mem), "-");
+    snprintf(share, sizeof(share), "-");
+    snprintf(wait, sizeof(wait), "-");
+    if (opts->prev)
+      snprintf(now, sizeof(now), "-");
+  }
+  char req[8], lim[8];
+  snprintf(req, sizeof(req), "%" PRIu32 "%%", s->compute_request);
+  snprintf(lim, sizeof(lim), "%" PRIu32 "%%", s->compute_limit);
+  char nowcol[24] = "";
+  if (opts->prev)
+    snprintf(nowcol, sizeof(nowcol), " %6s", now);
+  return line(out, opts->width, "  %-16s %4" PRIu32 " %5" PRIu32 "  %-21s %5s %5s  %-6s %6" PRIu32
+              "  %6s%s  %8s",
+              name, s->id, s->nprocs, mem, req, lim, gs_priority_name(s->priority), s->weight,
+              share, nowcol, wait);
+}
+
+static int slice_header(FILE *out, const struct gs_render_opts *opts) {
+  return line(out, opts->width, "  %-16s %4s %5s  %-21s %5s %5s  %-6s %6s  %6s%s  %8s", "SLICE",
+              "ID", "PROCS", "MEMORY USED / CAP", "REQ", "LIMIT", "PRIO", "WEIGHT", "SHARE",
+              opts->prev ? "    NOW" : "", "WAIT");
+}
+
+int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opts_in,
+                    FILE *out) {
+  struct gs_render_opts opts = {0};
+  if (opts_in)
+    opts = *opts_in;
+  uint32_t ngpus = st->ngpus < GS_MAX_GPUS ? st->ngpus : GS_MAX_GPUS;
+  int r, forced = 0;
+
+  char when[40] = "-";
+  time_t secs = (time_t)(st->time_ns / 1000000000ULL);
+  struct tm tm;
+  if (gmtime_r(&secs, &tm))
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  double window = ngpus ? st->gpus[0].window_seconds : 0;
+  r = line(out, opts.width, "gslice: %" PRIu32 " GPU%s, %" PRIu32 " slice%s, shares over %.0fs  %s",
+           ngpus, ngpus == 1 ? "" : "s", st->nslices, st->nslices == 1 ? "" : "s",
+           finite_or_zero(window), when);
+  if (r < 0)
+    return r;
+
+  for (uint32_t i = 0; i < ngpus; i++) {
+    const struct gs_gpu_status *gpu = &st->gpus[i];
+    char name[GS_NAME_MAX + 1], uuid[GS_UUID_MAX + 1], used[24], total[24], busy[16];
+    sanitize(gpu->name, name, sizeof(name));
+    sanitize(gpu->uuid, uuid, sizeof(uuid));
+    gs_size_format(gpu->memory_used_bytes, used, sizeof(used));
+    gs_size_format(gpu->memory_total_bytes, total, sizeof(total));
+    format_percent(gpu->busy_ratio, busy, sizeof(busy));
+    if ((r = line(out, opts.width, "%s", "")) < 0)
+      return r;
+    r = line(out, opts.width,
+             "GPU %" PRIu32 "  %s  %s  busy %s  memory %s / %s  requested %" PRIu32 "%%",
+             gpu->index, name, uuid, busy, used, total, gpu->compute_requested);
+    if (r < 0)
+      return r;
+    int any = 0;
+    for (uint32_t k = 0; k < st->nslices; k++) {
+      const struct gs_slice_status *s = &st->slices[k];
+      const struct gs_slice_gpu_status *g = find_slice_gpu(s, gpu->index);
+      if (!g)
+        continue;
+      if (!any && (r = slice_header(out, &opts)) < 0)
+        return r;
+      any = 1;
+      forced |= s->memory_force && g->memory_cap_bytes;
+      if ((r = slice_row(out, &opts, st, s, g)) < 0)
+        return r;
+    }
+    if (!any && (r = line(out, opts.width, "  (no slices)")) < 0)
+      return r;
+  }
+
+  /* Slices the daemon knows that hold no GPU yet (registered, no process started). */
+  int header = 0;
+  for (uint32_t k = 0; k < st->nslices; k++) {
+    const struct gs_slice_status *s = &st->slices[k];
+    if (s->ngpus)
+      continue;
+    if (!header) {
+      if ((r = line(out, opts.width, "%s", "")) < 0 ||
+          (r = line(out, opts.width, "Slices without a GPU")) < 0 ||
+          (r = slice_header(out, &opts)) < 0)
+        return r;
+      header = 1;
+    }
+    if ((r = slice_row(out, &opts, st, s, NULL)) < 0)
+      return r;
+  }
+  if (forced) {
+    if ((r = line(out, opts.width, "%s", "")) < 0 ||
+        (r = line(out, opts.width,
+                  "! cap lowered below usage with --force: new allocations fail until usage "
+                  "falls under it")) < 0)
+      return r;
+  }
+  return ferror(out) ? -EIO : 0;
+}
+
+static void json_string(FILE *out, const char *s, size_t max) {
+  fputc('"', out);
+  for (size_t i = 0; i < max && s[i]; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\')
+      fprintf(out, "\\%c", c);
+    else if (c < 0x20 || c == 0x7f)
+      fprintf(out, "\\u%04x", c);
+    else
+      fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+/* Ratios and seconds: enough digits to be exact to a microsecond, never NaN/Inf. */
+static void json_number(FILE *out, double v) { fprintf(out, "%.9g", finite_or_zero(v)); }
+
+int gs_render_json(const struct gs_status *st, FILE *out) {
+  static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
+  uint32_t ngpus = st->ngpus < GS_MAX_GPUS ? st->ngpus : GS_MAX_GPUS;
+
+  /* Seconds since the epoch to the millisecond: a double's %g would round it to 10 s. */
+  fprintf(out, "{\"version\":%d,\"time\":%" PRIu64 ".%03u,\"gpus\":[", GS_STATUS_JSON_VERSION,
+          (uint64_t)(st->time_ns / 1000000000ULL), (unsigned)(st->time_ns % 1000000000ULL / 1000000ULL));
+  for (uint32_t i = 0; i < ngpus; i++) {
+    const struct gs_gpu_status *g = &st->gpus[i];
+    fprintf(out, "%s{\"index\":%" PRIu32 ",\"name\":", i ? "," : "", g->index);
+    json_string(out, g->name, GS_NAME_MAX);
+    fputs(",\"uuid\":", out);
+    json_string(out, g->uuid, GS_UUID_MAX);
+    fputs(",\"busy_ratio\":", out);
+    json_number(out, g->busy_ratio);
+    fputs(",\"window_seconds\":", out);
+    json_number(out, g->window_seconds);
+    fprintf(out,
+            ",\"memory_used_bytes\":%" PRIu64 ",\"memory_total_bytes\":%" PRIu64
+            ",\"compute_requested_percent\":%" PRIu32 "}",
+            g->memory_used_bytes, g->memory_total_bytes, g->compute_requested);
+  }
+  fputs("],\"slices\":[", out);
+  for (uint32_t k = 0; k < st->nslices; k++) {
+    const struct gs_slice_status *s = &st->slices[k];
+    fprintf(out, "%s{\"id\":%" PRIu32 ",\"name\":", k ? "," : "", s->id);
+    json_string(out, s->name, GS_NAME_MAX);
+    fprintf(out,
+            ",\"compute_request_percent\":%" PRIu32 ",\"compute_limit_percent\":%" PRIu32
+            ",\"priority\":\"%s\",\"weight\":%" PRIu32 ",\"memory_force\":%s,\"processes\":%" PRIu32
+            ",\"pids\":[",
+            s->compute_request, s->compute_limit, gs_priority_name(s->priority), s->weight,
+            s->memory_force ? "true" : "false", s->nprocs);
+    uint32_t npids = s->nprocs < GS_SLICE_MAX_PIDS ? s->nprocs : GS_SLICE_MAX_PIDS;
+    for (uint32_t p = 0; p < npids; p++)
+      fprintf(out, "%s%" PRId32, p ? "," : "", s->pids[p]);
+    fputs("],\"gpus\":[", out);
+    uint32_t n = s->ngpus < GS_MAX_GPUS ? s->ngpus : GS_MAX_GPUS;
+    for (uint32_t i = 0; i < n; i++) {
+      const struct gs_slice_gpu_status *g = &s->gpus[i];
+      fprintf(out, "%s{\"index\":%" PRIu32 ",\"memory_used_bytes\":%" PRIu64
+                   ",\"memory_cap_bytes\":",
+              i ? "," : "", g->gpu, g->memory_used_bytes);
+      /* null, not 0: "no cap" must not read as "a cap of zero bytes". */
+      if (g->memory_cap_bytes)
+        fprintf(out, "%" PRIu64, g->memory_cap_bytes);
+      else
+        fputs("null", out);
+      fputs(",\"share_ratio\":", out);
+      json_number(out, g->share_ratio);
+      fputs(",\"busy_seconds_total\":", out);
+      json_number(out, g->busy_seconds_total);
+      fprintf(out, ",\"launches_total\":%" PRIu64 ",\"tokens_total\":%" PRIu64
+                   ",\"wait_seconds_total\":",
+              g->launches_total, g->tokens_total);
+      json_number(out, g->wait_seconds_total);
+      fprintf(out, ",\"wait_count\":%" PRIu64 ",\"wait_buckets\":[", g->wait_count);
+      for (int b = 0; b <= GS_WAIT_BUCKETS; b++) {
+        fputs(b ? ",{\"le\":" : "{\"le\":", out);
+        if (b < GS_WAIT_BUCKETS)
+          json_number(out, bounds[b]);
+        else
+          fputs("null", out);
+        fprintf(out, ",\"count\":%" PRIu64 "}", g->wait_bucket[b]);
+      }
+      fputs("]}", out);
+    }
+    fputs("]}", out);
+  }
+  fputs("]}\n", out);
+  return ferror(out) ? -EIO : 0;
+}

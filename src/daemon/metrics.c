@@ -1,0 +1,485 @@
+/* The /metrics endpoint: renders the last published node snapshot in Prometheus text
+ * format and serves it with libmicrohttpd from the library's own thread. */
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Last: it expects the system headers it builds on to be in already. */
+#include <microhttpd.h>
+
+/* Bounds on what scrapers can make the daemon hold. */
+#define METRICS_MAX_CONNECTIONS 16
+#define METRICS_CONNECTION_TIMEOUT_S 10
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct gs_metrics {
+  struct MHD_Daemon *mhd;
+  uint16_t port;
+  pthread_mutex_t lock; /* guards snap: publish (daemon thread) vs scrape (MHD thread) */
+  struct gs_status snap;
+};
+
+/* ---- rendering ---------------------------------------------------------------------- */
+
+static void label_value(FILE *out, const char *s, size_t max) {
+  fputc('"', out);
+  for (size_t i = 0; i < max && s[i]; i++) {
+    char c = s[i];
+    if (c == '\\' || c == '"')
+      fprintf(out, "\\%c", c);
+    else if (c == '\n')
+      fputs("\\n", out);
+    else
+      fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+static void value(FILE *out, double v) {
+  if (isnan(v))
+    fputs("NaN", out);
+  else if (isinf(v))
+    fputs(v > 0 ? "+Inf" : "-Inf", out);
+  else
+    fprintf(out, "%.9g", v);
+}
+
+static void family(FILE *out, const char *name, const char *type, const char *help) {
+  fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void gpu_labels(FILE *out, const struct gs_gpu_status *g) {
+  fprintf(out, "{gpu=\"%" PRIu32 "\",uuid=", g->index);
+  label_value(out, g->uuid, GS_UUID_MAX);
+  fputc('}', out);
+}
+
+/* Labels of a slice, optionally of one of its GPUs, optionally with an "le" bucket.
+ * The name is a label for people; slice_id is what stays the same when it is reused. */
+static void slice_labels(FILE *out, const struct gs_slice_status *s,
+                         const struct gs_slice_gpu_status *g, const char *le) {
+  fputs("{slice=", out);
+  label_value(out, s->name, GS_NAME_MAX);
+  fprintf(out, ",slice_id=\"%" PRIu32 "\"", s->id);
+  if (g)
+    fprintf(out, ",gpu=\"%" PRIu32 "\"", g->gpu);
+  if (le)
+    fprintf(out, ",le=\"%s\"", le);
+  fputc('}', out);
+}
+
+static uint32_t clamp_gpus(uint32_t n) { return n < GS_MAX_GPUS ? n : GS_MAX_GPUS; }
+
+enum gpu_field { GPU_MEM_USED, GPU_MEM_TOTAL, GPU_BUSY, GPU_REQUESTED };
+
+static void gpu_family(FILE *out, const struct gs_status *st, const char *name,
+                       const char *help, enum gpu_field f) {
+  family(out, name, "gauge", help);
+  for (uint32_t i = 0; i < clamp_gpus(st->ngpus); i++) {
+    const struct gs_gpu_status *g = &st->gpus[i];
+    fputs(name, out);
+    gpu_labels(out, g);
+    fputc(' ', out);
+    switch (f) {
+    case GPU_MEM_USED:
+      fprintf(out, "%" PRIu64, g->memory_used_bytes);
+      break;
+    case GPU_MEM_TOTAL:
+      fprintf(out, "%" PRIu64, g->memory_total_bytes);
+      break;
+    case GPU_BUSY:
+      value(out, g->busy_ratio);
+      break;
+    case GPU_REQUESTED:
+      value(out, g->compute_requested / 100.0);
+      break;
+    }
+    fputc('\n', out);
+  }
+}
+
+enum slice_field { SLICE_REQUEST, SLICE_LIMIT, SLICE_WEIGHT, SLICE_PROCS, SLICE_FORCE };
+
+static void slice_family(FILE *out, const struct gs_status *st, const char *name,
+                         const char *help, enum slice_field f) {
+  family(out, name, "gauge", help);
+  for (uint32_t k = 0; k < st->nslices; k++) {
+    const struct gs_slice_status *s = &st->slices[k];
+    fputs(name, out);
+    slice_labels(out, s, NULL, NULL);
+    fputc(' ', out);
+    switch (f) {
+    case SLICE_REQUEST:
+      value(out, s->compute_request / 100.0);
+      break;
+    case SLICE_LIMIT:
+      value(out, s->compute_limit / 100.0);
+      break;
+    case SLICE_WEIGHT:
+      fprintf(out, "%" PRIu32, s->weight);
+      break;
+    case SLICE_PROCS:
+      fprintf(out, "%" PRIu32, s->nprocs);
+      break;
+    case SLICE_FORCE:
+      fprintf(out, "%d", s->memory_force ? 1 : 0);
+      break;
+    }
+    fputc('\n', out);
+  }
+}
+
+enum slice_gpu_field { SG_MEM_USED, SG_MEM_CAP, SG_SHARE, SG_BUSY, SG_LAUNCHES, SG_TOKENS };
+
+static void slice_gpu_family(FILE *out, const struct gs_status *st, const char *name,
+                             const char *type, const char *help, enum slice_gpu_field f) {
+  family(out, name, type, help);
+  for (uint32_t k = 0; k < st->nslices; k++) {
+    const struct gs_slice_status *s = &st->slices[k];
+    for (uint32_t i = 0; i < clamp_gpus(s->ngpus); i++) {
+      const struct gs_slice_gpu_status *g = &s->gpus[i];
+      /* No cap is no sample: a 0 would read as "capped at zero bytes". */
+      if (f == SG_MEM_CAP && !g->memory_cap_bytes)
+        continue;
+      fputs(name, out);
+      slice_labels(out, s, g, NULL);
+      fputc(' ', out);
+      switch (f) {
+      case SG_MEM_USED:
+        fprintf(out, "%" PRIu64, g->memory_used_bytes);
+        break;
+      case SG_MEM_CAP:
+        fprintf(out, "%" PRIu64, g->memory_cap_bytes);
+        break;
+      case SG_SHARE:
+        value(out, g->share_ratio);
+        break;
+      case SG_BUSY:
+        value(out, g->busy_seconds_total);
+        break;
+      case SG_LAUNCHES:
+        fprintf(out, "%" PRIu64, g->launches_total);
+        break;
+      case SG_TOKENS:
+        fprintf(out, "%" PRIu64, g->tokens_total);
+        break;
+      }
+      fputc('\n', out);
+    }
+  }
+}
+
+static void wait_histogram(FILE *out, const struct gs_status *st) {
+  static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
+  const char *name = "gslice_slice_token_wait_seconds";
+  family(out, name, "histogram",
+         "Time a slice's launches waited for a compute token, per GPU.");
+  for (uint32_t k = 0; k < st->nslices; k++) {
+    const struct gs_slice_status *s = &st->slices[k];
+    for (uint32_t i = 0; i < clamp_gpus(s->ngpus); i++) {
+      const struct gs_slice_gpu_status *g = &s->gpus[i];
+      uint64_t prev = 0;
+      for (int b = 0; b <= GS_WAIT_BUCKETS; b++) {
+        char le[32];
+        if (b < GS_WAIT_BUCKETS)
+          snprintf(le, sizeof(le), "%g", bounds[b]);
+        else
+          snprintf(le, sizeof(le), "+Inf");
+        /* Buckets are cumulative by contract; a torn snapshot must still not go down. */
+        uint64_t c = g->wait_bucket[b] > prev ? g->wait_bucket[b] : prev;
+        if (b == GS_WAIT_BUCKETS && g->wait_count > c)
+          c = g->wait_count;
+        prev = c;
+        fprintf(out, "%s_bucket", name);
+        slice_labels(out, s, g, le);
+        fprintf(out, " %" PRIu64 "\n", c);
+      }
+      fprintf(out, "%s_sum", name);
+      slice_labels(out, s, g, NULL);
+      fputc(' ', out);
+      value(out, g->wait_seconds_total);
+      fprintf(out, "\n%s_count", name);
+      slice_labels(out, s, g, NULL);
+      fprintf(out, " %" PRIu64 "\n", prev);
+    }
+  }
+}
+
+int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_len) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  if (!out)
+    return -ENOMEM;
+
+  gpu_family(out, st, "gslice_gpu_memory_used_bytes", "Device memory in use on the GPU, all processes.",
+             GPU_MEM_USED);
+  gpu_family(out, st, "gslice_gpu_memory_total_bytes", "Device memory of the GPU.", GPU_MEM_TOTAL);
+  gpu_family(out, st, "gslice_gpu_busy_ratio",
+             "Fraction of the last window the GPU ran kernels.", GPU_BUSY);
+  gpu_family(out, st, "gslice_gpu_compute_requested_ratio",
+             "Sum of the compute requests of the slices on the GPU (1 = the whole GPU).",
+             GPU_REQUESTED);
+
+  family(out, "gslice_slice_info", "gauge", "Always 1; carries the slice's priority class.");
+  for (uint32_t k = 0; k < st->nslices; k++) {
+    const struct gs_slice_status *s = &st->slices[k];
+    fputs("gslice_slice_info{slice=", out);
+    label_value(out, s->name, GS_NAME_MAX);
+    fprintf(out, ",slice_id=\"%" PRIu32 "\",priority=\"%s\"} 1\n", s->id,
+            s->priority == GS_PRIORITY_HIGH  ? "high"
+            : s->priority == GS_PRIORITY_LOW ? "low"
+                                             : "normal");
+  }
+  slice_family(out, st, "gslice_slice_compute_request_ratio",
+               "Compute share the slice is guaranteed (1 = one whole GPU).", SLICE_REQUEST);
+  slice_family(out, st, "gslice_slice_compute_limit_ratio",
+               "Compute share the slice may not exceed (1 = one whole GPU).", SLICE_LIMIT);
+  slice_family(out, st, "gslice_slice_weight",
+               "Weight of the slice in the fair split of spare compute.", SLICE_WEIGHT);
+  slice_family(out, st, "gslice_slice_processes", "Processes attached to the slice.",
+               SLICE_PROCS);
+  slice_family(out, st, "gslice_slice_memory_forced",
+               "1 while the cap was lowered below usage with --force and allocations are stopped.",
+               SLICE_FORCE);
+
+  slice_gpu_family(out, st, "gslice_slice_memory_used_bytes", "gauge",
+                   "Device memory the slice's processes hold on the GPU.", SG_MEM_USED);
+  slice_gpu_family(out, st, "gslice_slice_memory_cap_bytes", "gauge",
+                   "Device memory cap of the slice on the GPU (absent: no cap).", SG_MEM_CAP);
+  slice_gpu_family(out, st, "gslice_slice_share_ratio", "gauge",
+                   "Share of the GPU's time the slice achieved over the last window.", SG_SHARE);
+  slice_gpu_family(out, st, "gslice_slice_busy_seconds_total", "counter",
+                   "Device time charged to the slice on the GPU.", SG_BUSY);
+  slice_gpu_family(out, st, "gslice_slice_launches_total", "counter",
+                   "Kernel launches that went through the slice's compute gate.", SG_LAUNCHES);
+  slice_gpu_family(out, st, "gslice_slice_tokens_total", "counter",
+                   "Compute tokens granted to the slice on the GPU.", SG_TOKENS);
+  wait_histogram(out, st);
+
+  int failed = ferror(out);
+  if (fclose(out) != 0 || failed) {
+    free(text);
+    return -EIO;
+  }
+  *ret_text = text;
+  *ret_len = len;
+  return 0;
+}
+
+/* ---- snapshot copies ---------------------------------------------------------------- */
+
+static int status_copy(const struct gs_status *src, struct gs_status *ret) {
+  struct gs_status c = *src;
+  c.slices = NULL;
+  if (src->nslices) {
+    c.slices = calloc(src->nslices, sizeof(*c.slices));
+    if (!c.slices)
+      return -ENOMEM;
+    memcpy(c.slices, src->slices, src->nslices * sizeof(*c.slices));
+  }
+  *ret = c;
+  return 0;
+}
+
+/* ---- address ------------------------------------------------------------------------ */
+
+static int parse_port(const char *s, uint16_t *ret) {
+  char *end;
+  if (!*s || *s < '0' || *s > '9')
+    return -EINVAL;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (errno || *end || v > 65535)
+    return -EINVAL;
+  *ret = (uint16_t)v;
+  return 0;
+}
+
+int gs_metrics_parse_addr(const char *addr_port, struct sockaddr_storage *ret_addr,
+                          int *ret_loopback) {
+  char host[64];
+  const char *port_text;
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof(ss));
+  if (!addr_port || !*addr_port)
+    return -EINVAL;
+
+  const char *colon = strrchr(addr_port, ':');
+  if (!colon) {
+    /* A bare port: loopback, the safe default. */
+    snprintf(host, sizeof(host), "127.0.0.1");
+    port_text = addr_port;
+  } else {
+    size_t hlen = (size_t)(colon - addr_port);
+    const char *h = addr_port;
+    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+      h++;
+      hlen -= 2;
+    } else if (memchr(h, ':', hlen)) {
+      return -EINVAL; /* IPv6 needs brackets: [::1]:9400 */
+    }
+    if (hlen == 0 || hlen >= sizeof(host))
+      return -EINVAL;
+    memcpy(host, h, hlen);
+    host[hlen] = 0;
+    port_text = colon + 1;
+  }
+  uint16_t port;
+  if (parse_port(port_text, &port) < 0)
+    return -EINVAL;
+  if (strcmp(host, "localhost") == 0)
+    snprintf(host, sizeof(host), "127.0.0.1");
+
+  struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+  int loopback;
+  if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+  } else {
+    return -EINVAL;
+  }
+  *ret_addr = ss;
+  *ret_loopback = loopback;
+  return 0;
+}
+
+/* ---- server ------------------------------------------------------------------------- */
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const char *text,
+                             size_t len, enum MHD_ResponseMemoryMode mode) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)text, mode);
+  if (!resp)
+    return MHD_NO;
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          code == MHD_HTTP_OK ? METRICS_CONTENT_TYPE : "text/plain");
+  if (code == MHD_HTTP_METHOD_NOT_ALLOWED)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  enum MHD_Result r = MHD_queue_response(conn, code, resp);
+  MHD_destroy_response(resp);
+  return r;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls) {
+  struct gs_metrics *m = cls;
+  static const char not_found[] = "not found: gsliced serves /metrics\n";
+  static const char not_allowed[] = "method not allowed: use GET\n";
+
+  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+    return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, not_allowed, sizeof(not_allowed) - 1,
+                 MHD_RESPMEM_PERSISTENT);
+  if (strcmp(url, "/metrics") != 0)
+    return reply(conn, MHD_HTTP_NOT_FOUND, not_found, sizeof(not_found) - 1,
+                 MHD_RESPMEM_PERSISTENT);
+
+  char *text = NULL;
+  size_t len = 0;
+  pthread_mutex_lock(&m->lock);
+  int r = gs_metrics_render(&m->snap, &text, &len);
+  pthread_mutex_unlock(&m->lock);
+  if (r < 0) {
+    static const char busy[] = "cannot render metrics (out of memory)\n";
+    return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, busy, sizeof(busy) - 1,
+                 MHD_RESPMEM_PERSISTENT);
+  }
+  /* MUST_FREE: MHD frees the text with free() when the response is done. */
+  return reply(conn, MHD_HTTP_OK, text, len, MHD_RESPMEM_MUST_FREE);
+}
+
+int gs_metrics_start(const char *addr_port, struct gs_metrics **ret) {
+  struct sockaddr_storage ss;
+  int loopback, r;
+  if ((r = gs_metrics_parse_addr(addr_port, &ss, &loopback)) < 0)
+    return r;
+
+  struct gs_metrics *m = calloc(1, sizeof(*m));
+  if (!m)
+    return -ENOMEM;
+  pthread_mutex_init(&m->lock, NULL);
+
+  /* Our own listening socket: close-on-exec, and a precise errno when the port is taken,
+   * which MHD_start_daemon would reduce to NULL. */
+  socklen_t slen = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                           : sizeof(struct sockaddr_in6);
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) {
+    r = -errno;
+    goto fail;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (ss.ss_family == AF_INET6)
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  if (bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 16) < 0) {
+    r = -errno;
+    close(fd);
+    goto fail;
+  }
+  struct sockaddr_storage bound;
+  socklen_t blen = sizeof(bound);
+  if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
+    m->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
+                                               : ((struct sockaddr_in6 *)&bound)->sin6_port);
+
+  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+  if (ss.ss_family == AF_INET6)
+    flags |= MHD_USE_IPv6;
+  m->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_MAX_CONNECTIONS,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_CONNECTION_TIMEOUT_S,
+                            MHD_OPTION_END);
+  if (!m->mhd) {
+    close(fd);
+    r = -EIO;
+    goto fail;
+  }
+  *ret = m;
+  return 0;
+
+fail:
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+  return r;
+}
+
+uint16_t gs_metrics_port(const struct gs_metrics *m) { return m ? m->port : 0; }
+
+int gs_metrics_publish(struct gs_metrics *m, const struct gs_status *st) {
+  struct gs_status copy, old;
+  int r = status_copy(st, &copy);
+  if (r < 0)
+    return r;
+  pthread_mutex_lock(&m->lock);
+  old = m->snap;
+  m->snap = copy;
+  pthread_mutex_unlock(&m->lock);
+  gs_status_free(&old);
+  return 0;
+}
+
+void gs_metrics_stop(struct gs_metrics *m) {
+  if (!m)
+    return;
+  /* Closes the listening socket too: MHD owns it once started. */
+  MHD_stop_daemon(m->mhd);
+  gs_status_free(&m->snap);
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
