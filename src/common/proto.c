@@ -1,0 +1,208 @@
+/* Encoding, framing checks and validation of the gsliced wire protocol (proto.h). */
+#include "proto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+  const char *name;
+  size_t body;
+} msg_types[GS_MSG_TYPE_END] = {
+    [GS_MSG_HELLO] = {"HELLO", sizeof(struct gs_msg_hello)},
+    [GS_MSG_HELLO_OK] = {"HELLO_OK", sizeof(struct gs_msg_hello_ok)},
+    [GS_MSG_ERROR] = {"ERROR", sizeof(struct gs_msg_error)},
+    [GS_MSG_OK] = {"OK", sizeof(struct gs_msg_ok)},
+    [GS_MSG_REGISTER] = {"REGISTER", sizeof(struct gs_msg_register)},
+    [GS_MSG_REGISTERED] = {"REGISTERED", sizeof(struct gs_msg_registered)},
+    [GS_MSG_UNREGISTER] = {"UNREGISTER", sizeof(struct gs_msg_unregister)},
+    [GS_MSG_TOKEN_REQUEST] = {"TOKEN_REQUEST", sizeof(struct gs_msg_token_request)},
+    [GS_MSG_TOKEN_GRANT] = {"TOKEN_GRANT", sizeof(struct gs_msg_token_grant)},
+    [GS_MSG_TOKEN_RELEASE] = {"TOKEN_RELEASE", sizeof(struct gs_msg_token_release)},
+    [GS_MSG_TOKEN_REVOKE] = {"TOKEN_REVOKE", sizeof(struct gs_msg_token_revoke)},
+    [GS_MSG_STATUS] = {"STATUS", sizeof(struct gs_msg_status)},
+    [GS_MSG_STATUS_REPLY] = {"STATUS_REPLY", sizeof(struct gs_msg_status_reply)},
+    [GS_MSG_SET] = {"SET", sizeof(struct gs_msg_set)},
+};
+
+const char *gs_msg_type_name(uint32_t type) {
+  if (type == 0 || type >= GS_MSG_TYPE_END)
+    return "?";
+  return msg_types[type].name;
+}
+
+size_t gs_msg_body_size(uint32_t type) {
+  if (type == 0 || type >= GS_MSG_TYPE_END)
+    return 0;
+  return msg_types[type].body;
+}
+
+int gs_msg_encode(void *buf, size_t cap, uint32_t type, uint32_t seq, const void *body,
+                  size_t body_len, size_t *ret_len) {
+  size_t want = gs_msg_body_size(type);
+  struct gs_msg_hdr h;
+
+  if (want == 0 || !buf || (body_len && !body))
+    return -EINVAL;
+  if (type == GS_MSG_STATUS_REPLY) {
+    const struct gs_msg_status_reply *r = body;
+    if (body_len < want || r->nslices > GS_PROTO_MAX_SLICES ||
+        body_len != want + (size_t)r->nslices * sizeof(struct gs_slice_status))
+      return -EINVAL;
+  } else if (body_len != want) {
+    return -EINVAL;
+  }
+  if (cap < sizeof(h) + body_len)
+    return -ENOBUFS;
+  h = (struct gs_msg_hdr){.magic = GS_PROTO_MAGIC,
+                          .version = GS_PROTO_VERSION,
+                          .type = (uint16_t)type,
+                          .length = (uint32_t)(sizeof(h) + body_len),
+                          .seq = seq};
+  memcpy(buf, &h, sizeof(h));
+  memcpy((char *)buf + sizeof(h), body, body_len);
+  *ret_len = sizeof(h) + body_len;
+  return 0;
+}
+
+int gs_msg_peek(const void *buf, size_t len, size_t *ret_len) {
+  struct gs_msg_hdr h;
+  size_t body, min, max;
+
+  if (len < sizeof(h))
+    return -EAGAIN;
+  memcpy(&h, buf, sizeof(h));
+  if (h.magic != GS_PROTO_MAGIC || h.version != GS_PROTO_VERSION)
+    return -EPROTO;
+  body = gs_msg_body_size(h.type);
+  if (body == 0)
+    return -EPROTO;
+  min = sizeof(h) + body;
+  max = h.type == GS_MSG_STATUS_REPLY ? GS_PROTO_MAX_MSG : min;
+  if (h.length < min || h.length > max)
+    return -EPROTO;
+  *ret_len = h.length;
+  return 0;
+}
+
+static int str_ok(const char *s, size_t cap) {
+  return memchr(s, '\0', cap) != NULL;
+}
+
+int gs_slice_spec_check(const struct gs_slice_spec *spec, char *why, size_t why_len) {
+  const char *reason = NULL;
+
+  if (!str_ok(spec->name, sizeof(spec->name)))
+    reason = "name is not terminated";
+  else if (spec->compute_request > 100)
+    reason = "compute request is over 100%";
+  else if (spec->compute_limit == 0 || spec->compute_limit > 100)
+    reason = "compute limit must be 1..100%";
+  else if (spec->compute_limit < spec->compute_request)
+    reason = "compute limit is below the request";
+  else if (spec->priority < GS_PRIORITY_LOW || spec->priority > GS_PRIORITY_HIGH)
+    reason = "priority must be high, normal or low";
+  else if (spec->weight < 1 || spec->weight > 1000)
+    reason = "weight must be 1..1000";
+  else if (GS_MAX_GPUS < 32 && (spec->gpu_mask >> GS_MAX_GPUS) != 0)
+    reason = "GPU index out of range";
+  if (!reason)
+    return 0;
+  if (why && why_len)
+    snprintf(why, why_len, "%s", reason);
+  return -EINVAL;
+}
+
+static int check_body(const struct gs_msg *m) {
+  switch (m->hdr.type) {
+  case GS_MSG_HELLO:
+    if (m->u.hello.role < GS_ROLE_CLI || m->u.hello.role > GS_ROLE_RUNNER)
+      return -EPROTO;
+    return 0;
+  case GS_MSG_HELLO_OK:
+    if (m->u.hello_ok.slice_id && gs_slice_spec_check(&m->u.hello_ok.spec, NULL, 0))
+      return -EPROTO;
+    return 0;
+  case GS_MSG_ERROR:
+    if (m->u.error.code >= 0 || !str_ok(m->u.error.text, sizeof(m->u.error.text)))
+      return -EPROTO;
+    return 0;
+  case GS_MSG_REGISTER:
+    return gs_slice_spec_check(&m->u.reg.spec, NULL, 0) ? -EPROTO : 0;
+  case GS_MSG_REGISTERED:
+    if (m->u.registered.slice_id == 0 ||
+        !str_ok(m->u.registered.state_dir, sizeof(m->u.registered.state_dir)))
+      return -EPROTO;
+    return 0;
+  case GS_MSG_UNREGISTER:
+    return m->u.unregister.slice_id ? 0 : -EPROTO;
+  case GS_MSG_TOKEN_REQUEST:
+    return m->u.token_request.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
+  case GS_MSG_TOKEN_GRANT:
+    return m->u.token_grant.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
+  case GS_MSG_TOKEN_RELEASE:
+    /* A burst longer than an hour is a lie or a bug; refuse it rather than
+     * let one message wreck every share on the GPU. */
+    if (m->u.token_release.gpu >= GS_MAX_GPUS || m->u.token_release.used_ns > 3600ull * 1000000000)
+      return -EPROTO;
+    return 0;
+  case GS_MSG_TOKEN_REVOKE:
+    return m->u.token_revoke.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
+  case GS_MSG_STATUS_REPLY:
+    if (m->u.status_reply.ngpus > GS_MAX_GPUS)
+      return -EPROTO;
+    for (uint32_t i = 0; i < m->u.status_reply.nslices; i++) {
+      const struct gs_slice_status *s = &m->status_slices[i];
+      if (!str_ok(s->name, sizeof(s->name)) || s->nprocs > GS_SLICE_MAX_PIDS ||
+          s->ngpus > GS_MAX_GPUS)
+        return -EPROTO;
+    }
+    return 0;
+  case GS_MSG_SET: {
+    /* Each field being set must make sense alone; the daemon checks the
+     * merged spec (limit against request) and says why it refuses. */
+    const struct gs_msg_set *st = &m->u.set;
+    if (st->slice_id == 0 || st->fields == 0 || (st->fields & ~(uint32_t)GS_SET_ALL))
+      return -EPROTO;
+    if ((st->fields & GS_SET_REQUEST) && st->spec.compute_request > 100)
+      return -EPROTO;
+    if ((st->fields & GS_SET_LIMIT) && (st->spec.compute_limit == 0 || st->spec.compute_limit > 100))
+      return -EPROTO;
+    if ((st->fields & GS_SET_PRIORITY) &&
+        (st->spec.priority < GS_PRIORITY_LOW || st->spec.priority > GS_PRIORITY_HIGH))
+      return -EPROTO;
+    if ((st->fields & GS_SET_WEIGHT) && (st->spec.weight < 1 || st->spec.weight > 1000))
+      return -EPROTO;
+    return 0;
+  }
+  default:
+    return 0;
+  }
+}
+
+int gs_msg_decode(const void *buf, size_t len, struct gs_msg *ret) {
+  struct gs_msg m;
+  size_t want, body;
+  int r;
+
+  r = gs_msg_peek(buf, len, &want);
+  if (r < 0)
+    return r == -EAGAIN ? -EPROTO : r;
+  if (want != len)
+    return -EPROTO;
+  memset(&m, 0, sizeof(m));
+  memcpy(&m.hdr, buf, sizeof(m.hdr));
+  body = gs_msg_body_size(m.hdr.type);
+  memcpy(&m.u, (const char *)buf + sizeof(m.hdr), body);
+  if (m.hdr.type == GS_MSG_STATUS_REPLY) {
+    if (m.u.status_reply.nslices > GS_PROTO_MAX_SLICES ||
+        len != sizeof(m.hdr) + body + (size_t)m.u.status_reply.nslices * sizeof(struct gs_slice_status))
+      return -EPROTO;
+    m.status_slices = (const struct gs_slice_status *)((const char *)buf + sizeof(m.hdr) + body);
+  }
+  r = check_body(&m);
+  if (r < 0)
+    return r;
+  *ret = m;
+  return 0;
+}

@@ -1,0 +1,225 @@
+/* The gsliced wire protocol: every message between the daemon, the CLI and the hook, defined here only. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+/* Messages travel over a Unix stream socket between processes of one machine,
+ * so fields are in host byte order. Every message starts with the same header;
+ * `length` counts the whole message, header included, and must equal the size
+ * the type defines (STATUS_REPLY: the fixed part plus nslices entries). */
+#define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
+#define GS_PROTO_VERSION 1u
+#define GS_PROTO_MAX_SLICES 256u
+#define GS_PROTO_TEXT_MAX 256u
+#define GS_PROTO_PATH_MAX 256u
+
+enum gs_msg_type {
+  GS_MSG_HELLO = 1,      /* client -> daemon: first message on every connection */
+  GS_MSG_HELLO_OK,       /* daemon -> client: the slice's limits, for self-throttling */
+  GS_MSG_ERROR,          /* daemon -> client: a request was refused (-errno + text) */
+  GS_MSG_OK,             /* daemon -> client: a request succeeded, nothing to return */
+  GS_MSG_REGISTER,       /* cli -> daemon: create a slice */
+  GS_MSG_REGISTERED,     /* daemon -> cli: its id and state dir */
+  GS_MSG_UNREGISTER,     /* cli -> daemon: remove a slice */
+  GS_MSG_TOKEN_REQUEST,  /* hook -> daemon: this process has work for a GPU */
+  GS_MSG_TOKEN_GRANT,    /* daemon -> hook: launch until valid_until */
+  GS_MSG_TOKEN_RELEASE,  /* hook -> daemon: burst closed, its device time */
+  GS_MSG_TOKEN_REVOKE,   /* daemon -> hook: stop launching now, close the burst */
+  GS_MSG_STATUS,         /* any -> daemon: node snapshot please */
+  GS_MSG_STATUS_REPLY,   /* daemon -> client: struct gs_status on the wire */
+  GS_MSG_SET,            /* cli -> daemon: change a live slice */
+  GS_MSG_TYPE_END
+};
+
+enum gs_role { GS_ROLE_CLI = 1, GS_ROLE_HOOK = 2, GS_ROLE_RUNNER = 3 };
+
+struct gs_msg_hdr {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  uint32_t length;
+  uint32_t seq; /* echoed in the reply, so a client can match answers */
+};
+_Static_assert(sizeof(struct gs_msg_hdr) == 16, "header is 16 bytes");
+
+/* What a slice is: the arguments of `gslice run` that reach the daemon. */
+struct gs_slice_spec {
+  char name[GS_NAME_MAX];    /* NUL-terminated, may be empty */
+  uint32_t gpu_mask;         /* bit i: physical GPU i; 0 means GPU 0 */
+  uint32_t compute_request;  /* percent of one GPU, 0..100 */
+  uint32_t compute_limit;    /* percent of one GPU, request..100, not 0 */
+  int32_t priority;          /* enum gs_priority */
+  uint32_t weight;           /* 1..1000 */
+  uint32_t reserved;
+  uint64_t memory_cap;       /* bytes per GPU, 0: no cap */
+};
+_Static_assert(sizeof(struct gs_slice_spec) == 96, "slice spec size");
+
+struct gs_msg_hello {
+  uint32_t role;     /* enum gs_role */
+  uint32_t slice_id; /* 0: not a slice's process */
+  int32_t pid;       /* informational; the daemon trusts SO_PEERCRED */
+  uint32_t reserved;
+};
+_Static_assert(sizeof(struct gs_msg_hello) == 16, "hello size");
+
+struct gs_msg_hello_ok {
+  uint32_t daemon_version; /* GS_PROTO_VERSION the daemon speaks */
+  uint32_t slice_id;
+  uint64_t window_ns;      /* the scheduler's window */
+  struct gs_slice_spec spec; /* the slice (zero when slice_id is 0) */
+};
+_Static_assert(sizeof(struct gs_msg_hello_ok) == 112, "hello_ok size");
+
+struct gs_msg_error {
+  int32_t code; /* negative errno */
+  uint32_t reserved;
+  char text[GS_PROTO_TEXT_MAX]; /* NUL-terminated, for a human */
+};
+_Static_assert(sizeof(struct gs_msg_error) == 264, "error size");
+
+struct gs_msg_ok {
+  uint64_t reserved;
+};
+_Static_assert(sizeof(struct gs_msg_ok) == 8, "ok size");
+
+struct gs_msg_register {
+  struct gs_slice_spec spec;
+  int32_t runner_pid; /* the `gslice run` process whose life is the slice's */
+  uint32_t reserved;
+};
+_Static_assert(sizeof(struct gs_msg_register) == 104, "register size");
+
+struct gs_msg_registered {
+  uint32_t slice_id;
+  uint32_t reserved;
+  char state_dir[GS_PROTO_PATH_MAX]; /* the slice's own dir: GSLICE_STATE_DIR */
+};
+_Static_assert(sizeof(struct gs_msg_registered) == 264, "registered size");
+
+struct gs_msg_unregister {
+  uint32_t slice_id;
+  uint32_t reserved;
+};
+_Static_assert(sizeof(struct gs_msg_unregister) == 8, "unregister size");
+
+struct gs_msg_token_request {
+  uint32_t gpu; /* the device ordinal as the process sees it */
+  uint32_t reserved;
+};
+_Static_assert(sizeof(struct gs_msg_token_request) == 8, "token request size");
+
+struct gs_msg_token_grant {
+  uint32_t gpu;
+  uint32_t generation;     /* names this token in the release */
+  uint64_t quantum_ns;
+  uint64_t valid_until_ns; /* CLOCK_MONOTONIC: launch only before this */
+};
+_Static_assert(sizeof(struct gs_msg_token_grant) == 24, "token grant size");
+
+struct gs_msg_token_release {
+  uint32_t gpu;
+  uint32_t generation;
+  uint64_t used_ns;  /* device time of the burst, measured with events */
+  uint64_t launches; /* launches in the burst */
+};
+_Static_assert(sizeof(struct gs_msg_token_release) == 24, "token release size");
+
+struct gs_msg_token_revoke {
+  uint32_t gpu;
+  uint32_t generation;
+};
+_Static_assert(sizeof(struct gs_msg_token_revoke) == 8, "token revoke size");
+
+struct gs_msg_status {
+  uint64_t reserved;
+};
+_Static_assert(sizeof(struct gs_msg_status) == 8, "status size");
+
+/* STATUS_REPLY: this fixed part, then nslices struct gs_slice_status. Both
+ * ends are the same build on one machine, so the status.h structs travel as
+ * they are; their sizes are pinned below so a change is a version change. */
+struct gs_msg_status_reply {
+  uint64_t time_ns;
+  uint32_t ngpus;
+  uint32_t nslices;
+  struct gs_gpu_status gpus[GS_MAX_GPUS];
+};
+_Static_assert(sizeof(struct gs_gpu_status) == 160, "gpu status size");
+_Static_assert(sizeof(struct gs_slice_gpu_status) == 160, "slice gpu status size");
+_Static_assert(sizeof(struct gs_slice_status) == 2784, "slice status size");
+_Static_assert(sizeof(struct gs_msg_status_reply) == 16 + 16 * 160, "status reply size");
+
+/* Fields of SET: which parts of spec to apply. */
+enum gs_set_field {
+  GS_SET_REQUEST = 1u << 0,
+  GS_SET_LIMIT = 1u << 1,
+  GS_SET_PRIORITY = 1u << 2,
+  GS_SET_WEIGHT = 1u << 3,
+  GS_SET_MEMORY = 1u << 4,
+  GS_SET_ALL = (1u << 5) - 1,
+};
+
+struct gs_msg_set {
+  uint32_t slice_id;
+  uint32_t fields; /* enum gs_set_field bits */
+  uint32_t force;  /* memory cap below current use: allowed, new allocations fail */
+  uint32_t reserved;
+  struct gs_slice_spec spec; /* name and gpu_mask are ignored */
+};
+_Static_assert(sizeof(struct gs_msg_set) == 112, "set size");
+
+#define GS_PROTO_MAX_MSG                                                                           \
+  (sizeof(struct gs_msg_hdr) + sizeof(struct gs_msg_status_reply) +                                \
+   GS_PROTO_MAX_SLICES * sizeof(struct gs_slice_status))
+
+/* A decoded message: header plus the body of its type. STATUS_REPLY's slice
+ * entries are not copied: `status_slices` points into the buffer decoded. */
+struct gs_msg {
+  struct gs_msg_hdr hdr;
+  union {
+    struct gs_msg_hello hello;
+    struct gs_msg_hello_ok hello_ok;
+    struct gs_msg_error error;
+    struct gs_msg_ok ok;
+    struct gs_msg_register reg;
+    struct gs_msg_registered registered;
+    struct gs_msg_unregister unregister;
+    struct gs_msg_token_request token_request;
+    struct gs_msg_token_grant token_grant;
+    struct gs_msg_token_release token_release;
+    struct gs_msg_token_revoke token_revoke;
+    struct gs_msg_status status;
+    struct gs_msg_status_reply status_reply;
+    struct gs_msg_set set;
+  } u;
+  const struct gs_slice_status *status_slices;
+};
+
+/* Name of a message type, for logs ("?" when unknown). */
+const char *gs_msg_type_name(uint32_t type);
+
+/* Size of the body of `type` (STATUS_REPLY: the fixed part); 0 if unknown. */
+size_t gs_msg_body_size(uint32_t type);
+
+/* Writes header + body into buf. Returns 0 and the message length in
+ * *ret_len, or -EINVAL (unknown type, wrong body_len), -ENOBUFS (too small). */
+int gs_msg_encode(void *buf, size_t cap, uint32_t type, uint32_t seq, const void *body,
+                  size_t body_len, size_t *ret_len);
+
+/* Checks the header at the start of buf (len bytes received so far).
+ * Returns 0 and the full message length in *ret_len when the header is whole
+ * and valid; -EAGAIN when fewer than 16 bytes are there; -EPROTO when the
+ * magic, version, type or length is wrong (close the connection). */
+int gs_msg_peek(const void *buf, size_t len, size_t *ret_len);
+
+/* Decodes and validates one whole message (len must be its length): strings
+ * are NUL-terminated, enums and percents in range, counts within limits.
+ * Returns 0 and fills *ret, or -EPROTO. */
+int gs_msg_decode(const void *buf, size_t len, struct gs_msg *ret);
+
+/* Validates a slice spec as `gslice run` and SET must: returns 0 or -EINVAL
+ * with a reason in why (NUL-terminated) when why is not NULL. */
+int gs_slice_spec_check(const struct gs_slice_spec *spec, char *why, size_t why_len);

@@ -1,0 +1,117 @@
+/* The token scheduler of one GPU: pure policy over plain structs and a clock value, no I/O. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define SCHED_RING_BUCKETS 100
+#define SCHED_STATS_WINDOW_NS (10ull * 1000000000)
+
+/* Device time per bucket over a sliding window: the newest bucket is filled,
+ * the oldest falls off as time moves on. */
+struct sched_ring {
+  uint64_t bucket_ns;
+  uint64_t head_start; /* start time of the newest bucket */
+  uint32_t nbuckets;
+  uint32_t head;
+  uint64_t v[SCHED_RING_BUCKETS];
+};
+
+struct sched_cfg {
+  uint64_t window_ns;       /* requests and fair share are over this window */
+  uint64_t quantum_min_ns;  /* bounds of the adaptive quantum */
+  uint64_t quantum_max_ns;
+  uint64_t quantum_init_ns; /* before a slice's kernels have been measured */
+  uint32_t quantum_kernels; /* quantum = this many of the slice's mean kernels */
+};
+
+struct sched_params {
+  uint32_t request_pct; /* 0..100 */
+  uint32_t limit_pct;   /* request..100, 1..100 */
+  int32_t priority;     /* enum gs_priority */
+  uint32_t weight;      /* 1..1000 */
+};
+
+/* One slice as this GPU's scheduler sees it. */
+struct sched_slice {
+  uint32_t id;
+  struct sched_params p;
+  bool waiting;           /* some process of the slice has work for the GPU */
+  uint64_t waiting_since;
+  uint64_t eligible_at;   /* pacing of the limit: no token before this */
+  uint64_t kernel_ns;     /* mean kernel length (EWMA), 0: not measured */
+  uint64_t burst_used_ns; /* charged to the token being held */
+  struct sched_ring window; /* cfg.window_ns, for the policy */
+  struct sched_ring stats;  /* 10 s, for status */
+  uint64_t used_total_ns;
+  uint64_t launches_total;
+  uint64_t tokens_total;
+  uint64_t wait_total_ns;
+  uint64_t wait_count;
+  uint64_t wait_bucket[GS_WAIT_BUCKETS + 1]; /* not cumulative: one count per bucket */
+};
+
+struct sched_grant {
+  uint32_t slice_id;
+  uint32_t generation;
+  uint64_t quantum_ns;
+  uint64_t valid_until_ns;
+};
+
+#define SCHED_MAX_SLICES 256
+
+struct sched {
+  struct sched_cfg cfg;
+  struct sched_slice *slices[SCHED_MAX_SLICES];
+  uint32_t nslices;
+  int holder;            /* index into slices, -1: the token is free */
+  uint32_t generation;
+  uint64_t granted_at;
+  uint64_t valid_until;
+  struct sched_ring busy; /* device time charged to anyone, 10 s */
+};
+
+/* The defaults, with the reasons in docs/compute.md. */
+void sched_cfg_default(struct sched_cfg *ret);
+/* Returns 0 or -EINVAL when the bounds make no sense. */
+int sched_cfg_check(const struct sched_cfg *cfg);
+
+void sched_init(struct sched *s, const struct sched_cfg *cfg, uint64_t now);
+void sched_fini(struct sched *s);
+
+/* Returns 0, -EEXIST, -ENOSPC or -ENOMEM. */
+int sched_add(struct sched *s, uint32_t id, const struct sched_params *p, uint64_t now);
+/* Forgets the slice; if it held the token, the token is free. */
+void sched_remove(struct sched *s, uint32_t id);
+/* New limits take effect at the next token. Returns 0 or -ENOENT. */
+int sched_set_params(struct sched *s, uint32_t id, const struct sched_params *p);
+struct sched_slice *sched_find(struct sched *s, uint32_t id);
+
+/* Whether the slice has work waiting for the GPU. */
+void sched_set_waiting(struct sched *s, uint32_t id, bool waiting, uint64_t now);
+
+/* If the token is free and a waiting slice may have it, grants it: returns 0
+ * and fills *ret. -EBUSY: held. -EAGAIN: nobody eligible now (see
+ * sched_next_wakeup). */
+int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret);
+
+/* Charges measured device time (and the launches behind it) to a slice; it
+ * may arrive for the current token or late, for an old one. */
+void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launches, uint64_t now);
+
+/* The holder is done with the token (every process closed its burst, or is
+ * gone): the token is free and the holder's limit pacing is set. */
+void sched_token_done(struct sched *s, uint64_t now);
+
+/* Earliest time a waiting slice kept back by its limit becomes eligible;
+ * UINT64_MAX if none. */
+uint64_t sched_next_wakeup(const struct sched *s, uint64_t now);
+
+/* The quantum the slice would get now. */
+uint64_t sched_quantum(const struct sched *s, const struct sched_slice *sl);
+
+/* Device time over the window ending at now, in ns. */
+uint64_t sched_ring_sum(struct sched_ring *r, uint64_t now);
+void sched_ring_init(struct sched_ring *r, uint64_t span_ns, uint32_t nbuckets, uint64_t now);
+void sched_ring_add(struct sched_ring *r, uint64_t v, uint64_t now);
