@@ -149,14 +149,14 @@ static int slice_row(FILE *out, const struct gs_render_opts *opts, const struct 
   char nowcol[24] = "";
   if (opts->prev)
     snprintf(nowcol, sizeof(nowcol), " %6s", now);
-  return line(out, opts->width, "  %-16s %4" PRIu32 " %5" PRIu32 "  %-21s %5s %5s  %-6s %6" PRIu32
-              "  %6s%s  %8s",
+  return line(out, opts->width, "  %-14s %3" PRIu32 " %5" PRIu32 "  %-19s %4s %5s  %-6s %6" PRIu32
+              " %6s%s %7s",
               name, s->id, s->nprocs, mem, req, lim, gs_priority_name(s->priority), s->weight,
               share, nowcol, wait);
 }
 
 static int slice_header(FILE *out, const struct gs_render_opts *opts) {
-  return line(out, opts->width, "  %-16s %4s %5s  %-21s %5s %5s  %-6s %6s  %6s%s  %8s", "SLICE",
+  return line(out, opts->width, "  %-14s %3s %5s  %-19s %4s %5s  %-6s %6s %6s%s %7s", "SLICE",
               "ID", "PROCS", "MEMORY USED / CAP", "REQ", "LIMIT", "PRIO", "WEIGHT", "SHARE",
               opts->prev ? "    NOW" : "", "WAIT");
 }
