@@ -11,8 +11,9 @@
 
 #include "size.h"
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, late_now;
 static void on_term(int sig) { (void)sig; stop = 1; }
+static void on_usr1(int sig) { (void)sig; late_now = 1; }
 
 static double now_s(void) {
   struct timespec ts;
@@ -31,14 +32,17 @@ static int check(CUresult r, const char *what) {
 
 static void usage(void) {
   fprintf(stderr, "usage: demo_spin [--ptx FILE] [--kernel-us N] [--batch N] [--seconds S]\n"
-                  "                 [--alloc SIZE] [--chunk SIZE]\n");
+                  "                 [--alloc SIZE] [--chunk SIZE] [--late-alloc SIZE --late-at S]\n"
+                  "  --late-alloc: one more allocation S seconds into the run (or on SIGUSR1),\n"
+                  "  its result printed\n");
 }
 
 int main(int argc, char **argv) {
   const char *ptx = NULL;
   unsigned long long kernel_us = 1000, batch = 4;
   double seconds = 10;
-  uint64_t alloc = 0, chunk = 16ull << 20;
+  uint64_t alloc = 0, chunk = 16ull << 20, late = 0;
+  double late_at = -1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) {
@@ -58,6 +62,10 @@ int main(int argc, char **argv) {
       ;
     else if (!strcmp(a, "--chunk") && gs_size_parse(v, &chunk) == 0 && chunk)
       ;
+    else if (!strcmp(a, "--late-alloc") && gs_size_parse(v, &late) == 0 && late)
+      ;
+    else if (!strcmp(a, "--late-at"))
+      late_at = strtod(v, NULL);
     else {
       usage();
       return 2;
@@ -69,6 +77,7 @@ int main(int argc, char **argv) {
   }
   signal(SIGTERM, on_term);
   signal(SIGINT, on_term);
+  signal(SIGUSR1, on_usr1);
 
   CUdevice dev;
   CUcontext ctx;
@@ -117,6 +126,19 @@ int main(int argc, char **argv) {
     if (check(cuCtxSynchronize(), "cuCtxSynchronize"))
       return 1;
     kernels += batch;
+    if (late && (late_now || (late_at >= 0 && now_s() - start >= late_at))) {
+      CUdeviceptr p;
+      char l[24];
+      CUresult r = cuMemAlloc(&p, late);
+      gs_size_format(late, l, sizeof(l));
+      printf("demo_spin: late allocation of %s: %s\n", l,
+             r == CUDA_SUCCESS ? "ok" : r == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "failed");
+      fflush(stdout);
+      if (r == CUDA_SUCCESS && nheld < sizeof(held) / sizeof(held[0]))
+        held[nheld++] = p;
+      late_now = 0;
+      late_at = -1;
+    }
   }
   double took = now_s() - start;
   printf("demo_spin: %llu kernels of %lluus in %.1fs: %.1f%% of the device\n", kernels,
