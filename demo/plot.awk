@@ -17,7 +17,7 @@ BEGIN {
   if (t > tmax) tmax = t
 }
 END {
-  tmax = (int(tmax / 5) + 1) * 5
+  tmax = (tmax % 5 == 0) ? tmax : (int(tmax / 5) + 1) * 5
   printf "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H
   printf "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
   printf "<text x=\"%d\" y=\"28\" font-size=\"16\" font-weight=\"bold\">%s</text>\n", L, esc(title)
