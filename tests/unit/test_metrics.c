@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "metrics.h"
@@ -141,6 +142,45 @@ static void test_server(void) {
   gs_metrics_stop(NULL);
 }
 
+/* Publishes while scrapes run: every scrape must see one whole snapshot (ASan/TSan food). */
+static int publishing; /* __atomic: the test's own flag between its threads */
+static void *publisher(void *arg) {
+  struct gs_metrics *m = arg;
+  struct gs_status st;
+  ui_snapshot(&st);
+  for (uint64_t i = 0; __atomic_load_n(&publishing, __ATOMIC_RELAXED); i++) {
+    st.slices[0].gpus[0].launches_total = i;
+    st.nslices = 1 + (uint32_t)(i % 3);
+    gs_metrics_publish(m, &st);
+  }
+  gs_status_free(&st);
+  return NULL;
+}
+
+static void test_concurrent(void) {
+  struct gs_metrics *m = NULL;
+  CHECK_EQ_INT(gs_metrics_start("127.0.0.1:0", &m), 0);
+  if (!m)
+    return;
+  pthread_t t;
+  struct gs_status first;
+  ui_snapshot(&first);
+  CHECK_EQ_INT(gs_metrics_publish(m, &first), 0);
+  gs_status_free(&first);
+  __atomic_store_n(&publishing, 1, __ATOMIC_RELAXED);
+  pthread_create(&t, NULL, publisher, m);
+  for (int i = 0; i < 50; i++) {
+    char *r = http(gs_metrics_port(m), "GET /metrics HTTP/1.0\r\n\r\n");
+    CHECK(strstr(r, "slice=\"train\"") != NULL);
+    /* Families are whole: the histogram's last line is always there. */
+    CHECK(strstr(r, "gslice_slice_token_wait_seconds_count{slice=\"train\"") != NULL);
+    free(r);
+  }
+  __atomic_store_n(&publishing, 0, __ATOMIC_RELAXED);
+  pthread_join(t, NULL);
+  gs_metrics_stop(m);
+}
+
 int main(int argc, char **argv) {
   /* --dump: print the hand-built snapshot's metrics only, for promtool (ui_promtool.sh). */
   if (argc > 1 && strcmp(argv[1], "--dump") == 0) {
@@ -158,5 +198,6 @@ int main(int argc, char **argv) {
   test_render();
   test_parse_addr();
   test_server();
+  test_concurrent();
   return test_done();
 }
