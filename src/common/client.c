@@ -1,0 +1,231 @@
+/* Client side of the gsliced protocol (client.h): blocking calls over one Unix-socket connection. */
+#include "client.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *gs_client_socket_path(void) {
+  const char *p = secure_getenv("GSLICE_SOCKET");
+  return p && *p ? p : GS_DEFAULT_SOCKET;
+}
+
+int gs_client_connect(const char *path, int *ret_fd) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  int fd, r;
+
+  if (strlen(path) >= sizeof(a.sun_path))
+    return -ENAMETOOLONG;
+  memcpy(a.sun_path, path, strlen(path) + 1);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  while (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+    if (errno == EINTR)
+      continue;
+    r = -errno;
+    close(fd);
+    return r;
+  }
+  *ret_fd = fd;
+  return 0;
+}
+
+int gs_client_send(int fd, uint32_t type, uint32_t seq, const void *body, size_t len) {
+  unsigned char small[512], *buf = small;
+  size_t n, off = 0;
+  int r;
+
+  if (len + sizeof(struct gs_msg_hdr) > sizeof(small))
+    return -EMSGSIZE;
+  r = gs_msg_encode(buf, sizeof(small), type, seq, body, len, &n);
+  if (r < 0)
+    return r;
+  while (off < n) {
+    ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    off += (size_t)w;
+  }
+  return 0;
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Reads exactly len bytes by the deadline. */
+static int read_full(int fd, unsigned char *p, size_t len, uint64_t deadline) {
+  size_t got = 0;
+
+  while (got < len) {
+    if (deadline != UINT64_MAX) {
+      uint64_t now = now_ms();
+      struct pollfd pfd = {.fd = fd, .events = POLLIN};
+      if (now >= deadline)
+        return -ETIMEDOUT;
+      int r = poll(&pfd, 1, (int)(deadline - now));
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        return -errno;
+      if (r == 0)
+        return -ETIMEDOUT;
+    }
+    ssize_t n = recv(fd, p + got, len - got, 0);
+    if (n == 0)
+      return -ECONNRESET;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    got += (size_t)n;
+  }
+  return 0;
+}
+
+int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg *ret) {
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+  size_t len;
+  int r;
+
+  if (cap < sizeof(struct gs_msg_hdr))
+    return -EMSGSIZE;
+  r = read_full(fd, buf, sizeof(struct gs_msg_hdr), deadline);
+  if (r < 0)
+    return r;
+  r = gs_msg_peek(buf, sizeof(struct gs_msg_hdr), &len);
+  if (r < 0)
+    return -EPROTO;
+  if (len > cap)
+    return -EMSGSIZE;
+  r = read_full(fd, (unsigned char *)buf + sizeof(struct gs_msg_hdr), len - sizeof(struct gs_msg_hdr),
+                deadline);
+  if (r < 0)
+    return r;
+  return gs_msg_decode(buf, len, ret);
+}
+
+/* One request, one answer. A 10 s timeout keeps a wedged daemon from
+ * hanging a CLI forever. */
+static int call(int fd, uint32_t type, const void *body, size_t len, void *buf, size_t cap,
+                struct gs_msg *ret, char *err, size_t err_len) {
+  static const int timeout_ms = 10000;
+  struct gs_msg m;
+  int r;
+
+  r = gs_client_send(fd, type, 1, body, len);
+  if (r < 0)
+    return r;
+  r = gs_client_recv(fd, buf, cap, timeout_ms, &m);
+  if (r < 0)
+    return r;
+  if (m.hdr.type == GS_MSG_ERROR) {
+    if (err && err_len) {
+      size_t n = strnlen(m.u.error.text, sizeof(m.u.error.text));
+      if (n >= err_len)
+        n = err_len - 1;
+      memcpy(err, m.u.error.text, n);
+      err[n] = 0;
+    }
+    return m.u.error.code;
+  }
+  *ret = m;
+  return 0;
+}
+
+int gs_client_hello(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret) {
+  struct gs_msg_hello h = {.role = role, .slice_id = slice_id, .pid = (int32_t)getpid()};
+  uint64_t buf[64];
+  struct gs_msg m;
+  int r = call(fd, GS_MSG_HELLO, &h, sizeof(h), buf, sizeof(buf), &m, NULL, 0);
+
+  if (r < 0)
+    return r;
+  if (m.hdr.type != GS_MSG_HELLO_OK)
+    return -EPROTO;
+  if (ret)
+    *ret = m.u.hello_ok;
+  return 0;
+}
+
+int gs_client_register(int fd, const struct gs_slice_spec *spec, struct gs_msg_registered *ret,
+                       char *err, size_t err_len) {
+  struct gs_msg_register reg = {.spec = *spec, .runner_pid = (int32_t)getpid()};
+  uint64_t buf[64];
+  struct gs_msg m;
+  int r = call(fd, GS_MSG_REGISTER, &reg, sizeof(reg), buf, sizeof(buf), &m, err, err_len);
+
+  if (r < 0)
+    return r;
+  if (m.hdr.type != GS_MSG_REGISTERED)
+    return -EPROTO;
+  *ret = m.u.registered;
+  return 0;
+}
+
+int gs_client_unregister(int fd, uint32_t slice_id, char *err, size_t err_len) {
+  struct gs_msg_unregister u = {.slice_id = slice_id};
+  uint64_t buf[64];
+  struct gs_msg m;
+  int r = call(fd, GS_MSG_UNREGISTER, &u, sizeof(u), buf, sizeof(buf), &m, err, err_len);
+
+  if (r < 0)
+    return r;
+  return m.hdr.type == GS_MSG_OK ? 0 : -EPROTO;
+}
+
+int gs_client_set(int fd, uint32_t slice_id, uint32_t fields, const struct gs_slice_spec *values,
+                  int force, char *err, size_t err_len) {
+  struct gs_msg_set s = {.slice_id = slice_id, .fields = fields, .force = force ? 1 : 0,
+                         .spec = *values};
+  uint64_t buf[64];
+  struct gs_msg m;
+  int r = call(fd, GS_MSG_SET, &s, sizeof(s), buf, sizeof(buf), &m, err, err_len);
+
+  if (r < 0)
+    return r;
+  return m.hdr.type == GS_MSG_OK ? 0 : -EPROTO;
+}
+
+int gs_client_status(int fd, struct gs_status *ret) {
+  struct gs_msg_status q = {0};
+  struct gs_status st = {0};
+  struct gs_msg m;
+  void *buf = malloc(GS_PROTO_MAX_MSG);
+  int r;
+
+  if (!buf)
+    return -ENOMEM;
+  r = call(fd, GS_MSG_STATUS, &q, sizeof(q), buf, GS_PROTO_MAX_MSG, &m, NULL, 0);
+  if (r == 0 && m.hdr.type != GS_MSG_STATUS_REPLY)
+    r = -EPROTO;
+  if (r == 0) {
+    st.time_ns = m.u.status_reply.time_ns;
+    st.ngpus = m.u.status_reply.ngpus;
+    memcpy(st.gpus, m.u.status_reply.gpus, sizeof(st.gpus));
+    st.nslices = m.u.status_reply.nslices;
+    if (st.nslices) {
+      st.slices = malloc((size_t)st.nslices * sizeof(*st.slices));
+      if (!st.slices)
+        r = -ENOMEM;
+      else
+        memcpy(st.slices, m.status_slices, (size_t)st.nslices * sizeof(*st.slices));
+    }
+  }
+  free(buf);
+  if (r == 0)
+    *ret = st;
+  return r;
+}

@@ -1,0 +1,50 @@
+/* The client side of the gsliced protocol: connect, say hello, and one call per request (CLI, hook, status/top/set). */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "status.h"
+
+#define GS_DEFAULT_SOCKET "/run/gslice/gsliced.sock"
+
+/* GSLICE_SOCKET when set, else the default. */
+const char *gs_client_socket_path(void);
+
+/* Connects (blocking, close-on-exec). Returns 0 and the fd, or -errno
+ * (-ENOENT/-ECONNREFUSED: no daemon answers there). */
+int gs_client_connect(const char *path, int *ret_fd);
+
+/* Sends one message. Returns 0 or -errno. */
+int gs_client_send(int fd, uint32_t type, uint32_t seq, const void *body, size_t len);
+
+/* Receives one whole message into buf (cap bytes, 8-aligned) and decodes it;
+ * timeout_ms < 0 waits forever. Returns 0, -ETIMEDOUT, -ECONNRESET (closed),
+ * -EPROTO (malformed), -EMSGSIZE (larger than cap) or -errno. */
+int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg *ret);
+
+/* HELLO: the first message of every connection. role: enum gs_role;
+ * slice_id 0 unless the caller belongs to a slice. The reply (HELLO_OK)
+ * carries the slice's spec. Returns 0, -ENOENT (no such slice for this
+ * user) or another -errno. */
+int gs_client_hello(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret);
+
+/* Each call below sends one request and waits for its answer. On a refusal
+ * the daemon's reason is copied into err (when not NULL) and the daemon's
+ * -errno returned: -EINVAL (bad values), -EBUSY (over 100% of a GPU, memory
+ * cap below use without force), -ENODEV (unknown GPU), -ENOENT (no such
+ * slice, or not yours), -ENOSPC (too many slices). */
+int gs_client_register(int fd, const struct gs_slice_spec *spec, struct gs_msg_registered *ret,
+                       char *err, size_t err_len);
+int gs_client_unregister(int fd, uint32_t slice_id, char *err, size_t err_len);
+
+/* The node snapshot. On success *ret owns a malloc'd slice array: free it
+ * with gs_status_free. */
+int gs_client_status(int fd, struct gs_status *ret);
+
+/* Changes a live slice: `fields` (enum gs_set_field bits) say which of
+ * values' compute_request, compute_limit, priority, weight, memory_cap apply.
+ * Validated as `gslice run` is; persisted; takes effect at the slice's next
+ * token and allocation. force: allow a memory cap below current use. */
+int gs_client_set(int fd, uint32_t slice_id, uint32_t fields, const struct gs_slice_spec *values,
+                  int force, char *err, size_t err_len);

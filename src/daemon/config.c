@@ -1,0 +1,170 @@
+/* The daemon's configuration table and its parsing (config.h); the reference is docs/config.md. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define U64(field, def, lo, hi, rt, help)                                                          \
+  {#field, CONFIG_U64, def, offsetof(struct config, field), 0, lo, hi, rt, help}
+#define STR(field, def, rt, help)                                                                  \
+  {#field, CONFIG_STR, def, offsetof(struct config, field),                                        \
+   sizeof(((struct config *)0)->field), 0, 0, rt, help}
+
+const struct config_entry config_table[] = {
+    STR(socket, "/run/gslice/gsliced.sock", false,
+        "Unix socket of the daemon (GSLICE_SOCKET overrides the default)"),
+    STR(state_dir, "", false,
+        "slices, their state dirs, lock and log; default /var/lib/gslice as root, "
+        "else ${XDG_RUNTIME_DIR:-/tmp}/gslice-UID"),
+    STR(metrics, "off", false, "serve /metrics on HOST:PORT or PORT (loopback); off: none"),
+    U64(window_ms, "1000", 100, 60000, true, "sliding window of requests and fair share, ms"),
+    U64(quantum_min_us, "5000", 100, 1000000, true, "smallest quantum, us"),
+    U64(quantum_max_us, "50000", 100, 10000000, true, "largest quantum, us"),
+    U64(quantum_init_us, "10000", 100, 10000000, true, "quantum before kernels are measured, us"),
+    U64(quantum_kernels, "8", 1, 1000, true, "a quantum is this many of the slice's mean kernels"),
+    U64(release_timeout_ms, "1000", 10, 600000, true,
+        "a holder that has not closed its burst this long after expiry is revoked, ms"),
+    U64(max_clients, "1024", 4, 65536, false, "connections at once"),
+    U64(max_slices, "256", 1, 256, false, "slices at once"),
+    U64(gpus, "0", 0, 16, false, "GPUs to schedule; 0: as many as NVML reports (1 without NVML)"),
+};
+const unsigned config_table_len = sizeof(config_table) / sizeof(config_table[0]);
+
+static const struct config_entry *find(const char *name) {
+  for (unsigned i = 0; i < config_table_len; i++)
+    if (strcmp(config_table[i].name, name) == 0)
+      return &config_table[i];
+  return NULL;
+}
+
+static int set_entry(struct config *c, const struct config_entry *e, const char *value, char *why,
+                     size_t why_len) {
+  char *p = (char *)c + e->offset;
+
+  if (e->type == CONFIG_STR) {
+    if (strlen(value) >= e->size) {
+      snprintf(why, why_len, "%s: longer than %zu bytes", e->name, e->size - 1);
+      return -EINVAL;
+    }
+    memcpy(p, value, strlen(value) + 1);
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(value, &end, 10);
+  if (errno || end == value || *end || value[0] == '-' || v < e->min || v > e->max) {
+    snprintf(why, why_len, "%s: '%s' is not a number in %" PRIu64 "..%" PRIu64, e->name, value,
+             e->min, e->max);
+    return -EINVAL;
+  }
+  memcpy(p, &(uint64_t){v}, sizeof(uint64_t));
+  return 0;
+}
+
+void config_defaults(struct config *ret) {
+  char why[64];
+
+  memset(ret, 0, sizeof(*ret));
+  for (unsigned i = 0; i < config_table_len; i++)
+    set_entry(ret, &config_table[i], config_table[i].def, why, sizeof(why));
+  if (geteuid() == 0) {
+    snprintf(ret->state_dir, sizeof(ret->state_dir), "/var/lib/gslice");
+  } else {
+    const char *rt = secure_getenv("XDG_RUNTIME_DIR");
+    snprintf(ret->state_dir, sizeof(ret->state_dir), "%s/gslice-%u", rt && *rt ? rt : "/tmp",
+             (unsigned)geteuid());
+  }
+  const char *sock = secure_getenv("GSLICE_SOCKET");
+  if (sock && *sock && strlen(sock) < sizeof(ret->socket))
+    snprintf(ret->socket, sizeof(ret->socket), "%s", sock);
+}
+
+int config_set(struct config *c, const char *name, const char *value, char *why, size_t why_len) {
+  const struct config_entry *e = find(name);
+
+  if (!e) {
+    snprintf(why, why_len, "no setting named '%s' (gsliced --help lists them)", name);
+    return -ENOENT;
+  }
+  return set_entry(c, e, value, why, why_len);
+}
+
+static char *trim(char *s) {
+  char *e;
+  while (*s == ' ' || *s == '\t')
+    s++;
+  e = s + strlen(s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+    *--e = 0;
+  return s;
+}
+
+int config_load_file(struct config *c, const char *path, char *why, size_t why_len) {
+  FILE *f = fopen(path, "re");
+  char line[512], sub[256];
+  unsigned n = 0;
+  int r = 0;
+
+  if (!f) {
+    r = -errno;
+    snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
+    return r;
+  }
+  while (fgets(line, sizeof(line), f)) {
+    char *s = trim(line), *eq;
+    n++;
+    if (!*s || *s == '#')
+      continue;
+    eq = strchr(s, '=');
+    if (!eq) {
+      snprintf(why, why_len, "%s:%u: expected name = value", path, n);
+      r = -EINVAL;
+      break;
+    }
+    *eq = 0;
+    r = config_set(c, trim(s), trim(eq + 1), sub, sizeof(sub));
+    if (r < 0) {
+      snprintf(why, why_len, "%s:%u: %s", path, n, sub);
+      r = -EINVAL;
+      break;
+    }
+  }
+  fclose(f);
+  return r;
+}
+
+int config_check(const struct config *c, char *why, size_t why_len) {
+  if (c->quantum_min_us > c->quantum_max_us || c->quantum_init_us < c->quantum_min_us ||
+      c->quantum_init_us > c->quantum_max_us) {
+    snprintf(why, why_len, "need quantum_min_us <= quantum_init_us <= quantum_max_us");
+    return -EINVAL;
+  }
+  if (c->quantum_max_us > c->window_ms * 1000 / 4) {
+    snprintf(why, why_len, "quantum_max_us must be at most a quarter of window_ms");
+    return -EINVAL;
+  }
+  if (!c->socket[0] || !c->state_dir[0]) {
+    snprintf(why, why_len, "socket and state_dir must not be empty");
+    return -EINVAL;
+  }
+  return 0;
+}
+
+void config_print(const struct config *c, FILE *out) {
+  for (unsigned i = 0; i < config_table_len; i++) {
+    const struct config_entry *e = &config_table[i];
+    char val[CONFIG_STR_MAX + 32];
+    if (!c)
+      snprintf(val, sizeof(val), "%s", e->def);
+    else if (e->type == CONFIG_STR)
+      snprintf(val, sizeof(val), "%s", (const char *)c + e->offset);
+    else
+      snprintf(val, sizeof(val), "%" PRIu64, *(const uint64_t *)(const void *)((const char *)c + e->offset));
+    fprintf(out, "  %-20s %-8s %-26s %s%s\n", e->name, e->type == CONFIG_U64 ? "number" : "string",
+            val, e->help, e->runtime ? " [SIGHUP]" : "");
+  }
+}

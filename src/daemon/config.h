@@ -1,0 +1,50 @@
+/* The daemon's configuration: one table (name, type, default, validator, runtime-changeable) read by parsing, --help and --print-config. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONFIG_STR_MAX 256
+
+struct config {
+  char socket[108];             /* sun_path size */
+  char state_dir[CONFIG_STR_MAX];
+  char metrics[CONFIG_STR_MAX]; /* HOST:PORT of /metrics, "off": none */
+  uint64_t window_ms;
+  uint64_t quantum_min_us;
+  uint64_t quantum_max_us;
+  uint64_t quantum_init_us;
+  uint64_t quantum_kernels;
+  uint64_t release_timeout_ms;
+  uint64_t max_clients;
+  uint64_t max_slices;
+  uint64_t gpus; /* 0: ask NVML */
+};
+
+enum config_type { CONFIG_U64, CONFIG_STR };
+
+struct config_entry {
+  const char *name;
+  enum config_type type;
+  const char *def;
+  size_t offset;
+  size_t size; /* of the string field */
+  uint64_t min, max; /* CONFIG_U64 bounds */
+  bool runtime;      /* takes effect on SIGHUP without a restart */
+  const char *help;
+};
+
+extern const struct config_entry config_table[];
+extern const unsigned config_table_len;
+
+/* Every entry at its default (state_dir and socket as the caller's identity implies). */
+void config_defaults(struct config *ret);
+/* Sets one entry from text. Returns 0, -ENOENT (no such name), -EINVAL (bad value),
+ * with a reason in why. */
+int config_set(struct config *c, const char *name, const char *value, char *why, size_t why_len);
+/* Reads "name = value" lines (# comments). Returns 0 or -errno, reason in why. */
+int config_load_file(struct config *c, const char *path, char *why, size_t why_len);
+/* Cross-field checks (quantum bounds against the window). */
+int config_check(const struct config *c, char *why, size_t why_len);
+/* The table with each entry's value in c (or the default when c is NULL). */
+void config_print(const struct config *c, FILE *out);

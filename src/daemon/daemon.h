@@ -1,0 +1,99 @@
+/* The daemon's state, passed around as struct daemon *: config, loop, registry, GPUs and connections. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "loop.h"
+#include "proto.h"
+#include "registry.h"
+#include "sched.h"
+
+/* A client sends only small messages; anything longer is hostile. */
+#define CONN_IN_MAX 512
+/* A reader that lets this much pile up is dropped (status replies are ~700 KiB at most). */
+#define CONN_OUT_MAX (4u << 20)
+
+struct conn {
+  int fd;
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+  bool hello;
+  uint32_t role;     /* enum gs_role, after HELLO */
+  uint32_t slice_id; /* 0: not a slice's process */
+  uint32_t waiting;  /* physical GPUs this process asked a token for */
+  uint32_t holding;  /* physical GPUs whose current token it takes part in */
+  uint32_t hold_gen[GS_MAX_GPUS];
+  unsigned char in[CONN_IN_MAX];
+  size_t inlen;
+  unsigned char *out;
+  size_t outlen, outcap;
+  struct conn *next;
+};
+
+struct daemon;
+
+struct gpu {
+  struct daemon *d;
+  uint32_t index;
+  char name[GS_NAME_MAX];
+  char uuid[GS_UUID_MAX];
+  uint8_t uuid_bin[16];
+  bool has_uuid;
+  uint64_t memory_total;
+  uint64_t memory_used;
+  struct sched s;
+  uint32_t holder;       /* slice holding the token, 0: free */
+  uint32_t participants; /* connections whose burst is still open */
+  uint64_t timer;        /* release deadline or limit wakeup, 0: none */
+  uint64_t timer_when;
+  uint64_t revoked;      /* tokens taken back at the release deadline */
+};
+
+struct nvml;
+
+struct daemon {
+  struct config cfg;
+  char config_path[CONFIG_STR_MAX];
+  struct loop *loop;
+  int listen_fd;
+  int signal_fd;
+  int lock_fd;
+  struct registry reg;
+  struct gpu gpus[GS_MAX_GPUS];
+  uint32_t ngpus;
+  struct conn *conns;
+  uint32_t nconns;
+  uint64_t started;
+  uint64_t housekeeping_timer;
+  struct nvml *nvml;
+  struct gs_metrics *metrics;
+};
+
+/* server.c: the socket, connections and the token flow. */
+int server_listen(struct daemon *d);
+void server_close_all(struct daemon *d);
+/* Applies new scheduler settings to every GPU (SIGHUP). */
+void server_apply_sched_cfg(struct daemon *d);
+/* Adds every registered slice to its GPUs' schedulers (after a restart). */
+int server_adopt_slices(struct daemon *d);
+/* Drops slices whose runner and processes are all gone; publishes metrics. */
+void server_housekeeping(struct daemon *d);
+void daemon_sched_cfg(const struct config *c, struct sched_cfg *ret);
+
+/* snapshot.c: the node snapshot of STATUS and /metrics; memory caps via the slice's region. */
+int daemon_snapshot(struct daemon *d, struct gs_status *ret);
+/* Writes the slice's memory cap into its region (creating it). */
+int daemon_apply_memory_cap(struct daemon *d, const struct slice *s);
+/* Memory the slice holds on a GPU, from its region (0 if none). */
+uint64_t daemon_slice_memory_used(struct daemon *d, const struct slice *s, uint32_t gpu);
+
+/* gpu.c: GPUs as NVML reports them (or cfg.gpus unnamed ones without it). */
+int gpus_discover(struct daemon *d);
+void gpus_refresh_memory(struct daemon *d);
+void gpus_close(struct daemon *d);
+
+/* Logging at the edge: the daemon logs to stderr (its log file when in the background). */
+void dlog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

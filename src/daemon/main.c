@@ -1,0 +1,310 @@
+/* gsliced: the node daemon's entry point: options and config, lock, state, socket, background, signals. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "metrics.h"
+
+void dlog(const char *level, const char *fmt, ...) {
+  char ts[32];
+  struct timespec now;
+  struct tm tm;
+  va_list ap;
+
+  clock_gettime(CLOCK_REALTIME, &now);
+  localtime_r(&now.tv_sec, &tm);
+  strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
+  fprintf(stderr, "%s.%03ld gsliced[%d] %s: ", ts, now.tv_nsec / 1000000, (int)getpid(), level);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: gsliced [--socket PATH] [--state-dir DIR] [--foreground] [--config FILE]\n"
+          "               [--metrics ADDR] [--set NAME=VALUE]... [--print-config]\n"
+          "The gslice node daemon: slice registry and per-GPU compute-token scheduler.\n"
+          "Settings (config file lines 'NAME = VALUE'; --set overrides; [SIGHUP]: reloadable):\n");
+  config_print(NULL, out);
+}
+
+static int mkdirs(const char *path, mode_t mode) {
+  char buf[CONFIG_STR_MAX];
+
+  snprintf(buf, sizeof(buf), "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = 0;
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+      return -errno;
+    *p = '/';
+  }
+  if (mkdir(buf, mode) < 0 && errno != EEXIST)
+    return -errno;
+  return 0;
+}
+
+static int take_lock(struct daemon *d) {
+  char path[CONFIG_STR_MAX + 16], pid[32] = "";
+  int fd;
+
+  snprintf(path, sizeof(path), "%s/gsliced.lock", d->cfg.state_dir);
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "gsliced: cannot open %s: %s\n", path, strerror(errno));
+    return -errno;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    ssize_t n = read(fd, pid, sizeof(pid) - 1);
+    pid[n > 0 ? n : 0] = 0;
+    pid[strcspn(pid, "\n")] = 0;
+    fprintf(stderr, "gsliced: another gsliced (pid %s) owns %s; stop it first\n",
+            *pid ? pid : "?", d->cfg.state_dir);
+    close(fd);
+    return -EBUSY;
+  }
+  d->lock_fd = fd;
+  return 0;
+}
+
+static void write_pid(struct daemon *d) {
+  char pid[32];
+  int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+  if (ftruncate(d->lock_fd, 0) == 0 && pwrite(d->lock_fd, pid, (size_t)n, 0) < 0)
+    dlog("warning", "cannot write the pid into the lock file");
+}
+
+/* Goes to the background once the socket answers, so whoever started us
+ * can connect as soon as we return. */
+static int background(struct daemon *d) {
+  char log[CONFIG_STR_MAX + 16];
+  int p[2], fd;
+  pid_t pid;
+
+  snprintf(log, sizeof(log), "%s/gsliced.log", d->cfg.state_dir);
+  fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "gsliced: cannot open log %s: %s\n", log, strerror(errno));
+    return -errno;
+  }
+  if (pipe2(p, O_CLOEXEC) < 0)
+    return -errno;
+  pid = fork();
+  if (pid < 0)
+    return -errno;
+  if (pid > 0) {
+    char c;
+    close(p[1]);
+    _exit(read(p[0], &c, 1) == 1 ? 0 : 1);
+  }
+  close(p[0]);
+  setsid();
+  int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (nul >= 0) {
+    dup2(nul, 0);
+    dup2(nul, 1);
+    close(nul);
+  }
+  dup2(fd, 2);
+  close(fd);
+  if (write(p[1], "1", 1) != 1)
+    return -EIO;
+  close(p[1]);
+  return 0;
+}
+
+static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
+  struct daemon *d = data;
+  (void)id;
+  server_housekeeping(d);
+  loop_add_timer(l, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
+}
+
+static void reload(struct daemon *d) {
+  struct config c = d->cfg;
+  char why[CONFIG_STR_MAX];
+
+  if (!d->config_path[0]) {
+    dlog("info", "SIGHUP: no --config file to reload");
+    return;
+  }
+  if (config_load_file(&c, d->config_path, why, sizeof(why)) < 0 ||
+      config_check(&c, why, sizeof(why)) < 0) {
+    dlog("error", "SIGHUP: %s; keeping the running settings", why);
+    return;
+  }
+  /* Only settings marked runtime change; the rest need a restart. */
+  for (unsigned i = 0; i < config_table_len; i++) {
+    const struct config_entry *e = &config_table[i];
+    size_t size = e->type == CONFIG_U64 ? sizeof(uint64_t) : e->size;
+    if (e->runtime)
+      memcpy((char *)&d->cfg + e->offset, (char *)&c + e->offset, size);
+    else if (memcmp((char *)&d->cfg + e->offset, (char *)&c + e->offset, size))
+      dlog("warning", "SIGHUP: %s changes only at restart", e->name);
+  }
+  server_apply_sched_cfg(d);
+  dlog("info", "SIGHUP: settings reloaded from %s", d->config_path);
+}
+
+static void signal_cb(struct loop *l, int fd, uint32_t events, void *data) {
+  struct daemon *d = data;
+  struct signalfd_siginfo si;
+
+  (void)events;
+  while (read(fd, &si, sizeof(si)) == sizeof(si)) {
+    if (si.ssi_signo == SIGHUP) {
+      reload(d);
+      continue;
+    }
+    dlog("info", "signal %u: shutting down (slices are kept in %s)", si.ssi_signo, d->cfg.state_dir);
+    loop_stop(l);
+  }
+}
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"socket", required_argument, NULL, 's'},  {"state-dir", required_argument, NULL, 'd'},
+      {"foreground", no_argument, NULL, 'f'},    {"config", required_argument, NULL, 'c'},
+      {"metrics", required_argument, NULL, 'm'}, {"set", required_argument, NULL, 'S'},
+      {"print-config", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  struct daemon *d = calloc(1, sizeof(*d));
+  char why[CONFIG_STR_MAX * 2];
+  const char *socket_arg = NULL, *state_arg = NULL, *metrics_arg = NULL;
+  char *sets[64];
+  int nsets = 0, foreground = 0, print = 0, o, r;
+
+  if (!d)
+    return 1;
+  d->listen_fd = d->signal_fd = d->lock_fd = -1;
+  config_defaults(&d->cfg);
+  while ((o = getopt_long(argc, argv, "s:d:fc:m:S:Ph", opts, NULL)) != -1) {
+    switch (o) {
+    case 's': socket_arg = optarg; break;
+    case 'd': state_arg = optarg; break;
+    case 'f': foreground = 1; break;
+    case 'c': snprintf(d->config_path, sizeof(d->config_path), "%s", optarg); break;
+    case 'm': metrics_arg = optarg; break;
+    case 'S':
+      if (nsets < 64)
+        sets[nsets++] = optarg;
+      break;
+    case 'P': print = 1; break;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    usage(stderr);
+    return 2;
+  }
+  /* The file first, then the command line over it. */
+  if (d->config_path[0] && config_load_file(&d->cfg, d->config_path, why, sizeof(why)) < 0) {
+    fprintf(stderr, "gsliced: %s\n", why);
+    return 2;
+  }
+  for (int i = 0; i < nsets; i++) {
+    char *eq = strchr(sets[i], '=');
+    if (!eq) {
+      fprintf(stderr, "gsliced: --set wants NAME=VALUE, got '%s'\n", sets[i]);
+      return 2;
+    }
+    *eq = 0;
+    if (config_set(&d->cfg, sets[i], eq + 1, why, sizeof(why)) < 0) {
+      fprintf(stderr, "gsliced: %s\n", why);
+      return 2;
+    }
+  }
+  if ((socket_arg && config_set(&d->cfg, "socket", socket_arg, why, sizeof(why)) < 0) ||
+      (state_arg && config_set(&d->cfg, "state_dir", state_arg, why, sizeof(why)) < 0) ||
+      (metrics_arg && config_set(&d->cfg, "metrics", metrics_arg, why, sizeof(why)) < 0) ||
+      config_check(&d->cfg, why, sizeof(why)) < 0) {
+    fprintf(stderr, "gsliced: %s\n", why);
+    return 2;
+  }
+  if (print) {
+    config_print(&d->cfg, stdout);
+    return 0;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  r = mkdirs(d->cfg.state_dir, geteuid() == 0 ? 0755 : 0700);
+  if (r < 0) {
+    fprintf(stderr, "gsliced: cannot create state dir %s: %s\n", d->cfg.state_dir, strerror(-r));
+    return 1;
+  }
+  if (take_lock(d) < 0)
+    return 1;
+  r = registry_load(&d->reg, d->cfg.state_dir, (uint32_t)d->cfg.max_slices, why, sizeof(why));
+  if (r < 0) {
+    fprintf(stderr,
+            "gsliced: %s\n"
+            "gsliced: refusing to start over it; move it away (the slices it names are then "
+            "forgotten) or repair it\n",
+            why);
+    return 1;
+  }
+  if ((r = loop_new(&d->loop)) < 0 || (r = gpus_discover(d)) < 0 ||
+      (r = server_adopt_slices(d)) < 0) {
+    fprintf(stderr, "gsliced: cannot start: %s\n", strerror(-r));
+    return 1;
+  }
+  r = server_listen(d);
+  if (r < 0) {
+    if (r == -EADDRINUSE)
+      fprintf(stderr, "gsliced: another daemon answers on %s\n", d->cfg.socket);
+    else
+      fprintf(stderr, "gsliced: cannot listen on %s: %s\n", d->cfg.socket, strerror(-r));
+    return 1;
+  }
+  if (!foreground && background(d) < 0)
+    return 1;
+  write_pid(d);
+  d->started = loop_now();
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  sigprocmask(SIG_BLOCK, &mask, NULL);
+  d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (d->signal_fd < 0 || loop_add_fd(d->loop, d->signal_fd, EPOLLIN, signal_cb, d) < 0) {
+    dlog("error", "cannot watch signals: %s", strerror(errno));
+    return 1;
+  }
+  /* Threads do not survive fork: the metrics server starts after it. */
+  if (strcmp(d->cfg.metrics, "off") != 0 && d->cfg.metrics[0]) {
+    r = gs_metrics_start(d->cfg.metrics, &d->metrics);
+    if (r < 0)
+      dlog("warning", "cannot serve /metrics on %s: %s; running without", d->cfg.metrics,
+           strerror(-r));
+  }
+  loop_add_timer(d->loop, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
+  dlog("info", "serving %s, state %s, %u GPU(s), %u slice(s) recovered", d->cfg.socket,
+       d->cfg.state_dir, d->ngpus, d->reg.n);
+  r = loop_run(d->loop);
+  server_close_all(d);
+  gs_metrics_stop(d->metrics);
+  registry_save(&d->reg);
+  registry_free(&d->reg);
+  gpus_close(d);
+  close(d->signal_fd);
+  loop_free(d->loop);
+  close(d->lock_fd);
+  free(d);
+  return r < 0 ? 1 : 0;
+}

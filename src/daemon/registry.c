@@ -1,0 +1,299 @@
+/* The slices registry (registry.h): admission, ids, slice dirs, and the persisted state file. */
+#include "registry.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STATE_MAGIC "gslice-state 1"
+
+uint32_t slice_mask(const struct slice *s) {
+  return s->spec.gpu_mask ? s->spec.gpu_mask : 1u;
+}
+
+int slice_gpu(const struct slice *s, uint32_t ordinal, uint32_t *ret_gpu) {
+  uint32_t mask = slice_mask(s), k = 0;
+
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    if (!(mask & (1u << g)))
+      continue;
+    if (k++ == ordinal) {
+      *ret_gpu = g;
+      return 0;
+    }
+  }
+  return -ENODEV;
+}
+
+int slice_name_ok(const char *name) {
+  size_t n = strnlen(name, GS_NAME_MAX);
+
+  if (n >= GS_NAME_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '.' || c == '_' || c == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+struct slice *registry_find(struct registry *reg, uint32_t id) {
+  for (uint32_t i = 0; i < reg->n; i++)
+    if (reg->slices[i]->id == id)
+      return reg->slices[i];
+  return NULL;
+}
+
+uint32_t registry_committed(const struct registry *reg, uint32_t gpu, uint32_t except_id) {
+  uint32_t sum = 0;
+
+  for (uint32_t i = 0; i < reg->n; i++) {
+    const struct slice *s = reg->slices[i];
+    if (s->id != except_id && (slice_mask(s) & (1u << gpu)))
+      sum += s->spec.compute_request;
+  }
+  return sum;
+}
+
+int registry_admit(const struct registry *reg, const struct gs_slice_spec *spec, uint32_t except_id,
+                   uint32_t ngpus, char *why, size_t why_len) {
+  struct slice probe = {.spec = *spec};
+  uint32_t mask = slice_mask(&probe);
+
+  if (gs_slice_spec_check(spec, why, why_len) < 0)
+    return -EINVAL;
+  if (!slice_name_ok(spec->name)) {
+    snprintf(why, why_len, "name may hold only letters, digits, '.', '_' and '-' (63 at most)");
+    return -EINVAL;
+  }
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    if (!(mask & (1u << g)))
+      continue;
+    if (g >= ngpus) {
+      snprintf(why, why_len, "no GPU %u on this node (it has %u: 0..%u)", g, ngpus,
+               ngpus ? ngpus - 1 : 0);
+      return -ENODEV;
+    }
+    uint32_t used = registry_committed(reg, g, except_id);
+    if (used + spec->compute_request > 100) {
+      snprintf(why, why_len,
+               "GPU %u has %u%% of compute committed already; %u%% more is over 100%% "
+               "(at most %u%% is left)",
+               g, used, spec->compute_request, 100 - used);
+      return -EBUSY;
+    }
+  }
+  return 0;
+}
+
+static int make_dir(const struct registry *reg, struct slice *s) {
+  char parent[GS_PROTO_PATH_MAX + 16];
+
+  snprintf(parent, sizeof(parent), "%s/slices", reg->state_dir);
+  if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+    return -errno;
+  if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%" PRIu32, parent, s->id) >= sizeof(s->dir))
+    return -ENAMETOOLONG;
+  if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
+    return -errno;
+  /* The slice's processes run as its owner and share files there (the
+   * memory region): the dir is theirs. */
+  if (geteuid() == 0 && chown(s->dir, s->uid, s->gid) < 0)
+    return -errno;
+  return 0;
+}
+
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+
+  if (!d)
+    return;
+  while ((e = readdir(d))) {
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uid_t uid, gid_t gid,
+                 pid_t runner_pid, uint64_t runner_start, struct slice **ret) {
+  struct slice *s;
+  int r;
+
+  if (reg->n >= reg->max_slices)
+    return -ENOSPC;
+  s = calloc(1, sizeof(*s));
+  if (!s)
+    return -ENOMEM;
+  *s = (struct slice){.id = reg->next_id++, .spec = *spec, .uid = uid, .gid = gid,
+                      .runner_pid = runner_pid, .runner_start = runner_start};
+  if (reg->next_id == 0)
+    reg->next_id = 1;
+  r = make_dir(reg, s);
+  if (r < 0) {
+    free(s);
+    return r;
+  }
+  reg->slices[reg->n++] = s;
+  *ret = s;
+  return 0;
+}
+
+void registry_remove(struct registry *reg, uint32_t id) {
+  for (uint32_t i = 0; i < reg->n; i++) {
+    if (reg->slices[i]->id != id)
+      continue;
+    remove_dir(reg->slices[i]->dir);
+    free(reg->slices[i]);
+    reg->slices[i] = reg->slices[--reg->n];
+    return;
+  }
+}
+
+void registry_free(struct registry *reg) {
+  for (uint32_t i = 0; i < reg->n; i++)
+    free(reg->slices[i]);
+  reg->n = 0;
+}
+
+int registry_save(const struct registry *reg) {
+  char path[GS_PROTO_PATH_MAX + 32], tmp[GS_PROTO_PATH_MAX + 32];
+  FILE *f;
+  int fd, r = 0;
+
+  snprintf(path, sizeof(path), "%s/%s", reg->state_dir, REGISTRY_FILE);
+  snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", reg->state_dir, REGISTRY_FILE);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return -errno;
+  f = fdopen(fd, "w");
+  if (!f) {
+    r = -errno;
+    close(fd);
+    unlink(tmp);
+    return r;
+  }
+  fprintf(f, "%s\nnext_id %" PRIu32 "\n", STATE_MAGIC, reg->next_id);
+  for (uint32_t i = 0; i < reg->n; i++) {
+    const struct slice *s = reg->slices[i];
+    fprintf(f,
+            "slice %" PRIu32 " uid=%u gid=%u runner=%d start=%" PRIu64 " gpus=%" PRIu32
+            " request=%" PRIu32 " limit=%" PRIu32 " priority=%" PRId32 " weight=%" PRIu32
+            " memory=%" PRIu64 " force=%" PRIu32 " name=%s\n",
+            s->id, (unsigned)s->uid, (unsigned)s->gid, (int)s->runner_pid, s->runner_start,
+            s->spec.gpu_mask, s->spec.compute_request, s->spec.compute_limit, s->spec.priority,
+            s->spec.weight, s->spec.memory_cap, s->memory_force, s->spec.name);
+  }
+  if (fflush(f) != 0 || fsync(fd) != 0)
+    r = -errno;
+  if (fclose(f) != 0 && r == 0)
+    r = -errno;
+  if (r == 0 && rename(tmp, path) < 0)
+    r = -errno;
+  if (r < 0)
+    unlink(tmp);
+  return r;
+}
+
+static int parse_slice(char *line, struct slice *s) {
+  unsigned uid, gid;
+  int pid, used = 0;
+
+  if (sscanf(line,
+             "slice %" SCNu32 " uid=%u gid=%u runner=%d start=%" SCNu64 " gpus=%" SCNu32
+             " request=%" SCNu32 " limit=%" SCNu32 " priority=%" SCNd32 " weight=%" SCNu32
+             " memory=%" SCNu64 " force=%" SCNu32 " name=%n",
+             &s->id, &uid, &gid, &pid, &s->runner_start, &s->spec.gpu_mask,
+             &s->spec.compute_request, &s->spec.compute_limit, &s->spec.priority, &s->spec.weight,
+             &s->spec.memory_cap, &s->memory_force, &used) != 12 ||
+      used == 0)
+    return -EBADMSG;
+  char *name = line + used;
+  name[strcspn(name, "\n")] = 0;
+  if (strlen(name) >= sizeof(s->spec.name))
+    return -EBADMSG;
+  snprintf(s->spec.name, sizeof(s->spec.name), "%s", name);
+  s->uid = uid;
+  s->gid = gid;
+  s->runner_pid = pid;
+  if (s->id == 0 || !slice_name_ok(s->spec.name) || gs_slice_spec_check(&s->spec, NULL, 0) < 0)
+    return -EBADMSG;
+  return 0;
+}
+
+int registry_load(struct registry *reg, const char *state_dir, uint32_t max_slices, char *why,
+                  size_t why_len) {
+  char path[GS_PROTO_PATH_MAX + 32], line[512];
+  unsigned lineno = 0;
+  FILE *f;
+  int r = 0;
+
+  memset(reg, 0, sizeof(*reg));
+  if (strlen(state_dir) >= sizeof(reg->state_dir) - 32) {
+    snprintf(why, why_len, "state dir path too long");
+    return -ENAMETOOLONG;
+  }
+  snprintf(reg->state_dir, sizeof(reg->state_dir), "%s", state_dir);
+  reg->max_slices = max_slices > REGISTRY_MAX ? REGISTRY_MAX : max_slices;
+  reg->next_id = 1;
+  snprintf(path, sizeof(path), "%s/%s", state_dir, REGISTRY_FILE);
+  f = fopen(path, "re");
+  if (!f) {
+    if (errno == ENOENT)
+      return 0;
+    r = -errno;
+    snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
+    return r;
+  }
+  while (fgets(line, sizeof(line), f)) {
+    lineno++;
+    if (lineno == 1) {
+      if (strcmp(line, STATE_MAGIC "\n") != 0) {
+        snprintf(why, why_len, "%s:1: not a gslice state file (want '%s')", path, STATE_MAGIC);
+        r = -EBADMSG;
+        break;
+      }
+      continue;
+    }
+    if (strncmp(line, "next_id ", 8) == 0) {
+      if (sscanf(line, "next_id %" SCNu32, &reg->next_id) != 1 || reg->next_id == 0) {
+        snprintf(why, why_len, "%s:%u: bad next_id", path, lineno);
+        r = -EBADMSG;
+        break;
+      }
+      continue;
+    }
+    struct slice *s = calloc(1, sizeof(*s));
+    if (!s) {
+      r = -ENOMEM;
+      break;
+    }
+    if (parse_slice(line, s) < 0 || registry_find(reg, s->id) || reg->n >= reg->max_slices ||
+        s->id >= reg->next_id) {
+      free(s);
+      snprintf(why, why_len, "%s:%u: not a valid slice line", path, lineno);
+      r = -EBADMSG;
+      break;
+    }
+    snprintf(s->dir, sizeof(s->dir), "%s/slices/%" PRIu32, state_dir, s->id);
+    reg->slices[reg->n++] = s;
+  }
+  if (r == 0 && lineno == 0) {
+    snprintf(why, why_len, "%s is empty", path);
+    r = -EBADMSG;
+  }
+  fclose(f);
+  if (r < 0)
+    registry_free(reg);
+  return r;
+}

@@ -1,0 +1,726 @@
+/* The daemon's socket side: connections (SO_PEERCRED), requests, and the token flow of every GPU. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "metrics.h"
+#include "region.h"
+
+static void conn_close(struct daemon *d, struct conn *c, const char *why);
+static void dispatch(struct daemon *d, struct gpu *g);
+
+void daemon_sched_cfg(const struct config *c, struct sched_cfg *ret) {
+  *ret = (struct sched_cfg){.window_ns = c->window_ms * 1000000ull,
+                            .quantum_min_ns = c->quantum_min_us * 1000ull,
+                            .quantum_max_ns = c->quantum_max_us * 1000ull,
+                            .quantum_init_ns = c->quantum_init_us * 1000ull,
+                            .quantum_kernels = (uint32_t)c->quantum_kernels};
+}
+
+static struct sched_params slice_params(const struct slice *s) {
+  return (struct sched_params){.request_pct = s->spec.compute_request,
+                               .limit_pct = s->spec.compute_limit,
+                               .priority = s->spec.priority,
+                               .weight = s->spec.weight};
+}
+
+/* ---- output ---- */
+
+static void conn_flush(struct daemon *d, struct conn *c) {
+  while (c->outlen) {
+    ssize_t n = send(c->fd, c->out, c->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN)
+        break;
+      return; /* the read side sees the error and closes */
+    }
+    memmove(c->out, c->out + n, c->outlen - (size_t)n);
+    c->outlen -= (size_t)n;
+  }
+  loop_mod_fd(d->loop, c->fd, EPOLLIN | EPOLLRDHUP | (c->outlen ? EPOLLOUT : 0));
+}
+
+/* Queues one message; a client that does not read is dropped, not buffered forever. */
+static int conn_send(struct daemon *d, struct conn *c, uint32_t type, uint32_t seq, const void *body,
+                     size_t len) {
+  size_t need = c->outlen + sizeof(struct gs_msg_hdr) + len, n;
+
+  if (need > CONN_OUT_MAX)
+    return -ENOBUFS;
+  if (need > c->outcap) {
+    size_t cap = c->outcap ? c->outcap : 1024;
+    while (cap < need)
+      cap *= 2;
+    unsigned char *p = realloc(c->out, cap);
+    if (!p)
+      return -ENOMEM;
+    c->out = p;
+    c->outcap = cap;
+  }
+  int r = gs_msg_encode(c->out + c->outlen, c->outcap - c->outlen, type, seq, body, len, &n);
+  if (r < 0)
+    return r;
+  c->outlen += n;
+  conn_flush(d, c);
+  return 0;
+}
+
+static void send_error(struct daemon *d, struct conn *c, uint32_t seq, int code, const char *text) {
+  struct gs_msg_error e = {.code = code < 0 ? code : -EINVAL};
+  snprintf(e.text, sizeof(e.text), "%s", text);
+  conn_send(d, c, GS_MSG_ERROR, seq, &e, sizeof(e));
+}
+
+static void send_ok(struct daemon *d, struct conn *c, uint32_t seq) {
+  struct gs_msg_ok ok = {0};
+  conn_send(d, c, GS_MSG_OK, seq, &ok, sizeof(ok));
+}
+
+/* ---- the token flow of one GPU ---- */
+
+static uint32_t ordinal_of(const struct slice *s, uint32_t gpu) {
+  return (uint32_t)__builtin_popcount(slice_mask(s) & ((1u << gpu) - 1));
+}
+
+static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
+
+/* One timer per GPU: the release deadline while the token is held, else
+ * the moment a slice held back by its limit may have it. */
+static void rearm(struct daemon *d, struct gpu *g) {
+  uint64_t when = UINT64_MAX;
+
+  if (g->holder)
+    when = g->s.valid_until + d->cfg.release_timeout_ms * 1000000ull;
+  else
+    when = sched_next_wakeup(&g->s, loop_now());
+  if (g->timer && g->timer_when == when)
+    return;
+  if (g->timer)
+    loop_del_timer(d->loop, g->timer);
+  g->timer = 0;
+  if (when != UINT64_MAX && loop_add_timer(d->loop, when, gpu_timer_cb, g, &g->timer) == 0)
+    g->timer_when = when;
+}
+
+static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice_id, uint64_t now) {
+  bool waiting = false;
+
+  for (struct conn *c = d->conns; c; c = c->next)
+    if (c->slice_id == slice_id && (c->waiting & (1u << g->index)))
+      waiting = true;
+  sched_set_waiting(&g->s, slice_id, waiting, now);
+}
+
+static void token_done(struct daemon *d, struct gpu *g) {
+  sched_token_done(&g->s, loop_now());
+  g->holder = 0;
+  g->participants = 0;
+  dispatch(d, g);
+}
+
+static void dispatch(struct daemon *d, struct gpu *g) {
+  uint64_t now = loop_now();
+  struct sched_grant gr;
+
+  while (!g->holder && sched_pick(&g->s, now, &gr) == 0) {
+    struct slice *s = registry_find(&d->reg, gr.slice_id);
+    uint32_t bit = 1u << g->index;
+    g->holder = gr.slice_id;
+    g->participants = 0;
+    for (struct conn *c = d->conns; c && s; c = c->next) {
+      if (c->slice_id != gr.slice_id || !(c->waiting & bit))
+        continue;
+      struct gs_msg_token_grant m = {.gpu = ordinal_of(s, g->index),
+                                     .generation = gr.generation,
+                                     .quantum_ns = gr.quantum_ns,
+                                     .valid_until_ns = gr.valid_until_ns};
+      c->waiting &= ~bit;
+      if (conn_send(d, c, GS_MSG_TOKEN_GRANT, 0, &m, sizeof(m)) < 0)
+        continue;
+      c->holding |= bit;
+      c->hold_gen[g->index] = gr.generation;
+      g->participants++;
+    }
+    if (g->participants == 0) {
+      /* Nobody is left to take it: free again, try the next. */
+      sched_token_done(&g->s, now);
+      g->holder = 0;
+    }
+  }
+  rearm(d, g);
+}
+
+static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
+  struct gpu *g = data;
+  struct daemon *d = g->d;
+
+  (void)l;
+  (void)id;
+  g->timer = 0;
+  if (g->holder && g->participants && loop_now() >= g->s.valid_until) {
+    /* A holder that never closed its burst (stuck kernel, stopped process):
+     * take the token back so the others run; its late release is charged. */
+    struct gs_msg_token_revoke rv = {.generation = g->s.generation};
+    uint32_t bit = 1u << g->index;
+    struct slice *s = registry_find(&d->reg, g->holder);
+    dlog("warning", "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked", g->index,
+         g->holder, d->cfg.release_timeout_ms);
+    for (struct conn *c = d->conns; c; c = c->next) {
+      if (!(c->holding & bit))
+        continue;
+      c->holding &= ~bit;
+      rv.gpu = s ? ordinal_of(s, g->index) : 0;
+      conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
+    }
+    g->revoked++;
+    token_done(d, g);
+    return;
+  }
+  dispatch(d, g);
+}
+
+static void leave_token(struct daemon *d, struct conn *c, struct gpu *g) {
+  uint32_t bit = 1u << g->index;
+
+  if (!(c->holding & bit))
+    return;
+  c->holding &= ~bit;
+  if (g->participants > 0 && --g->participants == 0)
+    token_done(d, g);
+}
+
+/* ---- requests ---- */
+
+static bool may_change(const struct conn *c, const struct slice *s) {
+  return c->uid == 0 || c->uid == s->uid;
+}
+
+static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  struct gs_msg_hello_ok ok = {.daemon_version = GS_PROTO_VERSION,
+                               .window_ns = d->cfg.window_ms * 1000000ull};
+
+  if (m->u.hello.slice_id) {
+    struct slice *s = registry_find(&d->reg, m->u.hello.slice_id);
+    if (!s || !may_change(c, s)) {
+      send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
+      return;
+    }
+    ok.slice_id = s->id;
+    ok.spec = s->spec;
+  }
+  c->hello = true;
+  c->role = m->u.hello.role;
+  c->slice_id = ok.slice_id;
+  conn_send(d, c, GS_MSG_HELLO_OK, m->hdr.seq, &ok, sizeof(ok));
+}
+
+static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  char why[GS_PROTO_TEXT_MAX];
+  struct slice *s;
+  uint64_t start = 0;
+  int exited = 0, r;
+
+  r = registry_admit(&d->reg, &m->u.reg.spec, 0, d->ngpus, why, sizeof(why));
+  if (r < 0) {
+    send_error(d, c, m->hdr.seq, r, why);
+    return;
+  }
+  /* The slice lives as long as the peer that registered it (SO_PEERCRED, not
+   * what the message claims). */
+  gs_proc_identity(c->pid, &start, &exited);
+  r = registry_add(&d->reg, &m->u.reg.spec, c->uid, c->gid, c->pid, start, &s);
+  if (r < 0) {
+    if (r == -ENOSPC)
+      snprintf(why, sizeof(why), "the node has its maximum of %u slices (max_slices)",
+               d->reg.max_slices);
+    else
+      snprintf(why, sizeof(why), "cannot add the slice: %s", strerror(-r));
+    send_error(d, c, m->hdr.seq, r, why);
+    return;
+  }
+  for (uint32_t g = 0; g < d->ngpus; g++) {
+    struct sched_params p = slice_params(s);
+    if (slice_mask(s) & (1u << g))
+      sched_add(&d->gpus[g].s, s->id, &p, loop_now());
+  }
+  daemon_apply_memory_cap(d, s);
+  r = registry_save(&d->reg);
+  if (r < 0)
+    dlog("error", "cannot save %s/%s: %s (slices will not survive a restart)", d->reg.state_dir,
+         REGISTRY_FILE, strerror(-r));
+  dlog("info", "slice %u '%s' registered by pid %d: gpus 0x%x request %u%% limit %u%% memory %" PRIu64,
+       s->id, s->spec.name, (int)c->pid, slice_mask(s), s->spec.compute_request,
+       s->spec.compute_limit, s->spec.memory_cap);
+  struct gs_msg_registered ok = {.slice_id = s->id};
+  snprintf(ok.state_dir, sizeof(ok.state_dir), "%s", s->dir);
+  conn_send(d, c, GS_MSG_REGISTERED, m->hdr.seq, &ok, sizeof(ok));
+}
+
+static void remove_slice(struct daemon *d, uint32_t id) {
+  for (uint32_t i = 0; i < d->ngpus; i++) {
+    struct gpu *g = &d->gpus[i];
+    for (struct conn *c = d->conns; c; c = c->next)
+      if (c->slice_id == id) {
+        c->holding &= ~(1u << i);
+        c->waiting &= ~(1u << i);
+      }
+    sched_remove(&g->s, id);
+    if (g->holder == id) {
+      g->holder = 0;
+      g->participants = 0;
+    }
+    dispatch(d, g);
+  }
+  registry_remove(&d->reg, id);
+  registry_save(&d->reg);
+}
+
+static void on_unregister(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  struct slice *s = registry_find(&d->reg, m->u.unregister.slice_id);
+
+  if (!s || !may_change(c, s)) {
+    send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
+    return;
+  }
+  dlog("info", "slice %u '%s' removed", s->id, s->spec.name);
+  remove_slice(d, s->id);
+  send_ok(d, c, m->hdr.seq);
+}
+
+static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  const struct gs_msg_set *st = &m->u.set;
+  struct slice *s = registry_find(&d->reg, st->slice_id);
+  char why[GS_PROTO_TEXT_MAX];
+  struct gs_slice_spec spec;
+  int r;
+
+  if (!s || !may_change(c, s)) {
+    send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
+    return;
+  }
+  spec = s->spec;
+  if (st->fields & GS_SET_REQUEST)
+    spec.compute_request = st->spec.compute_request;
+  if (st->fields & GS_SET_LIMIT)
+    spec.compute_limit = st->spec.compute_limit;
+  if (st->fields & GS_SET_PRIORITY)
+    spec.priority = st->spec.priority;
+  if (st->fields & GS_SET_WEIGHT)
+    spec.weight = st->spec.weight;
+  if (st->fields & GS_SET_MEMORY)
+    spec.memory_cap = st->spec.memory_cap;
+  r = registry_admit(&d->reg, &spec, s->id, d->ngpus, why, sizeof(why));
+  if (r < 0) {
+    send_error(d, c, m->hdr.seq, r, why);
+    return;
+  }
+  uint32_t force = 0;
+  if ((st->fields & GS_SET_MEMORY) && spec.memory_cap) {
+    for (uint32_t g = 0; g < d->ngpus; g++) {
+      uint64_t used;
+      if (!(slice_mask(s) & (1u << g)))
+        continue;
+      used = daemon_slice_memory_used(d, s, g);
+      if (used > spec.memory_cap) {
+        if (!st->force) {
+          snprintf(why, sizeof(why),
+                   "slice %u holds %" PRIu64 " bytes on GPU %u, more than the new cap %" PRIu64
+                   "; use force to lower it anyway (new allocations then fail)",
+                   s->id, used, g, spec.memory_cap);
+          send_error(d, c, m->hdr.seq, -EBUSY, why);
+          return;
+        }
+        force = 1;
+      }
+    }
+  }
+  s->spec = spec;
+  if (st->fields & GS_SET_MEMORY) {
+    s->memory_force = force;
+    daemon_apply_memory_cap(d, s);
+  }
+  struct sched_params p = slice_params(s);
+  for (uint32_t g = 0; g < d->ngpus; g++)
+    sched_set_params(&d->gpus[g].s, s->id, &p);
+  r = registry_save(&d->reg);
+  if (r < 0)
+    dlog("error", "cannot save the registry: %s", strerror(-r));
+  dlog("info", "slice %u set: request %u%% limit %u%% priority %d weight %u memory %" PRIu64, s->id,
+       spec.compute_request, spec.compute_limit, spec.priority, spec.weight, spec.memory_cap);
+  send_ok(d, c, m->hdr.seq);
+  for (uint32_t g = 0; g < d->ngpus; g++)
+    dispatch(d, &d->gpus[g]);
+}
+
+static bool on_status(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  struct gs_status st;
+  struct gs_msg_status_reply *r;
+  size_t len;
+
+  if (daemon_snapshot(d, &st) < 0) {
+    send_error(d, c, m->hdr.seq, -ENOMEM, "out of memory");
+    return true;
+  }
+  len = sizeof(*r) + (size_t)st.nslices * sizeof(struct gs_slice_status);
+  r = calloc(1, len);
+  if (!r) {
+    gs_status_free(&st);
+    send_error(d, c, m->hdr.seq, -ENOMEM, "out of memory");
+    return true;
+  }
+  r->time_ns = st.time_ns;
+  r->ngpus = st.ngpus;
+  r->nslices = st.nslices;
+  memcpy(r->gpus, st.gpus, sizeof(r->gpus));
+  if (st.nslices)
+    memcpy(r + 1, st.slices, (size_t)st.nslices * sizeof(struct gs_slice_status));
+  /* A client that lets replies pile up is dropped by the caller. */
+  bool ok = conn_send(d, c, GS_MSG_STATUS_REPLY, m->hdr.seq, r, len) == 0;
+  free(r);
+  gs_status_free(&st);
+  return ok;
+}
+
+static struct gpu *hook_gpu(struct daemon *d, struct conn *c, uint32_t ordinal) {
+  struct slice *s = registry_find(&d->reg, c->slice_id);
+  uint32_t g;
+
+  if (!s || slice_gpu(s, ordinal, &g) < 0 || g >= d->ngpus)
+    return NULL;
+  return &d->gpus[g];
+}
+
+static void on_token_request(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  struct gpu *g = hook_gpu(d, c, m->u.token_request.gpu);
+  uint64_t now = loop_now();
+
+  if (!g) {
+    send_error(d, c, m->hdr.seq, -ENODEV, "no such GPU in this slice");
+    return;
+  }
+  uint32_t bit = 1u << g->index;
+  if (g->holder == c->slice_id && now < g->s.valid_until) {
+    /* Processes of one slice share its token: join the burst. */
+    struct gs_msg_token_grant gr = {.gpu = m->u.token_request.gpu,
+                                    .generation = g->s.generation,
+                                    .quantum_ns = g->s.valid_until - g->s.granted_at,
+                                    .valid_until_ns = g->s.valid_until};
+    if (!(c->holding & bit)) {
+      c->holding |= bit;
+      c->hold_gen[g->index] = g->s.generation;
+      g->participants++;
+    }
+    conn_send(d, c, GS_MSG_TOKEN_GRANT, m->hdr.seq, &gr, sizeof(gr));
+    return;
+  }
+  c->waiting |= bit;
+  sched_set_waiting(&g->s, c->slice_id, true, now);
+  dispatch(d, g);
+}
+
+static void on_token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  const struct gs_msg_token_release *rl = &m->u.token_release;
+  struct gpu *g = hook_gpu(d, c, rl->gpu);
+
+  if (!g)
+    return;
+  /* Device time is charged whatever token it ran under: a late report after
+   * a revoke, or one from before a daemon restart, still counts. */
+  sched_charge(&g->s, c->slice_id, rl->used_ns, rl->launches, loop_now());
+  if ((c->holding & (1u << g->index)) && c->hold_gen[g->index] == rl->generation)
+    leave_token(d, c, g);
+}
+
+/* Returns false when the connection must close (a protocol violation). */
+static bool handle(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  uint32_t t = m->hdr.type;
+
+  if (!c->hello) {
+    if (t != GS_MSG_HELLO)
+      return false;
+    on_hello(d, c, m);
+    return true;
+  }
+  switch (t) {
+  case GS_MSG_REGISTER:
+    if (c->role == GS_ROLE_HOOK)
+      return false;
+    on_register(d, c, m);
+    return true;
+  case GS_MSG_UNREGISTER:
+    on_unregister(d, c, m);
+    return true;
+  case GS_MSG_SET:
+    on_set(d, c, m);
+    return true;
+  case GS_MSG_STATUS:
+    return on_status(d, c, m);
+  case GS_MSG_TOKEN_REQUEST:
+    if (c->role != GS_ROLE_HOOK || !c->slice_id)
+      return false;
+    on_token_request(d, c, m);
+    return true;
+  case GS_MSG_TOKEN_RELEASE:
+    if (c->role != GS_ROLE_HOOK || !c->slice_id)
+      return false;
+    on_token_release(d, c, m);
+    return true;
+  default:
+    /* HELLO twice, or a message only the daemon sends. */
+    return false;
+  }
+}
+
+/* ---- connections ---- */
+
+static void conn_close(struct daemon *d, struct conn *c, const char *why) {
+  struct conn **pp;
+
+  if (why)
+    dlog("info", "closing connection of pid %d (slice %u): %s", (int)c->pid, c->slice_id, why);
+  for (pp = &d->conns; *pp; pp = &(*pp)->next)
+    if (*pp == c) {
+      *pp = c->next;
+      break;
+    }
+  d->nconns--;
+  loop_del_fd(d->loop, c->fd);
+  close(c->fd);
+  /* A killed token holder: its burst is over as far as anyone can tell. */
+  for (uint32_t i = 0; i < d->ngpus; i++) {
+    struct gpu *g = &d->gpus[i];
+    uint32_t bit = 1u << i;
+    bool was_waiting = c->waiting & bit;
+    c->waiting &= ~bit;
+    if (c->holding & bit) {
+      c->holding &= ~bit;
+      if (g->participants > 0 && --g->participants == 0)
+        token_done(d, g);
+    }
+    if (was_waiting && c->slice_id)
+      slice_waiting_update(d, g, c->slice_id, loop_now());
+  }
+  free(c->out);
+  free(c);
+}
+
+static void conn_cb(struct loop *l, int fd, uint32_t events, void *data) {
+  struct daemon *d = data;
+  struct conn *c;
+
+  (void)l;
+  for (c = d->conns; c; c = c->next)
+    if (c->fd == fd)
+      break;
+  if (!c)
+    return;
+  if (events & EPOLLOUT)
+    conn_flush(d, c);
+  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+    return;
+  for (;;) {
+    ssize_t n = recv(fd, c->in + c->inlen, sizeof(c->in) - c->inlen, MSG_DONTWAIT);
+    if (n == 0) {
+      conn_close(d, c, NULL);
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN)
+        break;
+      conn_close(d, c, strerror(errno));
+      return;
+    }
+    c->inlen += (size_t)n;
+    for (;;) {
+      size_t len;
+      struct gs_msg m;
+      int r = gs_msg_peek(c->in, c->inlen, &len);
+      if (r == -EAGAIN)
+        break;
+      if (r < 0 || len > sizeof(c->in)) {
+        conn_close(d, c, "malformed message");
+        return;
+      }
+      if (c->inlen < len)
+        break;
+      if (gs_msg_decode(c->in, len, &m) < 0) {
+        conn_close(d, c, "invalid message");
+        return;
+      }
+      memmove(c->in, c->in + len, c->inlen - len);
+      c->inlen -= len;
+      if (!handle(d, c, &m)) {
+        conn_close(d, c, "message out of protocol");
+        return;
+      }
+    }
+  }
+  if (events & (EPOLLHUP | EPOLLERR))
+    conn_close(d, c, NULL);
+}
+
+static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
+  struct daemon *d = data;
+
+  (void)events;
+  for (;;) {
+    int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    struct conn *c;
+
+    if (cfd < 0) {
+      if (errno == EINTR)
+        continue;
+      return;
+    }
+    if (d->nconns >= d->cfg.max_clients) {
+      dlog("warning", "refusing a connection: %u clients already (max_clients)", d->nconns);
+      close(cfd);
+      continue;
+    }
+    if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || !(c = calloc(1, sizeof(*c)))) {
+      close(cfd);
+      continue;
+    }
+    c->fd = cfd;
+    c->pid = cred.pid;
+    c->uid = cred.uid;
+    c->gid = cred.gid;
+    if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, conn_cb, d) < 0) {
+      free(c);
+      close(cfd);
+      continue;
+    }
+    c->next = d->conns;
+    d->conns = c;
+    d->nconns++;
+  }
+}
+
+int server_listen(struct daemon *d) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  char dir[sizeof(a.sun_path)];
+  int fd, r;
+
+  if (strlen(d->cfg.socket) >= sizeof(a.sun_path))
+    return -ENAMETOOLONG;
+  memcpy(a.sun_path, d->cfg.socket, strlen(d->cfg.socket) + 1);
+  snprintf(dir, sizeof(dir), "%s", d->cfg.socket);
+  char *slash = strrchr(dir, '/');
+  if (slash && slash != dir) {
+    *slash = 0;
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+      return -errno;
+  }
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  /* A socket file nobody answers on is a leftover of a dead daemon (the
+   * state-dir lock already says no other daemon owns this state). */
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+    close(fd);
+    return -EADDRINUSE;
+  }
+  unlink(d->cfg.socket);
+  close(fd);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
+    r = -errno;
+    close(fd);
+    return r;
+  }
+  /* Anyone may connect: SO_PEERCRED says who, and only an owner (or root)
+   * changes a slice. */
+  chmod(d->cfg.socket, 0666);
+  r = loop_add_fd(d->loop, fd, EPOLLIN, accept_cb, d);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  d->listen_fd = fd;
+  return 0;
+}
+
+void server_close_all(struct daemon *d) {
+  while (d->conns)
+    conn_close(d, d->conns, NULL);
+  if (d->listen_fd >= 0) {
+    loop_del_fd(d->loop, d->listen_fd);
+    close(d->listen_fd);
+    unlink(d->cfg.socket);
+    d->listen_fd = -1;
+  }
+}
+
+void server_apply_sched_cfg(struct daemon *d) {
+  struct sched_cfg sc;
+
+  daemon_sched_cfg(&d->cfg, &sc);
+  for (uint32_t i = 0; i < d->ngpus; i++) {
+    uint64_t now = loop_now();
+    d->gpus[i].s.cfg = sc;
+    for (uint32_t k = 0; k < d->gpus[i].s.nslices; k++)
+      sched_ring_init(&d->gpus[i].s.slices[k]->window, sc.window_ns, 20, now);
+  }
+}
+
+int server_adopt_slices(struct daemon *d) {
+  for (uint32_t i = 0; i < d->reg.n; i++) {
+    struct slice *s = d->reg.slices[i];
+    struct sched_params p = slice_params(s);
+    for (uint32_t g = 0; g < d->ngpus; g++)
+      if (slice_mask(s) & (1u << g))
+        sched_add(&d->gpus[g].s, s->id, &p, loop_now());
+    daemon_apply_memory_cap(d, s);
+  }
+  return 0;
+}
+
+void server_housekeeping(struct daemon *d) {
+  bool removed = false;
+
+  for (uint32_t i = 0; i < d->reg.n; i++) {
+    struct slice *s = d->reg.slices[i];
+    uint64_t start = 0;
+    int exited = 1;
+    bool live_procs = false;
+
+    if (gs_proc_identity(s->runner_pid, &start, &exited) == 0 && !exited &&
+        (s->runner_start == 0 || start == s->runner_start))
+      continue;
+    for (struct conn *c = d->conns; c; c = c->next)
+      if (c->slice_id == s->id)
+        live_procs = true;
+    if (live_procs)
+      continue;
+    dlog("info", "slice %u '%s': its runner (pid %d) and processes are gone; removed", s->id,
+         s->spec.name, (int)s->runner_pid);
+    remove_slice(d, s->id);
+    removed = true;
+    i--; /* registry_remove moved the last slice here */
+  }
+  (void)removed;
+  if (d->metrics) {
+    struct gs_status st;
+    if (daemon_snapshot(d, &st) == 0) {
+      gs_metrics_publish(d->metrics, &st);
+      gs_status_free(&st);
+    }
+  }
+}

@@ -1,0 +1,156 @@
+/* The node snapshot (STATUS, /metrics) from the schedulers, the registry and each slice's memory region; and the daemon's side of memory caps. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "region.h"
+
+static int region_slot(struct gs_region *rg, const struct gpu *g, int create, unsigned *ret) {
+  if (!g->has_uuid)
+    return -ENODEV;
+  return gs_region_device(rg, g->uuid_bin, create, ret);
+}
+
+int daemon_apply_memory_cap(struct daemon *d, const struct slice *s) {
+  struct gs_region *rg;
+  int r;
+
+  /* Without NVML there is no UUID to key the cap on; the hook still
+   * enforces GSLICE_MEMORY_LIMIT from its environment. */
+  if (!s->spec.memory_cap) {
+    if (gs_region_open_existing(s->dir, &rg) < 0)
+      return 0;
+  } else {
+    r = gs_region_open(s->dir, &rg);
+    if (r < 0) {
+      dlog("error", "slice %u: cannot open its memory region in %s: %s", s->id, s->dir,
+           strerror(-r));
+      return r;
+    }
+    if (geteuid() == 0 && chown(gs_region_path(rg), s->uid, s->gid) < 0)
+      dlog("warning", "slice %u: cannot give %s to uid %u", s->id, gs_region_path(rg),
+           (unsigned)s->uid);
+  }
+  for (uint32_t i = 0; i < d->ngpus; i++) {
+    unsigned slot;
+    if (!(slice_mask(s) & (1u << i)) || region_slot(rg, &d->gpus[i], 1, &slot) < 0)
+      continue;
+    r = gs_region_set_limit(rg, slot, s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_LIMIT,
+                            GS_LIMIT_FROM_DAEMON);
+    if (r < 0)
+      dlog("warning", "slice %u: cannot set its memory cap on GPU %u: %s", s->id, i, strerror(-r));
+  }
+  gs_region_close(rg);
+  return 0;
+}
+
+static void region_usage(struct daemon *d, const struct slice *s, uint32_t gpu, uint64_t *used,
+                         uint64_t *cap) {
+  struct gs_region *rg;
+  struct gs_region_device_info info;
+  unsigned slot;
+
+  *used = 0;
+  *cap = s->spec.memory_cap;
+  if (gs_region_open_existing(s->dir, &rg) < 0)
+    return;
+  if (region_slot(rg, &d->gpus[gpu], 0, &slot) == 0 && gs_region_device_info(rg, slot, &info) == 0) {
+    *used = info.used;
+    if (info.limit != GS_REGION_NO_LIMIT)
+      *cap = info.limit;
+  }
+  gs_region_close(rg);
+}
+
+uint64_t daemon_slice_memory_used(struct daemon *d, const struct slice *s, uint32_t gpu) {
+  uint64_t used, cap;
+  region_usage(d, s, gpu, &used, &cap);
+  return used;
+}
+
+static void add_pid(struct gs_slice_status *ss, int32_t pid) {
+  for (uint32_t i = 0; i < ss->nprocs; i++)
+    if (ss->pids[i] == pid)
+      return;
+  if (ss->nprocs < GS_SLICE_MAX_PIDS)
+    ss->pids[ss->nprocs++] = pid;
+}
+
+int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
+  struct gs_status st = {0};
+  struct timespec ts;
+  uint64_t now = loop_now(), span = now - d->started;
+  double window;
+
+  if (span > SCHED_STATS_WINDOW_NS)
+    span = SCHED_STATS_WINDOW_NS;
+  if (span < 1000000)
+    span = 1000000;
+  window = (double)span / 1e9;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  st.time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  gpus_refresh_memory(d);
+  st.ngpus = d->ngpus;
+  for (uint32_t i = 0; i < d->ngpus; i++) {
+    struct gpu *g = &d->gpus[i];
+    struct gs_gpu_status *gs = &st.gpus[i];
+    gs->index = i;
+    memcpy(gs->name, g->name, sizeof(gs->name));
+    memcpy(gs->uuid, g->uuid, sizeof(gs->uuid));
+    gs->memory_used_bytes = g->memory_used;
+    gs->memory_total_bytes = g->memory_total;
+    gs->busy_ratio = (double)sched_ring_sum(&g->s.busy, now) / 1e9 / window;
+    if (gs->busy_ratio > 1)
+      gs->busy_ratio = 1;
+    gs->window_seconds = window;
+    gs->compute_requested = registry_committed(&d->reg, i, 0);
+  }
+  if (d->reg.n) {
+    st.slices = calloc(d->reg.n, sizeof(*st.slices));
+    if (!st.slices)
+      return -ENOMEM;
+  }
+  static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
+  (void)bounds;
+  for (uint32_t k = 0; k < d->reg.n; k++) {
+    struct slice *s = d->reg.slices[k];
+    struct gs_slice_status *ss = &st.slices[st.nslices++];
+    ss->id = s->id;
+    memcpy(ss->name, s->spec.name, sizeof(ss->name));
+    ss->compute_request = s->spec.compute_request;
+    ss->compute_limit = s->spec.compute_limit;
+    ss->priority = s->spec.priority;
+    ss->weight = s->spec.weight;
+    ss->memory_force = s->memory_force;
+    for (struct conn *c = d->conns; c; c = c->next)
+      if (c->slice_id == s->id && c->role == GS_ROLE_HOOK)
+        add_pid(ss, (int32_t)c->pid);
+    for (uint32_t i = 0; i < d->ngpus; i++) {
+      struct sched_slice *sl;
+      if (!(slice_mask(s) & (1u << i)))
+        continue;
+      struct gs_slice_gpu_status *sg = &ss->gpus[ss->ngpus++];
+      sg->gpu = i;
+      region_usage(d, s, i, &sg->memory_used_bytes, &sg->memory_cap_bytes);
+      sl = sched_find(&d->gpus[i].s, s->id);
+      if (!sl)
+        continue;
+      sg->share_ratio = (double)sched_ring_sum(&sl->stats, now) / 1e9 / window;
+      sg->busy_seconds_total = (double)sl->used_total_ns / 1e9;
+      sg->launches_total = sl->launches_total;
+      sg->tokens_total = sl->tokens_total;
+      sg->wait_seconds_total = (double)sl->wait_total_ns / 1e9;
+      sg->wait_count = sl->wait_count;
+      uint64_t cum = 0;
+      for (uint32_t b = 0; b <= GS_WAIT_BUCKETS; b++) {
+        cum += sl->wait_bucket[b];
+        sg->wait_bucket[b] = cum;
+      }
+    }
+  }
+  *ret = st;
+  return 0;
+}
