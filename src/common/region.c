@@ -1,0 +1,671 @@
+/* The slice's shared memory-accounting region: file layout, robust locking, process entries. */
+#include "region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define REGION_MAGIC 0x4e4f494745525347ULL /* "GSREGION" read as little-endian bytes */
+#define REGION_VERSION 1u
+
+struct region_device {
+  uint8_t uuid[GS_REGION_UUID_LEN];
+  uint32_t in_use;
+  uint32_t source; /* enum gs_limit_source */
+  uint64_t limit;
+  uint64_t context_cost;
+};
+
+struct region_proc {
+  uint32_t in_use;
+  int32_t pid;
+  uint64_t start_time;
+  uint64_t pidns;
+  uint64_t used[GS_REGION_MAX_DEVICES];
+};
+
+/* The file, as mapped. Everything before `lock` is written once at creation and validated on
+ * every open; everything after it changes only under `lock`. */
+struct region_layout {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t size;
+  uint32_t max_devices;
+  uint32_t max_procs;
+  uint32_t mutex_size;
+  uint32_t check; /* FNV-1a of the fields above */
+  pthread_mutex_t lock __attribute__((aligned(64)));
+  uint32_t proc_hint; /* no entry at or past this index is in use */
+  uint32_t repairs;   /* times a holder died with the lock */
+  struct region_device dev[GS_REGION_MAX_DEVICES];
+  struct region_proc proc[GS_REGION_MAX_PROCS];
+};
+
+struct gs_region {
+  struct region_layout *map;
+  uint64_t pidns;
+  char path[PATH_MAX];
+};
+
+static uint32_t header_check(const struct region_layout *l) {
+  uint32_t words[] = {(uint32_t)l->magic, (uint32_t)(l->magic >> 32), l->version, l->size,
+                      l->max_devices, l->max_procs, l->mutex_size};
+  const uint8_t *p = (const uint8_t *)words;
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < sizeof(words); i++)
+    h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+static uint64_t own_pidns(void) {
+  char buf[64];
+  ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return 0;
+  buf[n] = 0;
+  const char *p = strchr(buf, '[');
+  return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited) {
+  char path[64], buf[1024];
+  if (pid == 0)
+    snprintf(path, sizeof(path), "/proc/self/stat");
+  else
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT && errno != ESRCH)
+      return -errno;
+    if (ret_start_time)
+      *ret_start_time = 0;
+    *ret_exited = 1;
+    return 0;
+  }
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) {
+    if (ret_start_time)
+      *ret_start_time = 0;
+    *ret_exited = 1;
+    return 0;
+  }
+  buf[n] = 0;
+  /* The command name may hold spaces and parentheses: fields start after the last ')'. */
+  char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ')
+    return -EINVAL;
+  p += 2;
+  char state = *p;
+  /* p is at field 3 (state); start time is field 22. */
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p)
+      return -EINVAL;
+    p++;
+  }
+  if (ret_start_time)
+    *ret_start_time = strtoull(p, NULL, 10);
+  *ret_exited = state == 'Z' || state == 'X' || state == 'x';
+  return 0;
+}
+
+/* The robust lock: a holder that died leaves nothing derived to fix (totals are computed), only
+ * the entry hint, which is recomputed. */
+static int region_lock(struct gs_region *r) {
+  struct region_layout *l = r->map;
+  int e = pthread_mutex_lock(&l->lock);
+  if (e == EOWNERDEAD) {
+    uint32_t hint = 0;
+    for (uint32_t i = 0; i < GS_REGION_MAX_PROCS; i++)
+      if (l->proc[i].in_use)
+        hint = i + 1;
+    l->proc_hint = hint;
+    l->repairs++;
+    pthread_mutex_consistent(&l->lock);
+    return 0;
+  }
+  return -e;
+}
+
+static void region_unlock(struct gs_region *r) {
+  pthread_mutex_unlock(&r->map->lock);
+}
+
+static void proc_clear(struct region_proc *p) {
+  p->in_use = 0;
+  memset(p->used, 0, sizeof(p->used));
+  p->pid = 0;
+  p->start_time = 0;
+  p->pidns = 0;
+}
+
+static int proc_judgeable(const struct gs_region *r, const struct region_proc *p) {
+  return p->pidns == 0 || r->pidns == 0 || p->pidns == r->pidns;
+}
+
+/* kill(pid, 0): one syscall per entry, catches processes that are gone (not zombies). */
+static void reclaim_cheap(struct gs_region *r) {
+  struct region_layout *l = r->map;
+  for (uint32_t i = 0; i < l->proc_hint && i < GS_REGION_MAX_PROCS; i++) {
+    struct region_proc *p = &l->proc[i];
+    if (!p->in_use || !proc_judgeable(r, p))
+      continue;
+    if (p->pid <= 0 || (kill(p->pid, 0) < 0 && errno == ESRCH))
+      proc_clear(p);
+  }
+}
+
+static int reclaim_full(struct gs_region *r) {
+  struct region_layout *l = r->map;
+  int n = 0;
+  for (uint32_t i = 0; i < l->proc_hint && i < GS_REGION_MAX_PROCS; i++) {
+    struct region_proc *p = &l->proc[i];
+    if (!p->in_use || !proc_judgeable(r, p))
+      continue;
+    uint64_t start = 0;
+    int exited = 0;
+    if (p->pid <= 0 || gs_proc_identity(p->pid, &start, &exited) < 0) {
+      exited = 1;
+    }
+    if (exited || start != p->start_time) {
+      proc_clear(p);
+      n++;
+    }
+  }
+  return n;
+}
+
+static uint64_t device_used(const struct region_layout *l, unsigned slot) {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < l->proc_hint && i < GS_REGION_MAX_PROCS; i++)
+    if (l->proc[i].in_use)
+      sum += l->proc[i].used[slot];
+  return sum;
+}
+
+static void layout_init(struct region_layout *l) {
+  memset(l, 0, sizeof(*l));
+  l->magic = REGION_MAGIC;
+  l->version = REGION_VERSION;
+  l->size = sizeof(*l);
+  l->max_devices = GS_REGION_MAX_DEVICES;
+  l->max_procs = GS_REGION_MAX_PROCS;
+  l->mutex_size = sizeof(pthread_mutex_t);
+  l->check = header_check(l);
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&l->lock, &a);
+  pthread_mutexattr_destroy(&a);
+  for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++)
+    l->dev[i].limit = GS_REGION_NO_LIMIT;
+}
+
+/* Header first (never trust a lock in a foreign file), then the body under the lock. */
+static int layout_validate(struct gs_region *r, size_t file_size) {
+  struct region_layout *l = r->map;
+  if (file_size < sizeof(uint64_t) + sizeof(uint32_t) || l->magic != REGION_MAGIC)
+    return -EBADMSG;
+  if (l->version != REGION_VERSION)
+    return -EPROTONOSUPPORT;
+  if (file_size != sizeof(*l) || l->size != sizeof(*l) || l->max_devices != GS_REGION_MAX_DEVICES ||
+      l->max_procs != GS_REGION_MAX_PROCS || l->mutex_size != sizeof(pthread_mutex_t) ||
+      l->check != header_check(l))
+    return -EBADMSG;
+  int e = region_lock(r);
+  if (e < 0)
+    return e;
+  int bad = l->proc_hint > GS_REGION_MAX_PROCS;
+  for (unsigned i = 0; i < GS_REGION_MAX_DEVICES && !bad; i++)
+    bad = l->dev[i].in_use > 1 || l->dev[i].source > GS_LIMIT_FROM_DAEMON;
+  for (unsigned i = 0; i < GS_REGION_MAX_PROCS && !bad; i++)
+    bad = l->proc[i].in_use > 1 || (l->proc[i].in_use && i >= l->proc_hint);
+  region_unlock(r);
+  return bad ? -EBADMSG : 0;
+}
+
+static int mkdir_p(const char *dir) {
+  char buf[PATH_MAX];
+  size_t len = strlen(dir);
+  if (len == 0 || len >= sizeof(buf))
+    return -ENAMETOOLONG;
+  memcpy(buf, dir, len + 1);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = 0;
+    if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+      return -errno;
+    *p = '/';
+  }
+  if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+    return -errno;
+  return 0;
+}
+
+/* Writes a complete region aside and links it into place; losing the race to another creator
+ * is fine (EEXIST), the caller then opens theirs. */
+static int region_create(const char *dir, const char *path) {
+  char tmp[PATH_MAX];
+  if (snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", dir, GS_REGION_FILE) >= (int)sizeof(tmp))
+    return -ENAMETOOLONG;
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int e = 0;
+  void *m = MAP_FAILED;
+  if (ftruncate(fd, sizeof(struct region_layout)) < 0) {
+    e = -errno;
+    goto out;
+  }
+  m = mmap(NULL, sizeof(struct region_layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    e = -errno;
+    goto out;
+  }
+  layout_init(m);
+  if (link(tmp, path) < 0 && errno != EEXIST)
+    e = -errno;
+out:
+  if (m != MAP_FAILED)
+    munmap(m, sizeof(struct region_layout));
+  unlink(tmp);
+  close(fd);
+  return e;
+}
+
+static int region_open(const char *dir, int create, struct gs_region **ret_region) {
+  if (!dir || dir[0] != '/')
+    return -EINVAL;
+  struct gs_region *r = calloc(1, sizeof(*r));
+  if (!r)
+    return -ENOMEM;
+  int e = 0, fd = -1;
+  if (snprintf(r->path, sizeof(r->path), "%s/%s", dir, GS_REGION_FILE) >= (int)sizeof(r->path)) {
+    e = -ENAMETOOLONG;
+    goto fail;
+  }
+  if (create && (e = mkdir_p(dir)) < 0)
+    goto fail;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 || errno != ENOENT || !create)
+      break;
+    if ((e = region_create(dir, r->path)) < 0)
+      goto fail;
+  }
+  if (fd < 0) {
+    e = -errno;
+    goto fail;
+  }
+  struct stat st;
+  if (fstat(fd, &st) < 0) {
+    e = -errno;
+    goto fail;
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size < (off_t)(sizeof(uint64_t) + sizeof(uint32_t))) {
+    e = -EBADMSG;
+    goto fail;
+  }
+  size_t map_size = (size_t)st.st_size < sizeof(struct region_layout) ? (size_t)st.st_size
+                                                                      : sizeof(struct region_layout);
+  void *m = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    e = -errno;
+    goto fail;
+  }
+  r->map = m;
+  if (map_size != sizeof(struct region_layout)) {
+    /* Too short to be ours: look at the magic/version only, never at the lock. */
+    const struct region_layout *l = m;
+    e = l->magic != REGION_MAGIC ? -EBADMSG : l->version != REGION_VERSION ? -EPROTONOSUPPORT
+                                                                           : -EBADMSG;
+    munmap(m, map_size);
+    r->map = NULL;
+    goto fail;
+  }
+  if ((e = layout_validate(r, (size_t)st.st_size)) < 0) {
+    munmap(m, map_size);
+    r->map = NULL;
+    goto fail;
+  }
+  close(fd);
+  r->pidns = own_pidns();
+  *ret_region = r;
+  return 0;
+fail:
+  if (fd >= 0)
+    close(fd);
+  free(r);
+  return e;
+}
+
+int gs_region_open(const char *dir, struct gs_region **ret_region) {
+  return region_open(dir, 1, ret_region);
+}
+
+int gs_region_open_existing(const char *dir, struct gs_region **ret_region) {
+  return region_open(dir, 0, ret_region);
+}
+
+void gs_region_close(struct gs_region *region) {
+  if (!region)
+    return;
+  munmap(region->map, sizeof(struct region_layout));
+  free(region);
+}
+
+const char *gs_region_path(const struct gs_region *region) {
+  return region->path;
+}
+
+int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID_LEN], int create,
+                     unsigned *ret_slot) {
+  struct region_layout *l = region->map;
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  int free_slot = -1;
+  e = -ENOENT;
+  for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++) {
+    if (!l->dev[i].in_use) {
+      if (free_slot < 0)
+        free_slot = (int)i;
+      continue;
+    }
+    if (memcmp(l->dev[i].uuid, uuid, GS_REGION_UUID_LEN) == 0) {
+      *ret_slot = i;
+      e = 0;
+      goto out;
+    }
+  }
+  if (!create)
+    goto out;
+  if (free_slot < 0) {
+    e = -ENOSPC;
+    goto out;
+  }
+  struct region_device *d = &l->dev[free_slot];
+  memcpy(d->uuid, uuid, GS_REGION_UUID_LEN);
+  d->limit = GS_REGION_NO_LIMIT;
+  d->source = GS_LIMIT_NONE;
+  d->context_cost = 0;
+  d->in_use = 1;
+  *ret_slot = (unsigned)free_slot;
+  e = 0;
+out:
+  region_unlock(region);
+  return e;
+}
+
+static int slot_ok(const struct gs_region *region, unsigned slot) {
+  return slot < GS_REGION_MAX_DEVICES && region->map->dev[slot].in_use;
+}
+
+int gs_region_set_limit(struct gs_region *region, unsigned slot, uint64_t limit,
+                        enum gs_limit_source source) {
+  if (slot >= GS_REGION_MAX_DEVICES || source == GS_LIMIT_NONE || source > GS_LIMIT_FROM_DAEMON)
+    return -EINVAL;
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  struct region_device *d = &region->map->dev[slot];
+  if (!d->in_use)
+    e = -ENOENT;
+  else if (source == GS_LIMIT_FROM_ENV && d->source == GS_LIMIT_FROM_DAEMON)
+    e = -EPERM;
+  else {
+    d->limit = limit;
+    d->source = source;
+  }
+  region_unlock(region);
+  return e;
+}
+
+int gs_region_set_context_cost(struct gs_region *region, unsigned slot, uint64_t bytes) {
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  if (slot_ok(region, slot))
+    region->map->dev[slot].context_cost = bytes;
+  else
+    e = -ENOENT;
+  region_unlock(region);
+  return e;
+}
+
+static void fill_device(const struct region_layout *l, unsigned i,
+                        struct gs_region_device_info *info) {
+  info->slot = i;
+  memcpy(info->uuid, l->dev[i].uuid, GS_REGION_UUID_LEN);
+  info->limit = l->dev[i].limit;
+  info->used = device_used(l, i);
+  info->context_cost = l->dev[i].context_cost;
+  info->source = (enum gs_limit_source)l->dev[i].source;
+}
+
+int gs_region_device_info(struct gs_region *region, unsigned slot,
+                          struct gs_region_device_info *ret_info) {
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  if (slot_ok(region, slot))
+    fill_device(region->map, slot, ret_info);
+  else
+    e = -ENOENT;
+  region_unlock(region);
+  return e;
+}
+
+int gs_region_devices(struct gs_region *region, struct gs_region_device_info *out, unsigned max,
+                      unsigned *ret_n) {
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  unsigned n = 0;
+  for (unsigned i = 0; i < GS_REGION_MAX_DEVICES && n < max; i++)
+    if (region->map->dev[i].in_use)
+      fill_device(region->map, i, &out[n++]);
+  region_unlock(region);
+  *ret_n = n;
+  return 0;
+}
+
+int gs_region_procs(struct gs_region *region, struct gs_region_proc_info *out, unsigned max,
+                    unsigned *ret_n) {
+  struct region_layout *l = region->map;
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  unsigned n = 0;
+  for (uint32_t i = 0; i < l->proc_hint && n < max; i++) {
+    const struct region_proc *p = &l->proc[i];
+    if (!p->in_use)
+      continue;
+    out[n].slot = i;
+    out[n].pid = p->pid;
+    out[n].start_time = p->start_time;
+    out[n].pidns = p->pidns;
+    memcpy(out[n].used, p->used, sizeof(p->used));
+    n++;
+  }
+  region_unlock(region);
+  *ret_n = n;
+  return 0;
+}
+
+int gs_region_attach(struct gs_region *region, unsigned *ret_proc) {
+  struct region_layout *l = region->map;
+  uint64_t start = 0;
+  int exited = 0;
+  int e = gs_proc_identity(0, &start, &exited);
+  if (e < 0)
+    return e;
+  pid_t pid = getpid();
+  if ((e = region_lock(region)) < 0)
+    return e;
+  reclaim_cheap(region);
+  int slot = -1;
+  for (uint32_t i = 0; i < GS_REGION_MAX_PROCS; i++) {
+    struct region_proc *p = &l->proc[i];
+    /* Same pid and start time: this process before an exec(); its device memory went with the
+     * old image, so the entry starts over. */
+    if (p->in_use && p->pid == pid && p->start_time == start && p->pidns == region->pidns) {
+      slot = (int)i;
+      break;
+    }
+    if (!p->in_use && slot < 0)
+      slot = (int)i;
+  }
+  if (slot < 0) {
+    reclaim_full(region);
+    for (uint32_t i = 0; i < GS_REGION_MAX_PROCS && slot < 0; i++)
+      if (!l->proc[i].in_use)
+        slot = (int)i;
+  }
+  if (slot < 0) {
+    e = -EUSERS;
+    goto out;
+  }
+  struct region_proc *p = &l->proc[slot];
+  proc_clear(p);
+  p->pid = pid;
+  p->start_time = start;
+  p->pidns = region->pidns;
+  p->in_use = 1;
+  if ((uint32_t)slot + 1 > l->proc_hint)
+    l->proc_hint = (uint32_t)slot + 1;
+  *ret_proc = (unsigned)slot;
+out:
+  region_unlock(region);
+  return e;
+}
+
+int gs_region_detach(struct gs_region *region, unsigned proc) {
+  if (proc >= GS_REGION_MAX_PROCS)
+    return -EINVAL;
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  proc_clear(&region->map->proc[proc]);
+  region_unlock(region);
+  return 0;
+}
+
+static int proc_ok(const struct gs_region *region, unsigned proc) {
+  return proc < GS_REGION_MAX_PROCS && region->map->proc[proc].in_use &&
+         region->map->proc[proc].pid == getpid();
+}
+
+int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes,
+                      struct gs_region_denial *ret_denial) {
+  struct region_layout *l = region->map;
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  if (!slot_ok(region, slot) || !proc_ok(region, proc)) {
+    e = -ESTALE;
+    goto out;
+  }
+  reclaim_cheap(region);
+  uint64_t limit = l->dev[slot].limit;
+  uint64_t used = device_used(l, slot);
+  if (limit != GS_REGION_NO_LIMIT && (used > limit || bytes > limit - used)) {
+    if (reclaim_full(region) > 0)
+      used = device_used(l, slot);
+    if (used > limit || bytes > limit - used) {
+      if (ret_denial) {
+        ret_denial->used = used;
+        ret_denial->limit = limit;
+      }
+      e = -ENOMEM;
+      goto out;
+    }
+  }
+  l->proc[proc].used[slot] += bytes;
+out:
+  region_unlock(region);
+  return e;
+}
+
+int gs_region_charge(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes) {
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  if (slot_ok(region, slot) && proc_ok(region, proc))
+    region->map->proc[proc].used[slot] += bytes;
+  else
+    e = -ESTALE;
+  region_unlock(region);
+  return e;
+}
+
+int gs_region_release(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes) {
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  if (slot < GS_REGION_MAX_DEVICES && proc_ok(region, proc)) {
+    uint64_t *u = &region->map->proc[proc].used[slot];
+    *u = *u > bytes ? *u - bytes : 0;
+  } else {
+    e = -ESTALE;
+  }
+  region_unlock(region);
+  return e;
+}
+
+int gs_region_reclaim(struct gs_region *region) {
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  int n = reclaim_full(region);
+  region_unlock(region);
+  return n;
+}
+
+void gs_uuid_format(const uint8_t u[GS_REGION_UUID_LEN], char buf[GS_UUID_STR_LEN]) {
+  snprintf(buf, GS_UUID_STR_LEN,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+           u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+           u[15]);
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+int gs_uuid_parse(const char *text, uint8_t ret_uuid[GS_REGION_UUID_LEN]) {
+  uint8_t u[GS_REGION_UUID_LEN];
+  if (strncmp(text, "GPU-", 4) == 0)
+    text += 4;
+  unsigned n = 0;
+  for (const char *p = text; *p; p++) {
+    if (*p == '-')
+      continue;
+    int hi = hexval(p[0]), lo = hi < 0 ? -1 : hexval(p[1]);
+    if (hi < 0 || lo < 0 || n >= GS_REGION_UUID_LEN)
+      return -EINVAL;
+    u[n++] = (uint8_t)(hi << 4 | lo);
+    p++;
+  }
+  if (n != GS_REGION_UUID_LEN)
+    return -EINVAL;
+  memcpy(ret_uuid, u, sizeof(u));
+  return 0;
+}

@@ -1,0 +1,110 @@
+/* The slice's memory accounting region: one shared file per slice (GSLICE_STATE_DIR/memory.region)
+ * holding each device's cap and one entry per process with the bytes it holds per device.
+ *
+ * Used by the hook (reserve/release around every allocation) and by the daemon (set the cap
+ * live, read usage for status and metrics). Devices are keyed by their 16-byte UUID, never by
+ * ordinal, because processes of one slice may see different CUDA_VISIBLE_DEVICES.
+ *
+ * Totals are never stored: a device's usage is the sum over live process entries, so a process
+ * killed while holding the lock leaves nothing to repair but the lock itself (robust mutex). */
+#pragma once
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GS_REGION_FILE "memory.region"
+#define GS_REGION_MAX_DEVICES 16
+#define GS_REGION_MAX_PROCS 256
+#define GS_REGION_UUID_LEN 16
+/* A device without a cap. */
+#define GS_REGION_NO_LIMIT UINT64_MAX
+
+struct gs_region;
+
+/* Who set a device's cap. Once the daemon has set it, a process's GSLICE_MEMORY_LIMIT no longer
+ * overrides it (gs_region_set_limit with GS_LIMIT_FROM_ENV is then a no-op returning -EPERM). */
+enum gs_limit_source {
+  GS_LIMIT_NONE = 0,
+  GS_LIMIT_FROM_ENV = 1,
+  GS_LIMIT_FROM_DAEMON = 2,
+};
+
+struct gs_region_device_info {
+  unsigned slot;
+  uint8_t uuid[GS_REGION_UUID_LEN];
+  uint64_t limit;        /* GS_REGION_NO_LIMIT: no cap */
+  uint64_t used;         /* sum over live process entries */
+  uint64_t context_cost; /* last measured cost of one context on this device, 0 if unknown */
+  enum gs_limit_source source;
+};
+
+struct gs_region_proc_info {
+  unsigned slot;
+  pid_t pid;           /* in the pid namespace of the process that wrote it */
+  uint64_t start_time; /* /proc/<pid>/stat field 22, clock ticks since boot */
+  uint64_t pidns;      /* inode of /proc/<pid>/ns/pid */
+  uint64_t used[GS_REGION_MAX_DEVICES]; /* bytes per device slot */
+};
+
+/* Why a reservation was refused: enough for the one-line message. */
+struct gs_region_denial {
+  uint64_t used;  /* the slice's usage on the device, without the request */
+  uint64_t limit; /* its cap */
+};
+
+/* Opens the region in `dir`, creating the directory (0700) and the file if missing. The file
+ * appears atomically, fully initialized (written aside, then linked into place).
+ * Returns 0, -EBADMSG (not a gslice region, or a corrupt one), -EPROTONOSUPPORT (another layout
+ * version), or another -errno. */
+int gs_region_open(const char *dir, struct gs_region **ret_region);
+/* Opens an existing region only (the daemon's read side): -ENOENT when the slice has none. */
+int gs_region_open_existing(const char *dir, struct gs_region **ret_region);
+void gs_region_close(struct gs_region *region);
+/* The file behind the region (for messages). */
+const char *gs_region_path(const struct gs_region *region);
+
+/* Finds the device slot of `uuid`, adding it (no cap) when `create` is set and it is missing.
+ * -ENOENT (absent, !create), -ENOSPC (no free slot). */
+int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID_LEN], int create,
+                     unsigned *ret_slot);
+/* Sets a device's cap. New reservations obey it at once; what is held stays held.
+ * From GS_LIMIT_FROM_ENV after the daemon set it: -EPERM and nothing changes. */
+int gs_region_set_limit(struct gs_region *region, unsigned slot, uint64_t limit,
+                        enum gs_limit_source source);
+/* Records the measured cost of one context on the device (a hint for the next reservation). */
+int gs_region_set_context_cost(struct gs_region *region, unsigned slot, uint64_t bytes);
+/* One device's info, or all devices (up to `max`, the count in *ret_n). */
+int gs_region_device_info(struct gs_region *region, unsigned slot,
+                          struct gs_region_device_info *ret_info);
+int gs_region_devices(struct gs_region *region, struct gs_region_device_info *out, unsigned max,
+                      unsigned *ret_n);
+/* Live process entries (up to `max`). Does not reclaim: a reader never changes the region. */
+int gs_region_procs(struct gs_region *region, struct gs_region_proc_info *out, unsigned max,
+                    unsigned *ret_n);
+
+/* Takes a process entry for the calling process (pid + start time + pid namespace).
+ * -EUSERS when all entries hold live processes. */
+int gs_region_attach(struct gs_region *region, unsigned *ret_proc);
+/* Frees the entry; its bytes leave the slice's usage. */
+int gs_region_detach(struct gs_region *region, unsigned proc);
+
+/* Adds `bytes` to entry `proc` on device `slot` if the slice stays within the cap; otherwise
+ * reclaims dead processes' entries, tries once more, and returns -ENOMEM with *ret_denial set.
+ * Every call also drops entries of processes that have exited (cheap check). */
+int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes,
+                      struct gs_region_denial *ret_denial);
+/* Adds `bytes` whatever the cap (for memory the driver already holds and cannot give back). */
+int gs_region_charge(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes);
+/* Gives back `bytes` (clamped at what the entry holds). */
+int gs_region_release(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes);
+/* Drops entries of dead processes of the caller's pid namespace (full check: exited, zombie,
+ * or pid reused). Returns the number of entries reclaimed, or -errno. */
+int gs_region_reclaim(struct gs_region *region);
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (41 bytes with the NUL) and back. */
+#define GS_UUID_STR_LEN 41
+void gs_uuid_format(const uint8_t uuid[GS_REGION_UUID_LEN], char buf[GS_UUID_STR_LEN]);
+int gs_uuid_parse(const char *text, uint8_t ret_uuid[GS_REGION_UUID_LEN]);
+
+/* Process identity from /proc/<pid>/stat: start time (field 22) and whether it has exited
+ * (gone, zombie or dead). pid 0 means the caller. */
+int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited);

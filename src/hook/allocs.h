@@ -1,0 +1,38 @@
+/* The process's table of what it holds on the device: handle -> (device slot, bytes, context),
+ * so a free gives back exactly what its allocation took. Not thread-safe: memory.c locks. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+enum gs_alloc_kind {
+  GS_ALLOC_NONE = 0, /* an empty cell */
+  GS_ALLOC_PTR,      /* cuMemAlloc, Pitch, Managed, Async (counted per allocation) */
+  GS_ALLOC_ARRAY,    /* cuArrayCreate, cuArray3DCreate */
+  GS_ALLOC_MIPMAP,   /* cuMipmappedArrayCreate */
+  GS_ALLOC_VMM,      /* cuMemCreate, cuMemImportFromShareableHandle */
+  GS_ALLOC_IPC,      /* cuIpcOpenMemHandle */
+  GS_ALLOC_CTX,      /* a context's own cost, by context handle */
+};
+
+struct gs_alloc {
+  uint64_t key;       /* device pointer or handle */
+  uint32_t kind;      /* enum gs_alloc_kind */
+  uint32_t slot;      /* device slot in the region */
+  uint64_t bytes;
+  const void *ctx;    /* the context that owns it (freed with it), NULL if none */
+};
+
+struct gs_allocs {
+  struct gs_alloc *cell;
+  size_t cap; /* power of two, or 0 */
+  size_t n;
+};
+
+/* Adds `a`; -EEXIST if (kind, key) is present, -ENOMEM if the table cannot grow. */
+int gs_allocs_put(struct gs_allocs *m, const struct gs_alloc *a);
+/* Removes (kind, key) into *ret; -ENOENT if absent. */
+int gs_allocs_take(struct gs_allocs *m, uint32_t kind, uint64_t key, struct gs_alloc *ret);
+/* Removes every entry owned by `ctx`, adding its bytes per slot into bytes_per_slot[nslots]. */
+size_t gs_allocs_take_ctx(struct gs_allocs *m, const void *ctx, uint64_t *bytes_per_slot,
+                          unsigned nslots);
+void gs_allocs_clear(struct gs_allocs *m);

@@ -1,0 +1,69 @@
+/* Every kernel launch path: the compute gate (compute.c) before and after the real launch. */
+#include "hook.h"
+
+#include "compute.h"
+
+#define GATED_LAUNCH(name, stream, call)                                                           \
+  const struct gs_real *r = gs_real();                                                             \
+  if (!r->name)                                                                                    \
+    return CUDA_ERROR_NOT_FOUND;                                                                   \
+  CUresult gate = gs_compute_before_launch(stream);                                                \
+  if (gate != CUDA_SUCCESS)                                                                        \
+    return gate;                                                                                   \
+  CUresult rc = call;                                                                              \
+  gs_compute_after_launch(stream, rc);                                                             \
+  return rc
+
+GS_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                  unsigned int bx, unsigned int by, unsigned int bz,
+                                  unsigned int shared, CUstream hStream, void **params,
+                                  void **extra) {
+  GATED_LAUNCH(cuLaunchKernel, hStream,
+               r->cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, hStream, params, extra));
+}
+
+GS_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                       unsigned int gz, unsigned int bx, unsigned int by,
+                                       unsigned int bz, unsigned int shared, CUstream hStream,
+                                       void **params, void **extra) {
+  GATED_LAUNCH(cuLaunchKernel_ptsz, hStream,
+               r->cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, hStream, params, extra));
+}
+
+GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                    void **extra) {
+  CUstream stream = config ? config->hStream : NULL;
+  GATED_LAUNCH(cuLaunchKernelEx, stream, r->cuLaunchKernelEx(config, f, params, extra));
+}
+
+GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                         void **params, void **extra) {
+  CUstream stream = config ? config->hStream : NULL;
+  GATED_LAUNCH(cuLaunchKernelEx_ptsz, stream, r->cuLaunchKernelEx_ptsz(config, f, params, extra));
+}
+
+GS_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                             unsigned int gz, unsigned int bx, unsigned int by,
+                                             unsigned int bz, unsigned int shared,
+                                             CUstream hStream, void **params) {
+  GATED_LAUNCH(cuLaunchCooperativeKernel, hStream,
+               r->cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, hStream, params));
+}
+
+GS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                                  unsigned int gz, unsigned int bx,
+                                                  unsigned int by, unsigned int bz,
+                                                  unsigned int shared, CUstream hStream,
+                                                  void **params) {
+  GATED_LAUNCH(cuLaunchCooperativeKernel_ptsz, hStream,
+               r->cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, hStream,
+                                                 params));
+}
+
+GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  GATED_LAUNCH(cuGraphLaunch, hStream, r->cuGraphLaunch(hGraphExec, hStream));
+}
+
+GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  GATED_LAUNCH(cuGraphLaunch_ptsz, hStream, r->cuGraphLaunch_ptsz(hGraphExec, hStream));
+}

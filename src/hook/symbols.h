@@ -1,0 +1,99 @@
+/* The lists of driver and NVML entry points the hook wraps or calls (X-macros): the one place
+ * both the real table (hook.h) and the export list (exports.map.c) come from. No includes. */
+#pragma once
+
+/* Entry points the hook exports and wraps: (name). Each one's real address is also recognized
+ * in dlsym and cuGetProcAddress results and swapped for the wrapper. */
+#define GS_CUDA_WRAPPED(X)                                                                         \
+  X(cuGetProcAddress)                                                                              \
+  X(cuGetProcAddress_v2)                                                                           \
+  X(cuMemAlloc_v2)                                                                                 \
+  X(cuMemAllocPitch_v2)                                                                            \
+  X(cuMemAllocManaged)                                                                             \
+  X(cuMemFree_v2)                                                                                  \
+  X(cuMemAllocAsync)                                                                               \
+  X(cuMemAllocAsync_ptsz)                                                                          \
+  X(cuMemAllocFromPoolAsync)                                                                       \
+  X(cuMemAllocFromPoolAsync_ptsz)                                                                  \
+  X(cuMemFreeAsync)                                                                                \
+  X(cuMemFreeAsync_ptsz)                                                                           \
+  X(cuMemPoolTrimTo)                                                                               \
+  X(cuMemPoolDestroy)                                                                              \
+  X(cuMemCreate)                                                                                   \
+  X(cuMemRelease)                                                                                  \
+  X(cuMemImportFromShareableHandle)                                                                \
+  X(cuArrayCreate_v2)                                                                              \
+  X(cuArray3DCreate_v2)                                                                            \
+  X(cuArrayDestroy)                                                                                \
+  X(cuMipmappedArrayCreate)                                                                        \
+  X(cuMipmappedArrayDestroy)                                                                       \
+  X(cuIpcOpenMemHandle)                                                                            \
+  X(cuIpcOpenMemHandle_v2)                                                                         \
+  X(cuIpcCloseMemHandle)                                                                           \
+  X(cuCtxCreate)                                                                                   \
+  X(cuCtxCreate_v2)                                                                                \
+  X(cuCtxCreate_v3)                                                                                \
+  X(cuCtxCreate_v4)                                                                                \
+  X(cuCtxDestroy)                                                                                  \
+  X(cuCtxDestroy_v2)                                                                               \
+  X(cuDevicePrimaryCtxRetain)                                                                      \
+  X(cuDevicePrimaryCtxRelease)                                                                     \
+  X(cuDevicePrimaryCtxRelease_v2)                                                                  \
+  X(cuDevicePrimaryCtxReset)                                                                       \
+  X(cuDevicePrimaryCtxReset_v2)                                                                    \
+  X(cuMemGetInfo_v2)                                                                               \
+  X(cuDeviceTotalMem_v2)                                                                           \
+  X(cuLaunchKernel)                                                                                \
+  X(cuLaunchKernel_ptsz)                                                                           \
+  X(cuLaunchKernelEx)                                                                              \
+  X(cuLaunchKernelEx_ptsz)                                                                         \
+  X(cuLaunchCooperativeKernel)                                                                     \
+  X(cuLaunchCooperativeKernel_ptsz)                                                                \
+  X(cuGraphLaunch)                                                                                 \
+  X(cuGraphLaunch_ptsz)
+
+/* Real entry points the hook (and the compute gate) call but do not wrap. */
+#define GS_CUDA_CALLED(X)                                                                          \
+  X(cuInit)                                                                                        \
+  X(cuDriverGetVersion)                                                                            \
+  X(cuGetErrorString)                                                                              \
+  X(cuDeviceGet)                                                                                   \
+  X(cuDeviceGetCount)                                                                              \
+  X(cuDeviceGetUuid)                                                                               \
+  X(cuDeviceGetUuid_v2)                                                                            \
+  X(cuDeviceGetAttribute)                                                                          \
+  X(cuDeviceGetMemPool)                                                                            \
+  X(cuDevicePrimaryCtxGetState)                                                                    \
+  X(cuCtxGetCurrent)                                                                               \
+  X(cuCtxSetCurrent)                                                                               \
+  X(cuCtxGetDevice)                                                                                \
+  X(cuCtxPushCurrent_v2)                                                                           \
+  X(cuCtxPopCurrent_v2)                                                                            \
+  X(cuCtxSynchronize)                                                                              \
+  X(cuStreamGetCtx)                                                                                \
+  X(cuStreamQuery)                                                                                 \
+  X(cuStreamQuery_ptsz)                                                                            \
+  X(cuStreamSynchronize)                                                                           \
+  X(cuStreamSynchronize_ptsz)                                                                      \
+  X(cuEventCreate)                                                                                 \
+  X(cuEventDestroy_v2)                                                                             \
+  X(cuEventRecord)                                                                                 \
+  X(cuEventRecord_ptsz)                                                                            \
+  X(cuEventQuery)                                                                                  \
+  X(cuEventSynchronize)                                                                            \
+  X(cuEventElapsedTime)                                                                            \
+  X(cuEventElapsedTime_v2)                                                                         \
+  X(cuMemPoolGetAttribute)                                                                         \
+  X(cuMemGetAllocationPropertiesFromHandle)                                                        \
+  X(cuMemGetAddressRange_v2)
+
+#define GS_NVML_WRAPPED(X)                                                                         \
+  X(nvmlDeviceGetMemoryInfo)                                                                       \
+  X(nvmlDeviceGetMemoryInfo_v2)
+
+#define GS_NVML_CALLED(X)                                                                          \
+  X(nvmlInit_v2)                                                                                   \
+  X(nvmlShutdown)                                                                                  \
+  X(nvmlDeviceGetHandleByUUID)                                                                     \
+  X(nvmlDeviceGetUUID)                                                                             \
+  X(nvmlDeviceGetComputeRunningProcesses_v3)

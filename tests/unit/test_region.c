@@ -1,0 +1,303 @@
+/* Unit test of the slice's accounting region: caps, process entries, reclaim, repair, refusal. */
+#include "test.h"
+
+/* The test reaches into the layout (to die holding the lock, to corrupt a header), so it
+ * compiles the module in. */
+#include "../../src/common/region.c"
+
+#include <sys/wait.h>
+
+static char dir[PATH_MAX - 64];
+
+static void make_dir(void) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof(dir), "%s/gslice-region-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    exit(2);
+  }
+}
+
+static void remove_dir(void) {
+  char cmd[PATH_MAX + 16];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "cleanup of %s failed\n", dir);
+}
+
+static const uint8_t uuid_a[16] = {0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+static const uint8_t uuid_b[16] = {0xbb, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+static uint64_t used_of(struct gs_region *r, unsigned slot) {
+  struct gs_region_device_info info;
+  if (gs_region_device_info(r, slot, &info) < 0)
+    return UINT64_MAX;
+  return info.used;
+}
+
+static void test_cap(void) {
+  struct gs_region *r = NULL;
+  CHECK_EQ_INT(gs_region_open(dir, &r), 0);
+  unsigned a, b, b2, proc;
+  CHECK_EQ_INT(gs_region_device(r, uuid_a, 0, &a), -ENOENT);
+  CHECK_EQ_INT(gs_region_device(r, uuid_a, 1, &a), 0);
+  CHECK_EQ_INT(gs_region_device(r, uuid_b, 1, &b), 0);
+  CHECK_EQ_INT(gs_region_device(r, uuid_b, 0, &b2), 0);
+  CHECK_EQ_INT(b, b2);
+  CHECK(a != b);
+  CHECK_EQ_INT(gs_region_attach(r, &proc), 0);
+  /* No cap: anything goes. */
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 1ull << 40, NULL), 0);
+  CHECK_EQ_INT(gs_region_release(r, proc, a, 1ull << 40), 0);
+  CHECK_EQ_INT(gs_region_set_limit(r, a, 1000, GS_LIMIT_FROM_ENV), 0);
+  struct gs_region_denial d = {0, 0};
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 600, &d), 0);
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 400, &d), 0);
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 1, &d), -ENOMEM);
+  CHECK_EQ_U64(d.used, 1000);
+  CHECK_EQ_U64(d.limit, 1000);
+  /* The other device is not touched by this one's cap. */
+  CHECK_EQ_INT(gs_region_reserve(r, proc, b, 5000, NULL), 0);
+  CHECK_EQ_U64(used_of(r, a), 1000);
+  CHECK_EQ_U64(used_of(r, b), 5000);
+  CHECK_EQ_INT(gs_region_release(r, proc, a, 400), 0);
+  CHECK_EQ_U64(used_of(r, a), 600);
+  /* Live cap change: lowered under usage, new reservations fail, held bytes stay. */
+  CHECK_EQ_INT(gs_region_set_limit(r, a, 500, GS_LIMIT_FROM_DAEMON), 0);
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 1, &d), -ENOMEM);
+  CHECK_EQ_U64(d.used, 600);
+  /* The daemon's cap wins over a later process's environment. */
+  CHECK_EQ_INT(gs_region_set_limit(r, a, 4000, GS_LIMIT_FROM_ENV), -EPERM);
+  CHECK_EQ_INT(gs_region_set_limit(r, a, 2000, GS_LIMIT_FROM_DAEMON), 0);
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 1400, &d), 0);
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 1, &d), -ENOMEM);
+  struct gs_region_device_info info;
+  CHECK_EQ_INT(gs_region_device_info(r, a, &info), 0);
+  CHECK_EQ_U64(info.limit, 2000);
+  CHECK_EQ_INT(info.source, GS_LIMIT_FROM_DAEMON);
+  /* Release clamps at what the entry holds. */
+  CHECK_EQ_INT(gs_region_release(r, proc, a, 1ull << 50), 0);
+  CHECK_EQ_U64(used_of(r, a), 0);
+  struct gs_region_device_info devs[GS_REGION_MAX_DEVICES];
+  unsigned n = 0;
+  CHECK_EQ_INT(gs_region_devices(r, devs, GS_REGION_MAX_DEVICES, &n), 0);
+  CHECK_EQ_INT(n, 2);
+  CHECK_EQ_INT(gs_region_detach(r, proc), 0);
+  CHECK_EQ_U64(used_of(r, b), 0);
+  gs_region_close(r);
+}
+
+/* Another process of the slice (a forked child) shares the budget, and its bytes come back
+ * when it dies: SIGKILLed, and even while still a zombie. */
+static void test_processes(void) {
+  struct gs_region *r = NULL;
+  CHECK_EQ_INT(gs_region_open(dir, &r), 0);
+  unsigned a, proc;
+  CHECK_EQ_INT(gs_region_device(r, uuid_a, 1, &a), 0);
+  CHECK_EQ_INT(gs_region_set_limit(r, a, 1000, GS_LIMIT_FROM_DAEMON), 0);
+  CHECK_EQ_INT(gs_region_attach(r, &proc), 0);
+  int pipefd[2];
+  CHECK_EQ_INT(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    unsigned cproc;
+    char ok = gs_region_attach(r, &cproc) == 0 && gs_region_reserve(r, cproc, a, 700, NULL) == 0;
+    if (write(pipefd[1], &ok, 1) != 1)
+      _exit(3);
+    pause();
+    _exit(0);
+  }
+  char ok = 0;
+  CHECK_EQ_INT(read(pipefd[0], &ok, 1), 1);
+  CHECK(ok);
+  struct gs_region_denial d;
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 400, &d), -ENOMEM);
+  CHECK_EQ_U64(d.used, 700);
+  struct gs_region_proc_info procs[8];
+  unsigned n = 0;
+  CHECK_EQ_INT(gs_region_procs(r, procs, 8, &n), 0);
+  CHECK_EQ_INT(n, 2);
+  kill(child, SIGKILL);
+  /* Not reaped yet: a zombie still answers kill(0); the full check sees it exited. */
+  usleep(1000);
+  for (int i = 0; i < 1000; i++) {
+    uint64_t st;
+    int exited = 0;
+    if (gs_proc_identity(child, &st, &exited) == 0 && exited)
+      break;
+    usleep(1000);
+  }
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 400, &d), 0);
+  CHECK_EQ_U64(used_of(r, a), 400);
+  waitpid(child, NULL, 0);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  /* A stale entry whose pid is alive but started at another time (pid reuse) is reclaimed. */
+  struct region_proc *fake = &r->map->proc[GS_REGION_MAX_PROCS - 1];
+  pthread_mutex_lock(&r->map->lock);
+  fake->pid = getppid();
+  fake->start_time = 1;
+  fake->pidns = r->pidns;
+  fake->used[a] = 500;
+  fake->in_use = 1;
+  r->map->proc_hint = GS_REGION_MAX_PROCS;
+  pthread_mutex_unlock(&r->map->lock);
+  CHECK_EQ_U64(used_of(r, a), 900);
+  CHECK_EQ_INT(gs_region_reclaim(r), 1);
+  CHECK_EQ_U64(used_of(r, a), 400);
+  CHECK_EQ_INT(gs_region_detach(r, proc), 0);
+  gs_region_close(r);
+}
+
+/* A process killed while holding the lock leaves the region usable. */
+static void test_owner_dead(void) {
+  struct gs_region *r = NULL;
+  CHECK_EQ_INT(gs_region_open(dir, &r), 0);
+  unsigned a, proc;
+  CHECK_EQ_INT(gs_region_device(r, uuid_a, 1, &a), 0);
+  CHECK_EQ_INT(gs_region_set_limit(r, a, 1000, GS_LIMIT_FROM_DAEMON), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    unsigned cproc;
+    if (gs_region_attach(r, &cproc) == 0 && gs_region_reserve(r, cproc, a, 900, NULL) == 0)
+      pthread_mutex_lock(&r->map->lock);
+    raise(SIGKILL);
+    _exit(1);
+  }
+  int status;
+  waitpid(child, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  uint32_t repairs = r->map->repairs;
+  CHECK_EQ_INT(gs_region_attach(r, &proc), 0);
+  CHECK_EQ_U64(r->map->repairs, repairs + 1);
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 1000, NULL), 0);
+  CHECK_EQ_INT(gs_region_detach(r, proc), 0);
+  gs_region_close(r);
+}
+
+static void write_file(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "w");
+  if (!f || fwrite(data, 1, len, f) != len) {
+    perror(path);
+    exit(2);
+  }
+  fclose(f);
+}
+
+static void test_refusal(void) {
+  char sub[PATH_MAX], path[PATH_MAX + 32];
+  struct gs_region *r = NULL;
+  snprintf(sub, sizeof(sub), "%s/foreign", dir);
+  CHECK_EQ_INT(mkdir(sub, 0700), 0);
+  snprintf(path, sizeof(path), "%s/%s", sub, GS_REGION_FILE);
+  write_file(path, "hello, not a region\n", 20);
+  CHECK_EQ_INT(gs_region_open(sub, &r), -EBADMSG);
+  write_file(path, "", 0);
+  CHECK_EQ_INT(gs_region_open(sub, &r), -EBADMSG);
+
+  /* A region of another layout version. */
+  struct region_layout *l = calloc(1, sizeof(*l));
+  layout_init(l);
+  l->version = 99;
+  write_file(path, l, sizeof(*l));
+  CHECK_EQ_INT(gs_region_open(sub, &r), -EPROTONOSUPPORT);
+  /* The right header with a wrong check, then a body with impossible values. */
+  layout_init(l);
+  l->max_procs = 7;
+  write_file(path, l, sizeof(*l));
+  CHECK_EQ_INT(gs_region_open(sub, &r), -EBADMSG);
+  layout_init(l);
+  l->dev[3].in_use = 77;
+  write_file(path, l, sizeof(*l));
+  CHECK_EQ_INT(gs_region_open(sub, &r), -EBADMSG);
+  /* Truncated. */
+  layout_init(l);
+  write_file(path, l, sizeof(*l) / 2);
+  CHECK_EQ_INT(gs_region_open(sub, &r), -EBADMSG);
+  free(l);
+  CHECK_EQ_INT(gs_region_open_existing("/nonexistent/gslice", &r), -ENOENT);
+  CHECK_EQ_INT(gs_region_open("relative/dir", &r), -EINVAL);
+}
+
+/* Many processes racing to create and fill one region never overshoot the cap. */
+static void test_race(void) {
+  char sub[PATH_MAX];
+  snprintf(sub, sizeof(sub), "%s/race/deeper", dir);
+  enum { KIDS = 6 };
+  pid_t kids[KIDS];
+  for (int k = 0; k < KIDS; k++) {
+    kids[k] = fork();
+    if (kids[k] == 0) {
+      struct gs_region *cr = NULL;
+      unsigned slot, proc;
+      if (gs_region_open(sub, &cr) < 0 || gs_region_device(cr, uuid_a, 1, &slot) < 0 ||
+          gs_region_set_limit(cr, slot, 10000, GS_LIMIT_FROM_ENV) < 0 ||
+          gs_region_attach(cr, &proc) < 0)
+        _exit(2);
+      unsigned got = 0;
+      for (int i = 0; i < 20000; i++) {
+        if (gs_region_reserve(cr, proc, slot, 7, NULL) == 0)
+          got++;
+        if (i % 3 == 0 && got > 0 && gs_region_release(cr, proc, slot, 7) == 0)
+          got--;
+      }
+      struct gs_region_device_info info;
+      if (gs_region_device_info(cr, slot, &info) < 0 || info.used > info.limit)
+        _exit(4);
+      pause();
+      _exit(0);
+    }
+  }
+  struct gs_region *r = NULL;
+  for (int i = 0; i < 5000 && gs_region_open_existing(sub, &r) < 0; i++)
+    usleep(1000);
+  CHECK(r != NULL);
+  unsigned slot = 0;
+  int waited = 0;
+  while (r && waited++ < 20000) {
+    struct gs_region_proc_info procs[KIDS];
+    unsigned n = 0;
+    gs_region_procs(r, procs, KIDS, &n);
+    if (gs_region_device(r, uuid_a, 0, &slot) == 0 && n == KIDS && used_of(r, slot) > 9000)
+      break;
+    CHECK(gs_region_device(r, uuid_a, 0, &slot) < 0 || used_of(r, slot) <= 10000);
+    usleep(500);
+  }
+  if (r)
+    CHECK(used_of(r, slot) <= 10000);
+  for (int k = 0; k < KIDS; k++)
+    kill(kids[k], SIGKILL);
+  for (int k = 0; k < KIDS; k++) {
+    int status;
+    waitpid(kids[k], &status, 0);
+    CHECK(WIFSIGNALED(status));
+  }
+  if (r) {
+    gs_region_reclaim(r);
+    CHECK_EQ_U64(used_of(r, slot), 0);
+    gs_region_close(r);
+  }
+}
+
+static void test_uuid(void) {
+  char buf[GS_UUID_STR_LEN];
+  uint8_t u[16];
+  gs_uuid_format(uuid_a, buf);
+  CHECK_STR(buf, "GPU-aa010203-0405-0607-0809-0a0b0c0d0e0f");
+  CHECK_EQ_INT(gs_uuid_parse(buf, u), 0);
+  CHECK(memcmp(u, uuid_a, 16) == 0);
+  CHECK_EQ_INT(gs_uuid_parse("GPU-aa01", u), -EINVAL);
+  CHECK_EQ_INT(gs_uuid_parse("GPU-zz010203-0405-0607-0809-0a0b0c0d0e0f", u), -EINVAL);
+}
+
+int main(void) {
+  make_dir();
+  test_uuid();
+  test_cap();
+  test_processes();
+  test_owner_dead();
+  test_refusal();
+  test_race();
+  remove_dir();
+  return test_done();
+}
