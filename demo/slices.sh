@@ -36,7 +36,7 @@ source "$GSLICE_SRC/tests/integration/ui_lib.sh"
 
 port=$(ui_free_port)
 echo "== gslice slices demo on $where"
-ui_start_daemon --state-dir "$W/state" --metrics "127.0.0.1:$port" || {
+ui_start_daemon --metrics "127.0.0.1:$port" || {
   cat "$W/gsliced.log" >&2
   exit 1
 }

@@ -10,3 +10,11 @@ target_compile_options(test_metrics PRIVATE -iquote ${CMAKE_SOURCE_DIR}/src/daem
 
 # promtool on the hand-built snapshot's metrics (the live daemon's are in ui_metrics.sh).
 gslice_script_test(ui_promtool ui_promtool.sh TIMEOUT 60)
+
+# The demo's (and these tests') workload: spin kernels in batches, optional allocations.
+# Linked like any CUDA program against libcuda.so.1 (the sim's at build time); no RPATH,
+# so at run time LD_LIBRARY_PATH picks the sim, or the real driver is found.
+add_executable(demo_spin ${CMAKE_SOURCE_DIR}/tests/progs/demo_spin.c)
+target_link_libraries(demo_spin PRIVATE gslice_common gslice_sim_cuda)
+set_target_properties(demo_spin PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
+                      SKIP_BUILD_RPATH TRUE)

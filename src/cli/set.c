@@ -46,7 +46,7 @@ static void memory_text(uint64_t bytes, char *buf, size_t len) {
     snprintf(buf, len, "none");
 }
 
-int gs_cmd_set(int argc, char **argv) {
+int cmd_set(int argc, char **argv) {
   enum { OPT_MEMORY = 1000, OPT_COMPUTE, OPT_LIMIT, OPT_PRIORITY, OPT_WEIGHT, OPT_FORCE };
   static const struct option opts[] = {{"memory", required_argument, NULL, OPT_MEMORY},
                                        {"compute", required_argument, NULL, OPT_COMPUTE},

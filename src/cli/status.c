@@ -14,7 +14,7 @@ static void usage(FILE *f) {
              "  --json   machine-readable, stable (schema: docs/cli.md)\n");
 }
 
-int gs_cmd_status(int argc, char **argv) {
+int cmd_status(int argc, char **argv) {
   static const struct option opts[] = {
       {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
   int json = 0, c;

@@ -107,7 +107,7 @@ static void draw_frame(const char *text, unsigned cols, unsigned rows, double in
                        const char *err) {
   unsigned printed = 0;
   fputs(ESC "[H", stdout);
-  char head[256];
+  char head[768]; /* the header, plus the daemon error (up to 512) */
   snprintf(head, sizeof(head), "gslice top: every %.1fs, q quits%s%s", interval,
            err ? "  |  " : "", err ? err : "");
   fprintf(stdout, ESC "[7m%.*s" ESC "[0m" ESC "[K\n", (int)cols, head);
@@ -262,7 +262,7 @@ static int top_tty(double interval, long iterations) {
   return 0;
 }
 
-int gs_cmd_top(int argc, char **argv) {
+int cmd_top(int argc, char **argv) {
   static const struct option opts[] = {{"interval", required_argument, NULL, 'i'},
                                        {"iterations", required_argument, NULL, 'n'},
                                        {"help", no_argument, NULL, 'h'},

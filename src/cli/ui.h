@@ -3,14 +3,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli.h"
 #include "proto.h"
 #include "status.h"
 
-/* Entry points for main.c's dispatch table: argv[0] is the command name; they return
- * the process exit status (0 ok, 1 failure, 2 bad usage). */
-int gs_cmd_status(int argc, char **argv);
-int gs_cmd_top(int argc, char **argv);
-int gs_cmd_set(int argc, char **argv);
+/* cmd_status, cmd_top, cmd_set (cli.h) are main.c's entries for these commands; they
+ * return the exit status: 0 ok, 1 failure, 2 bad usage. */
 
 /* Asks gsliced for the node snapshot. On failure returns -errno and leaves a sentence
  * for the user in err (what failed, what to do). */

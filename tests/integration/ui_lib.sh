@@ -7,8 +7,11 @@ SPIN=${SPIN:-$GSLICE_BUILD/tests/demo_spin}
 SPIN_PTX=${SPIN_PTX:-$GSLICE_SRC/tests/gpu/spin.ptx}
 
 # ui_start_daemon [gsliced args...]: starts gsliced on $GSLICE_SOCKET, waits until it answers.
+# Its state (slices, persisted) lives next to the socket unless UI_STATE_DIR says otherwise.
 ui_start_daemon() {
-  "$GSLICED" "$@" > "${UI_DAEMON_LOG:-/dev/stderr}" 2>&1 &
+  local state=${UI_STATE_DIR:-$(dirname "$GSLICE_SOCKET")/gsliced-state}
+  "$GSLICED" --foreground --socket "$GSLICE_SOCKET" --state-dir "$state" "$@" \
+    >> "${UI_DAEMON_LOG:-/dev/stderr}" 2>&1 &
   DAEMON_PID=$!
   local i
   for i in $(seq 1 100); do
