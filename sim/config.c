@@ -1,0 +1,146 @@
+/* Parses and validates GSLICE_SIM_* (one table: name, default, validator); never
+ * falls back to a default silently when a value is bad. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "size.h"
+
+enum kind { K_COUNT, K_SIZE, K_PATH, K_KERNELS };
+
+struct var {
+  const char *name;
+  enum kind kind;
+  const char *def; /* NULL: computed (state path) or empty */
+  uint64_t min, max;
+  unsigned explicit_bit;
+};
+
+static const struct var vars[] = {
+    {"GSLICE_SIM_DEVICES", K_COUNT, "1", 1, SIM_MAX_DEVICES, SIM_EXPLICIT_DEVICES},
+    {"GSLICE_SIM_MEMORY", K_SIZE, "16GiB", 1ull << 20, 1ull << 50, SIM_EXPLICIT_MEMORY},
+    {"GSLICE_SIM_CONTEXT_MEMORY", K_SIZE, "256MiB", 0, 1ull << 40, SIM_EXPLICIT_CONTEXT_MEMORY},
+    {"GSLICE_SIM_SMS", K_COUNT, "132", 1, 1024, SIM_EXPLICIT_SMS},
+    {"GSLICE_SIM_STATE", K_PATH, NULL, 0, 0, 0},
+    {"GSLICE_SIM_KERNEL_US", K_KERNELS, "", 0, 0, 0},
+};
+
+static int parse_u64(const char *s, uint64_t *ret) {
+  char *end;
+  if (!*s || *s < '0' || *s > '9')
+    return -EINVAL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end)
+    return -EINVAL;
+  *ret = v;
+  return 0;
+}
+
+static int parse_kernels(const char *s, struct sim_config *cfg) {
+  /* name=us[,name=us...] */
+  cfg->nkernel_times = 0;
+  while (*s) {
+    const char *eq = strchr(s, '=');
+    const char *comma = strchr(s, ',');
+    if (!comma)
+      comma = s + strlen(s);
+    if (!eq || eq > comma || eq == s || (size_t)(eq - s) >= SIM_KERNEL_NAME_MAX)
+      return -EINVAL;
+    if (cfg->nkernel_times >= SIM_MAX_KERNEL_TIMES)
+      return -EINVAL;
+    char num[32];
+    size_t nlen = (size_t)(comma - eq - 1);
+    if (nlen == 0 || nlen >= sizeof(num))
+      return -EINVAL;
+    memcpy(num, eq + 1, nlen);
+    num[nlen] = 0;
+    struct sim_kernel_time *kt = &cfg->kernel_times[cfg->nkernel_times];
+    if (parse_u64(num, &kt->us) < 0)
+      return -EINVAL;
+    memcpy(kt->name, s, (size_t)(eq - s));
+    kt->name[eq - s] = 0;
+    cfg->nkernel_times++;
+    s = *comma ? comma + 1 : comma;
+  }
+  return 0;
+}
+
+int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err, size_t errlen) {
+  struct sim_config cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+    const struct var *v = &vars[i];
+    const char *val = getenv_fn(v->name);
+    int set = val != NULL;
+    if (!val)
+      val = v->def;
+    uint64_t n = 0;
+    int r = 0;
+    const char *hint = "";
+    switch (v->kind) {
+    case K_COUNT:
+      r = parse_u64(val, &n);
+      hint = "a whole number";
+      break;
+    case K_SIZE:
+      r = gs_size_parse(val, &n);
+      hint = "a size like 16GiB";
+      break;
+    case K_PATH:
+      if (!val) {
+        snprintf(cfg.state_path, sizeof(cfg.state_path), "/dev/shm/gslice-sim-%u",
+                 (unsigned)getuid());
+        continue;
+      }
+      if (!*val || strlen(val) >= sizeof(cfg.state_path))
+        r = -EINVAL;
+      hint = "a file path";
+      if (r == 0)
+        strcpy(cfg.state_path, val);
+      break;
+    case K_KERNELS:
+      r = parse_kernels(val, &cfg);
+      hint = "name=microseconds[,name=microseconds...]";
+      break;
+    }
+    if (r == 0 && (v->kind == K_COUNT || v->kind == K_SIZE) && (n < v->min || n > v->max))
+      r = -ERANGE;
+    if (r < 0) {
+      if (v->kind == K_COUNT || v->kind == K_SIZE)
+        snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s between %llu and %llu",
+                 v->name, val, hint, (unsigned long long)v->min, (unsigned long long)v->max);
+      else
+        snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s", v->name, val, hint);
+      return -EINVAL;
+    }
+    if (set)
+      cfg.explicit_mask |= v->explicit_bit;
+    switch (i) {
+    case 0: cfg.devices = (uint32_t)n; break;
+    case 1: cfg.memory = n; break;
+    case 2: cfg.context_memory = n; break;
+    case 3: cfg.sms = (uint32_t)n; break;
+    default: break;
+    }
+  }
+  if (cfg.context_memory >= cfg.memory) {
+    snprintf(err, errlen,
+             "gslice-sim: GSLICE_SIM_CONTEXT_MEMORY (%llu) must be below GSLICE_SIM_MEMORY (%llu)",
+             (unsigned long long)cfg.context_memory, (unsigned long long)cfg.memory);
+    return -EINVAL;
+  }
+  *ret = cfg;
+  return 0;
+}
+
+uint64_t sim_config_kernel_us(const struct sim_config *cfg, const char *name) {
+  for (unsigned i = 0; i < cfg->nkernel_times; i++)
+    if (strcmp(cfg->kernel_times[i].name, name) == 0)
+      return cfg->kernel_times[i].us;
+  return 0;
+}

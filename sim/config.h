@@ -1,0 +1,43 @@
+/* The simulated machine's configuration: one table of GSLICE_SIM_* variables, parsed
+ * and validated in one place (pure: the environment comes in through a getter). */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_MAX_DEVICES 16
+#define SIM_MAX_KERNEL_TIMES 32
+#define SIM_KERNEL_NAME_MAX 64
+
+struct sim_kernel_time {
+  char name[SIM_KERNEL_NAME_MAX];
+  uint64_t us;
+};
+
+struct sim_config {
+  uint32_t devices;       /* GSLICE_SIM_DEVICES */
+  uint64_t memory;        /* GSLICE_SIM_MEMORY, per device */
+  uint64_t context_memory;/* GSLICE_SIM_CONTEXT_MEMORY, per context */
+  uint32_t sms;           /* GSLICE_SIM_SMS */
+  char state_path[256];   /* GSLICE_SIM_STATE */
+  unsigned nkernel_times; /* GSLICE_SIM_KERNEL_US=name=us,... */
+  struct sim_kernel_time kernel_times[SIM_MAX_KERNEL_TIMES];
+  /* Which machine-shaping variables were set explicitly, so a disagreement with an
+   * existing state file is only reported when the user asked for something. */
+  unsigned explicit_mask;
+};
+
+enum {
+  SIM_EXPLICIT_DEVICES = 1u << 0,
+  SIM_EXPLICIT_MEMORY = 1u << 1,
+  SIM_EXPLICIT_CONTEXT_MEMORY = 1u << 2,
+  SIM_EXPLICIT_SMS = 1u << 3,
+};
+
+typedef char *(*sim_getenv_fn)(const char *name);
+
+/* Fills *ret from the variables getenv returns (NULL = unset). On a bad value returns
+ * -EINVAL and writes one line naming the variable and the value into err. */
+int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err, size_t errlen);
+
+/* Device time a kernel called name takes when it is not "spin", in microseconds. */
+uint64_t sim_config_kernel_us(const struct sim_config *cfg, const char *name);

@@ -1,0 +1,164 @@
+/* Internals of the simulated libcuda shared by its files: the process-wide driver
+ * state (contexts, streams, allocations, pools) and the helpers each phase uses. */
+#pragma once
+/* Declares every ABI name (cuMemAlloc_v2, cuLaunchKernel_ptsz, the v1 names...) with
+ * its own prototype, so the compiler checks each definition against cuda.h. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "state.h"
+
+#define SIM_API __attribute__((visibility("default")))
+
+#define SIM_CTX_MAGIC 0x43545831u
+#define SIM_STREAM_MAGIC 0x53545231u
+#define SIM_EVENT_MAGIC 0x45564e31u
+#define SIM_MODULE_MAGIC 0x4d4f4431u
+#define SIM_FUNC_MAGIC 0x46554e31u
+#define SIM_POOL_MAGIC 0x504f4f31u
+#define SIM_PHYS_MAGIC 0x50485931u
+#define SIM_ARRAY_MAGIC 0x41525231u
+#define SIM_GRAPH_MAGIC 0x47524131u
+#define SIM_EXEC_MAGIC 0x47455831u
+
+#define SIM_GRANULARITY (2ull << 20) /* VMM and pool reservation granularity */
+#define SIM_PITCH_ALIGN 512ull
+
+struct sim_graph;
+
+enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PER_THREAD };
+
+struct sim_stream {
+  uint32_t magic;
+  enum sim_stream_kind kind;
+  struct sim_ctx *ctx;
+  unsigned flags;
+  int priority;
+  uint64_t tail; /* device time its last queued work completes */
+  struct sim_graph *capture;
+  struct sim_stream *next; /* in ctx->streams */
+  unsigned long long id;
+};
+
+struct sim_ctx {
+  uint32_t magic;
+  int dev;
+  int primary;
+  unsigned refs; /* primary: retain count */
+  unsigned flags;
+  uint64_t generation; /* bumps when a primary context is reset: per-thread streams expire */
+  struct sim_stream legacy;
+  struct sim_stream *streams; /* user and per-thread streams */
+  struct sim_ctx *next;
+};
+
+struct sim_event {
+  uint32_t magic;
+  unsigned flags;
+  int recorded;
+  uint64_t t; /* device time the preceding work completes */
+};
+
+struct sim_func {
+  uint32_t magic;
+  struct sim_module *mod;
+  int spin;
+  uint64_t fixed_ns;
+  struct sim_func *next;
+  char name[128];
+};
+
+struct sim_module {
+  uint32_t magic;
+  char *ptx; /* text images only; NULL for cubin/fatbin, which accept any name */
+  struct sim_func *funcs;
+};
+
+struct sim_pool {
+  uint32_t magic;
+  int dev;
+  int destroyed;
+  uint64_t threshold;
+  uint64_t reserved, reserved_high;
+  uint64_t used, used_high;
+  struct sim_pool *next;
+};
+
+struct sim_phys {
+  uint32_t magic;
+  int dev;
+  int fd;
+  int released;
+  unsigned maps;
+  uint64_t size;
+  uint64_t charged;
+};
+
+enum sim_range_kind { SIM_R_ALLOC, SIM_R_POOL, SIM_R_MAPPING, SIM_R_IPC };
+
+/* A live device address range of this process (the device address is the host
+ * address of its backing mapping). */
+struct sim_range {
+  uintptr_t base;
+  size_t size;
+  enum sim_range_kind kind;
+  int dev;
+  uint64_t charged; /* bytes counted on the device for it (0 for pool/mapping/ipc) */
+  size_t maplen;
+  int fd; /* memfd backing (IPC-exported allocations), else -1 */
+  struct sim_pool *pool;
+  struct sim_phys *phys;
+};
+
+struct sim_driver {
+  int ready;
+  CUresult init_rc;
+  struct sim_config cfg;
+  struct sim_state st;
+  int slot;
+  pthread_mutex_t mu; /* this process's tables; taken before the machine lock */
+  struct sim_ctx primary[SIM_MAX_DEVICES];
+  struct sim_ctx *contexts;
+  struct sim_range **ranges; /* sorted by base */
+  size_t nranges, cap_ranges;
+  struct sim_pool default_pool[SIM_MAX_DEVICES];
+  struct sim_pool *cur_pool[SIM_MAX_DEVICES];
+  struct sim_pool *pools; /* created with cuMemPoolCreate */
+};
+
+/* The one process-wide instance: a driver library is global state by nature. */
+extern struct sim_driver sim;
+
+#define SIM_REQUIRE_INIT()                                                                \
+  do {                                                                                    \
+    if (!__atomic_load_n(&sim.ready, __ATOMIC_ACQUIRE))                                   \
+      return CUDA_ERROR_NOT_INITIALIZED;                                                  \
+  } while (0)
+
+static inline uint64_t sim_round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+/* core.c */
+struct sim_ctx *sim_ctx_current(void);
+int sim_ctx_alive(const struct sim_ctx *c);
+CUresult sim_charge(int dev, uint64_t bytes);
+void sim_uncharge(int dev, uint64_t bytes);
+void sim_wait_until(uint64_t t);
+/* ranges (sim.mu held) */
+int sim_range_add(struct sim_range *r);
+struct sim_range *sim_range_find(uintptr_t p, size_t n);
+void sim_range_remove(struct sim_range *r);
+void *sim_backing_map(size_t size, size_t *ret_len);
+
+/* exec.c */
+CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret);
+uint64_t sim_stream_ready(const struct sim_stream *s);
+/* Sleep until the stream's work is done (sync copies wait this way). */
+CUresult sim_stream_wait(CUstream h, int ptds);
+void sim_ctx_streams_reset(struct sim_ctx *c);
+
+/* mem.c */
+void sim_pools_trim(int dev);
+void sim_pools_init(void);

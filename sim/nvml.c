@@ -1,0 +1,373 @@
+/* The simulated libnvidia-ml.so.1: device, memory, utilization and process queries
+ * answered from the shared machine, without any CUDA context in this process. */
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include "nvml_min.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "state.h"
+
+#define SIM_API __attribute__((visibility("default")))
+#define UTIL_WINDOW_NS 1000000000ull /* NVML's sample period: the last second */
+
+struct nvmlDevice_st {
+  unsigned index;
+};
+
+/* The library's one instance: NVML is a process-global, refcounted API. */
+static struct {
+  pthread_mutex_t mu;
+  unsigned refs;
+  struct sim_state st;
+  struct nvmlDevice_st devs[SIM_MAX_DEVICES];
+} nv = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+  nvmlReturn_t rc = NVML_SUCCESS;
+  pthread_mutex_lock(&nv.mu);
+  if (nv.refs == 0) {
+    struct sim_config cfg;
+    char err[512], note[512];
+    if (sim_config_parse(secure_getenv, &cfg, err, sizeof(err)) < 0) {
+      fprintf(stderr, "%s\n", err);
+      rc = NVML_ERROR_UNKNOWN;
+    } else {
+      int r = sim_state_open(&cfg, &nv.st, note, sizeof(note));
+      if (note[0])
+        fprintf(stderr, "%s\n", note);
+      if (r < 0) {
+        fprintf(stderr, "gslice-sim: cannot open the simulated machine %s: %s\n",
+                cfg.state_path, strerror(-r));
+        rc = NVML_ERROR_DRIVER_NOT_LOADED;
+      }
+    }
+    for (unsigned i = 0; i < SIM_MAX_DEVICES; i++)
+      nv.devs[i].index = i;
+  }
+  if (rc == NVML_SUCCESS)
+    nv.refs++;
+  pthread_mutex_unlock(&nv.mu);
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+SIM_API nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
+
+SIM_API nvmlReturn_t nvmlShutdown(void) {
+  nvmlReturn_t rc = NVML_SUCCESS;
+  pthread_mutex_lock(&nv.mu);
+  if (nv.refs == 0)
+    rc = NVML_ERROR_UNINITIALIZED;
+  else if (--nv.refs == 0)
+    sim_state_close(&nv.st);
+  pthread_mutex_unlock(&nv.mu);
+  return rc;
+}
+
+SIM_API const char *nvmlErrorString(nvmlReturn_t result) {
+  switch (result) {
+  case NVML_SUCCESS: return "Success";
+  case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+  case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+  case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+  case NVML_ERROR_NOT_FOUND: return "Not Found";
+  case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+  case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+  case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+  default: return "Unknown Error";
+  }
+}
+
+static struct sim_machine *machine(void) {
+  return __atomic_load_n(&nv.refs, __ATOMIC_ACQUIRE) ? nv.st.m : NULL;
+}
+
+#define REQUIRE_MACHINE(m)                                                                \
+  struct sim_machine *m = machine();                                                      \
+  if (!m)                                                                                 \
+  return NVML_ERROR_UNINITIALIZED
+
+static nvmlReturn_t dev_arg(struct sim_machine *m, nvmlDevice_t device, unsigned *ret) {
+  if (!device || device < &nv.devs[0] || device >= &nv.devs[SIM_MAX_DEVICES] ||
+      device->index >= m->devices)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *ret = device->index;
+  return NVML_SUCCESS;
+}
+
+static nvmlReturn_t copy_str(char *buf, unsigned int len, const char *s) {
+  if (!buf)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (strlen(s) + 1 > len)
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  memcpy(buf, s, strlen(s) + 1);
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+  return copy_str(version, length, "580.00.00-gslice-sim");
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length) {
+  return copy_str(version, length, "13.580.00");
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v) {
+  if (!v)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *v = 13000;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) {
+  return nvmlSystemGetCudaDriverVersion(v);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
+  REQUIRE_MACHINE(m);
+  if (!deviceCount)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *deviceCount = m->devices;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) {
+  return nvmlDeviceGetCount_v2(deviceCount);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+  REQUIRE_MACHINE(m);
+  if (!device || index >= m->devices)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *device = &nv.devs[index];
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+  REQUIRE_MACHINE(m);
+  if (!uuid || !device)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < m->devices; i++) {
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    sim_uuid_text(m, i, buf, sizeof(buf));
+    if (strcmp(buf, uuid) == 0) {
+      *device = &nv.devs[i];
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && !index)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *index = d;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  return rc != NVML_SUCCESS ? rc : copy_str(name, length, "gslice simulated GPU");
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  sim_uuid_text(m, d, buf, sizeof(buf));
+  return copy_str(uuid, length, buf);
+}
+
+static nvmlReturn_t memory(nvmlDevice_t device, uint64_t *total, uint64_t *used) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  sim_lock(m);
+  sim_reap(m, 1);
+  *used = sim_dev_used(m, d);
+  sim_unlock(m);
+  *total = m->memory;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *mem) {
+  uint64_t total, used;
+  if (!mem)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = memory(device, &total, &used);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  mem->total = total;
+  mem->used = used;
+  mem->free = used < total ? total - used : 0;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *mem) {
+  uint64_t total, used;
+  if (!mem)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (mem->version != nvmlMemory_v2)
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  nvmlReturn_t rc = memory(device, &total, &used);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  mem->total = total;
+  mem->reserved = 0; /* the sim keeps nothing back for firmware */
+  mem->used = used;
+  mem->free = used < total ? total - used : 0;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!u)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  sim_lock(m);
+  sim_reap(m, 0);
+  u->gpu = sim_util_percent(m, d, -1, UTIL_WINDOW_NS);
+  sim_unlock(m);
+  u->memory = 0; /* memory traffic is not modelled */
+  return NVML_SUCCESS;
+}
+
+/* Processes with a context on the device, as NVML lists compute processes. */
+static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *infos, int v1) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!count || (*count && !infos))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  sim_lock(m);
+  sim_reap(m, 1);
+  unsigned n = 0;
+  for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+    const struct sim_proc *p = &m->proc[i];
+    if (!p->pid || p->contexts[d] == 0)
+      continue;
+    if (n < *count) {
+      if (v1) {
+        nvmlProcessInfo_v1_t *o = (nvmlProcessInfo_v1_t *)infos + n;
+        o->pid = (unsigned)p->pid;
+        o->usedGpuMemory = p->mem[d];
+      } else {
+        nvmlProcessInfo_t *o = (nvmlProcessInfo_t *)infos + n;
+        o->pid = (unsigned)p->pid;
+        o->usedGpuMemory = p->mem[d];
+        o->gpuInstanceId = 0xFFFFFFFFu;
+        o->computeInstanceId = 0xFFFFFFFFu;
+      }
+    }
+    n++;
+  }
+  sim_unlock(m);
+  rc = n > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+  *count = n;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                             unsigned int *infoCount,
+                                                             nvmlProcessInfo_t *infos) {
+  return running(device, infoCount, infos, 0);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                             unsigned int *infoCount,
+                                                             nvmlProcessInfo_v2_t *infos) {
+  return running(device, infoCount, infos, 0);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                          unsigned int *infoCount,
+                                                          nvmlProcessInfo_v1_t *infos) {
+  return running(device, infoCount, infos, 1);
+}
+
+static uint64_t realtime_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                     nvmlProcessUtilizationSample_t *utilization,
+                                                     unsigned int *processSamplesCount,
+                                                     unsigned long long lastSeenTimeStamp) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!processSamplesCount)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  uint64_t now = sim_now_ns(), now_us = realtime_us();
+  /* lastSeenTimeStamp is CPU time in microseconds; the window runs from it to now
+   * (the last second when it is 0 or in the future). */
+  uint64_t window = UTIL_WINDOW_NS;
+  if (lastSeenTimeStamp && lastSeenTimeStamp < now_us)
+    window = (now_us - lastSeenTimeStamp) * 1000;
+  sim_lock(m);
+  sim_reap(m, 0);
+  if (!utilization) {
+    unsigned n = 0;
+    for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
+      if (m->proc[i].pid && m->proc[i].contexts[d])
+        n++;
+    sim_unlock(m);
+    *processSamplesCount = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  unsigned n = 0;
+  rc = NVML_SUCCESS;
+  for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+    const struct sim_proc *p = &m->proc[i];
+    if (!p->pid)
+      continue;
+    uint64_t from = now > window ? now - window : 0;
+    if (sim_busy_between(m, d, (int)i, from, now) == 0)
+      continue;
+    if (n >= *processSamplesCount) {
+      rc = NVML_ERROR_INSUFFICIENT_SIZE;
+      n++;
+      continue;
+    }
+    nvmlProcessUtilizationSample_t *s = &utilization[n++];
+    memset(s, 0, sizeof(*s));
+    s->pid = (unsigned)p->pid;
+    s->timeStamp = now_us;
+    s->smUtil = sim_util_percent(m, d, (int)i, window);
+  }
+  sim_unlock(m);
+  *processSamplesCount = n;
+  if (rc == NVML_SUCCESS && n == 0)
+    return NVML_ERROR_NOT_FOUND;
+  return rc;
+}

@@ -1,0 +1,468 @@
+/* The shared simulated machine: creating/joining the state file, the robust lock,
+ * process slots and their reaping, memory charges and the device engine timelines. */
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Byte 0 of the file serializes creation; byte 1 carries a shared lock for as long as
+ * a process has the machine open, so "nobody lives on it" is one non-blocking try. OFD
+ * locks belong to the open file, so threads exiting never drop them. */
+#define LOCK_INIT 0
+#define LOCK_PRESENCE 1
+
+static int ofd_lock(int fd, short type, off_t at, int wait) {
+  struct flock fl;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = at;
+  fl.l_len = 1;
+  while (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0) {
+    if (errno != EINTR)
+      return -errno;
+  }
+  return 0;
+}
+
+uint64_t sim_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t realtime_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+static uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static int machine_valid(const struct sim_machine *m) {
+  return m->magic == SIM_MAGIC && m->version == SIM_VERSION &&
+         m->size == sizeof(struct sim_machine) && m->devices >= 1 &&
+         m->devices <= SIM_MAX_DEVICES;
+}
+
+static int config_matches(const struct sim_machine *m, const struct sim_config *cfg) {
+  return m->devices == cfg->devices && m->memory == cfg->memory &&
+         m->context_memory == cfg->context_memory && m->sms == cfg->sms;
+}
+
+static int machine_init(struct sim_machine *m, const struct sim_config *cfg) {
+  pthread_mutexattr_t a;
+  memset(m, 0, sizeof(*m));
+  m->version = SIM_VERSION;
+  m->size = sizeof(*m);
+  m->devices = cfg->devices;
+  m->sms = cfg->sms;
+  m->memory = cfg->memory;
+  m->context_memory = cfg->context_memory;
+  m->created_realtime_ns = realtime_ns();
+  m->path_hash = fnv1a(cfg->state_path);
+  if (pthread_mutexattr_init(&a) || pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) ||
+      pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) || pthread_mutex_init(&m->lock, &a))
+    return -EIO;
+  pthread_mutexattr_destroy(&a);
+  /* Written last: a half-initialized file never looks valid. */
+  __atomic_store_n(&m->magic, SIM_MAGIC, __ATOMIC_RELEASE);
+  return 0;
+}
+
+static int map_fd(int fd, struct sim_machine **ret) {
+  void *p = mmap(NULL, sizeof(struct sim_machine), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    return -errno;
+  *ret = p;
+  return 0;
+}
+
+int sim_state_open(const struct sim_config *cfg, struct sim_state *ret, char *note,
+                   size_t notelen) {
+  struct sim_machine *m = NULL;
+  struct stat sb;
+  int r;
+  if (note && notelen)
+    note[0] = 0;
+  int fd = open(cfg->state_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return -errno;
+  r = ofd_lock(fd, F_WRLCK, LOCK_INIT, 1);
+  if (r < 0)
+    goto fail;
+  int alone = ofd_lock(fd, F_WRLCK, LOCK_PRESENCE, 0) == 0;
+  if (fstat(fd, &sb) < 0) {
+    r = -errno;
+    goto fail;
+  }
+  int valid = 0;
+  if ((size_t)sb.st_size == sizeof(struct sim_machine)) {
+    r = map_fd(fd, &m);
+    if (r < 0)
+      goto fail;
+    valid = machine_valid(m);
+  }
+  if (alone && (!valid || !config_matches(m, cfg))) {
+    /* Nobody has the file open: it is ours to (re)build with this config. */
+    if (m)
+      munmap(m, sizeof(*m));
+    m = NULL;
+    if (ftruncate(fd, 0) < 0 || ftruncate(fd, sizeof(struct sim_machine)) < 0) {
+      r = -errno;
+      goto fail;
+    }
+    r = map_fd(fd, &m);
+    if (r < 0)
+      goto fail;
+    r = machine_init(m, cfg);
+    if (r < 0)
+      goto fail;
+  } else if (!valid) {
+    if (note)
+      snprintf(note, notelen,
+               "gslice-sim: %s is in use by another process but is not a machine of this "
+               "version; remove it once they exit (gslice-sim reset)",
+               cfg->state_path);
+    r = -EPROTO;
+    goto fail;
+  } else if (!config_matches(m, cfg) && note) {
+    unsigned ex = cfg->explicit_mask;
+    if ((ex & SIM_EXPLICIT_DEVICES && m->devices != cfg->devices) ||
+        (ex & SIM_EXPLICIT_MEMORY && m->memory != cfg->memory) ||
+        (ex & SIM_EXPLICIT_CONTEXT_MEMORY && m->context_memory != cfg->context_memory) ||
+        (ex & SIM_EXPLICIT_SMS && m->sms != cfg->sms))
+      snprintf(note, notelen,
+               "gslice-sim: note: %s is in use with %u device(s) of %llu bytes (context %llu, "
+               "%u SMs); joining it, this process's GSLICE_SIM_* settings are ignored",
+               cfg->state_path, m->devices, (unsigned long long)m->memory,
+               (unsigned long long)m->context_memory, m->sms);
+  }
+  r = ofd_lock(fd, F_RDLCK, LOCK_PRESENCE, 1);
+  if (r < 0)
+    goto fail;
+  ofd_lock(fd, F_UNLCK, LOCK_INIT, 0);
+  ret->m = m;
+  ret->fd = fd;
+  return 0;
+fail:
+  if (m)
+    munmap(m, sizeof(*m));
+  close(fd);
+  return r;
+}
+
+int sim_state_open_existing(const char *path, struct sim_state *ret) {
+  struct stat sb;
+  struct sim_machine *m = NULL;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int r = ofd_lock(fd, F_RDLCK, LOCK_INIT, 1);
+  if (r == 0 && fstat(fd, &sb) < 0)
+    r = -errno;
+  if (r == 0 && (size_t)sb.st_size != sizeof(struct sim_machine))
+    r = -EPROTO;
+  if (r == 0)
+    r = map_fd(fd, &m);
+  if (r == 0 && !machine_valid(m)) {
+    munmap(m, sizeof(*m));
+    r = -EPROTO;
+  }
+  if (r == 0)
+    r = ofd_lock(fd, F_RDLCK, LOCK_PRESENCE, 1);
+  ofd_lock(fd, F_UNLCK, LOCK_INIT, 0);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  ret->m = m;
+  ret->fd = fd;
+  return 0;
+}
+
+void sim_state_close(struct sim_state *st) {
+  if (st->m)
+    munmap(st->m, sizeof(*st->m));
+  if (st->fd >= 0)
+    close(st->fd);
+  st->m = NULL;
+  st->fd = -1;
+}
+
+void sim_lock(struct sim_machine *m) {
+  int r = pthread_mutex_lock(&m->lock);
+  if (r == EOWNERDEAD) {
+    /* Memory totals are derived from the per-process entries on every read, and the
+     * dead holder's slot is reaped below, so nothing needs rebuilding here. */
+    pthread_mutex_consistent(&m->lock);
+    sim_reap(m, 1);
+  }
+}
+
+void sim_unlock(struct sim_machine *m) { pthread_mutex_unlock(&m->lock); }
+
+uint64_t sim_proc_starttime(pid_t pid, char *comm, size_t commlen) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = 0;
+  char *open_paren = strchr(buf, '(');
+  char *close_paren = strrchr(buf, ')');
+  if (!open_paren || !close_paren || close_paren[1] != ' ')
+    return 0;
+  if (comm && commlen) {
+    size_t len = (size_t)(close_paren - open_paren - 1);
+    if (len >= commlen)
+      len = commlen - 1;
+    memcpy(comm, open_paren + 1, len);
+    comm[len] = 0;
+  }
+  char *p = close_paren + 2;
+  char state = *p;
+  if (state == 'Z' || state == 'X' || state == 'x')
+    return 0;
+  /* Field 3 is the state; the start time is field 22. */
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p)
+      return 0;
+    p++;
+  }
+  return strtoull(p, NULL, 10);
+}
+
+static void drop_pending(struct sim_machine *m, unsigned d, uint32_t slot, uint32_t gen,
+                         uint64_t now) {
+  struct sim_device *dev = &m->dev[d];
+  uint64_t n = dev->nring < SIM_RING ? dev->nring : SIM_RING;
+  uint64_t last_end = now;
+  for (uint64_t i = 0; i < n; i++) {
+    struct sim_interval *iv = &dev->ring[i];
+    if (iv->proc == slot && iv->proc_gen == gen && iv->end > now) {
+      /* A real GPU tears a dead process's context down: what had not run never runs. */
+      uint64_t cut = iv->start > now ? iv->start : now;
+      dev->dropped_ns += iv->end - cut;
+      iv->end = cut;
+    }
+    if (iv->end > last_end)
+      last_end = iv->end;
+  }
+  if (dev->busy_until > last_end)
+    dev->busy_until = last_end;
+}
+
+void sim_reap(struct sim_machine *m, int force) {
+  uint64_t now = sim_now_ns();
+  if (!force && now - m->last_reap_ns < 50000000ull)
+    return;
+  m->last_reap_ns = now;
+  for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+    struct sim_proc *p = &m->proc[i];
+    if (!p->pid)
+      continue;
+    if (sim_proc_starttime(p->pid, NULL, 0) == p->starttime)
+      continue;
+    for (unsigned d = 0; d < m->devices; d++)
+      drop_pending(m, d, i, p->gen, now);
+    uint32_t gen = p->gen;
+    memset(p, 0, sizeof(*p));
+    p->gen = gen;
+  }
+}
+
+int sim_proc_attach(struct sim_machine *m, pid_t pid) {
+  char comm[16];
+  uint64_t st = sim_proc_starttime(pid, comm, sizeof(comm));
+  sim_reap(m, 1);
+  for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+    struct sim_proc *p = &m->proc[i];
+    if (p->pid == (int32_t)pid && p->starttime == st) {
+      /* Our own pid and start time: this image replaced (exec) one that had attached;
+       * what it held died with it, as a real driver's context does. */
+      for (unsigned d = 0; d < m->devices; d++)
+        drop_pending(m, d, i, p->gen, sim_now_ns());
+      p->pid = 0;
+    }
+  }
+  for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+    struct sim_proc *p = &m->proc[i];
+    if (p->pid)
+      continue;
+    uint32_t gen = p->gen + 1;
+    memset(p, 0, sizeof(*p));
+    p->gen = gen;
+    p->pid = (int32_t)pid;
+    p->starttime = st;
+    memcpy(p->comm, comm, sizeof(p->comm));
+    return (int)i;
+  }
+  return -ENOSPC;
+}
+
+uint64_t sim_dev_used(const struct sim_machine *m, unsigned dev) {
+  uint64_t used = 0;
+  for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
+    if (m->proc[i].pid)
+      used += m->proc[i].mem[dev];
+  return used;
+}
+
+int sim_mem_charge(struct sim_machine *m, int slot, unsigned dev, uint64_t bytes) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    uint64_t used = sim_dev_used(m, dev);
+    if (used <= m->memory && bytes <= m->memory - used) {
+      m->proc[slot].mem[dev] += bytes;
+      return 0;
+    }
+    /* Before saying no, make sure the figure is not inflated by the dead. */
+    sim_reap(m, 1);
+  }
+  return -ENOMEM;
+}
+
+void sim_mem_uncharge(struct sim_machine *m, int slot, unsigned dev, uint64_t bytes) {
+  uint64_t *mem = &m->proc[slot].mem[dev];
+  *mem = *mem >= bytes ? *mem - bytes : 0;
+}
+
+uint64_t sim_schedule(struct sim_machine *m, int slot, unsigned dev, uint64_t earliest,
+                      uint64_t dur) {
+  struct sim_device *d = &m->dev[dev];
+  for (;;) {
+    uint64_t now = sim_now_ns();
+    if (dur > 0 && d->nring >= SIM_RING) {
+      /* The launch queue is finite, as on a GPU: the oldest entry must have run
+       * before it is overwritten, so busy figures stay exact. */
+      uint64_t oldest_end = d->ring[d->nring % SIM_RING].end;
+      if (oldest_end > now) {
+        struct timespec ts = {(time_t)(oldest_end / 1000000000ull),
+                              (long)(oldest_end % 1000000000ull)};
+        sim_unlock(m);
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        sim_lock(m);
+        continue;
+      }
+    }
+    uint64_t start = now;
+    if (d->busy_until > start)
+      start = d->busy_until;
+    if (earliest > start)
+      start = earliest;
+    uint64_t end = start + dur;
+    d->busy_until = end;
+    if (dur > 0) {
+      struct sim_interval *iv = &d->ring[d->nring % SIM_RING];
+      iv->start = start;
+      iv->end = end;
+      iv->proc = (uint32_t)slot;
+      iv->proc_gen = m->proc[slot].gen;
+      d->nring++;
+      d->busy_sched_ns += dur;
+      m->proc[slot].busy_sched[dev] += dur;
+    }
+    return end;
+  }
+}
+
+static int interval_matches(const struct sim_machine *m, const struct sim_interval *iv, int proc) {
+  if (proc < 0)
+    return 1;
+  return iv->proc == (uint32_t)proc && iv->proc_gen == m->proc[proc].gen;
+}
+
+uint64_t sim_busy_between(const struct sim_machine *m, unsigned dev, int proc, uint64_t from,
+                          uint64_t to) {
+  const struct sim_device *d = &m->dev[dev];
+  uint64_t n = d->nring < SIM_RING ? d->nring : SIM_RING;
+  uint64_t now = sim_now_ns();
+  if (to > now)
+    to = now;
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const struct sim_interval *iv = &d->ring[i];
+    if (!interval_matches(m, iv, proc))
+      continue;
+    uint64_t s = iv->start > from ? iv->start : from;
+    uint64_t e = iv->end < to ? iv->end : to;
+    if (e > s)
+      sum += e - s;
+  }
+  return sum;
+}
+
+uint64_t sim_busy_total(const struct sim_machine *m, unsigned dev, int proc, uint64_t now) {
+  const struct sim_device *d = &m->dev[dev];
+  uint64_t n = d->nring < SIM_RING ? d->nring : SIM_RING;
+  uint64_t pending = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const struct sim_interval *iv = &d->ring[i];
+    if (iv->end <= now || !interval_matches(m, iv, proc))
+      continue;
+    pending += iv->end - (iv->start > now ? iv->start : now);
+  }
+  uint64_t sched = proc < 0 ? d->busy_sched_ns - d->dropped_ns : m->proc[proc].busy_sched[dev];
+  return sched > pending ? sched - pending : 0;
+}
+
+void sim_uuid(const struct sim_machine *m, unsigned dev, unsigned char out[16]) {
+  uint64_t a = mix64(m->path_hash ^ (0x1000ull + dev));
+  uint64_t b = mix64(a ^ m->path_hash);
+  memcpy(out, &a, 8);
+  memcpy(out + 8, &b, 8);
+  out[6] = (unsigned char)((out[6] & 0x0f) | 0x40); /* looks like a v4 UUID, as NVIDIA's */
+  out[8] = (unsigned char)((out[8] & 0x3f) | 0x80);
+}
+
+void sim_uuid_text(const struct sim_machine *m, unsigned dev, char *buf, size_t len) {
+  unsigned char u[16];
+  sim_uuid(m, dev, u);
+  snprintf(buf, len,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+           u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+           u[14], u[15]);
+}
+
+uint64_t sim_ring_since(const struct sim_machine *m, unsigned dev) {
+  const struct sim_device *d = &m->dev[dev];
+  return d->nring > SIM_RING ? d->ring[d->nring % SIM_RING].start : 0;
+}
+
+unsigned sim_util_percent(const struct sim_machine *m, unsigned dev, int proc, uint64_t window_ns) {
+  uint64_t now = sim_now_ns();
+  uint64_t from = now > window_ns ? now - window_ns : 0;
+  uint64_t since = sim_ring_since(m, dev);
+  if (since > from)
+    from = since;
+  if (now <= from)
+    return 0;
+  uint64_t busy = sim_busy_between(m, dev, proc, from, now);
+  return (unsigned)((busy * 100 + (now - from) / 2) / (now - from));
+}

@@ -1,0 +1,439 @@
+/* A CUDA driver API client used by the sim's tests and, unchanged, on a real GPU
+ * (tests/gpu/run.sh): built linked with -lcuda, or (SIM_CLIENT_DLOPEN) resolving the
+ * driver the way libcudart does: dlopen("libcuda.so.1") + cuGetProcAddress for all. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Every entry point the client uses, by public name. */
+#define API(X)                                                                            \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)   \
+  X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)                 \
+  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)       \
+  X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoD) X(cuMemcpyDtoH)         \
+  X(cuMemcpyDtoD) X(cuMemsetD8) X(cuMemsetD32) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)  \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuStreamCreate) X(cuStreamSynchronize)       \
+  X(cuStreamDestroy) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)              \
+  X(cuEventElapsedTime) X(cuEventDestroy) X(cuModuleLoadData) X(cuModuleGetFunction)      \
+  X(cuModuleUnload) X(cuLaunchKernel) X(cuMemAllocAsync) X(cuMemFreeAsync)                \
+  X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)          \
+  X(cuMemPoolTrimTo) X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)      \
+  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
+  X(cuGetErrorName) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)   \
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuStreamQuery)
+
+#define FIELD(name) __typeof__(name) *name;
+static struct {
+  API(FIELD)
+} cu;
+
+static const char *mode_name;
+
+static void resolve(void) {
+#ifdef SIM_CLIENT_DLOPEN
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen libcuda.so.1: %s\n", dlerror());
+    exit(2);
+  }
+  __typeof__(cuGetProcAddress_v2) *gpa =
+      (__typeof__(cuGetProcAddress_v2) *)dlsym(lib, "cuGetProcAddress_v2");
+  if (!gpa) {
+    fprintf(stderr, "no cuGetProcAddress_v2 in libcuda.so.1\n");
+    exit(2);
+  }
+  const char *v = getenv("SIM_CLIENT_CUDA_VERSION");
+  int version = v ? atoi(v) : 12000;
+  const char *pt = getenv("SIM_CLIENT_PER_THREAD");
+  cuuint64_t flags = pt && *pt == '1' ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                      : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+  CUdriverProcAddressQueryResult st;
+#define RESOLVE(name)                                                                     \
+  if (gpa(#name, (void **)&cu.name, version, flags, &st) != CUDA_SUCCESS || !cu.name) {   \
+    fprintf(stderr, "cuGetProcAddress(%s, %d) failed, status %d\n", #name, version, (int)st); \
+    exit(2);                                                                              \
+  }
+  API(RESOLVE)
+  mode_name = "cuGetProcAddress";
+#else
+#define ASSIGN(name) cu.name = name;
+  API(ASSIGN)
+  mode_name = "linked";
+#endif
+}
+
+static void die_cu(CUresult rc, const char *what, int line) {
+  const char *name = "?";
+  if (cu.cuGetErrorName)
+    cu.cuGetErrorName(rc, &name);
+  fprintf(stderr, "FAIL [%s] line %d: %s -> %s (%d)\n", mode_name, line, what, name, (int)rc);
+  exit(1);
+}
+
+#define CK(call)                                                                          \
+  do {                                                                                    \
+    CUresult rc_ = (call);                                                                \
+    if (rc_ != CUDA_SUCCESS)                                                              \
+      die_cu(rc_, #call, __LINE__);                                                       \
+  } while (0)
+
+#define EXPECT(cond)                                                                      \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      fprintf(stderr, "FAIL [%s] line %d: %s\n", mode_name, __LINE__, #cond);             \
+      exit(1);                                                                            \
+    }                                                                                     \
+  } while (0)
+
+static CUcontext ctx;
+static CUdevice dev;
+
+static void setup(void) {
+  resolve();
+  CK(cu.cuInit(0));
+  CK(cu.cuDeviceGet(&dev, 0));
+  CK(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
+  CK(cu.cuCtxSetCurrent(ctx));
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rbe");
+  if (!f) {
+    fprintf(stderr, "cannot open %s: %s\n", path, strerror(errno));
+    exit(2);
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = calloc(1, (size_t)n + 1);
+  if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n)
+    exit(2);
+  fclose(f);
+  return buf;
+}
+
+static CUfunction load_spin(const char *ptx_path, CUmodule *mod) {
+  char *ptx = read_file(ptx_path);
+  CUfunction f;
+  CK(cu.cuModuleLoadData(mod, ptx));
+  free(ptx);
+  CK(cu.cuModuleGetFunction(&f, *mod, "spin"));
+  return f;
+}
+
+static void launch_spin(CUfunction f, uint64_t us, CUstream s) {
+  void *params[] = {&us};
+  CK(cu.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+}
+
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* basic PTX: init, devices, memory round trips, a spin kernel timed by events. */
+static int cmd_basic(const char *ptx_path) {
+  setup();
+  int ver = 0, count = 0, sms = 0, major = 0, minor = 0;
+  char name[128];
+  size_t total = 0, free_b = 0;
+  CK(cu.cuDriverGetVersion(&ver));
+  CK(cu.cuDeviceGetCount(&count));
+  CK(cu.cuDeviceGetName(name, sizeof(name), dev));
+  CK(cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  CK(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  CK(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  CK(cu.cuDeviceTotalMem(&total, dev));
+  EXPECT(count >= 1 && sms > 0 && total > 0 && ver >= 12000);
+  printf("[%s] driver %d, %d device(s); device 0: %s, sm_%d%d, %d SMs, %zu bytes\n", mode_name,
+         ver, count, name, major, minor, sms, total);
+
+  /* Memory: sync and async round trips through device memory. */
+  enum { N = 1 << 20 };
+  unsigned char *h = malloc(N), *back = malloc(N);
+  for (int i = 0; i < N; i++)
+    h[i] = (unsigned char)(i * 7 + 3);
+  CUdeviceptr a, b;
+  CK(cu.cuMemGetInfo(&free_b, &total));
+  size_t free_before = free_b;
+  CK(cu.cuMemAlloc(&a, N));
+  CK(cu.cuMemAlloc(&b, N));
+  EXPECT(a != b);
+  CK(cu.cuMemGetInfo(&free_b, &total));
+  EXPECT(free_b <= free_before - 2 * (size_t)N);
+  CK(cu.cuMemcpyHtoD(a, h, N));
+  CK(cu.cuMemcpyDtoD(b, a, N));
+  memset(back, 0, N);
+  CK(cu.cuMemcpyDtoH(back, b, N));
+  EXPECT(memcmp(h, back, N) == 0);
+  CK(cu.cuMemsetD8(a, 0x5a, N));
+  CK(cu.cuMemcpyDtoH(back, a, N));
+  EXPECT(back[0] == 0x5a && back[N - 1] == 0x5a);
+  CK(cu.cuMemsetD32(a, 0x01020304u, N / 4));
+  CK(cu.cuMemcpyDtoH(back, a, N));
+  uint32_t w;
+  memcpy(&w, back + N - 4, 4);
+  EXPECT(w == 0x01020304u);
+  CUstream s;
+  CK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cu.cuMemcpyHtoDAsync(a, h, N, s));
+  CK(cu.cuMemcpyDtoDAsync(b, a, N, s));
+  CK(cu.cuMemsetD32Async(a, 0, N / 4, s));
+  memset(back, 0, N);
+  CK(cu.cuMemcpyDtoHAsync(back, b, N, s));
+  CK(cu.cuStreamSynchronize(s));
+  EXPECT(memcmp(h, back, N) == 0);
+  CK(cu.cuMemFree(a));
+  CK(cu.cuMemFree(b));
+  printf("[%s] memory round trips ok\n", mode_name);
+
+  /* Pitched allocation: rows padded to the device's pitch. */
+  size_t pitch = 0;
+  CK(cu.cuMemAllocPitch(&a, &pitch, 1000, 10, 4));
+  EXPECT(pitch >= 1000);
+  CK(cu.cuMemFree(a));
+
+  /* Kernels: a 20 ms spin, timed with events on the device clock. */
+  CUmodule mod;
+  CUfunction spin = load_spin(ptx_path, &mod);
+  CUevent e0, e1;
+  CK(cu.cuEventCreate(&e0, CU_EVENT_DEFAULT));
+  CK(cu.cuEventCreate(&e1, CU_EVENT_DEFAULT));
+  launch_spin(spin, 1000, s); /* warm-up (JIT on a real GPU) */
+  CK(cu.cuStreamSynchronize(s));
+  CK(cu.cuEventRecord(e0, s));
+  launch_spin(spin, 20000, s);
+  CK(cu.cuEventRecord(e1, s));
+  CK(cu.cuEventSynchronize(e1));
+  float ms = 0;
+  CK(cu.cuEventElapsedTime(&ms, e0, e1));
+  printf("[%s] spin(20000us) took %.3f ms by events\n", mode_name, ms);
+  EXPECT(ms >= 19.9f && ms < 40.0f);
+
+  /* The same on the default stream, in a captured graph run twice. */
+  CUstream cs;
+  CK(cu.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+  CUgraph g;
+  CUgraphExec ge;
+  CK(cu.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  launch_spin(spin, 5000, cs);
+  launch_spin(spin, 5000, cs);
+  CK(cu.cuStreamEndCapture(cs, &g));
+  CK(cu.cuGraphInstantiate(&ge, g, 0));
+  CK(cu.cuEventRecord(e0, cs));
+  CK(cu.cuGraphLaunch(ge, cs));
+  CK(cu.cuGraphLaunch(ge, cs));
+  CK(cu.cuEventRecord(e1, cs));
+  CK(cu.cuStreamSynchronize(cs));
+  CK(cu.cuEventElapsedTime(&ms, e0, e1));
+  printf("[%s] graph of 2x spin(5000us), launched twice: %.3f ms\n", mode_name, ms);
+  EXPECT(ms >= 19.9f && ms < 40.0f);
+  CK(cu.cuGraphExecDestroy(ge));
+  CK(cu.cuGraphDestroy(g));
+  CK(cu.cuStreamDestroy(cs));
+
+  /* Default stream: launch then a synchronous copy waits for the kernel. */
+  CK(cu.cuMemAlloc(&a, 4096));
+  double t0 = mono_ms();
+  launch_spin(spin, 10000, 0);
+  CK(cu.cuMemcpyDtoH(back, a, 16));
+  EXPECT(mono_ms() - t0 >= 9.9);
+  EXPECT(cu.cuStreamQuery(0) == CUDA_SUCCESS);
+  CK(cu.cuMemFree(a));
+
+  CK(cu.cuEventDestroy(e0));
+  CK(cu.cuEventDestroy(e1));
+  CK(cu.cuModuleUnload(mod));
+  CK(cu.cuStreamDestroy(s));
+  CK(cu.cuDevicePrimaryCtxRelease(dev));
+  free(h);
+  free(back);
+  printf("[%s] PASS basic\n", mode_name);
+  return 0;
+}
+
+/* hold BYTES: allocate, say so, then wait to be killed. */
+static int cmd_hold(const char *bytes) {
+  setup();
+  CUdeviceptr p;
+  CK(cu.cuMemAlloc(&p, strtoull(bytes, NULL, 0)));
+  printf("holding\n");
+  fflush(stdout);
+  for (;;)
+    pause();
+  return 0;
+}
+
+/* fill CHUNK: allocate chunks until the device says out of memory; print the total. */
+static int cmd_fill(const char *chunk_s) {
+  setup();
+  size_t chunk = strtoull(chunk_s, NULL, 0), total = 0;
+  CUdeviceptr p;
+  CUresult rc;
+  while ((rc = cu.cuMemAlloc(&p, chunk)) == CUDA_SUCCESS)
+    total += chunk;
+  EXPECT(rc == CUDA_ERROR_OUT_OF_MEMORY);
+  size_t free_b, tot;
+  CK(cu.cuMemGetInfo(&free_b, &tot));
+  printf("allocated=%zu free=%zu total=%zu\n", total, free_b, tot);
+  return 0;
+}
+
+/* spin PTX US COUNT: COUNT spin kernels, an event after each; prints each kernel's
+ * run [end - US, end] in ms on a shared time base (host monotonic clock at a
+ * synchronized reference event). The end event, not one recorded before the launch,
+ * bounds the run: a kernel may wait for the device after its stream reached it. */
+static int cmd_spin(const char *ptx_path, const char *us_s, const char *count_s) {
+  setup();
+  uint64_t us = strtoull(us_s, NULL, 0);
+  int count = atoi(count_s);
+  CUmodule mod;
+  CUfunction spin = load_spin(ptx_path, &mod);
+  CUstream s;
+  CK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUevent ref, *ev = calloc((size_t)count * 2, sizeof(CUevent));
+  CK(cu.cuEventCreate(&ref, CU_EVENT_DEFAULT));
+  for (int i = 0; i < 2 * count; i++)
+    CK(cu.cuEventCreate(&ev[i], CU_EVENT_DEFAULT));
+  CK(cu.cuEventRecord(ref, s));
+  CK(cu.cuEventSynchronize(ref));
+  double base = mono_ms();
+  for (int i = 0; i < count; i++) {
+    CK(cu.cuEventRecord(ev[2 * i], s));
+    launch_spin(spin, us, s);
+    CK(cu.cuEventRecord(ev[2 * i + 1], s));
+  }
+  CK(cu.cuStreamSynchronize(s));
+  double busy = 0;
+  for (int i = 0; i < count; i++) {
+    float a, b;
+    CK(cu.cuEventElapsedTime(&a, ref, ev[2 * i]));
+    CK(cu.cuEventElapsedTime(&b, ref, ev[2 * i + 1]));
+    double run = (double)us / 1000.0;
+    EXPECT(b - a >= run - 0.01);
+    printf("interval %.3f %.3f\n", base + b - run, base + b);
+    busy += run;
+  }
+  printf("busy_ms %.3f\n", busy);
+  return 0;
+}
+
+/* pool: stream-ordered allocations grow the default pool; sync trims it to its
+ * release threshold. Prints the pool's reservation and device free memory. */
+static int cmd_pool(void) {
+  setup();
+  CUmemoryPool pool;
+  CUstream s;
+  CK(cu.cuDeviceGetDefaultMemPool(&pool, dev));
+  CK(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  cuuint64_t reserved = 0, used = 0, thr = 0;
+  size_t free0, free1, total;
+  CK(cu.cuMemGetInfo(&free0, &total));
+  CUdeviceptr p;
+  CK(cu.cuMemAllocAsync(&p, 64 << 20, s));
+  CK(cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  CK(cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used));
+  CK(cu.cuMemGetInfo(&free1, &total));
+  printf("after alloc: reserved=%llu used=%llu device_delta=%zu\n", (unsigned long long)reserved,
+         (unsigned long long)used, free0 - free1);
+  EXPECT(reserved >= (64u << 20) && used == (64u << 20) && free0 - free1 == reserved);
+  CK(cu.cuMemFreeAsync(p, s));
+  CK(cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  printf("after free: reserved=%llu\n", (unsigned long long)reserved);
+  EXPECT(reserved >= (64u << 20));
+  CK(cu.cuStreamSynchronize(s));
+  CK(cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  CK(cu.cuMemGetInfo(&free1, &total));
+  printf("after sync: reserved=%llu device_delta=%zu\n", (unsigned long long)reserved,
+         free0 - free1);
+  EXPECT(reserved == 0 && free1 == free0);
+  /* A release threshold keeps memory reserved across synchronize. */
+  thr = 32 << 20;
+  CK(cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &thr));
+  CK(cu.cuMemAllocAsync(&p, 64 << 20, s));
+  CK(cu.cuMemFreeAsync(p, s));
+  CK(cu.cuStreamSynchronize(s));
+  CK(cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  printf("threshold 32MiB, after sync: reserved=%llu\n", (unsigned long long)reserved);
+  EXPECT(reserved >= (32u << 20) && reserved < (64u << 20));
+  CK(cu.cuMemPoolTrimTo(pool, 0));
+  CK(cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  CK(cu.cuMemGetInfo(&free1, &total));
+  EXPECT(reserved == 0 && free1 == free0);
+  printf("PASS pool\n");
+  return 0;
+}
+
+/* vmm: physical memory counts when created; reserved address space does not. */
+static int cmd_vmm(void) {
+  setup();
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran = 0, free0, free1, total;
+  CK(cu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  size_t size = 16 * gran;
+  CK(cu.cuMemGetInfo(&free0, &total));
+  CUdeviceptr va;
+  CK(cu.cuMemAddressReserve(&va, 4 * size, 0, 0, 0));
+  CK(cu.cuMemGetInfo(&free1, &total));
+  printf("reserve: device_delta=%zu\n", free0 - free1);
+  EXPECT(free1 == free0);
+  CUmemGenericAllocationHandle hnd;
+  CK(cu.cuMemCreate(&hnd, size, &prop, 0));
+  CK(cu.cuMemGetInfo(&free1, &total));
+  printf("create: device_delta=%zu\n", free0 - free1);
+  EXPECT(free0 - free1 == size);
+  CK(cu.cuMemMap(va, size, 0, hnd, 0));
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof(acc));
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CK(cu.cuMemSetAccess(va, size, &acc, 1));
+  char hbuf[64] = "through a VMM mapping", back[64] = {0};
+  CK(cu.cuMemcpyHtoD(va + gran, hbuf, sizeof(hbuf)));
+  CK(cu.cuMemcpyDtoH(back, va + gran, sizeof(back)));
+  EXPECT(strcmp(back, hbuf) == 0);
+  /* Released while mapped: the memory lives until unmapped. */
+  CK(cu.cuMemRelease(hnd));
+  CK(cu.cuMemGetInfo(&free1, &total));
+  EXPECT(free0 - free1 == size);
+  CK(cu.cuMemUnmap(va, size));
+  CK(cu.cuMemGetInfo(&free1, &total));
+  printf("unmapped+released: device_delta=%zu\n", free0 - free1);
+  EXPECT(free1 == free0);
+  CK(cu.cuMemAddressFree(va, 4 * size));
+  printf("PASS vmm\n");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc == 3 && strcmp(argv[1], "basic") == 0)
+    return cmd_basic(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "hold") == 0)
+    return cmd_hold(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "fill") == 0)
+    return cmd_fill(argv[2]);
+  if (argc == 5 && strcmp(argv[1], "spin") == 0)
+    return cmd_spin(argv[2], argv[3], argv[4]);
+  if (argc == 2 && strcmp(argv[1], "pool") == 0)
+    return cmd_pool();
+  if (argc == 2 && strcmp(argv[1], "vmm") == 0)
+    return cmd_vmm();
+  fprintf(stderr,
+          "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT | pool | "
+          "vmm\n",
+          argv[0]);
+  return 2;
+}

@@ -1,0 +1,89 @@
+/* Unit tests of the sim's configuration table: defaults, sizes, kernel times, and bad
+ * values refused with the variable and value named. */
+#include <errno.h>
+
+#include "config.h"
+#include "test.h"
+
+static const char *env[16][2];
+
+static char *fake_getenv(const char *name) {
+  for (int i = 0; i < 16 && env[i][0]; i++)
+    if (strcmp(env[i][0], name) == 0)
+      return (char *)env[i][1];
+  return NULL;
+}
+
+static void set_env(const char *k, const char *v) {
+  memset(env, 0, sizeof(env));
+  env[0][0] = k;
+  env[0][1] = v;
+}
+
+int main(void) {
+  struct sim_config c;
+  char err[512];
+
+  memset(env, 0, sizeof(env));
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_U64(c.devices, 1);
+  CHECK_EQ_U64(c.memory, 16ull << 30);
+  CHECK_EQ_U64(c.context_memory, 256ull << 20);
+  CHECK_EQ_U64(c.sms, 132);
+  CHECK(strncmp(c.state_path, "/dev/shm/gslice-sim-", 20) == 0);
+  CHECK_EQ_U64(c.explicit_mask, 0);
+
+  set_env("GSLICE_SIM_MEMORY", "1GiB");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_U64(c.memory, 1ull << 30);
+  CHECK(c.explicit_mask & SIM_EXPLICIT_MEMORY);
+
+  set_env("GSLICE_SIM_MEMORY", "lots");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "GSLICE_SIM_MEMORY='lots'") != NULL);
+
+  set_env("GSLICE_SIM_DEVICES", "0");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "GSLICE_SIM_DEVICES='0'") != NULL);
+  set_env("GSLICE_SIM_DEVICES", "17");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  set_env("GSLICE_SIM_DEVICES", "4x");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  set_env("GSLICE_SIM_DEVICES", "4");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_U64(c.devices, 4);
+
+  set_env("GSLICE_SIM_SMS", "-1");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "GSLICE_SIM_SMS") != NULL);
+
+  set_env("GSLICE_SIM_CONTEXT_MEMORY", "32GiB");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "GSLICE_SIM_CONTEXT_MEMORY") != NULL);
+  set_env("GSLICE_SIM_CONTEXT_MEMORY", "0");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_U64(c.context_memory, 0);
+
+  set_env("GSLICE_SIM_STATE", "");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  set_env("GSLICE_SIM_STATE", "/tmp/x");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_STR(c.state_path, "/tmp/x");
+
+  set_env("GSLICE_SIM_KERNEL_US", "gemm=150,relu=3");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_U64(c.nkernel_times, 2);
+  CHECK_EQ_U64(sim_config_kernel_us(&c, "gemm"), 150);
+  CHECK_EQ_U64(sim_config_kernel_us(&c, "relu"), 3);
+  CHECK_EQ_U64(sim_config_kernel_us(&c, "other"), 0);
+  const char *bad[] = {"gemm", "=5", "gemm=", "gemm=x", "gemm=5,", "a=1,,b=2"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    set_env("GSLICE_SIM_KERNEL_US", bad[i]);
+    int r = sim_config_parse(fake_getenv, &c, err, sizeof(err));
+    if (strcmp(bad[i], "gemm=5,") == 0)
+      CHECK_EQ_INT(r, 0); /* a trailing comma is harmless */
+    else
+      CHECK_EQ_INT(r, -EINVAL);
+  }
+  return test_done();
+}
