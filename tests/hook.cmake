@@ -2,3 +2,23 @@
 gslice_unit_test(test_region SOURCES unit/test_region.c)
 gslice_unit_test(test_hook_allocs SOURCES unit/test_hook_allocs.c ${CMAKE_SOURCE_DIR}/src/hook/allocs.c)
 target_include_directories(test_hook_allocs PRIVATE ${CMAKE_SOURCE_DIR}/src/hook)
+
+# Client programs the integration scripts drive (binaries in ${CMAKE_BINARY_DIR}/tests).
+foreach(prog hook_client hook_region)
+  add_executable(${prog} progs/${prog}.c)
+  target_link_libraries(${prog} PRIVATE gslice_common Threads::Threads ${CMAKE_DL_LIBS})
+  set_target_properties(${prog} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+endforeach()
+target_include_directories(hook_client PRIVATE ${CUDA_INCLUDE_DIR})
+if(TARGET gslice_sim_cuda)
+  # The same client linked with -lcuda (against the simulated driver's libcuda.so).
+  add_executable(hook_client_linked progs/hook_client.c)
+  target_compile_definitions(hook_client_linked PRIVATE HOOK_CLIENT_LINKED=1)
+  target_include_directories(hook_client_linked PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(hook_client_linked PRIVATE gslice_common gslice_sim_cuda Threads::Threads
+                        ${CMAKE_DL_LIBS})
+  set_target_properties(hook_client_linked PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/tests SKIP_BUILD_RPATH ON)
+endif()
+
+gslice_script_test(hook_paths hook_paths.sh TIMEOUT 180)

@@ -1079,10 +1079,14 @@ static uint64_t texel_bits(CUarray_format f, unsigned channels) {
   }
 }
 
+/* Rows padded to 512 bytes and the whole to 64 KiB (the GPU's small page): arrays take a little
+ * more than their texels, and the hook must not count less than the device gives. */
 static uint64_t extent_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f,
                              unsigned channels) {
-  uint64_t texels = (w ? w : 1) * (h ? h : 1) * (d ? d : 1);
-  return (texels * texel_bits(f, channels) + 7) / 8;
+  uint64_t row = ((w ? w : 1) * texel_bits(f, channels) + 7) / 8;
+  row = (row + 511) / 512 * 512;
+  uint64_t total = row * (h ? h : 1) * (d ? d : 1);
+  return (total + (64 << 10) - 1) / (64 << 10) * (64 << 10);
 }
 
 static uint64_t array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels) {
@@ -1100,9 +1104,8 @@ static uint64_t array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 
 GS_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc) {
   REAL_OR_NOT_FOUND(cuArrayCreate_v2);
-  uint64_t bytes = desc ? extent_bytes(desc->Width, desc->Height, 0, desc->Format,
-                                       desc->NumChannels)
-                        : 0;
+  uint64_t bytes =
+      desc ? extent_bytes(desc->Width, desc->Height, 0, desc->Format, desc->NumChannels) : 0;
   struct ticket t;
   CUresult rc = ticket_open(&t, bytes, "cuArrayCreate");
   if (rc != CUDA_SUCCESS)
