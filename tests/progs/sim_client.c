@@ -260,11 +260,13 @@ static int cmd_basic(const char *ptx_path) {
   return 0;
 }
 
-/* hold BYTES: allocate, say so, then wait to be killed. */
+/* hold BYTES: allocate (0: just the context), say so, then wait to be killed. */
 static int cmd_hold(const char *bytes) {
   setup();
   CUdeviceptr p;
-  CK(cu.cuMemAlloc(&p, strtoull(bytes, NULL, 0)));
+  size_t n = strtoull(bytes, NULL, 0);
+  if (n)
+    CK(cu.cuMemAlloc(&p, n));
   printf("holding\n");
   fflush(stdout);
   for (;;)
