@@ -289,12 +289,18 @@ static int cmd_fill(const char *chunk_s) {
   return 0;
 }
 
-/* spin PTX US COUNT: COUNT spin kernels, an event after each; prints each kernel's
+/* spin PTX US COUNT [BYTES]: holding BYTES of device memory, COUNT spin kernels, an
+ * event after each; prints each kernel's
  * run [end - US, end] in ms on a shared time base (host monotonic clock at a
  * synchronized reference event). The end event, not one recorded before the launch,
  * bounds the run: a kernel may wait for the device after its stream reached it. */
-static int cmd_spin(const char *ptx_path, const char *us_s, const char *count_s) {
+static int cmd_spin(const char *ptx_path, const char *us_s, const char *count_s,
+                    const char *hold_s) {
   setup();
+  size_t hold = hold_s ? strtoull(hold_s, NULL, 0) : 0;
+  CUdeviceptr held = 0;
+  if (hold)
+    CK(cu.cuMemAlloc(&held, hold));
   uint64_t us = strtoull(us_s, NULL, 0);
   int count = atoi(count_s);
   CUmodule mod;
@@ -325,6 +331,8 @@ static int cmd_spin(const char *ptx_path, const char *us_s, const char *count_s)
     busy += run;
   }
   printf("busy_ms %.3f\n", busy);
+  if (held)
+    CK(cu.cuMemFree(held));
   return 0;
 }
 
@@ -427,14 +435,14 @@ int main(int argc, char **argv) {
     return cmd_hold(argv[2]);
   if (argc == 3 && strcmp(argv[1], "fill") == 0)
     return cmd_fill(argv[2]);
-  if (argc == 5 && strcmp(argv[1], "spin") == 0)
-    return cmd_spin(argv[2], argv[3], argv[4]);
+  if ((argc == 5 || argc == 6) && strcmp(argv[1], "spin") == 0)
+    return cmd_spin(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : NULL);
   if (argc == 2 && strcmp(argv[1], "pool") == 0)
     return cmd_pool();
   if (argc == 2 && strcmp(argv[1], "vmm") == 0)
     return cmd_vmm();
   fprintf(stderr,
-          "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT | pool | "
+          "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT [BYTES] | pool | "
           "vmm\n",
           argv[0]);
   return 2;
