@@ -3,3 +3,24 @@ gslice_unit_test(test_proto SOURCES unit/test_proto.c)
 if(TARGET gslice_sched)
   gslice_unit_test(test_sched SOURCES unit/test_sched.c LIBS gslice_sched)
 endif()
+
+# Workload of the share tests and benches: linked to libcuda.so.1 like any CUDA program
+# (the sim's at build time; LD_LIBRARY_PATH picks the driver at run time).
+if(TARGET gslice_sim_cuda)
+  add_executable(compute_spin progs/compute_spin.c)
+  target_include_directories(compute_spin PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(compute_spin PRIVATE gslice_sim_cuda)
+  set_target_properties(compute_spin PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
+                        SKIP_BUILD_RPATH TRUE)
+endif()
+if(TARGET gslice_daemon_core)
+  gslice_unit_test(test_registry SOURCES unit/test_registry.c LIBS gslice_daemon_core)
+endif()
+
+file(GLOB GSLICE_DAEMON_SCRIPTS CONFIGURE_DEPENDS
+     ${CMAKE_CURRENT_SOURCE_DIR}/integration/daemon_*.sh
+     ${CMAKE_CURRENT_SOURCE_DIR}/integration/compute_*.sh)
+foreach(script ${GSLICE_DAEMON_SCRIPTS})
+  get_filename_component(name ${script} NAME_WE)
+  gslice_script_test(${name} ${name}.sh TIMEOUT 90)
+endforeach()

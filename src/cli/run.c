@@ -235,6 +235,9 @@ int cmd_run(int argc, char **argv) {
   }
   if (cvd[0])
     set_env("CUDA_VISIBLE_DEVICES", cvd);
+  /* The hook paces itself at the limit while the daemon is away. */
+  snprintf(num, sizeof(num), "%" PRIu32, spec.compute_limit);
+  set_env("GSLICE_COMPUTE_LIMIT", num);
 
   sigset_t block, old;
   sigemptyset(&block);

@@ -143,7 +143,8 @@ static int check_body(const struct gs_msg *m) {
   case GS_MSG_TOKEN_RELEASE:
     /* A burst longer than an hour is a lie or a bug; refuse it rather than
      * let one message wreck every share on the GPU. */
-    if (m->u.token_release.gpu >= GS_MAX_GPUS || m->u.token_release.used_ns > 3600ull * 1000000000)
+    if (m->u.token_release.gpu >= GS_MAX_GPUS || m->u.token_release.more > 1 ||
+        m->u.token_release.used_ns > 3600ull * 1000000000)
       return -EPROTO;
     return 0;
   case GS_MSG_TOKEN_REVOKE:

@@ -124,8 +124,10 @@ struct gs_msg_token_release {
   uint32_t generation;
   uint64_t used_ns;  /* device time of the burst, measured with events */
   uint64_t launches; /* launches in the burst */
+  uint32_t more;     /* 1: this process has more to launch (a TOKEN_REQUEST in one) */
+  uint32_t reserved;
 };
-_Static_assert(sizeof(struct gs_msg_token_release) == 24, "token release size");
+_Static_assert(sizeof(struct gs_msg_token_release) == 32, "token release size");
 
 struct gs_msg_token_revoke {
   uint32_t gpu;

@@ -438,8 +438,16 @@ static void on_token_release(struct daemon *d, struct conn *c, const struct gs_m
   /* Device time is charged whatever token it ran under: a late report after
    * a revoke, or one from before a daemon restart, still counts. */
   sched_charge(&g->s, c->slice_id, rl->used_ns, rl->launches, loop_now());
+  /* Waiting before the token is free: the pick that follows weighs this
+   * slice too, instead of handing the token to whoever else asked. */
+  if (rl->more) {
+    c->waiting |= 1u << g->index;
+    sched_set_waiting(&g->s, c->slice_id, true, loop_now());
+  }
   if ((c->holding & (1u << g->index)) && c->hold_gen[g->index] == rl->generation)
     leave_token(d, c, g);
+  else if (rl->more)
+    dispatch(d, g);
 }
 
 /* Returns false when the connection must close (a protocol violation). */

@@ -1,0 +1,117 @@
+/* A compute workload for the share tests and benches: batches of `spin` kernels, synchronized,
+ * and the device time it got in a measuring window common to every process (absolute clock). */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double real_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int check(CUresult r, const char *what) {
+  const char *name = "?";
+  if (r == CUDA_SUCCESS)
+    return 0;
+  cuGetErrorName(r, &name);
+  fprintf(stderr, "compute_spin: %s: %s\n", what, name);
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  const char *ptx = NULL, *label = "x";
+  unsigned long long kernel_us = 2000, batch = 8, pause_us = 0;
+  double start = 0, warmup = 1, duration = 10;
+
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const char *a = argv[i], *v = argv[i + 1];
+    if (!strcmp(a, "--kernel-us"))
+      kernel_us = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--batch"))
+      batch = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--pause-us"))
+      pause_us = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--start"))
+      start = strtod(v, NULL);
+    else if (!strcmp(a, "--warmup"))
+      warmup = strtod(v, NULL);
+    else if (!strcmp(a, "--duration"))
+      duration = strtod(v, NULL);
+    else if (!strcmp(a, "--ptx"))
+      ptx = v;
+    else if (!strcmp(a, "--label"))
+      label = v;
+    else {
+      fprintf(stderr, "usage: compute_spin [--kernel-us N] [--batch N] [--pause-us N] [--start "
+                      "EPOCH_S] [--warmup S] [--duration S] [--ptx FILE] [--label L]\n");
+      return 2;
+    }
+  }
+  char ptx_default[4096];
+  if (!ptx) {
+    const char *src = getenv("GSLICE_SRC");
+    snprintf(ptx_default, sizeof(ptx_default), "%s/tests/gpu/spin.ptx", src ? src : ".");
+    ptx = ptx_default;
+  }
+  CUdevice dev;
+  CUcontext ctx;
+  CUmodule mod;
+  CUfunction fn;
+  if (check(cuInit(0), "cuInit") || check(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
+      check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
+      check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
+      check(cuModuleLoad(&mod, ptx), "cuModuleLoad") ||
+      check(cuModuleGetFunction(&fn, mod, "spin"), "cuModuleGetFunction"))
+    return 1;
+  if (start == 0)
+    start = real_s();
+  double m0 = start + warmup, m1 = m0 + duration;
+  size_t nwaits = 0, capw = 1024;
+  double *waits = malloc(capw * sizeof(double));
+  unsigned long long counted = 0, batches = 0;
+  while (real_s() < start)
+    usleep(1000);
+  for (;;) {
+    double t0 = real_s();
+    if (t0 >= m1)
+      break;
+    for (unsigned long long k = 0; k < batch; k++) {
+      void *params[] = {&kernel_us};
+      double a = real_s();
+      if (check(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel"))
+        return 1;
+      /* The gate's wait shows as the time a launch call takes. */
+      if (k == 0 && a >= m0) {
+        if (nwaits == capw)
+          waits = realloc(waits, (capw *= 2) * sizeof(double));
+        waits[nwaits++] = real_s() - a;
+      }
+    }
+    if (check(cuCtxSynchronize(), "cuCtxSynchronize"))
+      return 1;
+    double t1 = real_s();
+    if (t1 >= m0 && t1 < m1) {
+      counted += batch;
+      batches++;
+    }
+    if (pause_us)
+      usleep((useconds_t)pause_us);
+  }
+  qsort(waits, nwaits, sizeof(double), cmp_double);
+  double p50 = nwaits ? waits[nwaits / 2] : 0, p99 = nwaits ? waits[(nwaits * 99) / 100] : 0;
+  printf("label=%s kernels=%llu batches=%llu device_s=%.4f share=%.4f wait_p50_us=%.0f "
+         "wait_p99_us=%.0f\n",
+         label, counted, batches, (double)counted * (double)kernel_us / 1e6,
+         (double)counted * (double)kernel_us / 1e6 / duration, p50 * 1e6, p99 * 1e6);
+  free(waits);
+  return 0;
+}

@@ -1,0 +1,113 @@
+/* Unit tests of the slices registry (daemon/registry.c) and the config table (daemon/config.c). */
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "registry.h"
+#include "test.h"
+
+static struct gs_slice_spec spec(uint32_t req, uint32_t lim, uint32_t mask, const char *name) {
+  struct gs_slice_spec s = {.compute_request = req, .compute_limit = lim, .gpu_mask = mask,
+                            .weight = 1};
+  snprintf(s.name, sizeof(s.name), "%s", name);
+  return s;
+}
+
+static void test_persist(const char *dir) {
+  struct registry reg, again;
+  struct slice *s;
+  char why[256] = "";
+  struct gs_slice_spec a = spec(70, 100, 1, "train"), b = spec(30, 30, 1, "infer");
+
+  CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), 0);
+  CHECK_EQ_INT(registry_admit(&reg, &a, 0, 1, why, sizeof(why)), 0);
+  CHECK_EQ_INT(registry_add(&reg, &a, 1000, 1000, 42, 7, &s), 0);
+  CHECK_EQ_U64(s->id, 1);
+  CHECK_EQ_INT(registry_add(&reg, &b, 1000, 1000, 43, 8, &s), 0);
+  b.memory_cap = 1ull << 30;
+  s->spec = b;
+  /* Over 100% on GPU 0: refused, saying what is committed. */
+  struct gs_slice_spec c = spec(10, 100, 1, "late");
+  CHECK_EQ_INT(registry_admit(&reg, &c, 0, 1, why, sizeof(why)), -EBUSY);
+  CHECK(strstr(why, "100% of compute committed already") != NULL);
+  c = spec(10, 100, 2, "late");
+  CHECK_EQ_INT(registry_admit(&reg, &c, 0, 1, why, sizeof(why)), -ENODEV);
+  c = spec(10, 100, 1, "bad name");
+  CHECK_EQ_INT(registry_admit(&reg, &c, 0, 1, why, sizeof(why)), -EINVAL);
+  /* SET of a slice's own request does not count its old one. */
+  c = spec(40, 100, 1, "infer");
+  CHECK_EQ_INT(registry_admit(&reg, &c, 2, 1, why, sizeof(why)), -EBUSY);
+  c = spec(30, 100, 1, "infer");
+  CHECK_EQ_INT(registry_admit(&reg, &c, 2, 1, why, sizeof(why)), 0);
+  CHECK_EQ_INT(registry_save(&reg), 0);
+
+  CHECK_EQ_INT(registry_load(&again, dir, 8, why, sizeof(why)), 0);
+  CHECK_EQ_U64(again.n, 2);
+  CHECK_EQ_U64(again.next_id, 3);
+  s = registry_find(&again, 2);
+  CHECK(s != NULL);
+  if (s) {
+    CHECK_STR(s->spec.name, "infer");
+    CHECK_EQ_U64(s->spec.memory_cap, 1ull << 30);
+    CHECK_EQ_U64(s->spec.compute_limit, 30);
+    CHECK_EQ_U64(s->runner_pid, 43);
+  }
+  registry_remove(&again, 1);
+  CHECK(registry_find(&again, 1) == NULL);
+  registry_free(&again);
+  registry_free(&reg);
+}
+
+static void test_corrupt(const char *dir) {
+  char path[512], why[256] = "", back[64] = "";
+  struct registry reg;
+  FILE *f;
+
+  snprintf(path, sizeof(path), "%s/%s", dir, REGISTRY_FILE);
+  f = fopen(path, "w");
+  fputs("gslice-state 1\nnext_id 5\nslice 3 uid=0 garbage\n", f);
+  fclose(f);
+  CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), -EBADMSG);
+  CHECK(strstr(why, ":3: not a valid slice line") != NULL);
+  /* Left in place, untouched. */
+  f = fopen(path, "r");
+  CHECK(f && fgets(back, sizeof(back), f) && !strcmp(back, "gslice-state 1\n"));
+  if (f)
+    fclose(f);
+  f = fopen(path, "w");
+  fputs("something else\n", f);
+  fclose(f);
+  CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), -EBADMSG);
+  unlink(path);
+}
+
+static void test_config(void) {
+  struct config c;
+  char why[256];
+
+  config_defaults(&c);
+  CHECK_EQ_U64(c.window_ms, 1000);
+  CHECK_EQ_INT(config_check(&c, why, sizeof(why)), 0);
+  CHECK_EQ_INT(config_set(&c, "quantum_min_us", "2000", why, sizeof(why)), 0);
+  CHECK_EQ_U64(c.quantum_min_us, 2000);
+  CHECK_EQ_INT(config_set(&c, "quantum_min_us", "-1", why, sizeof(why)), -EINVAL);
+  CHECK_EQ_INT(config_set(&c, "quantum_min_us", "12x", why, sizeof(why)), -EINVAL);
+  CHECK_EQ_INT(config_set(&c, "nope", "1", why, sizeof(why)), -ENOENT);
+  CHECK_EQ_INT(config_set(&c, "quantum_max_us", "600000", why, sizeof(why)), 0);
+  CHECK_EQ_INT(config_check(&c, why, sizeof(why)), -EINVAL);
+}
+
+int main(void) {
+  char dir[] = "/tmp/gslice-test-registry.XXXXXX";
+  if (!mkdtemp(dir))
+    return 1;
+  test_persist(dir);
+  test_corrupt(dir);
+  test_config();
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "cleanup failed\n");
+  return test_done();
+}
