@@ -2,6 +2,7 @@
 #include "sched.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,8 +111,7 @@ int sched_add(struct sched *s, uint32_t id, const struct sched_params *p, uint64
     return -ENOMEM;
   sl->id = id;
   sl->p = *p;
-  /* 20 buckets: the window slides in 5% steps, fine enough for the policy. */
-  sched_ring_init(&sl->window, s->cfg.window_ns, 20, now);
+  sl->usage_at = now;
   sched_ring_init(&sl->stats, SCHED_STATS_WINDOW_NS, 100, now);
   s->slices[s->nslices++] = sl;
   return 0;
@@ -140,11 +140,55 @@ int sched_set_params(struct sched *s, uint32_t id, const struct sched_params *p)
   return 0;
 }
 
+double sched_usage(const struct sched *s, struct sched_slice *sl, uint64_t now) {
+  if (now > sl->usage_at) {
+    sl->usage_ns *= exp(-(double)(now - sl->usage_at) / (double)s->cfg.window_ns);
+    sl->usage_at = now;
+  }
+  return sl->usage_ns;
+}
+
+static bool active(const struct sched *s, const struct sched_slice *sl) {
+  return sl->waiting || (s->holder >= 0 && s->slices[s->holder] == sl);
+}
+
+static double excess_key(const struct sched *s, struct sched_slice *sl, uint64_t now) {
+  double req = (double)s->cfg.window_ns * sl->p.request_pct / 100.0;
+  return (sched_usage(s, sl, now) - req) / (double)(sl->p.weight ? sl->p.weight : 1);
+}
+
+/* A slice coming back from idle banks no credit beyond a quantum: its
+ * deficit is capped, and above its request it starts level with the others
+ * (as start-time fair queueing does), so its return never starves anyone. */
+static void clamp_on_return(struct sched *s, struct sched_slice *sl, uint64_t now) {
+  double cap = (double)s->cfg.quantum_max_ns;
+  double req = (double)s->cfg.window_ns * sl->p.request_pct / 100.0;
+  double use = sched_usage(s, sl, now), lowest = INFINITY;
+
+  if (req - use > cap)
+    sl->usage_ns = use = req - cap;
+  if (use < req)
+    return;
+  for (uint32_t i = 0; i < s->nslices; i++) {
+    struct sched_slice *o = s->slices[i];
+    if (o != sl && active(s, o)) {
+      double k = excess_key(s, o, now);
+      if (k < lowest)
+        lowest = k;
+    }
+  }
+  double w = (double)(sl->p.weight ? sl->p.weight : 1);
+  if (lowest != INFINITY && (use - req) / w < lowest - cap / w)
+    sl->usage_ns = req + lowest * w - cap;
+}
+
 void sched_set_waiting(struct sched *s, uint32_t id, bool waiting, uint64_t now) {
   struct sched_slice *sl = sched_find(s, id);
 
   if (!sl || sl->waiting == waiting)
     return;
+  if (waiting && !active(s, sl))
+    clamp_on_return(s, sl, now);
   sl->waiting = waiting;
   if (waiting)
     sl->waiting_since = now;
@@ -172,26 +216,25 @@ uint64_t sched_quantum(const struct sched *s, const struct sched_slice *sl) {
 struct key {
   int unmet;
   int priority;
-  uint64_t order; /* lower goes first */
+  double order; /* lower goes first */
   uint64_t since;
   uint32_t id;
 };
 
 static struct key make_key(struct sched *s, struct sched_slice *sl, uint64_t now) {
-  uint64_t used = sched_ring_sum(&sl->window, now);
-  uint64_t req = s->cfg.window_ns / 100 * sl->p.request_pct;
-  struct key k = {.priority = sl->p.priority, .since = sl->waiting_since, .id = sl->id};
-
   /* Compare slices at the middle of the burst they are about to run: a slice
    * with long bursts picked when its deficit just tops the others' would
    * otherwise sit half a burst ahead of them on average (3 points at 60 ms
    * bursts in a 1 s window). */
-  used += sched_quantum(s, sl) / 2;
+  double used = sched_usage(s, sl, now) + (double)sched_quantum(s, sl) / 2;
+  double req = (double)s->cfg.window_ns * sl->p.request_pct / 100.0;
+  struct key k = {.priority = sl->p.priority, .since = sl->waiting_since, .id = sl->id};
+
   if (req > used) {
     k.unmet = 1;
-    k.order = UINT64_MAX - (req - used);
+    k.order = used - req;
   } else {
-    k.order = (used - req) / (sl->p.weight ? sl->p.weight : 1);
+    k.order = (used - req) / (double)(sl->p.weight ? sl->p.weight : 1);
   }
   return k;
 }
@@ -267,7 +310,8 @@ void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launc
   sl = s->slices[i];
   sl->used_total_ns += used_ns;
   sl->launches_total += launches;
-  sched_ring_add(&sl->window, used_ns, now);
+  sched_usage(s, sl, now);
+  sl->usage_ns += (double)used_ns;
   sched_ring_add(&sl->stats, used_ns, now);
   sched_ring_add(&s->busy, used_ns, now);
   if (launches > 0 && used_ns > 0) {

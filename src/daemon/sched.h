@@ -42,7 +42,12 @@ struct sched_slice {
   uint64_t eligible_at;   /* pacing of the limit: no token before this */
   uint64_t kernel_ns;     /* mean kernel length (EWMA), 0: not measured */
   uint64_t burst_used_ns; /* charged to the token being held */
-  struct sched_ring window; /* cfg.window_ns, for the policy */
+  /* Device time used, decaying with time constant cfg.window_ns: the
+   * policy's "used over the window". A hard-edged sliding window echoes a
+   * burst when it slides out (measured: 0.4 s waits at 70/30); a smooth
+   * decay does not. */
+  double usage_ns;
+  uint64_t usage_at;
   struct sched_ring stats;  /* 10 s, for status */
   uint64_t used_total_ns;
   uint64_t launches_total;
@@ -110,6 +115,9 @@ uint64_t sched_next_wakeup(const struct sched *s, uint64_t now);
 
 /* The quantum the slice would get now. */
 uint64_t sched_quantum(const struct sched *s, const struct sched_slice *sl);
+
+/* The slice's decayed usage at now, ns (see usage_ns). */
+double sched_usage(const struct sched *s, struct sched_slice *sl, uint64_t now);
 
 /* Device time over the window ending at now, in ns. */
 uint64_t sched_ring_sum(struct sched_ring *r, uint64_t now);

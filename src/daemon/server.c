@@ -680,12 +680,8 @@ void server_apply_sched_cfg(struct daemon *d) {
   struct sched_cfg sc;
 
   daemon_sched_cfg(&d->cfg, &sc);
-  for (uint32_t i = 0; i < d->ngpus; i++) {
-    uint64_t now = loop_now();
+  for (uint32_t i = 0; i < d->ngpus; i++)
     d->gpus[i].s.cfg = sc;
-    for (uint32_t k = 0; k < d->gpus[i].s.nslices; k++)
-      sched_ring_init(&d->gpus[i].s.slices[k]->window, sc.window_ns, 20, now);
-  }
 }
 
 int server_adopt_slices(struct daemon *d) {
