@@ -6,7 +6,7 @@ set(SIM_TEST_OUT ${CMAKE_BINARY_DIR}/tests)
 # libcuda.so at build time) and dlopen + cuGetProcAddress, as libcudart does.
 add_executable(sim_client_linked progs/sim_client.c)
 target_include_directories(sim_client_linked PRIVATE ${CUDA_INCLUDE_DIR})
-target_link_libraries(sim_client_linked PRIVATE gslice_sim_cuda)
+target_link_libraries(sim_client_linked PRIVATE gslice_sim_cuda Threads::Threads)
 add_executable(sim_client_dlopen progs/sim_client.c)
 target_include_directories(sim_client_dlopen PRIVATE ${CUDA_INCLUDE_DIR})
 target_compile_definitions(sim_client_dlopen PRIVATE SIM_CLIENT_DLOPEN)

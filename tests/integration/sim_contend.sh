@@ -35,13 +35,17 @@ expect_eq "device busy time" "$busy" $((2 * COUNT * US * 1000))
 # NVML utilization while a long kernel runs: the device is busy the whole window.
 "$TBIN/sim_client_linked" spin "$PTX" 3000000 1 >"$T/long" 2>&1 &
 long=$!
-util=0
+util=0 sm=0
 for _ in $(seq 100); do
-  util=$("$TBIN/sim_nvml" | grep -o 'util=[0-9]*' | cut -d= -f2)
-  [ "$util" -ge 95 ] && break
+  nv=$("$TBIN/sim_nvml")
+  util=$(grep -o 'util=[0-9]*' <<<"$nv" | cut -d= -f2)
+  sm=$(grep -o "sm=.*" <<<"$nv" | tr ',' '\n' | grep -o "$long:[0-9]*" | cut -d: -f2 || true)
+  [ "$util" -ge 95 ] && [ "${sm:-0}" -ge 90 ] && break
   sleep 0.05
 done
 [ "$util" -ge 95 ] || fail "NVML utilization $util% while a kernel runs"
+[ "${sm:-0}" -ge 90 ] || fail "NVML process utilization of $long: '${sm}' ($nv)"
+echo "$nv"
 kill -9 $long
 wait $long 2>/dev/null || true
 # The killed process's unrun kernel time never happens.

@@ -427,6 +427,179 @@ static int cmd_vmm(void) {
   return 0;
 }
 
+
+#ifndef SIM_CLIENT_DLOPEN
+#include <pthread.h>
+
+static size_t dev_free(void) {
+  size_t f, t;
+  CK(cuMemGetInfo(&f, &t));
+  return f;
+}
+
+static void *thread_main(void *arg) {
+  CUcontext cur = (CUcontext)1;
+  /* A new thread starts with no current context. */
+  CK(cuCtxGetCurrent(&cur));
+  EXPECT(cur == NULL);
+  CK(cuCtxSetCurrent(ctx));
+  CK(cuCtxGetCurrent(&cur));
+  EXPECT(cur == ctx);
+  return arg;
+}
+
+/* misc PTX: single-process semantics checked linked against the driver. */
+static int cmd_misc(const char *ptx_path) {
+  setup();
+  /* Freeing what was never allocated, or twice, is an invalid value. */
+  CUdeviceptr p, base;
+  size_t sz;
+  EXPECT(cuMemFree((CUdeviceptr)0x1234) == CUDA_ERROR_INVALID_VALUE);
+  CK(cuMemAlloc(&p, 1 << 20));
+  CK(cuMemGetAddressRange(&base, &sz, p + 4096));
+  EXPECT(base == p && sz == 1 << 20);
+  CK(cuMemFree(p));
+  EXPECT(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE);
+  printf("invalid frees refused\n");
+
+  /* What counts: pitch x height, managed memory, arrays; all of it comes back. */
+  size_t f0 = dev_free(), pitch;
+  CK(cuMemAllocPitch(&p, &pitch, 1000, 100, 4));
+  printf("pitch=%zu counted=%zu\n", pitch, f0 - dev_free());
+  EXPECT(f0 - dev_free() >= pitch * 100);
+  CK(cuMemFree(p));
+  CK(cuMemAllocManaged(&p, 8 << 20, CU_MEM_ATTACH_GLOBAL));
+  printf("managed counted=%zu\n", f0 - dev_free());
+  CK(cuMemFree(p));
+  CUDA_ARRAY_DESCRIPTOR ad = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
+                              .NumChannels = 4};
+  CUarray arr;
+  CK(cuArrayCreate(&arr, &ad));
+  printf("array 1024x1024 float4 counted=%zu\n", f0 - dev_free());
+  EXPECT(f0 - dev_free() >= (size_t)16 << 20);
+  CK(cuArrayDestroy(arr));
+  EXPECT(dev_free() == f0);
+
+  /* A created context costs device memory while it lives. */
+  CUcontext c2;
+  CK(cuCtxCreate(&c2, NULL, 0, dev));
+  size_t f1 = dev_free();
+  printf("context counted=%zu\n", f0 - f1);
+  EXPECT(f1 < f0);
+  CK(cuCtxDestroy(c2));
+  CK(cuCtxSetCurrent(ctx));
+  EXPECT(dev_free() == f0);
+
+  /* Every thread has its own current context. */
+  pthread_t th;
+  pthread_create(&th, NULL, thread_main, NULL);
+  pthread_join(th, NULL);
+
+  /* Streams: the legacy default stream waits for blocking streams, a non-blocking
+   * one does not; queries see work in flight. */
+  CUmodule mod;
+  CUfunction spin = load_spin(ptx_path, &mod);
+  CUstream blocking, nonblocking;
+  CUevent ea, eb, en;
+  CK(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+  CK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING));
+  CK(cuEventCreate(&ea, CU_EVENT_DEFAULT));
+  CK(cuEventCreate(&eb, CU_EVENT_DEFAULT));
+  CK(cuEventCreate(&en, CU_EVENT_DISABLE_TIMING));
+  launch_spin(spin, 1000, blocking);
+  CK(cuCtxSynchronize());
+  launch_spin(spin, 50000, blocking);
+  CK(cuEventRecord(eb, nonblocking));
+  CK(cuEventRecord(ea, CU_STREAM_LEGACY));
+  EXPECT(cuStreamQuery(blocking) == CUDA_ERROR_NOT_READY);
+  EXPECT(cuEventQuery(ea) == CUDA_ERROR_NOT_READY);
+  float ms = 0;
+  EXPECT(cuEventElapsedTime(&ms, eb, ea) == CUDA_ERROR_NOT_READY);
+  CK(cuEventSynchronize(ea));
+  CK(cuEventElapsedTime(&ms, eb, ea));
+  printf("legacy stream waited %.3f ms for the blocking stream\n", ms);
+  EXPECT(ms >= 49.0f);
+  CK(cuEventRecord(en, blocking));
+  CK(cuEventSynchronize(en));
+  EXPECT(cuEventElapsedTime(&ms, ea, en) == CUDA_ERROR_INVALID_HANDLE);
+  /* The per-thread default stream is a blocking stream too. */
+  launch_spin(spin, 20000, CU_STREAM_PER_THREAD);
+  CK(cuEventRecord(ea, CU_STREAM_PER_THREAD));
+  CK(cuEventRecord(eb, nonblocking));
+  CK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+  CK(cuEventElapsedTime(&ms, eb, ea));
+  EXPECT(ms >= 19.0f);
+  printf("PASS misc\n");
+  return 0;
+}
+
+/* kernel-ms PTX NAME: device time of one launch of NAME (no parameters). */
+static int cmd_kernel_ms(const char *ptx_path, const char *name) {
+  setup();
+  char *ptx = read_file(ptx_path);
+  CUmodule mod;
+  CUfunction fn;
+  CK(cuModuleLoadData(&mod, ptx));
+  free(ptx);
+  CUresult rc = cuModuleGetFunction(&fn, mod, "no_such_kernel");
+  EXPECT(rc == CUDA_ERROR_NOT_FOUND);
+  CK(cuModuleGetFunction(&fn, mod, name));
+  CUevent a, b;
+  CK(cuEventCreate(&a, 0));
+  CK(cuEventCreate(&b, 0));
+  CK(cuEventRecord(a, 0));
+  CK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, NULL, NULL));
+  CK(cuEventRecord(b, 0));
+  CK(cuEventSynchronize(b));
+  float ms;
+  CK(cuEventElapsedTime(&ms, a, b));
+  printf("kernel_ms %.3f\n", ms);
+  return 0;
+}
+
+/* ipc-export BYTES FILE: allocate, fill with a pattern, write the IPC handle to FILE,
+ * then wait to be killed. */
+static int cmd_ipc_export(const char *bytes_s, const char *file) {
+  setup();
+  size_t n = strtoull(bytes_s, NULL, 0);
+  CUdeviceptr p;
+  CK(cuMemAlloc(&p, n));
+  CK(cuMemsetD32(p, 0xC0FFEE00u, n / 4));
+  CUipcMemHandle h;
+  CK(cuIpcGetMemHandle(&h, p));
+  char tmp[512];
+  snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+  FILE *f = fopen(tmp, "wbe");
+  EXPECT(f && fwrite(&h, sizeof(h), 1, f) == 1);
+  fclose(f);
+  EXPECT(rename(tmp, file) == 0);
+  printf("exported\n");
+  for (;;)
+    pause();
+  return 0;
+}
+
+/* ipc-import FILE: open the handle, check the bytes, and that no memory was added. */
+static int cmd_ipc_import(const char *file) {
+  setup();
+  CUipcMemHandle h;
+  FILE *f = fopen(file, "rbe");
+  EXPECT(f && fread(&h, sizeof(h), 1, f) == 1);
+  fclose(f);
+  size_t f0 = dev_free();
+  CUdeviceptr p;
+  CK(cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+  EXPECT(dev_free() == f0);
+  uint32_t w[4];
+  CK(cuMemcpyDtoH(w, p, sizeof(w)));
+  EXPECT(w[0] == 0xC0FFEE00u && w[3] == 0xC0FFEE00u);
+  CK(cuMemsetD32(p, 0x12345678u, 1));
+  CK(cuIpcCloseMemHandle(p));
+  printf("PASS ipc-import (no memory added)\n");
+  return 0;
+}
+#endif
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc == 3 && strcmp(argv[1], "basic") == 0)
@@ -441,9 +614,21 @@ int main(int argc, char **argv) {
     return cmd_pool();
   if (argc == 2 && strcmp(argv[1], "vmm") == 0)
     return cmd_vmm();
+#ifndef SIM_CLIENT_DLOPEN
+  if (argc == 3 && strcmp(argv[1], "misc") == 0)
+    return cmd_misc(argv[2]);
+  if (argc == 4 && strcmp(argv[1], "kernel-ms") == 0)
+    return cmd_kernel_ms(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "ipc-export") == 0)
+    return cmd_ipc_export(argv[2], argv[3]);
+  if (argc == 3 && strcmp(argv[1], "ipc-import") == 0)
+    return cmd_ipc_import(argv[2]);
+#endif
   fprintf(stderr,
           "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT [BYTES] | pool | "
-          "vmm\n",
+          "vmm\n"
+          "       (linked only) misc SPIN.ptx | kernel-ms PTX NAME | ipc-export BYTES FILE | "
+          "ipc-import FILE\n",
           argv[0]);
   return 2;
 }

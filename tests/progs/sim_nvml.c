@@ -44,6 +44,18 @@ int main(void) {
            mem.used, mem.total, mem.free, mem2.used, u.gpu, count);
     for (unsigned j = 0; j < count; j++)
       printf(" %u:%llu", p[j].pid, p[j].usedGpuMemory);
+    /* Per-process SM utilization over the last second (lastSeenTimeStamp 0). */
+    nvmlProcessUtilizationSample_t samples[64];
+    unsigned ns = 64;
+    rc = nvmlDeviceGetProcessUtilization(d, samples, &ns, 0);
+    printf(" sm=");
+    if (rc == NVML_SUCCESS)
+      for (unsigned j = 0; j < ns; j++)
+        printf("%s%u:%u", j ? "," : "", samples[j].pid, samples[j].smUtil);
+    else if (rc == NVML_ERROR_NOT_FOUND)
+      printf("none");
+    else
+      printf("error:%s", nvmlErrorString(rc));
     printf("\n");
     free(p);
   }
