@@ -22,3 +22,5 @@ if(TARGET gslice_sim_cuda)
 endif()
 
 gslice_script_test(hook_paths hook_paths.sh TIMEOUT 180)
+gslice_script_test(hook_race hook_race.sh TIMEOUT 120)
+gslice_script_test(hook_fork hook_fork.sh TIMEOUT 120)

@@ -15,15 +15,24 @@ fi
 client() {
   local bin="$TBIN/hook_client"
   case " $* " in *" --lookup link "* | *" --lookup default "*) bin="$TBIN/hook_client_linked" ;; esac
+  if [ -n "${CLIENT_EXEC:-}" ]; then
+    LD_PRELOAD="$HOOK_PRELOAD" exec "$bin" "$@"
+  fi
   LD_PRELOAD="$HOOK_PRELOAD" "$bin" "$@"
 }
 
-# start NAME ARGS...: a client in the background reading commands from a fifo.
+# start NAME ARGS...: a client in the background reading commands from a fifo; $PID_NAME is
+# the client's own pid (the subshell execs it).
 start() {
   local name=$1 fd
   shift
   mkfifo "$T/$name.in"
-  client "$@" < "$T/$name.in" > "$T/$name.out" 2> "$T/$name.err" &
+  # Without the other clients' fifo ends, so closing one is the end of its input.
+  (
+    for v in ${!FD_@}; do eval "exec ${!v}>&-"; done
+    exec < "$T/$name.in" > "$T/$name.out" 2> "$T/$name.err"
+    CLIENT_EXEC=1 client "$@"
+  ) &
   eval "PID_$name=$!"
   exec {fd}> "$T/$name.in"
   eval "FD_$name=$fd"
