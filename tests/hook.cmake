@@ -4,12 +4,13 @@ gslice_unit_test(test_hook_allocs SOURCES unit/test_hook_allocs.c ${CMAKE_SOURCE
 target_include_directories(test_hook_allocs PRIVATE ${CMAKE_SOURCE_DIR}/src/hook)
 
 # Client programs the integration scripts drive (binaries in ${CMAKE_BINARY_DIR}/tests).
-foreach(prog hook_client hook_region)
+foreach(prog hook_client hook_region hook_nvml)
   add_executable(${prog} progs/${prog}.c)
   target_link_libraries(${prog} PRIVATE gslice_common Threads::Threads ${CMAKE_DL_LIBS})
   set_target_properties(${prog} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 endforeach()
 target_include_directories(hook_client PRIVATE ${CUDA_INCLUDE_DIR})
+target_include_directories(hook_nvml PRIVATE ${CMAKE_SOURCE_DIR}/src/common)
 if(TARGET gslice_sim_cuda)
   # The same client linked with -lcuda (against the simulated driver's libcuda.so).
   add_executable(hook_client_linked progs/hook_client.c)
@@ -24,3 +25,5 @@ endif()
 gslice_script_test(hook_paths hook_paths.sh TIMEOUT 180)
 gslice_script_test(hook_race hook_race.sh TIMEOUT 120)
 gslice_script_test(hook_fork hook_fork.sh TIMEOUT 120)
+gslice_script_test(hook_kill hook_kill.sh TIMEOUT 120)
+gslice_script_test(hook_config hook_config.sh TIMEOUT 120)

@@ -1,0 +1,76 @@
+#!/bin/bash
+# Configuration without a daemon: GSLICE_MEMORY_LIMIT forms, malformed values stop the program
+# with a message naming the variable, a foreign or corrupt region is refused, the cap changes
+# live in the region (the daemon's value then wins over the environment), NVML shows the slice.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+source "$GSLICE_SRC/tests/integration/hook_lib.sh"
+run() { client --lookup dlsym --path alloc --chunk 256MiB --script "${SCRIPT:-info;fill}"; }
+
+# Malformed: exit status 1 at the first CUDA call, the variable named, nothing on stdout.
+for bad in 4GB abc 0 "0=" "=1GiB" "0=1GiB,0=2GiB" "0=1GiB,x" "1GiB,0=2GiB" "-1"; do
+  rc=0
+  GSLICE_MEMORY_LIMIT="$bad" run > "$T/out" 2> "$T/err" || rc=$?
+  expect_eq "GSLICE_MEMORY_LIMIT='$bad' exit status" "$rc" 1
+  grep -q "GSLICE_MEMORY_LIMIT" "$T/err" || fail "'$bad': message does not name the variable: $(cat "$T/err")"
+  [ ! -s "$T/out" ] || fail "'$bad': the program ran: $(cat "$T/out")"
+done
+rc=0
+GSLICE_STATE_DIR=relative/dir run > "$T/out" 2> "$T/err" || rc=$?
+expect_eq "relative GSLICE_STATE_DIR exit status" "$rc" 1
+grep -q "GSLICE_STATE_DIR" "$T/err" || fail "no GSLICE_STATE_DIR in: $(cat "$T/err")"
+
+# Unset: no cap, the device's real figures pass through.
+out=$(SCRIPT=info run 2>&1)
+expect_eq "no cap: total" "$(field "$out" total)" $((8 * GiB))
+out=$(SCRIPT=info "$TBIN/hook_nvml" 2>&1 | grep '^nvml ')
+expect_eq "no cap: NVML total (no hook)" "$(field "$out" total)" $((8 * GiB))
+
+# Per device index; the daemon-less default state dir is per user under TMPDIR.
+out=$(GSLICE_MEMORY_LIMIT=0=512MiB SCRIPT="info;fill" run 2>/dev/null | grep '^fill')
+expect_eq "0=512MiB chunks" "$(field "$out" n)" 1
+mkdir -p "$T/tmp"
+out=$(env -u GSLICE_STATE_DIR TMPDIR="$T/tmp" GSLICE_MEMORY_LIMIT=768MiB bash -c \
+  'LD_PRELOAD="$0" "$1" --lookup dlsym --path alloc --script fill' "$HOOK_PRELOAD" "$TBIN/hook_client" 2>/dev/null)
+expect_eq "default state dir chunks" "$(field "$out" n)" 2
+[ -f "$T/tmp/gslice-$(id -u)/memory.region" ] || fail "no region under \$TMPDIR/gslice-<uid>"
+
+# Live cap change, as the daemon does it: new allocations obey it, and it stands over the env.
+export GSLICE_MEMORY_LIMIT=1GiB
+start a --lookup dlsym --path alloc --chunk 256MiB
+send a fill
+expect_eq "fill at 1GiB" "$(field "$(await a '^fill' 1)" n)" 3
+"$TBIN/hook_region" "$GSLICE_STATE_DIR" set-limit 2GiB
+send a fill
+expect_eq "fill after raising to 2GiB" "$(field "$(await a '^fill' 2)" n)" 4
+# NVML (nvidia-smi's way in) shows the slice: total = cap, used = the slice's.
+LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_nvml" > "$T/nvml" 2>&1 || fail "hook_nvml: $(cat "$T/nvml")"
+line=$(grep '^nvml ' "$T/nvml")
+expect_eq "NVML total" "$(field "$line" total)" $((2 * GiB))
+expect_eq "NVML used" "$(field "$line" used)" $((2 * GiB))
+expect_eq "NVML free" "$(field "$line" free)" 0
+line=$(grep '^nvml2 ' "$T/nvml")
+expect_eq "NVML v2 total" "$(field "$line" total)" $((2 * GiB))
+expect_eq "NVML v2 free" "$(field "$line" free)" 0
+# Lowered below use: held memory stays, new allocations fail.
+"$TBIN/hook_region" "$GSLICE_STATE_DIR" set-limit 1GiB
+send a "alloc 1"
+expect_eq "alloc under a lowered cap" "$(field "$(await a '^alloc' 1)" err)" 2
+send a free
+await a '^free' > /dev/null
+# A new process with GSLICE_MEMORY_LIMIT=1GiB does not undo the daemon's cap.
+"$TBIN/hook_region" "$GSLICE_STATE_DIR" set-limit 1536MiB
+out=$(SCRIPT=info run 2>/dev/null)
+expect_eq "the daemon's cap over the env" "$(field "$out" total)" $((1536 * MiB))
+send a fill
+expect_eq "fill after freeing under 1.5GiB" "$(field "$(await a '^fill' 3)" n)" 5
+finish a
+
+# A foreign or corrupt region is refused with a message, never trusted or overwritten.
+mkdir -p "$T/foreign"
+echo "not a region" > "$T/foreign/memory.region"
+rc=0
+GSLICE_STATE_DIR="$T/foreign" run > "$T/out" 2> "$T/err" || rc=$?
+expect_eq "foreign region exit status" "$rc" 1
+grep -q "refusing .*memory.region" "$T/err" || fail "no refusal message: $(cat "$T/err")"
+expect_eq "foreign file untouched" "$(cat "$T/foreign/memory.region")" "not a region"
+pass "configuration, live cap, daemon precedence, NVML view, refusal"
