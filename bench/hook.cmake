@@ -1,0 +1,8 @@
+# The hook's benchmark: cuMemAlloc + cuMemFree pairs with and without libgslice.so.
+if(TARGET gslice_sim_cuda)
+  add_executable(hook_bench ${CMAKE_CURRENT_SOURCE_DIR}/hook_bench.c)
+  target_include_directories(hook_bench PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(hook_bench PRIVATE gslice_common gslice_sim_cuda)
+  set_target_properties(hook_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench
+                        SKIP_BUILD_RPATH ON)
+endif()
