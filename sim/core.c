@@ -200,7 +200,11 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
   case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: v = 0; break;
   case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: v = 0; break;
   default:
-    return CUDA_ERROR_INVALID_VALUE;
+    /* Any other valid attribute reads 0 (unsupported feature), as a real driver
+     * answers every attribute it knows. */
+    if (attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+      return CUDA_ERROR_INVALID_VALUE;
+    v = 0;
   }
   *pi = v;
   return CUDA_SUCCESS;
@@ -577,11 +581,7 @@ SIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
   return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuCtxSynchronize(void) {
-  SIM_REQUIRE_INIT();
-  struct sim_ctx *c = sim_ctx_current();
-  if (!c)
-    return CUDA_ERROR_INVALID_CONTEXT;
+CUresult sim_ctx_sync(struct sim_ctx *c) {
   pthread_mutex_lock(&sim.mu);
   uint64_t t = c->legacy.tail;
   for (struct sim_stream *s = c->streams; s; s = s->next)
@@ -591,6 +591,21 @@ SIM_API CUresult cuCtxSynchronize(void) {
   sim_wait_until(t);
   sim_pools_trim(c->dev);
   return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuCtxSynchronize(void) {
+  SIM_REQUIRE_INIT();
+  struct sim_ctx *c = sim_ctx_current();
+  if (!c)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return sim_ctx_sync(c);
+}
+
+SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  SIM_REQUIRE_INIT();
+  struct sim_ctx *c;
+  CUresult rc = ctx_arg(ctx, &c);
+  return rc != CUDA_SUCCESS ? rc : sim_ctx_sync(c);
 }
 
 /* ---- this process's device address ranges (sim.mu held) ---- */

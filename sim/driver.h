@@ -111,6 +111,7 @@ struct sim_range {
   int fd; /* memfd backing (IPC-exported allocations), else -1 */
   struct sim_pool *pool;
   struct sim_phys *phys;
+  int managed;
 };
 
 struct sim_driver {
@@ -152,7 +153,10 @@ struct sim_range *sim_range_find(uintptr_t p, size_t n);
 void sim_range_remove(struct sim_range *r);
 void *sim_backing_map(size_t size, size_t *ret_len);
 
+CUresult sim_ctx_sync(struct sim_ctx *c);
+
 /* exec.c */
+const char *sim_func_name(CUfunction f); /* NULL if not a live function */
 CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret);
 uint64_t sim_stream_ready(const struct sim_stream *s);
 /* Sleep until the stream's work is done (sync copies wait this way). */

@@ -559,6 +559,11 @@ static CUresult module_get_function(struct sim_func **ret, CUmodule hmod, const 
   return rc;
 }
 
+const char *sim_func_name(CUfunction hf) {
+  struct sim_func *f = (struct sim_func *)hf;
+  return f && f->magic == SIM_FUNC_MAGIC ? f->name : NULL;
+}
+
 SIM_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
   return module_get_function((struct sim_func **)hfunc, hmod, name);
 }
@@ -941,6 +946,11 @@ SIM_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
   return instantiate(phGraphExec, hGraph);
 }
 
+SIM_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize) {
+  return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
 SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
   SIM_REQUIRE_INIT();
   struct sim_graph *x = graph_arg(hGraphExec, SIM_EXEC_MAGIC);
@@ -974,6 +984,13 @@ SIM_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
 }
 
 SIM_API CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId) {
+  if (secure_getenv("GSLICE_SIM_TRACE") && pExportTableId) {
+    const unsigned char *u = (const unsigned char *)pExportTableId->bytes;
+    fprintf(stderr, "gslice-sim: cuGetExportTable(");
+    for (int i = 0; i < 16; i++)
+      fprintf(stderr, "%02x", u[i]);
+    fprintf(stderr, ")\n");
+  }
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 

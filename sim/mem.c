@@ -92,7 +92,15 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
   if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
     return CUDA_ERROR_INVALID_VALUE;
   /* Counted on the device at once: the sim has no migration, it is all resident. */
-  return alloc_range(dev, bytesize, bytesize, SIM_R_ALLOC, NULL, dptr);
+  rc = alloc_range(dev, bytesize, bytesize, SIM_R_ALLOC, NULL, dptr);
+  if (rc == CUDA_SUCCESS) {
+    pthread_mutex_lock(&sim.mu);
+    struct sim_range *r = sim_range_find((uintptr_t)*dptr, 1);
+    if (r)
+      r->managed = 1;
+    pthread_mutex_unlock(&sim.mu);
+  }
+  return rc;
 }
 
 static void pool_release_locked(struct sim_pool *p, uint64_t bytes);

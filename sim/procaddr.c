@@ -2,6 +2,8 @@
  * versions to the ABI variants this driver exports. */
 #include "procaddr.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define E(pub, ver, abi) {#pub, ver, #abi, (void *)abi, NULL, NULL}
@@ -40,7 +42,7 @@ static const struct sim_procaddr_entry table[] = {
     E(cuCtxSetCurrent, 4000, cuCtxSetCurrent),
     E(cuCtxGetCurrent, 4000, cuCtxGetCurrent),
     E(cuCtxGetDevice, 2000, cuCtxGetDevice),
-    E(cuCtxGetDevice_v2, 13000, cuCtxGetDevice_v2),
+    E(cuCtxGetDevice, 13000, cuCtxGetDevice_v2),
     E(cuCtxGetFlags, 7000, cuCtxGetFlags),
     E(cuCtxGetApiVersion, 3020, cuCtxGetApiVersion),
     E(cuCtxGetId, 12000, cuCtxGetId),
@@ -50,6 +52,7 @@ static const struct sim_procaddr_entry table[] = {
     E(cuCtxGetCacheConfig, 3020, cuCtxGetCacheConfig),
     E(cuCtxSetCacheConfig, 3020, cuCtxSetCacheConfig),
     E(cuCtxSynchronize, 2000, cuCtxSynchronize),
+    E(cuCtxSynchronize, 13000, cuCtxSynchronize_v2),
     E(cuMemAlloc, 3020, cuMemAlloc_v2),
     E(cuMemAllocPitch, 3020, cuMemAllocPitch_v2),
     E(cuMemAllocManaged, 6000, cuMemAllocManaged),
@@ -151,11 +154,30 @@ static const struct sim_procaddr_entry table[] = {
     E(cuGraphDestroy, 10000, cuGraphDestroy),
     E(cuGraphAddKernelNode, 10000, cuGraphAddKernelNode),
     E(cuGraphAddKernelNode, 12000, cuGraphAddKernelNode_v2),
+    E(cuGraphInstantiate, 10000, cuGraphInstantiate),
     E(cuGraphInstantiate, 11000, cuGraphInstantiate_v2),
     E(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags),
     E(cuGraphInstantiateWithFlags, 11040, cuGraphInstantiateWithFlags),
     E(cuGraphExecDestroy, 10000, cuGraphExecDestroy),
     S(cuGraphLaunch, 10000, cuGraphLaunch, cuGraphLaunch_ptsz),
+    E(cuPointerGetAttribute, 4000, cuPointerGetAttribute),
+    E(cuPointerGetAttributes, 7000, cuPointerGetAttributes),
+    E(cuMemHostGetDevicePointer, 3020, cuMemHostGetDevicePointer_v2),
+    E(cuDeviceCanAccessPeer, 4000, cuDeviceCanAccessPeer),
+    E(cuDeviceGetByPCIBusId, 4010, cuDeviceGetByPCIBusId),
+    E(cuModuleGetLoadingMode, 11070, cuModuleGetLoadingMode),
+    E(cuFuncGetName, 12030, cuFuncGetName),
+    E(cuKernelGetName, 12030, cuKernelGetName),
+    E(cuKernelGetAttribute, 12000, cuKernelGetAttribute),
+    E(cuKernelSetAttribute, 12000, cuKernelSetAttribute),
+    E(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050,
+      cuOccupancyMaxActiveBlocksPerMultiprocessor),
+    E(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000,
+      cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
+    E(cuOccupancyMaxPotentialBlockSize, 6050, cuOccupancyMaxPotentialBlockSize),
+    S(cuStreamGetDevice, 12080, cuStreamGetDevice, cuStreamGetDevice_ptsz),
+    S(cuLaunchHostFunc, 10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz),
+    S(cuStreamAddCallback, 5000, cuStreamAddCallback, cuStreamAddCallback_ptsz),
 };
 
 CUdriverProcAddressQueryResult sim_procaddr_find(const char *name, int cudaVersion, int per_thread,
@@ -186,6 +208,9 @@ SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
   const struct sim_procaddr_entry *e = NULL;
   int per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   CUdriverProcAddressQueryResult st = sim_procaddr_find(symbol, cudaVersion, per_thread, &e);
+  if (secure_getenv("GSLICE_SIM_TRACE"))
+    fprintf(stderr, "gslice-sim: cuGetProcAddress(%s, %d, %llu) -> %d\n", symbol, cudaVersion,
+            (unsigned long long)flags, (int)st);
   if (symbolStatus)
     *symbolStatus = st;
   if (st != CU_GET_PROC_ADDRESS_SUCCESS) {

@@ -448,6 +448,9 @@ static void *thread_main(void *arg) {
   return arg;
 }
 
+static double host_fn_ran_after = -1;
+static void host_fn(void *arg) { host_fn_ran_after = mono_ms() - *(double *)arg; }
+
 /* misc PTX: single-process semantics checked linked against the driver. */
 static int cmd_misc(const char *ptx_path) {
   setup();
@@ -458,6 +461,9 @@ static int cmd_misc(const char *ptx_path) {
   CK(cuMemAlloc(&p, 1 << 20));
   CK(cuMemGetAddressRange(&base, &sz, p + 4096));
   EXPECT(base == p && sz == 1 << 20);
+  unsigned mt = 0;
+  CK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 16));
+  EXPECT(mt == CU_MEMORYTYPE_DEVICE);
   CK(cuMemFree(p));
   EXPECT(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE);
   printf("invalid frees refused\n");
@@ -529,6 +535,12 @@ static int cmd_misc(const char *ptx_path) {
   CK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
   CK(cuEventElapsedTime(&ms, eb, ea));
   EXPECT(ms >= 19.0f);
+  /* A host function runs after the stream's earlier work. */
+  launch_spin(spin, 20000, blocking);
+  double t0 = mono_ms();
+  CK(cuLaunchHostFunc(blocking, host_fn, &t0));
+  CK(cuStreamSynchronize(blocking));
+  EXPECT(host_fn_ran_after >= 19.0);
   printf("PASS misc\n");
   return 0;
 }

@@ -29,6 +29,14 @@ int main(void) {
   CHECK_STR(abi("cuEventElapsedTime", 13000, 0), "cuEventElapsedTime_v2");
   CHECK_STR(abi("cuDevicePrimaryCtxRelease", 12000, 0), "cuDevicePrimaryCtxRelease_v2");
   CHECK_STR(abi("cuGetProcAddress", 12000, 0), "cuGetProcAddress_v2");
+  /* What libcudart 13 asks for (traced): the 13.0 forms of these two take a context. */
+  CHECK_STR(abi("cuCtxGetDevice", 2000, 0), "cuCtxGetDevice");
+  CHECK_STR(abi("cuCtxGetDevice", 13000, 0), "cuCtxGetDevice_v2");
+  CHECK_STR(abi("cuCtxSynchronize", 13000, 0), "cuCtxSynchronize_v2");
+  CHECK_STR(abi("cuGraphInstantiate", 10000, 0), "cuGraphInstantiate");
+  CHECK_STR(abi("cuDevicePrimaryCtxRelease", 7000, 0), "cuDevicePrimaryCtxRelease");
+  CHECK_STR(abi("cuMemcpyHtoD", 7000, 1), "cuMemcpyHtoD_v2_ptds");
+  CHECK_STR(abi("cuLaunchHostFunc", 10000, 1), "cuLaunchHostFunc_ptsz");
 
   const struct sim_procaddr_entry *e = NULL;
   CHECK_EQ_INT(sim_procaddr_find("cuNoSuchThing", 12000, 0, &e),
