@@ -24,3 +24,7 @@ foreach(script ${GSLICE_DAEMON_SCRIPTS})
   get_filename_component(name ${script} NAME_WE)
   gslice_script_test(${name} ${name}.sh TIMEOUT 90)
 endforeach()
+
+add_executable(daemon_badclient progs/daemon_badclient.c)
+target_link_libraries(daemon_badclient PRIVATE gslice_common)
+set_target_properties(daemon_badclient PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

@@ -1,0 +1,27 @@
+#!/bin/bash
+# A token holder SIGKILLed mid-burst: the daemon sees its connection close and the other slice
+# carries on at once (within a quantum), the killed run reports 128+9, its slice goes away.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
+start_daemon
+"$BIN/gslice" run --compute 50 --name victim -- "$TBIN/compute_spin" --warmup 0 --duration 30 --kernel-us 20000 --label v >/dev/null &
+V=$!
+"$BIN/gslice" run --compute 50 --name other -- "$TBIN/compute_spin" --warmup 0 --duration 4 --kernel-us 2000 --label o >"$T/o" &
+O=$!
+sleep 1.5
+vp=$(pgrep -P $V compute_spin || true)
+[ -n "$vp" ] || fail "no victim workload process"
+kill -9 "$vp"
+set +e
+wait $V
+rc=$?
+set -e
+expect_eq "exit status of the killed run" "$rc" 137
+wait $O || fail "the other slice failed"
+cat "$T/o"
+# It ran 4 s: before the kill it had ~50%, after it ~100%; a stall would show as much less.
+got=$(pct "$T/o")
+[ "$got" -ge 60 ] || fail "the other slice got only $got% after the holder died"
+sleep 0.3
+"$BIN/gslice" status --json | grep -q '"victim"' && fail "the killed run's slice is still there"
+pass "killed holder: the other slice continued ($got%), slice removed, exit 137"

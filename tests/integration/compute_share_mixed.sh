@@ -1,0 +1,18 @@
+#!/bin/bash
+# 50/30/20 with kernels of 0.2, 2 and 20 ms: shares follow requests whatever the kernel length.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
+start_daemon
+S=$(at 0.5)
+"$BIN/gslice" run --compute 50 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 200 --label a >"$T/a" &
+A=$!
+"$BIN/gslice" run --compute 30 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 2000 --label b >"$T/b" &
+B=$!
+"$BIN/gslice" run --compute 20 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 20000 --label c >"$T/c" &
+C=$!
+wait $A && wait $B && wait $C || fail "a slice failed"
+cat "$T/a" "$T/b" "$T/c"
+within "50% slice (0.2 ms kernels)" "$(pct "$T/a")" 43 57
+within "30% slice (2 ms kernels)" "$(pct "$T/b")" 23 37
+within "20% slice (20 ms kernels)" "$(pct "$T/c")" 13 27
+pass "mixed kernel lengths keep their shares"

@@ -1,0 +1,28 @@
+# Helpers of the compute_* and daemon_* tests (sourced after lib.sh): a daemon on the test's
+# socket with its own state dir, and workloads started together on a common clock.
+DSTATE="$T/daemon"
+export GSLICE_DAEMON_STATE_DIR="$DSTATE"
+start_daemon() {
+  "$BIN/gsliced" --state-dir "$DSTATE" --foreground "$@" 2>>"$T/gsliced.log" &
+  DAEMON_PID=$!
+  for _ in $(seq 100); do
+    [ -S "$GSLICE_SOCKET" ] && "$BIN/gslice" status >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  cat "$T/gsliced.log" >&2
+  fail "gsliced did not come up"
+}
+stop_daemon() {
+  kill "$DAEMON_PID" 2>/dev/null || true
+  wait "$DAEMON_PID" 2>/dev/null || true
+}
+# epoch seconds, n seconds from now
+at() { date +%s.%N | awk -v d="$1" '{ printf "%.3f", $1 + d }'; }
+# field VALUE-OF KEY in a "k=v k=v" line
+field() { sed -n "s/.*\b$2=\([^ ]*\).*/\1/p" "$1"; }
+# pct FILE: share in percent (integer)
+pct() { awk -v s="$(field "$1" share)" 'BEGIN { printf "%d", s * 100 + 0.5 }'; }
+# within NAME GOT LO HI
+within() { [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || fail "$1: got $2%, want $3..$4%"; echo "ok: $1 = $2% (want $3..$4)"; }
+# nslices: how many slices the daemon has now
+nslices() { "$BIN/gslice" status --json | { grep -o '"compute_request_percent"' || true; } | wc -l; }
