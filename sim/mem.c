@@ -403,7 +403,7 @@ static void pool_trim_locked(struct sim_pool *p, uint64_t keep) {
 void sim_pools_trim(int dev) {
   pthread_mutex_lock(&sim.mu);
   /* At synchronize the driver returns what a pool holds past its release threshold. */
-  pool_trim_locked(&sim.default_pool[dev], sim_round_up(sim.default_pool[dev].threshold, 1));
+  pool_trim_locked(&sim.default_pool[dev], sim.default_pool[dev].threshold);
   for (struct sim_pool *p = sim.pools; p; p = p->next)
     if (p->dev == dev && !p->destroyed)
       pool_trim_locked(p, p->threshold);
@@ -754,8 +754,18 @@ SIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   SIM_REQUIRE_INIT();
   if (!ptr || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  munmap(DP(ptr), size);
-  return CUDA_SUCCESS;
+  pthread_mutex_lock(&sim.mu);
+  /* Memory still mapped in the range must be unmapped first. */
+  int mapped = 0;
+  for (size_t i = 0; i < sim.nranges && !mapped; i++) {
+    const struct sim_range *r = sim.ranges[i];
+    mapped = r->kind == SIM_R_MAPPING && r->base < (uintptr_t)ptr + size &&
+             (uintptr_t)ptr < r->base + r->size;
+  }
+  if (!mapped)
+    munmap(DP(ptr), size);
+  pthread_mutex_unlock(&sim.mu);
+  return mapped ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
