@@ -3,20 +3,26 @@
 #include "hook.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 static struct gs_real real;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-/* Set while this thread resolves: dlsym calls made by the libraries being loaded pass through. */
-static __thread int resolving;
+/* Set while this thread resolves: dlsym calls made by the libraries being loaded pass through.
+ * Initial-exec: reading it never calls __tls_get_addr, which a sanitizer runtime intercepts and
+ * may not have set up yet when its own initialization calls dlsym. */
+static __thread int resolving __attribute__((tls_model("initial-exec")));
 
 typedef void *(*dlsym_fn)(void *, const char *);
+
+/* The dlsym path runs for every dlsym in the process, including a sanitizer runtime's own
+ * lookups before it is initialized: no instrumentation there (it would touch shadow memory that
+ * is not mapped yet). */
+#define GS_UNINSTRUMENTED __attribute__((no_sanitize("address", "undefined")))
 static dlsym_fn real_dlsym_ptr;
 
-static dlsym_fn real_dlsym(void) {
+GS_UNINSTRUMENTED static dlsym_fn real_dlsym(void) {
   dlsym_fn fn = __atomic_load_n(&real_dlsym_ptr, __ATOMIC_ACQUIRE);
   if (!fn) {
     /* dlvsym is not intercepted; the 2.34 version is the one programs link today. */
@@ -98,30 +104,8 @@ static int is_wrapper(const void *fn) {
   return 0;
 }
 
-/* dlsym(RTLD_NEXT) asks for the definition after the *caller's* object; called from here the real
- * dlsym would search after this library instead. So walk the link map after the caller. */
-static void *next_after(const void *caller, const char *name) {
-  dlsym_fn sym = real_dlsym();
-  Dl_info info;
-  struct link_map *lm = NULL;
-  if (!sym || !dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
-    return sym ? sym(RTLD_NEXT, name) : NULL;
-  for (struct link_map *l = lm->l_next; l; l = l->l_next) {
-    if (!l->l_name || !l->l_name[0])
-      continue;
-    void *h = dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
-      continue;
-    void *p = sym(h, name);
-    dlclose(h);
-    if (p)
-      return p;
-  }
-  return NULL;
-}
-
 /* cuXxx and nvmlXxx only: "cuserid" is not the driver's. */
-static int is_driver_name(const char *name) {
+GS_UNINSTRUMENTED static int is_driver_name(const char *name) {
   if (!name)
     return 0;
   if (name[0] == 'c' && name[1] == 'u')
@@ -129,15 +113,19 @@ static int is_driver_name(const char *name) {
   return strncmp(name, "nvml", 4) == 0 && name[4] >= 'A' && name[4] <= 'Z';
 }
 
-GS_EXPORT void *dlsym(void *handle, const char *name) {
-  const void *caller = __builtin_return_address(0);
+/* glibc's dlsym takes its caller from its return address (RTLD_NEXT searches after the
+ * caller's object), so every name that is not the driver's leaves by a tail call: the real dlsym
+ * then returns to, and judges by, the program's own call. Driver names found with RTLD_NEXT are
+ * searched after this library, which is where the real driver is. */
+GS_EXPORT GS_UNINSTRUMENTED __attribute__((optimize("optimize-sibling-calls"))) void *
+dlsym(void *handle, const char *name) {
   dlsym_fn sym = real_dlsym();
   if (!sym)
     return NULL;
   if (resolving || !is_driver_name(name))
-    return handle == RTLD_NEXT ? next_after(caller, name) : sym(handle, name);
+    return sym(handle, name);
   gs_setup();
-  void *p = handle == RTLD_NEXT ? next_after(caller, name) : sym(handle, name);
+  void *p = sym(handle, name);
   void *w = gs_wrapper_for(p);
   return w ? w : p;
 }

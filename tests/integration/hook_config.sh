@@ -73,4 +73,7 @@ GSLICE_STATE_DIR="$T/foreign" run > "$T/out" 2> "$T/err" || rc=$?
 expect_eq "foreign region exit status" "$rc" 1
 grep -q "refusing .*memory.region" "$T/err" || fail "no refusal message: $(cat "$T/err")"
 expect_eq "foreign file untouched" "$(cat "$T/foreign/memory.region")" "not a region"
+# dlsym(RTLD_NEXT) keeps meaning "after the caller" for other interposers preloaded after us.
+out=$(LD_PRELOAD="$HOOK_PRELOAD $TBIN/libhook_next_lib.so" "$TBIN/hook_next")
+expect_eq "RTLD_NEXT through the hook" "$out" "wrapped: hello"
 pass "configuration, live cap, daemon precedence, NVML view, refusal"
