@@ -288,7 +288,8 @@ void sim_reap(struct sim_machine *m, int force) {
     struct sim_proc *p = &m->proc[i];
     if (!p->pid)
       continue;
-    if (sim_proc_starttime(p->pid, NULL, 0) == p->starttime)
+    uint64_t st = sim_proc_starttime(p->pid, NULL, 0);
+    if (st != 0 && st == p->starttime)
       continue;
     for (unsigned d = 0; d < m->devices; d++)
       drop_pending(m, d, i, p->gen, now);

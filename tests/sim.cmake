@@ -21,6 +21,7 @@ set(SIM_TEST_DEPS sim_client_linked sim_client_dlopen sim_nvml gslice-sim
   gslice_sim_cuda gslice_sim_nvml)
 
 gslice_unit_test(test_sim_config SOURCES unit/test_sim_config.c LIBS gslice_sim_state)
+gslice_unit_test(test_sim_state SOURCES unit/test_sim_state.c LIBS gslice_sim_state)
 gslice_unit_test(test_sim_procaddr SOURCES unit/test_sim_procaddr.c LIBS gslice_sim_driver)
 
 file(GLOB SIM_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/integration/sim_*.sh)

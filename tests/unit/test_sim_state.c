@@ -1,0 +1,122 @@
+/* Unit tests of the shared simulated machine: creation and joining, memory charges
+ * and their limit, the one-kernel-at-a-time timeline, busy accounting, and reaping a
+ * dead process (memory back, unrun kernels dropped). */
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "state.h"
+#include "test.h"
+
+static char *no_env(const char *name) { return NULL; }
+
+int main(void) {
+  char dir[] = "/tmp/gslice-sim-state-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  struct sim_config cfg;
+  char err[256], note[512];
+  CHECK_EQ_INT(sim_config_parse(no_env, &cfg, err, sizeof(err)), 0);
+  snprintf(cfg.state_path, sizeof(cfg.state_path), "%s/machine", dir);
+  cfg.memory = 1ull << 30;
+  cfg.devices = 2;
+
+  struct sim_state st, st2;
+  CHECK_EQ_INT(sim_state_open(&cfg, &st, note, sizeof(note)), 0);
+  struct sim_machine *m = st.m;
+  CHECK_EQ_U64(m->devices, 2);
+  CHECK_EQ_U64(m->memory, 1ull << 30);
+
+  /* A second opener with other settings joins the machine in use, with a note. */
+  struct sim_config other = cfg;
+  other.memory = 2ull << 30;
+  other.explicit_mask = SIM_EXPLICIT_MEMORY;
+  CHECK_EQ_INT(sim_state_open(&other, &st2, note, sizeof(note)), 0);
+  CHECK_EQ_U64(st2.m->memory, 1ull << 30);
+  CHECK(strstr(note, "in use") != NULL);
+  sim_state_close(&st2);
+
+  sim_lock(m);
+  int self = sim_proc_attach(m, getpid());
+  CHECK(self >= 0);
+  /* Memory: up to the device size, not a byte more; per device. */
+  CHECK_EQ_INT(sim_mem_charge(m, self, 0, 1ull << 29), 0);
+  CHECK_EQ_INT(sim_mem_charge(m, self, 0, (1ull << 29) + 1), -ENOMEM);
+  CHECK_EQ_INT(sim_mem_charge(m, self, 0, 1ull << 29), 0);
+  CHECK_EQ_U64(sim_dev_used(m, 0), 1ull << 30);
+  CHECK_EQ_U64(sim_dev_used(m, 1), 0);
+  sim_mem_uncharge(m, self, 0, 1ull << 30);
+  CHECK_EQ_U64(sim_dev_used(m, 0), 0);
+
+  /* A child process with memory and a long kernel queued, then killed. */
+  int pfd[2];
+  CHECK(pipe(pfd) == 0);
+  pid_t child = fork();
+  if (child == 0) {
+    char c;
+    close(pfd[1]);
+    (void)!read(pfd[0], &c, 1);
+    _exit(0);
+  }
+  close(pfd[0]);
+  int other_slot = sim_proc_attach(m, child);
+  CHECK(other_slot >= 0 && other_slot != self);
+  CHECK_EQ_INT(sim_mem_charge(m, other_slot, 1, 300 << 20), 0);
+
+  /* The timeline: kernels never overlap, whoever queues them. */
+  uint64_t t0 = sim_now_ns();
+  uint64_t e1 = sim_schedule(m, self, 1, 0, 2000000);     /* 2 ms */
+  uint64_t e2 = sim_schedule(m, other_slot, 1, 0, 5000000000ull); /* 5 s */
+  uint64_t e3 = sim_schedule(m, self, 1, 0, 1000000);     /* 1 ms, after both */
+  CHECK(e1 >= t0 + 2000000);
+  CHECK_EQ_U64(e2, e1 + 5000000000ull);
+  CHECK_EQ_U64(e3, e2 + 1000000);
+  /* Not yet elapsed time is never counted. */
+  CHECK(sim_busy_total(m, 1, -1, sim_now_ns()) <= sim_now_ns() - t0);
+  sim_unlock(m);
+
+  struct timespec ts = {0, 10 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  sim_lock(m);
+  uint64_t now = sim_now_ns();
+  CHECK_EQ_U64(sim_busy_total(m, 1, self, now), 2000000);
+  CHECK(sim_busy_total(m, 1, other_slot, now) >= now - e1 - 1000);
+  CHECK(sim_util_percent(m, 1, -1, 5000000) >= 99);
+  sim_unlock(m);
+
+  close(pfd[1]);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  sim_lock(m);
+  sim_reap(m, 1);
+  now = sim_now_ns();
+  CHECK_EQ_U64(sim_dev_used(m, 1), 0);
+  CHECK_EQ_U64(m->proc[other_slot].pid, 0);
+  /* Its unrun kernel time is gone; the kernel queued after it keeps its time. */
+  CHECK_EQ_U64(m->dev[1].busy_until, e3);
+  uint64_t busy = sim_busy_total(m, 1, -1, now + 10000000000ull);
+  CHECK(busy < 1000000000ull); /* 2 ms + the part of 5 s that ran + 1 ms */
+  CHECK(busy >= 3000000);
+  /* A slot for a pid that is not alive is reaped at once. */
+  int dead = sim_proc_attach(m, child);
+  CHECK(dead >= 0);
+  sim_reap(m, 1);
+  CHECK_EQ_U64(m->proc[dead].pid, 0);
+  CHECK(m->proc[self].pid == getpid());
+  sim_unlock(m);
+
+  /* UUIDs: stable, distinct per device. */
+  char u0[96], u1[96], u0b[96];
+  sim_uuid_text(m, 0, u0, sizeof(u0));
+  sim_uuid_text(m, 1, u1, sizeof(u1));
+  sim_uuid_text(m, 0, u0b, sizeof(u0b));
+  CHECK(strcmp(u0, u1) != 0);
+  CHECK_STR(u0, u0b);
+  CHECK(strncmp(u0, "GPU-", 4) == 0 && strlen(u0) == 40);
+
+  sim_state_close(&st);
+  unlink(cfg.state_path);
+  rmdir(dir);
+  return test_done();
+}
