@@ -27,6 +27,19 @@ grep -q devices=3 "$T/nv3" || fail "3 devices: $(cat "$T/nv3")"
 [ "$(grep -c "total=$((4 << 30))" "$T/nv3")" = 3 ] || fail "sizes: $(cat "$T/nv3")"
 [ "$(grep -o 'uuid=GPU-[0-9a-f-]*' "$T/nv3" | sort -u | wc -l)" = 3 ] || fail "uuids differ"
 
+# Each device has its own memory: a process on device 1 leaves device 0 untouched.
+GSLICE_SIM_DEVICES=2 SIM_CLIENT_DEVICE=1 "$TBIN/sim_client_linked" hold $((1 << 20)) >"$T/d1" 2>&1 &
+d1=$!
+for _ in $(seq 200); do grep -q holding "$T/d1" && break; sleep 0.05; done
+json=$("$BIN/gslice-sim" info --json)
+expect_eq "device 0 used" "$(jq '.devices[0].memory_used' <<<"$json")" 0
+expect_eq "device 1 used" "$(jq '.devices[1].memory_used' <<<"$json")" $(((1 << 20) + (256 << 20)))
+expect_eq "device 1 process" "$(jq '.devices[1].processes[0].pid' <<<"$json")" $d1
+GSLICE_SIM_DEVICES=2 "$TBIN/sim_nvml" | grep -q "dev=1 .* procs=1 $d1:" || fail "NVML device 1"
+kill -9 $d1
+wait $d1 2>/dev/null || true
+"$BIN/gslice-sim" reset >/dev/null
+
 # In use with 1 GiB: a newcomer asking 2 GiB joins the 1 GiB machine, with a note.
 GSLICE_SIM_MEMORY=1GiB "$TBIN/sim_client_linked" hold 1 >"$T/h" 2>&1 &
 h=$!

@@ -98,7 +98,8 @@ static CUdevice dev;
 static void setup(void) {
   resolve();
   CK(cu.cuInit(0));
-  CK(cu.cuDeviceGet(&dev, 0));
+  const char *d = getenv("SIM_CLIENT_DEVICE");
+  CK(cu.cuDeviceGet(&dev, d ? atoi(d) : 0));
   CK(cu.cuDevicePrimaryCtxRetain(&ctx, dev));
   CK(cu.cuCtxSetCurrent(ctx));
 }
