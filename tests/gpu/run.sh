@@ -10,7 +10,7 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/gslice-gpu.XXXXXX")
 trap 'jobs -p | xargs -r kill -9 2>/dev/null; rm -rf "$W"' EXIT
 PTX="$SRC/tests/gpu/spin.ptx"
 CC=${CC:-cc}
-CFLAGS="-O2 -Wall -I$CUDA_HOME/include -I$SRC/src/common"
+CFLAGS="-O2 -Wall -pthread -I$CUDA_HOME/include -I$SRC/src/common"
 
 build() {
   $CC $CFLAGS -o "$W/client_linked" "$SRC/tests/progs/sim_client.c" -l:libcuda.so.1 &&
@@ -42,7 +42,16 @@ check basic-getproc-13000 env SIM_CLIENT_CUDA_VERSION=13000 "$W/client_dlopen" b
 check basic-getproc-ptds env SIM_CLIENT_PER_THREAD=1 "$W/client_dlopen" basic "$PTX"
 check pool "$W/client_linked" pool
 check vmm "$W/client_linked" vmm
+check misc "$W/client_linked" misc "$PTX"
 check nvml "$W/nvml"
+
+# IPC: another process maps the same bytes and adds no device memory.
+"$W/client_linked" ipc-export $((64 << 20)) "$W/handle" >"$W/exp" 2>&1 &
+exp=$!
+for _ in $(seq 300); do [ -e "$W/handle" ] && break; sleep 0.1; done
+check ipc "$W/client_linked" ipc-import "$W/handle"
+kill -9 $exp 2>/dev/null
+wait $exp 2>/dev/null
 
 # Two processes contending: report whether their spin kernels overlapped. A GPU
 # time-slices contexts, so globaltimer spins may overlap there; the sim runs each
