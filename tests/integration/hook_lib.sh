@@ -56,7 +56,7 @@ finish() {
 await() {
   local i line
   for i in $(seq 600); do
-    line=$(grep -E "$2" "$T/$1.out" | sed -n "${3:-1}p")
+    line=$(grep -E "$2" "$T/$1.out" | sed -n "${3:-1}p" || true)
     [ -n "$line" ] && { echo "$line"; return 0; }
     sleep 0.05
   done
