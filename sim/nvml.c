@@ -197,6 +197,50 @@ SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned
   return copy_str(uuid, length, buf);
 }
 
+SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!pci)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  /* The same bus id cuDeviceGetPCIBusId gives: bus index + 1. */
+  memset(pci, 0, sizeof(*pci));
+  pci->domain = 0;
+  pci->bus = d + 1;
+  pci->device = 0;
+  pci->pciDeviceId = 0x233510deu; /* an H100-like id, NVIDIA's vendor id */
+  snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", d + 1);
+  snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", (unsigned char)(d + 1));
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && !minorNumber)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *minorNumber = d;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
+                                                        int *minor) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && (!major || !minor))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS) {
+    *major = 9;
+    *minor = 0;
+  }
+  return rc;
+}
+
 static nvmlReturn_t memory(nvmlDevice_t device, uint64_t *total, uint64_t *used) {
   REQUIRE_MACHINE(m);
   unsigned d;

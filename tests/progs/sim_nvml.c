@@ -31,6 +31,18 @@ int main(void) {
     CK(nvmlDeviceGetMemoryInfo(d, &mem));
     CK(nvmlDeviceGetMemoryInfo_v2(d, &mem2));
     CK(nvmlDeviceGetUtilizationRates(d, &u));
+    nvmlPciInfo_t pci;
+    int major = 0, minor = 0;
+    unsigned idx = 99;
+    nvmlDevice_t again;
+    CK(nvmlDeviceGetPciInfo_v3(d, &pci));
+    CK(nvmlDeviceGetCudaComputeCapability(d, &major, &minor));
+    CK(nvmlDeviceGetIndex(d, &idx));
+    CK(nvmlDeviceGetHandleByUUID(uuid, &again));
+    if (idx != i || again != d) {
+      fprintf(stderr, "FAIL index/uuid lookup of device %u\n", i);
+      return 1;
+    }
     unsigned count = 0;
     nvmlReturn_t rc = nvmlDeviceGetComputeRunningProcesses_v3(d, &count, NULL);
     if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) {
@@ -40,7 +52,9 @@ int main(void) {
     nvmlProcessInfo_t *p = calloc(count + 1, sizeof(*p));
     count += 1;
     CK(nvmlDeviceGetComputeRunningProcesses_v3(d, &count, p));
-    printf("dev=%u uuid=%s used=%llu total=%llu free=%llu used_v2=%llu util=%u procs=%u", i, uuid,
+    printf("dev=%u pci=%s cc=%d.%d uuid=%s used=%llu total=%llu free=%llu used_v2=%llu util=%u "
+           "procs=%u",
+           i, pci.busId, major, minor, uuid,
            mem.used, mem.total, mem.free, mem2.used, u.gpu, count);
     for (unsigned j = 0; j < count; j++)
       printf(" %u:%llu", p[j].pid, p[j].usedGpuMemory);
