@@ -223,6 +223,23 @@ void sim_lock(struct sim_machine *m) {
 
 void sim_unlock(struct sim_machine *m) { pthread_mutex_unlock(&m->lock); }
 
+/* A zombie leader can still have live threads (the main thread called pthread_exit):
+ * that process is alive. A killed, unreaped one has only its leader left. */
+static int zombie_leader_of_live_threads(pid_t pid) {
+  char path[64], buf[2048];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = 0;
+  const char *t = strstr(buf, "\nThreads:");
+  return t && strtoul(t + 9, NULL, 10) > 1;
+}
+
 uint64_t sim_proc_starttime(pid_t pid, char *comm, size_t commlen) {
   char path[64], buf[1024];
   snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -247,7 +264,7 @@ uint64_t sim_proc_starttime(pid_t pid, char *comm, size_t commlen) {
   }
   char *p = close_paren + 2;
   char state = *p;
-  if (state == 'Z' || state == 'X' || state == 'x')
+  if (state == 'X' || state == 'x' || (state == 'Z' && !zombie_leader_of_live_threads(pid)))
     return 0;
   /* Field 3 is the state; the start time is field 22. */
   for (int field = 3; field < 22; field++) {

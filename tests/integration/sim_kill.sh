@@ -39,4 +39,16 @@ kill -9 "$z"
 for _ in $(seq 100); do [ "$(awk '{print $3}' /proc/$z/stat 2>/dev/null)" = Z ] && break; sleep 0.02; done
 json=$("$BIN/gslice-sim" info --json)
 expect_eq "used after zombie" "$(grep -o '"memory_used":[0-9]*' <<<"$json" | cut -d: -f2)" 0
+# A process whose main thread exited (its leader shows as a zombie) while another
+# thread lives keeps its memory; killed, it gives it back.
+"$TBIN/sim_client_linked" hold-thread $((1 << 30)) >"$T/ht.out" 2>&1 &
+ht=$!
+for _ in $(seq 200); do grep -q holding "$T/ht.out" && break; sleep 0.05; done
+for _ in $(seq 100); do [ "$(awk '{print $3}' /proc/$ht/stat 2>/dev/null)" = Z ] && break; sleep 0.02; done
+json=$("$BIN/gslice-sim" info --json)
+expect_eq "used by a live process with a zombie leader" \
+  "$(jq '.devices[0].memory_used' <<<"$json")" $(((1 << 30) + (256 << 20)))
+kill -9 $ht
+wait $ht 2>/dev/null || true
+expect_eq "used after killing it" "$("$BIN/gslice-sim" info --json | jq '.devices[0].memory_used')" 0
 pass "sim kill"

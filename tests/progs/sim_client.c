@@ -570,6 +570,25 @@ static int cmd_kernel_ms(const char *ptx_path, const char *name) {
   return 0;
 }
 
+static void *hold_thread(void *arg) {
+  printf("holding\n");
+  fflush(stdout);
+  for (;;)
+    pause();
+  return arg;
+}
+
+/* hold-thread BYTES: allocate, then the main thread exits and another one holds on:
+ * the process (and its memory) is alive though its leader is a zombie. */
+static int cmd_hold_thread(const char *bytes) {
+  setup();
+  CUdeviceptr p;
+  CK(cuMemAlloc(&p, strtoull(bytes, NULL, 0)));
+  pthread_t th;
+  pthread_create(&th, NULL, hold_thread, NULL);
+  pthread_exit(NULL);
+}
+
 /* ipc-export BYTES FILE: allocate, fill with a pattern, write the IPC handle to FILE,
  * then wait to be killed. */
 static int cmd_ipc_export(const char *bytes_s, const char *file) {
@@ -636,12 +655,14 @@ int main(int argc, char **argv) {
     return cmd_ipc_export(argv[2], argv[3]);
   if (argc == 3 && strcmp(argv[1], "ipc-import") == 0)
     return cmd_ipc_import(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "hold-thread") == 0)
+    return cmd_hold_thread(argv[2]);
 #endif
   fprintf(stderr,
           "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT [BYTES] | pool | "
           "vmm\n"
           "       (linked only) misc SPIN.ptx | kernel-ms PTX NAME | ipc-export BYTES FILE | "
-          "ipc-import FILE\n",
+          "ipc-import FILE | hold-thread BYTES\n",
           argv[0]);
   return 2;
 }
