@@ -163,6 +163,23 @@ uint64_t sim_stream_ready(const struct sim_stream *s);
 CUresult sim_stream_wait(CUstream h, int ptds);
 void sim_ctx_streams_reset(struct sim_ctx *c);
 
+/* graphs (exec.c): a captured copy or memset replays its bytes at each launch. */
+enum sim_node_type { SIM_NODE_KERNEL, SIM_NODE_COPY, SIM_NODE_MEMSET };
+struct sim_node {
+  enum sim_node_type type;
+  uint64_t dur;      /* kernel */
+  void *dst;         /* copy, memset */
+  const void *src;   /* copy */
+  size_t n;          /* bytes (copy) or elements (memset) */
+  unsigned value;    /* memset */
+  unsigned elem;     /* memset element size */
+  int kind;          /* copy kind, for the range checks */
+};
+/* sim.mu held: appends to s's capture; -ENOMEM. */
+int sim_capture_add(struct sim_stream *s, const struct sim_node *node);
+
 /* mem.c */
+CUresult sim_do_copy(void *dst, const void *src, size_t n, int kind);
+CUresult sim_do_memset(CUdeviceptr dst, unsigned value, size_t elem, size_t n);
 void sim_pools_trim(int dev);
 void sim_pools_init(void);

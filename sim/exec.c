@@ -687,20 +687,13 @@ static void enqueue_locked(struct sim_stream *s, uint64_t dur) {
   s->tail = end;
 }
 
-enum node_type { NODE_KERNEL };
-
-struct sim_node {
-  enum node_type type;
-  uint64_t dur;
-};
-
 struct sim_graph {
   uint32_t magic;
   struct sim_node *nodes;
   size_t n, cap;
 };
 
-static int graph_add(struct sim_graph *g, uint64_t dur) {
+static int graph_add_node(struct sim_graph *g, const struct sim_node *node) {
   if (g->n == g->cap) {
     size_t cap = g->cap ? g->cap * 2 : 16;
     struct sim_node *n = realloc(g->nodes, cap * sizeof(*n));
@@ -709,8 +702,17 @@ static int graph_add(struct sim_graph *g, uint64_t dur) {
     g->nodes = n;
     g->cap = cap;
   }
-  g->nodes[g->n++] = (struct sim_node){NODE_KERNEL, dur};
+  g->nodes[g->n++] = *node;
   return 0;
+}
+
+static int graph_add(struct sim_graph *g, uint64_t dur) {
+  struct sim_node node = {.type = SIM_NODE_KERNEL, .dur = dur};
+  return graph_add_node(g, &node);
+}
+
+int sim_capture_add(struct sim_stream *s, const struct sim_node *node) {
+  return graph_add_node(s->capture, node);
 }
 
 static CUresult launch(CUfunction hf, CUstream h, void **params, void **extra, int ptsz) {
@@ -925,7 +927,7 @@ static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   x->magic = SIM_EXEC_MAGIC;
   for (size_t i = 0; i < g->n; i++)
-    if (graph_add(x, g->nodes[i].dur) < 0) {
+    if (graph_add_node(x, &g->nodes[i]) < 0) {
       graph_free(x);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -969,11 +971,21 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream h, int ptsz) {
   CUresult rc = sim_stream_get(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  pthread_mutex_lock(&sim.mu);
-  for (size_t i = 0; i < x->n; i++)
-    enqueue_locked(s, x->nodes[i].dur);
-  pthread_mutex_unlock(&sim.mu);
-  return CUDA_SUCCESS;
+  for (size_t i = 0; i < x->n && rc == CUDA_SUCCESS; i++) {
+    const struct sim_node *nd = &x->nodes[i];
+    /* Copies and memsets move their bytes as the launch reaches them, as async ones do
+     * (and, like them, check their ranges under sim.mu themselves). */
+    if (nd->type == SIM_NODE_KERNEL) {
+      pthread_mutex_lock(&sim.mu);
+      enqueue_locked(s, nd->dur);
+      pthread_mutex_unlock(&sim.mu);
+    } else if (nd->type == SIM_NODE_COPY) {
+      rc = sim_do_copy(nd->dst, nd->src, nd->n, nd->kind);
+    } else {
+      rc = sim_do_memset((CUdeviceptr)(uintptr_t)nd->dst, nd->value, nd->elem, nd->n);
+    }
+  }
+  return rc;
 }
 
 SIM_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {

@@ -239,7 +239,18 @@ static CUresult copy_async(void *dst, const void *src, size_t n, enum copy_kind 
   CUresult rc = sim_stream_get(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
+  if (s->capture) {
+    struct sim_node node = {.type = SIM_NODE_COPY, .dst = dst, .src = src, .n = n, .kind = k};
+    pthread_mutex_lock(&sim.mu);
+    int e = s->capture ? sim_capture_add(s, &node) : 0;
+    pthread_mutex_unlock(&sim.mu);
+    return e < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  }
   return do_copy(dst, src, n, k);
+}
+
+CUresult sim_do_copy(void *dst, const void *src, size_t n, int kind) {
+  return do_copy(dst, src, n, (enum copy_kind)kind);
 }
 
 #define DP(x) ((void *)(uintptr_t)(x))
@@ -332,7 +343,21 @@ static CUresult memset_async(CUdeviceptr dst, unsigned value, size_t elem, size_
   SIM_REQUIRE_INIT();
   struct sim_stream *s;
   CUresult rc = sim_stream_get(h, ptsz, &s);
-  return rc != CUDA_SUCCESS ? rc : do_memset(dst, value, elem, n);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (s->capture) {
+    struct sim_node node = {.type = SIM_NODE_MEMSET, .dst = DP(dst), .n = n, .value = value,
+                            .elem = (unsigned)elem};
+    pthread_mutex_lock(&sim.mu);
+    int e = s->capture ? sim_capture_add(s, &node) : 0;
+    pthread_mutex_unlock(&sim.mu);
+    return e < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  }
+  return do_memset(dst, value, elem, n);
+}
+
+CUresult sim_do_memset(CUdeviceptr dst, unsigned value, size_t elem, size_t n) {
+  return do_memset(dst, value, elem, n);
 }
 
 SIM_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char uc, size_t N) {

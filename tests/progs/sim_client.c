@@ -224,10 +224,18 @@ static int cmd_basic(const char *ptx_path) {
   CK(cu.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
   CUgraph g;
   CUgraphExec ge;
+  CUdeviceptr gbuf;
+  uint32_t gword = 0;
+  CK(cu.cuMemAlloc(&gbuf, 4096));
+  CK(cu.cuMemsetD32(gbuf, 0, 1024));
   CK(cu.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
   launch_spin(spin, 5000, cs);
+  CK(cu.cuMemsetD32Async(gbuf, 0xABCD1234u, 1024, cs));
   launch_spin(spin, 5000, cs);
   CK(cu.cuStreamEndCapture(cs, &g));
+  /* Captured work is recorded, not run. */
+  CK(cu.cuMemcpyDtoH(&gword, gbuf, 4));
+  EXPECT(gword == 0);
   CK(cu.cuGraphInstantiate(&ge, g, 0));
   CK(cu.cuEventRecord(e0, cs));
   CK(cu.cuGraphLaunch(ge, cs));
@@ -235,8 +243,11 @@ static int cmd_basic(const char *ptx_path) {
   CK(cu.cuEventRecord(e1, cs));
   CK(cu.cuStreamSynchronize(cs));
   CK(cu.cuEventElapsedTime(&ms, e0, e1));
-  printf("[%s] graph of 2x spin(5000us), launched twice: %.3f ms\n", mode_name, ms);
+  printf("[%s] graph of 2x spin(5000us) + memset, launched twice: %.3f ms\n", mode_name, ms);
   EXPECT(ms >= 19.9f && ms < 40.0f);
+  CK(cu.cuMemcpyDtoH(&gword, gbuf, 4));
+  EXPECT(gword == 0xABCD1234u);
+  CK(cu.cuMemFree(gbuf));
   CK(cu.cuGraphExecDestroy(ge));
   CK(cu.cuGraphDestroy(g));
   CK(cu.cuStreamDestroy(cs));
