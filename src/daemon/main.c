@@ -289,9 +289,16 @@ int main(int argc, char **argv) {
   /* Threads do not survive fork: the metrics server starts after it. */
   if (strcmp(d->cfg.metrics, "off") != 0 && d->cfg.metrics[0]) {
     r = gs_metrics_start(d->cfg.metrics, &d->metrics);
-    if (r < 0)
-      dlog("warning", "cannot serve /metrics on %s: %s; running without", d->cfg.metrics,
-           strerror(-r));
+    if (r < 0) {
+      /* Asked for and not served is a misconfiguration, not a detail: say so and stop. */
+      dlog("error", "cannot serve /metrics on '%s': %s (give PORT, HOST:PORT or [V6]:PORT, "
+           "HOST numeric or localhost, and a free port)", d->cfg.metrics,
+           r == -EINVAL ? "not an address" : strerror(-r));
+      return 1;
+    }
+    dlog("info", "serving /metrics on port %u%s", gs_metrics_port(d->metrics),
+         gs_metrics_loopback(d->metrics) ? " (loopback)"
+                                         : ": NOT loopback, reachable from other hosts");
   }
   loop_add_timer(d->loop, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
   dlog("info", "serving %s, state %s, %u GPU(s), %u slice(s) recovered", d->cfg.socket,

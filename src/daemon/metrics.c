@@ -24,6 +24,7 @@
 struct gs_metrics {
   struct MHD_Daemon *mhd;
   uint16_t port;
+  int loopback;
   pthread_mutex_t lock; /* guards snap: publish (daemon thread) vs scrape (MHD thread) */
   struct gs_status snap;
 };
@@ -413,6 +414,7 @@ int gs_metrics_start(const char *addr_port, struct gs_metrics **ret) {
   if (!m)
     return -ENOMEM;
   pthread_mutex_init(&m->lock, NULL);
+  m->loopback = loopback;
 
   /* Our own listening socket: close-on-exec, and a precise errno when the port is taken,
    * which MHD_start_daemon would reduce to NULL. */
@@ -460,6 +462,8 @@ fail:
 }
 
 uint16_t gs_metrics_port(const struct gs_metrics *m) { return m ? m->port : 0; }
+
+int gs_metrics_loopback(const struct gs_metrics *m) { return m ? m->loopback : 1; }
 
 int gs_metrics_publish(struct gs_metrics *m, const struct gs_status *st) {
   struct gs_status copy, old;

@@ -29,6 +29,9 @@ int gs_metrics_start(const char *addr_port, struct gs_metrics **ret);
 /* The port actually bound (differs from the one asked for only when that was 0). */
 uint16_t gs_metrics_port(const struct gs_metrics *m);
 
+/* Whether it listens on a loopback address only (else the daemon says it is exposed). */
+int gs_metrics_loopback(const struct gs_metrics *m);
+
 /* Hands the endpoint a fresh snapshot (copied; the caller keeps its own). Call it from
  * the daemon's timer; scrapes between two publishes see the last one. Returns 0 or -ENOMEM
  * (the previous snapshot stays served). */
