@@ -214,12 +214,26 @@ int cmd_run(int argc, char **argv) {
    * children are gone" is waitpid() saying ECHILD. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   const char *pre = getenv("LD_PRELOAD");
-  char *ld = malloc(strlen(hook) + (pre ? strlen(pre) : 0) + 2);
+  char *ld = malloc(strlen(hook) + (pre ? strlen(pre) : 0) + 3);
   if (!ld) {
     unregister(fd, reg.slice_id);
     return 1;
   }
-  sprintf(ld, "%s%s%s", hook, pre && *pre ? ":" : "", pre && *pre ? pre : "");
+  /* The hook goes first, except behind a sanitizer runtime, which must
+   * stay the first library loaded. */
+  size_t keep = 0;
+  if (pre) {
+    size_t first = strcspn(pre, ": ");
+    const char *base = memrchr(pre, '/', first);
+    base = base ? base + 1 : pre;
+    if (!strncmp(base, "libasan", 7) || !strncmp(base, "libclang_rt.asan", 16))
+      keep = first;
+  }
+  if (keep)
+    sprintf(ld, "%.*s:%s%s%s", (int)keep, pre, hook, pre[keep] ? ":" : "",
+            pre[keep] ? pre + keep + 1 : "");
+  else
+    sprintf(ld, "%s%s%s", hook, pre && *pre ? ":" : "", pre && *pre ? pre : "");
   set_env("LD_PRELOAD", ld);
   free(ld);
   set_env("GSLICE_STATE_DIR", reg.state_dir);

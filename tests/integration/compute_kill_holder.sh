@@ -4,12 +4,12 @@
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
-"$BIN/gslice" run --compute 50 --name victim -- "$TBIN/compute_spin" --warmup 0 --duration 30 --kernel-us 20000 --label v >/dev/null &
+gsrun --compute 50 --name victim -- "$TBIN/compute_spin" --warmup 0 --duration 30 --kernel-us 20000 --label v >/dev/null &
 V=$!
-"$BIN/gslice" run --compute 50 --name other -- "$TBIN/compute_spin" --warmup 0 --duration 4 --kernel-us 2000 --label o >"$T/o" &
+gsrun --compute 50 --name other -- "$TBIN/compute_spin" --warmup 0 --duration 4 --kernel-us 2000 --label o >"$T/o" &
 O=$!
 sleep 1.5
-vp=$(pgrep -P $V compute_spin || true)
+vp=$(pgrep -f "^$TBIN/compute_spin .*--label v" || true)
 [ -n "$vp" ] || fail "no victim workload process"
 kill -9 "$vp"
 set +e

@@ -4,9 +4,9 @@ source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
 S=$(at 0.5)
-"$BIN/gslice" run --compute 70 --name a -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 6 --label a >"$T/a" &
+gsrun --compute 70 --name a -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 6 --label a >"$T/a" &
 A=$!
-"$BIN/gslice" run --compute 30 --name b -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 6 --label b >"$T/b" &
+gsrun --compute 30 --name b -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 6 --label b >"$T/b" &
 B=$!
 wait $A || fail "slice a failed"
 wait $B || fail "slice b failed"

@@ -4,11 +4,11 @@ source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
 S=$(at 0.5)
-"$BIN/gslice" run --compute 50 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 200 --label a >"$T/a" &
+gsrun --compute 50 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 200 --label a >"$T/a" &
 A=$!
-"$BIN/gslice" run --compute 30 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 2000 --label b >"$T/b" &
+gsrun --compute 30 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 2000 --label b >"$T/b" &
 B=$!
-"$BIN/gslice" run --compute 20 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 20000 --label c >"$T/c" &
+gsrun --compute 20 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 20000 --label c >"$T/c" &
 C=$!
 wait $A && wait $B && wait $C || fail "a slice failed"
 cat "$T/a" "$T/b" "$T/c"

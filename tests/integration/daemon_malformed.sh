@@ -4,7 +4,7 @@
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
-"$BIN/gslice" run --compute 40 --name steady -- "$TBIN/compute_spin" --warmup 0 --duration 3 --label s >"$T/s" &
+gsrun --compute 40 --name steady -- "$TBIN/compute_spin" --warmup 0 --duration 3 --label s >"$T/s" &
 S=$!
 "$TBIN/daemon_badclient" "$GSLICE_SOCKET" || fail "bad clients were not handled"
 "$BIN/gslice" status >/dev/null || fail "status does not answer after the bad clients"

@@ -4,9 +4,9 @@
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
-"$BIN/gslice" run --compute 20 --compute-limit 20 --name capped -- "$TBIN/compute_spin" --warmup 0 --duration 5 --label c >"$T/c" &
+gsrun --compute 20 --compute-limit 20 --name capped -- "$TBIN/compute_spin" --warmup 0 --duration 5 --label c >"$T/c" &
 C=$!
-"$BIN/gslice" run --compute 50 --name busy -- "$TBIN/compute_spin" --warmup 0 --duration 5 --label b >"$T/b" &
+gsrun --compute 50 --name busy -- "$TBIN/compute_spin" --warmup 0 --duration 5 --label b >"$T/b" &
 B=$!
 sleep 1.5
 kill -9 "$DAEMON_PID"

@@ -26,3 +26,8 @@ pct() { awk -v s="$(field "$1" share)" 'BEGIN { printf "%d", s * 100 + 0.5 }'; }
 within() { [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || fail "$1: got $2%, want $3..$4%"; echo "ok: $1 = $2% (want $3..$4)"; }
 # nslices: how many slices the daemon has now
 nslices() { "$BIN/gslice" status --json | { grep -o '"compute_request_percent"' || true; } | wc -l; }
+# gsrun ARGS...: gslice run; in sanitizer builds with the ASan runtime ahead of the hook, as
+# an uninstrumented workload needs it (gslice run keeps it first in LD_PRELOAD).
+ASAN_RT=""
+if [ "${GSLICE_SANITIZE:-0}" = 1 ]; then ASAN_RT=$(${CC:-cc} -print-file-name=libasan.so); fi
+gsrun() { if [ -n "$ASAN_RT" ]; then LD_PRELOAD="$ASAN_RT" "$BIN/gslice" run "$@"; else "$BIN/gslice" run "$@"; fi; }

@@ -1,0 +1,12 @@
+# Compute benches (issue 4): launch overhead and token grant latency programs; the share
+# accuracy table runs tests/progs/compute_spin. Binaries go next to the tests' programs.
+if(TARGET gslice_sim_cuda)
+  add_executable(compute_launch ${CMAKE_CURRENT_SOURCE_DIR}/compute_launch.c)
+  target_include_directories(compute_launch PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(compute_launch PRIVATE gslice_sim_cuda)
+  set_target_properties(compute_launch PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                        ${CMAKE_BINARY_DIR}/tests SKIP_BUILD_RPATH TRUE)
+endif()
+add_executable(compute_grant ${CMAKE_CURRENT_SOURCE_DIR}/compute_grant.c)
+target_link_libraries(compute_grant PRIVATE gslice_common Threads::Threads)
+set_target_properties(compute_grant PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
