@@ -98,3 +98,13 @@ for i in "${!NAMES[@]}"; do
   fi
 done
 [ $fails = 0 ]
+
+# Compute isolation (issue 4): 70/30 and hard 30 with the real spin kernel, through gsliced.
+if [ -x "$SRC/build/bin/gsliced" ]; then
+  echo
+  echo "== compute isolation (tests/gpu/compute_shares.sh)"
+  bash "$SRC/tests/gpu/compute_shares.sh" "$SRC/build" || fails=$((fails + 1))
+else
+  echo "compute isolation: skipped (build gslice first: make)"
+fi
+[ $fails = 0 ]
