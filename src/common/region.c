@@ -1,6 +1,7 @@
 /* The slice's shared memory-accounting region: file layout, robust locking, process entries. */
 #include "region.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -78,6 +79,25 @@ static uint64_t own_pidns(void) {
   return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
+/* A zombie leader can still have live threads (its main thread called pthread_exit): the
+ * process lives while /proc/<pid>/task lists more than the leader. */
+static int zombie_with_live_threads(pid_t pid) {
+  char path[64];
+  if (pid == 0)
+    snprintf(path, sizeof(path), "/proc/self/task");
+  else
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (!d)
+    return 0;
+  int tasks = 0;
+  for (struct dirent *e; (e = readdir(d)) && tasks < 2;)
+    if (e->d_name[0] != '.')
+      tasks++;
+  closedir(d);
+  return tasks > 1;
+}
+
 int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited) {
   char path[64], buf[1024];
   if (pid == 0)
@@ -117,7 +137,7 @@ int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited) {
   }
   if (ret_start_time)
     *ret_start_time = strtoull(p, NULL, 10);
-  *ret_exited = state == 'Z' || state == 'X' || state == 'x';
+  *ret_exited = state == 'X' || state == 'x' || (state == 'Z' && !zombie_with_live_threads(pid));
   return 0;
 }
 

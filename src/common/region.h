@@ -106,5 +106,5 @@ void gs_uuid_format(const uint8_t uuid[GS_REGION_UUID_LEN], char buf[GS_UUID_STR
 int gs_uuid_parse(const char *text, uint8_t ret_uuid[GS_REGION_UUID_LEN]);
 
 /* Process identity from /proc/<pid>/stat: start time (field 22) and whether it has exited
- * (gone, zombie or dead). pid 0 means the caller. */
+ * (gone, dead, or a zombie without live threads). pid 0 means the caller. */
 int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited);

@@ -279,6 +279,50 @@ static void test_race(void) {
   }
 }
 
+static void *park(void *arg) {
+  (void)arg;
+  pause();
+  return NULL;
+}
+
+/* A process whose main thread called pthread_exit is a zombie leader with live threads: alive. */
+static void test_zombie_leader(void) {
+  int pipefd[2];
+  CHECK_EQ_INT(pipe(pipefd), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    pthread_t t;
+    pthread_create(&t, NULL, park, NULL);
+    if (write(pipefd[1], "x", 1) != 1)
+      _exit(3);
+    pthread_exit(NULL);
+  }
+  char c;
+  CHECK_EQ_INT(read(pipefd[0], &c, 1), 1);
+  int exited = 1;
+  for (int i = 0; i < 1000; i++) { /* until the leader shows as a zombie */
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+    FILE *f = fopen(path, "r");
+    if (f && fgets(buf, sizeof(buf), f) && strstr(buf, ") Z ")) {
+      fclose(f);
+      break;
+    }
+    if (f)
+      fclose(f);
+    usleep(1000);
+  }
+  uint64_t st;
+  CHECK_EQ_INT(gs_proc_identity(child, &st, &exited), 0);
+  CHECK_EQ_INT(exited, 0);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  CHECK_EQ_INT(gs_proc_identity(child, &st, &exited), 0);
+  CHECK_EQ_INT(exited, 1);
+  close(pipefd[0]);
+  close(pipefd[1]);
+}
+
 static void test_uuid(void) {
   char buf[GS_UUID_STR_LEN];
   uint8_t u[16];
@@ -298,6 +342,7 @@ int main(void) {
   test_owner_dead();
   test_refusal();
   test_race();
+  test_zombie_leader();
   remove_dir();
   return test_done();
 }
