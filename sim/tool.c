@@ -59,8 +59,10 @@ static int info(const char *path, int json) {
   if (json) {
     printf("{\"state\":");
     json_str(path);
-    printf(",\"memory_per_device\":%llu,\"context_memory\":%llu,\"sms\":%u,\"devices\":[",
-           (unsigned long long)m->memory, (unsigned long long)m->context_memory, m->sms);
+    printf(",\"time_ns\":%llu,\"memory_per_device\":%llu,\"context_memory\":%llu,\"sms\":%u,"
+           "\"devices\":[",
+           (unsigned long long)now, (unsigned long long)m->memory,
+           (unsigned long long)m->context_memory, m->sms);
   } else {
     gs_size_format(m->memory, a, sizeof(a));
     gs_size_format(m->context_memory, b, sizeof(b));
