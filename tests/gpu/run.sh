@@ -28,7 +28,7 @@ record() { NAMES+=("$1"); RESULTS+=("$2"); NOTES+=("$3"); }
 check() { # NAME CMD...
   local name=$1 out
   shift
-  if out=$("$@" 2>&1); then
+  if out=$(timeout 120 "$@" 2>&1); then
     record "$name" PASS "$(tail -1 <<<"$out")"
   else
     record "$name" FAIL "$(grep -m1 FAIL <<<"$out" || tail -1 <<<"$out")"
