@@ -8,6 +8,9 @@
  *           churn N (random alloc/free pairs), spawn (fork + exec self with --script "fill;info"),
  *           wait (block until stdin closes), quit
  * Output, one line per command: "<cmd> n=<chunks> err=<CUresult>" etc. on stdout. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_DEFAULT, also when tests/gpu builds it with nvcc */
+#endif
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
