@@ -106,4 +106,10 @@ if [ -x "$SRC/build/bin/gsliced" ]; then
 else
   echo "compute isolation: skipped (build gslice first: make)"
 fi
+
+# Memory isolation (issue 3): every allocation path x lookup style, the CUDA runtime, NVML and
+# PyTorch under libgslice.so with a 1 GiB cap (tests/gpu/hook_gpu.sh prints its own table).
+echo
+echo "== memory isolation (tests/gpu/hook_gpu.sh)"
+GSLICE_BUILD=${GSLICE_BUILD:-$SRC/build} bash "$SRC/tests/gpu/hook_gpu.sh" || fails=$((fails + 1))
 [ $fails = 0 ]
