@@ -217,7 +217,9 @@ static int cmd_basic(const char *ptx_path) {
   float ms = 0;
   CK(cu.cuEventElapsedTime(&ms, e0, e1));
   printf("[%s] spin(20000us) took %.3f ms by events\n", mode_name, ms);
-  EXPECT(ms >= 19.9f && ms < 40.0f);
+  /* At least the device time asked; the upper bound only catches unit mistakes (a
+   * preempted host thread may launch late after its first event). */
+  EXPECT(ms >= 19.9f && ms < 200.0f);
 
   /* The same on the default stream, in a captured graph run twice. */
   CUstream cs;
@@ -244,7 +246,7 @@ static int cmd_basic(const char *ptx_path) {
   CK(cu.cuStreamSynchronize(cs));
   CK(cu.cuEventElapsedTime(&ms, e0, e1));
   printf("[%s] graph of 2x spin(5000us) + memset, launched twice: %.3f ms\n", mode_name, ms);
-  EXPECT(ms >= 19.9f && ms < 40.0f);
+  EXPECT(ms >= 19.9f && ms < 200.0f);
   CK(cu.cuMemcpyDtoH(&gword, gbuf, 4));
   EXPECT(gword == 0xABCD1234u);
   CK(cu.cuMemFree(gbuf));
