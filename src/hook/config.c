@@ -75,6 +75,7 @@ int gs_config_parse(char *(*env)(const char *), struct gs_config *ret_config, ch
     if (!tmp || tmp[0] != '/' || strlen(tmp) >= sizeof(c.state_dir) - 64)
       tmp = "/tmp";
     snprintf(c.state_dir, sizeof(c.state_dir), "%s/gslice-%u", tmp, (unsigned)getuid());
+    c.state_dir_default = 1;
   }
   *ret_config = c;
   return 0;

@@ -63,6 +63,7 @@ struct gs_config {
   uint64_t limit_set; /* bit i: limit[i] given for device ordinal i */
   uint64_t limit[GS_CONFIG_MAX_ORDINALS];
   char state_dir[4096];
+  int state_dir_default; /* GSLICE_STATE_DIR unset: ${TMPDIR:-/tmp}/gslice-<uid> */
 };
 /* Parses GSLICE_MEMORY_LIMIT and GSLICE_STATE_DIR from `env` (a getenv-like function). On a
  * malformed value returns -EINVAL and writes a message naming the variable into `err`. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "allocs.h"
@@ -14,6 +15,7 @@
 #include "size.h"
 
 #define MAX_POOLS 64
+#define POOL_GRANULE (2ull << 20)
 
 struct pool {
   CUmemoryPool pool;
@@ -69,6 +71,17 @@ static void setup(void) {
   char err[sizeof(S.config.state_dir) + 512];
   if (gs_config_parse(secure_getenv, &S.config, err, sizeof(err)) < 0)
     stop(err);
+  /* The default directory sits in a shared /tmp: someone else's directory there would let them
+   * set this user's caps. */
+  struct stat st;
+  if (S.config.state_dir_default && lstat(S.config.state_dir, &st) == 0 &&
+      (!S_ISDIR(st.st_mode) || st.st_uid != getuid())) {
+    snprintf(err, sizeof(err),
+             "refusing the default slice directory %s: not a directory of this user (set "
+             "GSLICE_STATE_DIR)",
+             S.config.state_dir);
+    stop(err);
+  }
   int e = gs_region_open(S.config.state_dir, &S.region);
   if (e < 0) {
     const char *why = e == -EBADMSG           ? "is not a gslice region or is corrupt"
@@ -763,10 +776,13 @@ static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, size_t bytes, 
     }
     pthread_mutex_unlock(&S.lock);
   }
-  /* Reserve the request up front (the pool may grow by it), settle on the real growth after. */
-  if (reserve(dev, slot, bytes, what) < 0)
+  /* Reserve the request up front, rounded to the 2 MiB a pool grows by at least, so the device
+   * never holds more than the slice before the real growth is settled. */
+  uint64_t upfront = op->by_reserved ? (bytes + POOL_GRANULE - 1) / POOL_GRANULE * POOL_GRANULE
+                                     : bytes;
+  if (reserve(dev, slot, upfront, what) < 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  op->t = (struct ticket){1, dev, slot, op->by_reserved ? NULL : ctx, bytes};
+  op->t = (struct ticket){1, dev, slot, op->by_reserved ? NULL : ctx, upfront};
   return CUDA_SUCCESS;
 }
 

@@ -33,6 +33,16 @@ out=$(env -u GSLICE_STATE_DIR TMPDIR="$T/tmp" GSLICE_MEMORY_LIMIT=768MiB bash -c
   'LD_PRELOAD="$0" "$1" --lookup dlsym --path alloc --script fill' "$HOOK_PRELOAD" "$TBIN/hook_client" 2>/dev/null)
 expect_eq "default state dir chunks" "$(field "$out" n)" 2
 [ -f "$T/tmp/gslice-$(id -u)/memory.region" ] || fail "no region under \$TMPDIR/gslice-<uid>"
+# Someone else's directory in the default place is refused (can only be staged as root).
+if [ "$(id -u)" = 0 ] && id nobody > /dev/null 2>&1; then
+  mkdir -p "$T/tmp2/gslice-0"
+  chown nobody "$T/tmp2/gslice-0"
+  rc=0
+  env -u GSLICE_STATE_DIR TMPDIR="$T/tmp2" bash -c 'LD_PRELOAD="$0" "$1" --lookup dlsym --path alloc --script info' \
+    "$HOOK_PRELOAD" "$TBIN/hook_client" > "$T/out" 2> "$T/err" || rc=$?
+  expect_eq "foreign default dir exit status" "$rc" 1
+  grep -q "refusing the default slice directory" "$T/err" || fail "no refusal: $(cat "$T/err")"
+fi
 
 # Live cap change, as the daemon does it: new allocations obey it, and it stands over the env.
 export GSLICE_MEMORY_LIMIT=1GiB
