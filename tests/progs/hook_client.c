@@ -6,6 +6,8 @@
  * PATH: alloc pitch managed async pool vmm array array3d mipmap
  * commands: fill (allocate chunks until one fails), alloc N, free, info, race THREADS,
  *           churn N (random alloc/free pairs), spawn (fork + exec self with --script "fill;info"),
+ *           ctxdrop (destroy / release the context without freeing), export FILE (IPC handle of
+ *           the first chunk), import FILE / unimport (open / close an IPC handle),
  *           wait (block until stdin closes), quit
  * Output, one line per command: "<cmd> n=<chunks> err=<CUresult>" etc. on stdout. */
 #ifndef _GNU_SOURCE
@@ -30,6 +32,10 @@
   X(cuCtxSetCurrent, cuCtxSetCurrent)                                                              \
   X(cuCtxCreate_v4, cuCtxCreate)                                                                   \
   X(cuCtxDestroy_v2, cuCtxDestroy)                                                                 \
+  X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease)                                       \
+  X(cuIpcGetMemHandle, cuIpcGetMemHandle)                                                          \
+  X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle)                                                     \
+  X(cuIpcCloseMemHandle, cuIpcCloseMemHandle)                                                      \
   X(cuMemAlloc_v2, cuMemAlloc)                                                                     \
   X(cuMemFree_v2, cuMemFree)                                                                       \
   X(cuMemAllocPitch_v2, cuMemAllocPitch)                                                           \
@@ -62,6 +68,7 @@ static uint64_t chunk = 256ull << 20;
 static char **self_argv;
 static CUmemoryPool pool;
 static CUcontext ctx;
+static CUdeviceptr ipc_ptr;
 
 #define MAX_HELD 65536
 static struct held {
@@ -341,6 +348,37 @@ static void run(char *cmd) {
     int status = 0;
     waitpid(pid, &status, 0);
     printf("spawn status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+  } else if (strcmp(cmd, "ctxdrop") == 0) {
+    CUresult rc;
+    if (strcmp(ctx_mode, "create") == 0) {
+      rc = api.cuCtxDestroy_v2(ctx);
+    } else {
+      CUdevice dev;
+      api.cuDeviceGet(&dev, 0);
+      rc = api.cuDevicePrimaryCtxRelease_v2(dev);
+    }
+    nheld = 0; /* went with the context */
+    printf("ctxdrop err=%d\n", rc);
+  } else if (strcmp(cmd, "export") == 0 && arg) {
+    CUipcMemHandle h;
+    CUresult rc = nheld ? api.cuIpcGetMemHandle(&h, (CUdeviceptr)held[0].h) : CUDA_ERROR_INVALID_VALUE;
+    FILE *f = rc == CUDA_SUCCESS ? fopen(arg, "w") : NULL;
+    if (f) {
+      fwrite(&h, sizeof(h), 1, f);
+      fclose(f);
+    }
+    printf("export err=%d\n", rc);
+  } else if (strcmp(cmd, "import") == 0 && arg) {
+    CUipcMemHandle h;
+    FILE *f = fopen(arg, "r");
+    CUresult rc = f && fread(&h, sizeof(h), 1, f) == 1
+                      ? api.cuIpcOpenMemHandle_v2(&ipc_ptr, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                      : CUDA_ERROR_INVALID_VALUE;
+    if (f)
+      fclose(f);
+    printf("import err=%d\n", rc);
+  } else if (strcmp(cmd, "unimport") == 0) {
+    printf("unimport err=%d\n", api.cuIpcCloseMemHandle(ipc_ptr));
   } else if (strcmp(cmd, "wait") == 0) {
     printf("waiting\n");
     fflush(stdout);
