@@ -76,18 +76,22 @@ static int info(const char *path, int json) {
     uint64_t free_b = used < m->memory ? m->memory - used : 0;
     uint64_t busy = sim_busy_total(m, d, -1, now);
     unsigned util = sim_util_percent(m, d, -1, 1000000000ull);
+    /* Device time already queued: how long a kernel launched now would wait. */
+    uint64_t queued = m->dev[d].busy_until > now ? m->dev[d].busy_until - now : 0;
     if (json) {
       printf("%s{\"index\":%u,\"uuid\":\"%s\",\"memory_total\":%llu,\"memory_used\":%llu,"
-             "\"memory_free\":%llu,\"busy_ns\":%llu,\"utilization\":%u,\"processes\":[",
+             "\"memory_free\":%llu,\"busy_ns\":%llu,\"queued_ns\":%llu,\"utilization\":%u,"
+             "\"processes\":[",
              d ? "," : "", d, uuid, (unsigned long long)m->memory, (unsigned long long)used,
-             (unsigned long long)free_b, (unsigned long long)busy, util);
+             (unsigned long long)free_b, (unsigned long long)busy, (unsigned long long)queued,
+             util);
     } else {
       gs_size_format(used, a, sizeof(a));
       gs_size_format(m->memory, b, sizeof(b));
       gs_size_format(free_b, c, sizeof(c));
-      printf("device %u %s: memory used %s / %s (free %s), busy %.3fs, utilization %u%% "
-             "(last 1s)\n",
-             d, uuid, a, b, c, (double)busy / 1e9, util);
+      printf("device %u %s: memory used %s / %s (free %s), busy %.3fs, queued %.3fs, "
+             "utilization %u%% (last 1s)\n",
+             d, uuid, a, b, c, (double)busy / 1e9, (double)queued / 1e9, util);
     }
     int first = 1;
     for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {

@@ -611,6 +611,36 @@ static int cmd_hold_thread(const char *bytes) {
   pthread_exit(NULL);
 }
 
+/* churn PTX: allocate, launch, copy, free and synchronize in a loop until killed:
+ * something to SIGKILL at any instant, the machine lock included. */
+static int cmd_churn(const char *ptx_path) {
+  setup();
+  CUmodule mod;
+  CUfunction spin = load_spin(ptx_path, &mod);
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr keep;
+  CK(cuMemAlloc(&keep, 64 << 20));
+  printf("churning\n");
+  fflush(stdout);
+  unsigned seed = (unsigned)getpid();
+  char host[4096];
+  memset(host, 0x5a, sizeof(host));
+  for (;;) {
+    CUdeviceptr p, q;
+    size_t n = 4096 + (size_t)(rand_r(&seed) % (8 << 20));
+    if (cuMemAlloc(&p, n) == CUDA_SUCCESS) {
+      CK(cuMemcpyHtoDAsync(p, host, sizeof(host), s));
+      launch_spin(spin, (uint64_t)(rand_r(&seed) % 200), s);
+      CK(cuMemAllocAsync(&q, 1 << 20, s));
+      CK(cuMemFreeAsync(q, s));
+      CK(cuStreamSynchronize(s));
+      CK(cuMemFree(p));
+    }
+  }
+  return 0;
+}
+
 /* ipc-export BYTES FILE: allocate, fill with a pattern, write the IPC handle to FILE,
  * then wait to be killed. */
 static int cmd_ipc_export(const char *bytes_s, const char *file) {
@@ -679,12 +709,14 @@ int main(int argc, char **argv) {
     return cmd_ipc_import(argv[2]);
   if (argc == 3 && strcmp(argv[1], "hold-thread") == 0)
     return cmd_hold_thread(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "churn") == 0)
+    return cmd_churn(argv[2]);
 #endif
   fprintf(stderr,
           "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT [BYTES] | pool | "
           "vmm\n"
           "       (linked only) misc SPIN.ptx | kernel-ms PTX NAME | ipc-export BYTES FILE | "
-          "ipc-import FILE | hold-thread BYTES\n",
+          "ipc-import FILE | hold-thread BYTES | churn SPIN.ptx\n",
           argv[0]);
   return 2;
 }

@@ -1,6 +1,6 @@
 /* Unit tests of the shared simulated machine: creation and joining, memory charges
- * and their limit, the one-kernel-at-a-time timeline, busy accounting, and reaping a
- * dead process (memory back, unrun kernels dropped). */
+ * and their limit, the one-kernel-at-a-time timeline, busy accounting, reaping a
+ * dead process (memory back, unrun kernels dropped), a holder dying with the lock. */
 #include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -104,6 +104,24 @@ int main(void) {
   sim_reap(m, 1);
   CHECK_EQ_U64(m->proc[dead].pid, 0);
   CHECK(m->proc[self].pid == getpid());
+  sim_unlock(m);
+
+  /* A process that dies holding the machine's lock: the next locker goes on, and the
+   * dead holder's memory is reaped on the spot. */
+  pid_t holder = fork();
+  if (holder == 0) {
+    sim_lock(m);
+    int slot = sim_proc_attach(m, getpid());
+    sim_mem_charge(m, slot, 0, 100 << 20);
+    _exit(0); /* with the lock held */
+  }
+  waitpid(holder, NULL, 0);
+  sim_lock(m);
+  CHECK_EQ_U64(sim_dev_used(m, 0), 0);
+  CHECK_EQ_INT(sim_mem_charge(m, self, 0, 1 << 20), 0);
+  sim_mem_uncharge(m, self, 0, 1 << 20);
+  sim_unlock(m);
+  sim_lock(m); /* and the lock works normally afterwards */
   sim_unlock(m);
 
   /* UUIDs: stable, distinct per device. */
