@@ -190,8 +190,24 @@ void sched_set_waiting(struct sched *s, uint32_t id, bool waiting, uint64_t now)
   if (waiting && !active(s, sl))
     clamp_on_return(s, sl, now);
   sl->waiting = waiting;
-  if (waiting)
+  if (waiting) {
     sl->waiting_since = now;
+    sl->last_wanted = now;
+  }
+}
+
+/* Whether a slice of a higher class than sl asked for the GPU within the
+ * last window: then sl's bursts are kept to the shortest quantum, so that a
+ * high-priority burst waits behind at most that much (kernels cannot be
+ * preempted; a short quantum is the only way to bound the wait). */
+static bool outranked(const struct sched *s, const struct sched_slice *sl, uint64_t now) {
+  for (uint32_t i = 0; i < s->nslices; i++) {
+    const struct sched_slice *o = s->slices[i];
+    if (o->p.priority > sl->p.priority && o->last_wanted &&
+        (o->waiting || now - o->last_wanted < s->cfg.window_ns))
+      return true;
+  }
+  return false;
 }
 
 uint64_t sched_quantum(const struct sched *s, const struct sched_slice *sl) {
@@ -289,7 +305,10 @@ int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret) {
   if (s->generation == 0)
     s->generation = 1;
   s->granted_at = now;
-  s->valid_until = now + sched_quantum(s, sl);
+  uint64_t q = sched_quantum(s, sl);
+  if (q > s->cfg.quantum_min_ns && outranked(s, sl, now))
+    q = s->cfg.quantum_min_ns;
+  s->valid_until = now + q;
   sl->burst_used_ns = 0;
   sl->tokens_total++;
   record_wait(sl, now >= sl->waiting_since ? now - sl->waiting_since : 0);

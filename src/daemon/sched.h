@@ -39,6 +39,7 @@ struct sched_slice {
   struct sched_params p;
   bool waiting;           /* some process of the slice has work for the GPU */
   uint64_t waiting_since;
+  uint64_t last_wanted;   /* last time it asked for the token */
   uint64_t eligible_at;   /* pacing of the limit: no token before this */
   uint64_t kernel_ns;     /* mean kernel length (EWMA), 0: not measured */
   uint64_t burst_used_ns; /* charged to the token being held */

@@ -28,8 +28,14 @@
 
 #define NS_PER_MS 1000000ull
 #define BURST_STREAMS 8
-/* The helper's tick while a burst is open: how soon a process gone idle hands its token back. */
+/* The helper's tick while a burst is open. A process is idle when two looks in a row find
+ * nothing queued and no launch: 0.5-1 ms, longer than a synchronize-and-relaunch takes (tens
+ * of us), so a process between two batches keeps its token, and one that stopped hands it
+ * back about a millisecond after its last kernel ended. */
 #define IDLE_TICK_NS 500000ull
+#define IDLE_TICKS 2
+/* A grant nobody here takes up within this is handed back. */
+#define UNUSED_GRANT_NS 2000000ull
 /* Without a daemon: bursts of this length, paced at the slice's limit. */
 #define SELF_QUANTUM_NS (10 * NS_PER_MS)
 #define RECONNECT_NS (200 * NS_PER_MS)
@@ -56,12 +62,15 @@ struct burst {
   bool have_events;
   bool probe_set;
   uint64_t probe_launches;
+  uint32_t idle_ticks;   /* helper looks in a row that found nothing queued and no launch */
   uint64_t kernel_ns; /* EWMA of device time per launch */
   /* Daemon side of the token. */
   bool waiting;     /* a TOKEN_REQUEST is out */
   bool granted;     /* a grant arrived, not yet opened */
   bool denied;      /* the daemon refused this GPU: pace at the limit */
   struct gs_msg_token_grant grant;
+  uint64_t granted_at;  /* when the grant arrived */
+  int gate_waiters;     /* launching threads waiting for a token */
   uint64_t self_next; /* self-paced: no burst before this */
 };
 
@@ -250,6 +259,7 @@ static void open_burst(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen,
   b->opened_at = mono_ns();
   b->thread_local_stream = false;
   b->probe_set = false;
+  b->idle_ticks = 0;
   atomic_store(&b->nstreams, 0);
   atomic_store(&b->launches, 0);
   /* Launches are asynchronous: without a budget a slice could queue seconds
@@ -326,6 +336,9 @@ static void close_burst(int dev, bool from_helper, bool more) {
     b->kernel_ns = 1000; /* free kernels: count them as 1 us so the budget stays finite */
   }
   b->open = false;
+  gs_log(GS_LOG_DEBUG, "compute: gpu %d burst %u closed by %s: %llu ns, %llu launches%s", dev,
+         b->generation, from_helper ? "helper" : "gate", (unsigned long long)used,
+         (unsigned long long)launches, b->thread_local_stream ? " (wall time)" : "");
   if (C.mode == MODE_DAEMON && !b->denied) {
     struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->generation,
                                        .used_ns = used, .launches = launches, .more = more};
@@ -336,22 +349,31 @@ static void close_burst(int dev, bool from_helper, bool more) {
   }
 }
 
-/* The helper's look at an open burst: expired, or idle with all its work done. */
+/* The helper's look at a GPU: a grant left unused, an expired burst, or an idle one. */
 static void check_burst(int dev, uint64_t now) {
   const struct gs_real *r = gs_real();
   struct burst *b = &C.b[dev];
   uint64_t launches;
   unsigned n;
 
+  if (b->granted && !b->open && b->gate_waiters == 0 && now >= b->granted_at + UNUSED_GRANT_NS) {
+    struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->grant.generation};
+    b->granted = false;
+    send_msg(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel));
+    return;
+  }
   if (!b->open)
     return;
+  launches = atomic_load(&b->launches);
   if (now >= atomic_load(&b->valid_until)) {
-    close_burst(dev, true, false);
+    /* Expired while the process is probably synchronizing on what it queued:
+     * it will want more, so it stays in the running for the next pick (an
+     * unused grant comes back after UNUSED_GRANT_NS). */
+    close_burst(dev, true, launches > 0);
     return;
   }
   if (!b->have_events || b->thread_local_stream)
     return;
-  launches = atomic_load(&b->launches);
   if (!b->probe_set || b->probe_launches != launches) {
     /* New launches since the last look: mark where the queue ends now. */
     CUcontext saved = NULL;
@@ -364,14 +386,19 @@ static void check_burst(int dev, uint64_t now) {
     r->cuCtxSetCurrent(saved);
     b->probe_set = ok;
     b->probe_launches = launches;
+    b->idle_ticks = 0;
     return;
   }
-  /* No launch for a tick: if the queue is empty too, nothing is left to run. */
   n = atomic_load(&b->nstreams);
   for (unsigned i = 0; i < n; i++)
-    if (r->cuEventQuery(b->probe[i]) != CUDA_SUCCESS)
+    if (r->cuEventQuery(b->probe[i]) != CUDA_SUCCESS) {
+      b->idle_ticks = 0;
       return;
-  close_burst(dev, true, false);
+    }
+  /* Nothing queued and nothing launched: after IDLE_TICKS looks, nothing is
+   * left to run, and the token goes back at once. */
+  if (++b->idle_ticks >= IDLE_TICKS)
+    close_burst(dev, true, false);
 }
 
 /* ---- the helper thread ---- */
@@ -388,6 +415,7 @@ static void handle_msg(const struct gs_msg *m) {
     }
     b->waiting = false;
     b->granted = true;
+    b->granted_at = mono_ns();
     b->grant = m->u.token_grant;
     pthread_cond_broadcast(&C.cv);
   } else if (m->hdr.type == GS_MSG_TOKEN_REVOKE) {
@@ -440,6 +468,8 @@ static void *helper(void *arg) {
     struct pollfd p[2] = {{.fd = C.wake_fd, .events = POLLIN}, {.fd = C.fd, .events = POLLIN}};
     for (int i = 0; i < GS_MAX_GPUS; i++) {
       check_burst(i, now);
+      if (C.b[i].granted && !C.b[i].open && C.b[i].granted_at + UNUSED_GRANT_NS < wake)
+        wake = C.b[i].granted_at + UNUSED_GRANT_NS;
       if (C.b[i].open) {
         uint64_t t = now + IDLE_TICK_NS, v = atomic_load(&C.b[i].valid_until);
         if (v && v < t)
@@ -573,6 +603,8 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       if (now < b->grant.valid_until_ns) {
         open_burst(b, ctx, stream, b->grant.generation, b->grant.valid_until_ns,
                    b->grant.quantum_ns);
+        /* The helper watches the burst from now on (expiry, idle). */
+        wake_helper();
       } else {
         /* Expired before we got to it: give it back unused. */
         struct gs_msg_token_release rel = {.gpu = (uint32_t)dev,
@@ -591,7 +623,9 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
         }
         b->waiting = true;
       }
+      b->gate_waiters++;
       pthread_cond_wait(&C.cv, &C.mu);
+      b->gate_waiters--;
       continue;
     }
     /* No daemon (or it refused this GPU): pace at the limit ourselves. */

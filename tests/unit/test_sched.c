@@ -177,12 +177,15 @@ static void test_priority_and_work_conserving(void) {
   sched_set_waiting(&s, 2, true, 5);
   CHECK_EQ_INT(sched_pick(&s, 10, &g), 0);
   CHECK_EQ_U64(g.slice_id, 2); /* high first, even though it asked last */
+  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_init_ns);
   CHECK_EQ_INT(sched_pick(&s, 11, &g), -EBUSY);
   /* A holder with nothing left gives the token back at once. */
   sched_charge(&s, 2, 1000, 1, 20);
   sched_token_done(&s, 20);
   CHECK_EQ_INT(sched_pick(&s, 20, &g), 0);
   CHECK_EQ_U64(g.slice_id, 1);
+  /* Below a class that asked lately: the shortest quantum, to bound its wait. */
+  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_min_ns);
   /* The holder goes away: the token is free. */
   sched_remove(&s, 1);
   CHECK_EQ_INT(sched_pick(&s, 21, &g), 0);
