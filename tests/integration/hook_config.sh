@@ -83,6 +83,27 @@ GSLICE_STATE_DIR="$T/foreign" run > "$T/out" 2> "$T/err" || rc=$?
 expect_eq "foreign region exit status" "$rc" 1
 grep -q "refusing .*memory.region" "$T/err" || fail "no refusal message: $(cat "$T/err")"
 expect_eq "foreign file untouched" "$(cat "$T/foreign/memory.region")" "not a region"
+# The hook exports only what it wraps (the version script): driver and NVML entry points, dlsym.
+if command -v nm > /dev/null; then
+  extra=$(nm -D --defined-only "$HOOK" | awk '{print $3}' | grep -v '^dlsym$' | grep -Ev '^(cu|nvml)[A-Z]' || true)
+  [ -z "$extra" ] || fail "libgslice.so exports more than its wrappers: $extra"
+  nm -D --defined-only "$HOOK" | grep -q ' cuGetProcAddress_v2$' || fail "cuGetProcAddress_v2 not exported"
+fi
+
+# GSLICE_LOG_FILE takes the hook's lines; stderr stays the program's.
+GSLICE_LOG_FILE="$T/hook.log" GSLICE_MEMORY_LIMIT=512MiB SCRIPT=fill run > "$T/out" 2> "$T/err"
+[ ! -s "$T/err" ] || fail "hook wrote to stderr with GSLICE_LOG_FILE set: $(cat "$T/err")"
+grep -q "out of memory on device 0" "$T/hook.log" || fail "no over-cap line in GSLICE_LOG_FILE"
+
+# Everything the hook does not count passes through untouched: the sim's own client (copies,
+# memsets, modules, events, streams, graphs, launches) passes under the hook, both lookup styles.
+for c in sim_client_linked sim_client_dlopen; do
+  if [ -x "$TBIN/$c" ]; then
+    GSLICE_MEMORY_LIMIT=4GiB LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/$c" basic "$GSLICE_SRC/tests/gpu/spin.ptx" \
+      > "$T/out" 2>&1 || fail "$c basic under the hook: $(tail -3 "$T/out")"
+  fi
+done
+
 # dlsym(RTLD_NEXT) keeps meaning "after the caller" for other interposers preloaded after us.
 out=$(LD_PRELOAD="$HOOK_PRELOAD $TBIN/libhook_next_lib.so" "$TBIN/hook_next")
 expect_eq "RTLD_NEXT through the hook" "$out" "wrapped: hello"
