@@ -106,7 +106,7 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 static void pool_release_locked(struct sim_pool *p, uint64_t bytes);
 
 /* Frees a pool or plain allocation; sim.mu held by nobody. */
-static CUresult free_range(CUdeviceptr dptr, int want_pool_ok) {
+static CUresult free_range(CUdeviceptr dptr) {
   pthread_mutex_lock(&sim.mu);
   struct sim_range *r = sim_range_find((uintptr_t)dptr, 1);
   if (!r || r->base != (uintptr_t)dptr || (r->kind != SIM_R_ALLOC && r->kind != SIM_R_POOL)) {
@@ -133,7 +133,7 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   SIM_REQUIRE_INIT();
   if (dptr == 0)
     return CUDA_SUCCESS;
-  return free_range(dptr, 1);
+  return free_range(dptr);
 }
 
 SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
@@ -519,7 +519,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptsz) {
   SIM_REQUIRE_INIT();
   struct sim_stream *s;
   CUresult rc = sim_stream_get(h, ptsz, &s);
-  return rc != CUDA_SUCCESS ? rc : free_range(dptr, 1);
+  return rc != CUDA_SUCCESS ? rc : free_range(dptr);
 }
 
 SIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {

@@ -196,8 +196,7 @@ CUdriverProcAddressQueryResult sim_procaddr_find(const char *name, int cudaVersi
     return CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   if (!best)
     return CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-  (void)per_thread;
-  *ret = best;
+  *ret = best; /* both forms travel together; the caller picks by per_thread */
   return CU_GET_PROC_ADDRESS_SUCCESS;
 }
 

@@ -12,7 +12,8 @@ struct sim_procaddr_entry {
   void *fn_ptds;
 };
 
-/* Finds the variant of name a program built for cudaVersion wants; per_thread picks the
- * _ptsz/_ptds form. Returns the CU_GET_PROC_ADDRESS_* status and sets *ret on success. */
+/* Finds the variant of name a program built for cudaVersion wants (the entry carries
+ * both its legacy and per-thread forms; per_thread callers take fn_ptds when set).
+ * Returns the CU_GET_PROC_ADDRESS_* status and sets *ret on success. */
 CUdriverProcAddressQueryResult sim_procaddr_find(const char *name, int cudaVersion, int per_thread,
                                                  const struct sim_procaddr_entry **ret);
