@@ -46,7 +46,7 @@ void *gs_real_sym(const char *name);
  * hook wraps. */
 void *gs_wrapper_for(const void *real_fn);
 
-/* memory.c: the hook's process-wide setup (configuration, the slice's region). Runs once; a
+/* slice.c: the hook's process-wide setup (configuration, the slice's region). Runs once; a
  * malformed configuration or a refused region stops the program there, with a message. */
 void gs_setup(void);
 
@@ -72,6 +72,6 @@ int gs_config_parse(char *(*env)(const char *), struct gs_config *ret_config, ch
 /* The configured cap for device ordinal `ordinal`: 1 and *ret_limit set, or 0 (no cap). */
 int gs_config_limit(const struct gs_config *config, int ordinal, uint64_t *ret_limit);
 
-/* memory.c: the slice's view for NVML (nvml.c), by device UUID: cap and usage, 0 if capped.
+/* view.c: the slice's view for NVML (nvml.c), by device UUID: cap and usage, 0 if capped.
  * -ENOENT when the slice has no cap on that device. */
 int gs_memory_slice_view(const uint8_t uuid[16], uint64_t *ret_limit, uint64_t *ret_used);

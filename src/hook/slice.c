@@ -1,0 +1,433 @@
+/* The process's side of the slice: setup (configuration, region, fork), its entry in the region,
+ * device slots, reservations and the handle table, and the books of stream-ordered pools. */
+#include "slice.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "size.h"
+
+#define MAX_POOLS 64
+
+struct pool {
+  CUmemoryPool pool;
+  unsigned slot;
+  uint64_t charged;   /* what the region holds for this pool */
+  int by_reserved;    /* counted by the pool's reservation (else per allocation) */
+};
+
+/* The process's side of the slice. Everything after `lock` changes under it; the region has its
+ * own (process-shared) lock, always taken inside this one, never around it. */
+static struct {
+  struct gs_config config;
+  struct gs_region *region;
+  pthread_mutex_t lock;
+  int attached; /* this process (this pid) has its entry */
+  unsigned proc;
+  int dev_known[GS_CONFIG_MAX_ORDINALS];
+  unsigned dev_slot[GS_CONFIG_MAX_ORDINALS];
+  struct gs_allocs allocs;
+  struct pool pools[MAX_POOLS];
+  unsigned npools;
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&S.lock);
+}
+
+static void fork_parent(void) {
+  pthread_mutex_unlock(&S.lock);
+}
+
+/* The child is another process of the slice: it takes its own entry at its first allocation.
+ * What the parent holds stays the parent's (CUDA contexts do not cross fork). */
+static void fork_child(void) {
+  pthread_mutex_init(&S.lock, NULL);
+  S.attached = 0;
+  gs_allocs_clear(&S.allocs);
+  S.npools = 0;
+}
+
+static void __attribute__((noreturn)) stop(const char *what) {
+  gs_log(GS_LOG_ERROR, "%s; stopping the program so that it never runs outside its slice", what);
+  _exit(1);
+}
+
+static void setup(void) {
+  char err[sizeof(S.config.state_dir) + 512];
+  if (gs_config_parse(secure_getenv, &S.config, err, sizeof(err)) < 0)
+    stop(err);
+  /* The default directory sits in a shared /tmp: someone else's directory there would let them
+   * set this user's caps. */
+  struct stat st;
+  if (S.config.state_dir_default && lstat(S.config.state_dir, &st) == 0 &&
+      (!S_ISDIR(st.st_mode) || st.st_uid != getuid())) {
+    snprintf(err, sizeof(err),
+             "refusing the default slice directory %s: not a directory of this user (set "
+             "GSLICE_STATE_DIR)",
+             S.config.state_dir);
+    stop(err);
+  }
+  int e = gs_region_open(S.config.state_dir, &S.region);
+  if (e < 0) {
+    const char *why = e == -EBADMSG           ? "is not a gslice region or is corrupt"
+                      : e == -EPROTONOSUPPORT ? "has another gslice region layout version"
+                                              : strerror(-e);
+    snprintf(err, sizeof(err),
+             "refusing the slice's accounting file %s/%s: %s (remove it when no process of the "
+             "slice runs, or set GSLICE_STATE_DIR to another directory)",
+             S.config.state_dir, GS_REGION_FILE, why);
+    stop(err);
+  }
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void gs_setup(void) {
+  pthread_once(&setup_once, setup);
+}
+
+struct gs_region *gs_slice_region(void) {
+  gs_setup();
+  return S.region;
+}
+
+const struct gs_config *gs_slice_config(void) {
+  gs_setup();
+  return &S.config;
+}
+
+/* Under S.lock. */
+static int attach_locked(void) {
+  if (S.attached)
+    return 0;
+  int e = gs_region_attach(S.region, &S.proc);
+  if (e < 0) {
+    gs_log(GS_LOG_ERROR, "no process entry in %s: %s", gs_region_path(S.region),
+           e == -EUSERS ? "the slice has too many processes" : strerror(-e));
+    return e;
+  }
+  S.attached = 1;
+  return 0;
+}
+
+/* Under S.lock: the region slot of device ordinal `dev`, registering the device (and the cap
+ * GSLICE_MEMORY_LIMIT gives it) the first time this process sees it. */
+static int slot_locked(CUdevice dev, unsigned *ret_slot) {
+  if (dev < 0 || dev >= GS_CONFIG_MAX_ORDINALS)
+    return -EINVAL;
+  if (S.dev_known[dev]) {
+    *ret_slot = S.dev_slot[dev];
+    return 0;
+  }
+  const struct gs_real *r = gs_real();
+  CUuuid uuid;
+  CUresult rc = r->cuDeviceGetUuid_v2    ? r->cuDeviceGetUuid_v2(&uuid, dev)
+                : r->cuDeviceGetUuid     ? r->cuDeviceGetUuid(&uuid, dev)
+                                         : CUDA_ERROR_NOT_FOUND;
+  if (rc != CUDA_SUCCESS)
+    return -ENODEV;
+  unsigned slot;
+  int e = gs_region_device(S.region, (const uint8_t *)uuid.bytes, 1, &slot);
+  if (e < 0) {
+    gs_log(GS_LOG_ERROR, "cannot register device %d in %s: %s", dev, gs_region_path(S.region),
+           strerror(-e));
+    return e;
+  }
+  uint64_t limit;
+  if (gs_config_limit(&S.config, dev, &limit)) {
+    e = gs_region_set_limit(S.region, slot, limit, GS_LIMIT_FROM_ENV);
+    if (e == -EPERM)
+      gs_log(GS_LOG_INFO, "device %d: the daemon's cap stands over GSLICE_MEMORY_LIMIT", dev);
+  }
+  S.dev_known[dev] = 1;
+  S.dev_slot[dev] = slot;
+  *ret_slot = slot;
+  return 0;
+}
+
+int gs_slot_of(CUdevice dev, unsigned *ret_slot) {
+  gs_setup();
+  pthread_mutex_lock(&S.lock);
+  int e = slot_locked(dev, ret_slot);
+  pthread_mutex_unlock(&S.lock);
+  return e;
+}
+
+int gs_current_device(CUdevice *ret_dev, CUcontext *ret_ctx) {
+  const struct gs_real *r = gs_real();
+  CUcontext ctx = NULL;
+  CUdevice dev;
+  if (!r->cuCtxGetCurrent || !r->cuCtxGetDevice || r->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+      !ctx || r->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+    return -ENODEV;
+  *ret_dev = dev;
+  if (ret_ctx)
+    *ret_ctx = ctx;
+  return 0;
+}
+
+/* ---- pools (cuMemAllocAsync): counted by their reservation, refreshed lazily ---- */
+
+static int pool_reserved(CUmemoryPool pool, uint64_t *ret) {
+  const struct gs_real *r = gs_real();
+  cuuint64_t v = 0;
+  if (!r->cuMemPoolGetAttribute ||
+      r->cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+    return -ENOTSUP;
+  *ret = v;
+  return 0;
+}
+
+/* Under S.lock. */
+static struct pool *pool_find_locked(CUmemoryPool pool) {
+  for (unsigned i = 0; i < S.npools; i++)
+    if (S.pools[i].pool == pool)
+      return &S.pools[i];
+  return NULL;
+}
+
+/* Brings the region in line with the pool's reservation: gives back what a trim released,
+ * charges what grew behind the hook's back. Under S.lock. */
+static void pool_refresh_locked(struct pool *p) {
+  uint64_t now;
+  if (!p->by_reserved || !S.attached || pool_reserved(p->pool, &now) < 0)
+    return;
+  if (now < p->charged)
+    gs_region_release(S.region, S.proc, p->slot, p->charged - now);
+  else if (now > p->charged)
+    gs_region_charge(S.region, S.proc, p->slot, now - p->charged);
+  p->charged = now;
+}
+
+void gs_pools_refresh(void) {
+  pthread_mutex_lock(&S.lock);
+  for (unsigned i = 0; i < S.npools; i++)
+    pool_refresh_locked(&S.pools[i]);
+  pthread_mutex_unlock(&S.lock);
+}
+
+int gs_pool_track(CUmemoryPool pool, unsigned slot) {
+  pthread_mutex_lock(&S.lock);
+  struct pool *p = pool_find_locked(pool);
+  if (!p && S.npools < MAX_POOLS && attach_locked() == 0) {
+    uint64_t now = 0;
+    p = &S.pools[S.npools++];
+    p->pool = pool;
+    p->slot = slot;
+    p->by_reserved = pool_reserved(pool, &now) == 0;
+    /* What the pool held before the hook first saw it is the slice's too. */
+    if (p->by_reserved && now)
+      gs_region_charge(S.region, S.proc, slot, now);
+    p->charged = now;
+  }
+  int by_reserved = p ? p->by_reserved : 0;
+  if (p)
+    pool_refresh_locked(p);
+  pthread_mutex_unlock(&S.lock);
+  return by_reserved;
+}
+
+uint64_t gs_pool_take_growth(CUmemoryPool pool) {
+  uint64_t growth = 0, now = 0;
+  pthread_mutex_lock(&S.lock);
+  struct pool *p = pool_find_locked(pool);
+  if (p && pool_reserved(pool, &now) == 0 && now > p->charged) {
+    growth = now - p->charged;
+    p->charged = now;
+  }
+  pthread_mutex_unlock(&S.lock);
+  return growth;
+}
+
+void gs_pool_undo_growth(CUmemoryPool pool, uint64_t growth) {
+  pthread_mutex_lock(&S.lock);
+  struct pool *p = pool_find_locked(pool);
+  if (p) {
+    p->charged = p->charged > growth ? p->charged - growth : 0;
+    pool_refresh_locked(p);
+  }
+  pthread_mutex_unlock(&S.lock);
+}
+
+void gs_pool_refresh(CUmemoryPool pool) {
+  pthread_mutex_lock(&S.lock);
+  struct pool *p = pool_find_locked(pool);
+  if (p)
+    pool_refresh_locked(p);
+  pthread_mutex_unlock(&S.lock);
+}
+
+void gs_pool_forget(CUmemoryPool pool) {
+  pthread_mutex_lock(&S.lock);
+  struct pool *p = pool_find_locked(pool);
+  if (p) {
+    if (S.attached && p->by_reserved)
+      gs_region_release(S.region, S.proc, p->slot, p->charged);
+    *p = S.pools[--S.npools];
+  }
+  pthread_mutex_unlock(&S.lock);
+}
+
+/* ---- reservations ---- */
+
+static void say_denied(const char *what, CUdevice dev, unsigned slot, uint64_t asked,
+                       const struct gs_region_denial *d) {
+  char a[32], u[32], c[32], uuid[GS_UUID_STR_LEN] = "?";
+  struct gs_region_device_info info;
+  if (gs_region_device_info(S.region, slot, &info) == 0)
+    gs_uuid_format(info.uuid, uuid);
+  gs_size_format(asked, a, sizeof(a));
+  gs_size_format(d->used, u, sizeof(u));
+  gs_size_format(d->limit, c, sizeof(c));
+  gs_log(GS_LOG_WARN,
+         "%s: out of memory on device %d (%s): asked %s, the slice uses %s of its %s cap",
+         what, (int)dev, uuid, a, u, c);
+}
+
+/* Reserves `bytes` on `dev` for the calling process. -ENOMEM (said on stderr) over the cap. */
+int gs_reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what) {
+  struct gs_region_denial d = {0, 0};
+  int e = -ENOMEM;
+  for (int attempt = 0; attempt < 3; attempt++) {
+    pthread_mutex_lock(&S.lock);
+    e = attach_locked();
+    if (e == 0)
+      e = gs_region_reserve(S.region, S.proc, slot, bytes, &d);
+    if (e == -ESTALE) /* our entry was taken from us: take a new one */
+      S.attached = 0;
+    pthread_mutex_unlock(&S.lock);
+    if (e == -ENOMEM && attempt == 0) {
+      gs_pools_refresh(); /* a pool may have trimmed since it was last looked at */
+      continue;
+    }
+    if (e != -ESTALE)
+      break;
+  }
+  if (e == -ENOMEM)
+    say_denied(what, dev, slot, bytes, &d);
+  else if (e < 0)
+    gs_log(GS_LOG_ERROR, "%s: accounting failed: %s", what, strerror(-e));
+  return e;
+}
+
+void gs_release(unsigned slot, uint64_t bytes) {
+  if (!bytes)
+    return;
+  pthread_mutex_lock(&S.lock);
+  if (S.attached)
+    gs_region_release(S.region, S.proc, slot, bytes);
+  pthread_mutex_unlock(&S.lock);
+}
+
+/* Starts an allocation on the current context's device. Returns CUDA_SUCCESS with t->active
+ * clear when there is nothing to count against (no context: the real call will say so). */
+CUresult gs_ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what) {
+  memset(t, 0, sizeof(*t));
+  gs_setup();
+  if (gs_current_device(&t->dev, &t->ctx) < 0 || gs_slot_of(t->dev, &t->slot) < 0)
+    return CUDA_SUCCESS;
+  if (gs_reserve(t->dev, t->slot, bytes, what) < 0)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  t->active = 1;
+  t->bytes = bytes;
+  return CUDA_SUCCESS;
+}
+
+/* The same for an explicit device (VMM, context creation). */
+CUresult gs_ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,
+                               const char *what) {
+  memset(t, 0, sizeof(*t));
+  gs_setup();
+  t->dev = dev;
+  t->ctx = ctx;
+  if (gs_slot_of(dev, &t->slot) < 0)
+    return CUDA_SUCCESS;
+  if (gs_reserve(dev, t->slot, bytes, what) < 0)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  t->active = 1;
+  t->bytes = bytes;
+  return CUDA_SUCCESS;
+}
+
+void gs_ticket_abort(struct gs_ticket *t) {
+  if (t->active)
+    gs_release(t->slot, t->bytes);
+  t->active = 0;
+}
+
+/* Re-counts the ticket at the size the driver really took. Growing past the cap: -ENOMEM, and
+ * the ticket still holds its old size (the caller frees the allocation and aborts). */
+int gs_ticket_true_up(struct gs_ticket *t, uint64_t real_bytes, const char *what) {
+  if (!t->active || real_bytes == t->bytes)
+    return 0;
+  if (real_bytes < t->bytes) {
+    gs_release(t->slot, t->bytes - real_bytes);
+  } else {
+    int e = gs_reserve(t->dev, t->slot, real_bytes - t->bytes, what);
+    if (e < 0)
+      return e;
+  }
+  t->bytes = real_bytes;
+  return 0;
+}
+
+/* Records the allocation under (kind, key) so its free gives the bytes back. */
+int gs_ticket_commit(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key) {
+  if (!t->active)
+    return 0;
+  struct gs_alloc a = {key, kind, t->slot, t->bytes, t->ctx}, stale;
+  pthread_mutex_lock(&S.lock);
+  int e = gs_allocs_put(&S.allocs, &a);
+  if (e == -EEXIST && gs_allocs_take(&S.allocs, kind, key, &stale) == 0) {
+    /* Freed behind the hook's back (a path it does not see) and handed out again. */
+    if (S.attached)
+      gs_region_release(S.region, S.proc, stale.slot, stale.bytes);
+    e = gs_allocs_put(&S.allocs, &a);
+  }
+  pthread_mutex_unlock(&S.lock);
+  if (e < 0)
+    gs_log(GS_LOG_ERROR, "cannot record an allocation: %s", strerror(-e));
+  t->active = 0;
+  return e;
+}
+
+int gs_forget(enum gs_alloc_kind kind, uint64_t key, struct gs_alloc *ret) {
+  pthread_mutex_lock(&S.lock);
+  int e = gs_allocs_take(&S.allocs, kind, key, ret);
+  pthread_mutex_unlock(&S.lock);
+  return e;
+}
+
+static void remember(const struct gs_alloc *a) {
+  pthread_mutex_lock(&S.lock);
+  gs_allocs_put(&S.allocs, a);
+  pthread_mutex_unlock(&S.lock);
+}
+
+/* After the real free: gives the bytes back, or keeps them counted if the free failed. */
+void gs_settle_free(int had, const struct gs_alloc *a, CUresult rc) {
+  if (!had)
+    return;
+  if (rc == CUDA_SUCCESS)
+    gs_release(a->slot, a->bytes);
+  else
+    remember(a);
+}
+
+/* Everything a context owned goes when it goes. */
+void gs_drop_context(CUcontext ctx) {
+  uint64_t bytes[GS_REGION_MAX_DEVICES] = {0};
+  pthread_mutex_lock(&S.lock);
+  gs_allocs_take_ctx(&S.allocs, ctx, bytes, GS_REGION_MAX_DEVICES);
+  for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++)
+    if (bytes[i] && S.attached)
+      gs_region_release(S.region, S.proc, i, bytes[i]);
+  pthread_mutex_unlock(&S.lock);
+}

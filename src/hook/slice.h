@@ -1,0 +1,79 @@
+/* The hook's memory machinery shared by its wrappers (context.c, alloc.c, view.c): the process's
+ * entry in the slice's region, device slots, reservations ("tickets"), the handle table, the
+ * books of stream-ordered pools, and before/after measurements (measure.c). */
+#pragma once
+#include "hook.h"
+
+#include "allocs.h"
+#include "region.h"
+
+/* Returns CUDA_ERROR_NOT_FOUND from the wrapper when the real driver lacks `name`; declares r. */
+#define GS_REAL_OR_NOT_FOUND(name)                                                                 \
+  const struct gs_real *r = gs_real();                                                             \
+  if (!r->name)                                                                                    \
+  return CUDA_ERROR_NOT_FOUND
+
+/* The slice's region and this process's configuration (after gs_setup). */
+struct gs_region *gs_slice_region(void);
+const struct gs_config *gs_slice_config(void);
+
+/* The region slot of CUDA device ordinal `dev`, registering the device (and the cap
+ * GSLICE_MEMORY_LIMIT gives it) the first time this process meets it. */
+int gs_slot_of(CUdevice dev, unsigned *ret_slot);
+/* The calling thread's current context and its device; -ENODEV without one. */
+int gs_current_device(CUdevice *ret_dev, CUcontext *ret_ctx);
+
+/* Reserves `bytes` on device slot `slot` for this process; over the cap (after reclaiming dead
+ * processes and pool trims) says so on stderr and returns -ENOMEM. */
+int gs_reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what);
+void gs_release(unsigned slot, uint64_t bytes);
+
+/* One allocation in flight: reserved before the real call, committed or aborted after. */
+struct gs_ticket {
+  int active; /* something is reserved (no context, no device: nothing to count) */
+  CUdevice dev;
+  unsigned slot;
+  CUcontext ctx; /* owner: the allocation goes when this context goes; NULL for none */
+  uint64_t bytes;
+};
+/* On the current context's device; CUDA_SUCCESS with an inactive ticket when there is none. */
+CUresult gs_ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what);
+CUresult gs_ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,
+                           const char *what);
+void gs_ticket_abort(struct gs_ticket *t);
+/* Re-counts at the size the driver really took; -ENOMEM if growing overshoots the cap (the
+ * ticket keeps its old size: free the allocation, then abort). */
+int gs_ticket_true_up(struct gs_ticket *t, uint64_t real_bytes, const char *what);
+/* Records the allocation as (kind, key) so its free gives the bytes back. */
+int gs_ticket_commit(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key);
+
+/* Takes (kind, key) out of the table before the real free; -ENOENT if it was never counted. */
+int gs_forget(enum gs_alloc_kind kind, uint64_t key, struct gs_alloc *ret);
+/* After the real free: gives the bytes back, or puts the entry back if the free failed. */
+void gs_settle_free(int had, const struct gs_alloc *a, CUresult rc);
+/* Everything recorded as owned by `ctx` is given back (the context is gone). */
+void gs_drop_context(CUcontext ctx);
+
+/* Stream-ordered pools, counted by their reservation (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT).
+ * gs_pool_track: starts (or refreshes) the books of `pool` on device slot `slot`; 1 when it is
+ * counted by reservation, 0 when its allocations must be counted one by one. */
+int gs_pool_track(CUmemoryPool pool, unsigned slot);
+/* How much the pool's reservation grew since last looked at (now charged to the pool). */
+uint64_t gs_pool_take_growth(CUmemoryPool pool);
+/* Forgets a growth the region never held (the allocation was handed back), then refreshes. */
+void gs_pool_undo_growth(CUmemoryPool pool, uint64_t growth);
+/* Brings the region in line with the pool's reservation (a trim gives memory back). */
+void gs_pool_refresh(CUmemoryPool pool);
+void gs_pools_refresh(void);
+/* The pool was destroyed: its charge is given back. */
+void gs_pool_forget(CUmemoryPool pool);
+
+/* measure.c: what the device gives this process, for costs the driver decides (contexts,
+ * imports): NVML's per-process used memory, or the device's free memory as a fallback. */
+struct gs_probe {
+  int proc_ok, proc_found, free_ok;
+  uint64_t proc_used, dev_free;
+};
+void gs_probe(CUdevice dev, struct gs_probe *p);
+/* What the device gave this process between two probes; -ENODATA if it cannot tell. */
+int gs_probe_delta(const struct gs_probe *before, const struct gs_probe *after, uint64_t *ret);

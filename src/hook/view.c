@@ -1,0 +1,92 @@
+/* The slice's view of the GPU: cuMemGetInfo and cuDeviceTotalMem (and, for nvml.c, by UUID)
+ * report the cap as the total and what the slice leaves as free. */
+#include "slice.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+static int view_of_slot(unsigned slot, uint64_t *ret_limit, uint64_t *ret_used) {
+  struct gs_region_device_info info;
+  gs_region_reclaim(gs_slice_region());
+  if (gs_region_device_info(gs_slice_region(), slot, &info) < 0 || info.limit == GS_REGION_NO_LIMIT)
+    return -ENOENT;
+  *ret_limit = info.limit;
+  *ret_used = info.used;
+  return 0;
+}
+
+GS_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+  GS_REAL_OR_NOT_FOUND(cuMemGetInfo_v2);
+  size_t real_free = 0, real_total = 0;
+  CUresult rc = r->cuMemGetInfo_v2(&real_free, &real_total);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  gs_setup();
+  CUdevice dev;
+  unsigned slot;
+  uint64_t limit, used;
+  if (gs_current_device(&dev, NULL) == 0 && gs_slot_of(dev, &slot) == 0) {
+    gs_pools_refresh();
+    if (view_of_slot(slot, &limit, &used) == 0) {
+      uint64_t left = limit > used ? limit - used : 0;
+      real_total = limit < real_total ? limit : real_total;
+      real_free = left < real_free ? left : real_free;
+    }
+  }
+  if (free_bytes)
+    *free_bytes = real_free;
+  if (total_bytes)
+    *total_bytes = real_total;
+  return rc;
+}
+
+GS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+  GS_REAL_OR_NOT_FOUND(cuDeviceTotalMem_v2);
+  CUresult rc = r->cuDeviceTotalMem_v2(bytes, dev);
+  unsigned slot;
+  uint64_t limit, used;
+  if (rc == CUDA_SUCCESS && gs_slot_of(dev, &slot) == 0 && view_of_slot(slot, &limit, &used) == 0 &&
+      limit < *bytes)
+    *bytes = limit;
+  return rc;
+}
+
+/* Devices this process could see through CUDA, registered so that their caps (which
+ * GSLICE_MEMORY_LIMIT gives by CUDA ordinal) are known to NVML queries too. */
+static void register_cuda_devices_once(void) {
+  const struct gs_real *r = gs_real();
+  int n = 0;
+  if (!r->cuInit || !r->cuDeviceGetCount || !r->cuDeviceGet || r->cuInit(0) != CUDA_SUCCESS ||
+      r->cuDeviceGetCount(&n) != CUDA_SUCCESS)
+    return;
+  for (int i = 0; i < n && i < GS_CONFIG_MAX_ORDINALS; i++) {
+    CUdevice dev;
+    unsigned slot;
+    if (r->cuDeviceGet(&dev, i) == CUDA_SUCCESS)
+      gs_slot_of(dev, &slot);
+  }
+}
+
+static void register_cuda_devices(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_cuda_devices_once);
+}
+
+int gs_memory_slice_view(const uint8_t uuid[16], uint64_t *ret_limit, uint64_t *ret_used) {
+  const struct gs_config *cfg = gs_slice_config();
+  unsigned slot;
+  int e = gs_region_device(gs_slice_region(), uuid, 0, &slot);
+  if (e == -ENOENT && (cfg->has_limit_all || cfg->limit_set)) {
+    register_cuda_devices();
+    e = gs_region_device(gs_slice_region(), uuid, 0, &slot);
+    if (e == -ENOENT && cfg->has_limit_all && gs_region_device(gs_slice_region(), uuid, 1, &slot) == 0) {
+      /* Not visible to CUDA here (CUDA_VISIBLE_DEVICES): a cap for every device still holds. */
+      e = gs_region_set_limit(gs_slice_region(), slot, cfg->limit_all, GS_LIMIT_FROM_ENV);
+      e = e == -EPERM ? 0 : e;
+    }
+  }
+  if (e < 0)
+    return e;
+  gs_pools_refresh();
+  return view_of_slot(slot, ret_limit, ret_used);
+}
