@@ -1,5 +1,5 @@
 /* The process's table of what it holds on the device: handle -> (device slot, bytes, context),
- * so a free gives back exactly what its allocation took. Not thread-safe: memory.c locks. */
+ * so a free gives back exactly what its allocation took. Not thread-safe: slice.c locks. */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
