@@ -11,10 +11,12 @@ if [ "${GSLICE_SANITIZE:-0}" = 1 ]; then
 fi
 [ -f "$HOOK" ] || fail "no hook at $HOOK"
 
-# client ARGS...: hook_client (or hook_client_linked for --lookup link/default) under the hook.
+# client ARGS...: hook_client (or hook_client_linked for --lookup link/default/next) under the hook.
 client() {
   local bin="$TBIN/hook_client"
-  case " $* " in *" --lookup link "* | *" --lookup default "*) bin="$TBIN/hook_client_linked" ;; esac
+  case " $* " in
+  *" --lookup link "* | *" --lookup default "* | *" --lookup next "*) bin="$TBIN/hook_client_linked" ;;
+  esac
   if [ -n "${CLIENT_EXEC:-}" ]; then
     LD_PRELOAD="$HOOK_PRELOAD" exec "$bin" "$@"
   fi

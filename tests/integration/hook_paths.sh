@@ -1,5 +1,5 @@
 #!/bin/bash
-# Every allocation path, found every way (linked, dlsym on the handle and RTLD_DEFAULT,
+# Every allocation path, found every way (linked, dlsym on the handle, RTLD_DEFAULT, RTLD_NEXT,
 # cuGetProcAddress with and without per-thread streams), hits a 1 GiB cap: 256 MiB chunks until
 # CUDA_ERROR_OUT_OF_MEMORY, the slice (context included) never over 1 GiB on the device,
 # cuMemGetInfo and cuDeviceTotalMem say 1 GiB, and frees give everything back.
@@ -45,6 +45,8 @@ for path in alloc async pool; do
   check "default_$path" --lookup default --path "$path"
   check "ptsz_$path" --lookup procaddr --ptsz --path "$path"
 done
+# dlsym(RTLD_NEXT) from the program itself.
+check next_alloc --lookup next --path alloc
 # A context made with cuCtxCreate instead of the primary one.
 check ctx_create --lookup dlsym --ctx create --path alloc
 pass "every path and lookup style held to 1GiB"

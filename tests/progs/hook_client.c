@@ -1,7 +1,7 @@
 /* A CUDA client for the hook's tests: finds the driver one way (link, dlsym, cuGetProcAddress),
  * allocates by one path, and obeys commands (from --script or stdin) so scripts can drive it.
  *
- * usage: hook_client --lookup link|default|dlsym|procaddr [--ptsz] --path PATH [--chunk SIZE]
+ * usage: hook_client --lookup link|default|next|dlsym|procaddr [--ptsz] --path PATH [--chunk SIZE]
  *                    [--ctx primary|create] [--script "cmd;cmd"]
  * PATH: alloc pitch managed async pool vmm array array3d mipmap
  * commands: fill (allocate chunks until one fails), alloc N, free, info, race THREADS,
@@ -93,13 +93,14 @@ static void resolve(void) {
 #endif
     return;
   }
-  void *h = RTLD_DEFAULT;
-  if (strcmp(lookup, "default") != 0) {
+  void *h = strcmp(lookup, "next") == 0 ? RTLD_NEXT : RTLD_DEFAULT;
+  if (strcmp(lookup, "default") != 0 && strcmp(lookup, "next") != 0) {
     h = dlopen("libcuda.so.1", RTLD_NOW);
     if (!h)
       die("dlopen libcuda.so.1 failed");
   }
-  if (strcmp(lookup, "dlsym") == 0 || strcmp(lookup, "default") == 0) {
+  if (strcmp(lookup, "dlsym") == 0 || strcmp(lookup, "default") == 0 ||
+      strcmp(lookup, "next") == 0) {
 #define DLSYM(abi, pub)                                                                            \
   if (!(api.abi = (__typeof__(api.abi))dlsym(h, #abi)))                                            \
     die("dlsym " #abi " failed");
@@ -107,7 +108,7 @@ static void resolve(void) {
     return;
   }
   if (strcmp(lookup, "procaddr") != 0)
-    die("--lookup wants link, default, dlsym or procaddr");
+    die("--lookup wants link, default, next, dlsym or procaddr");
   /* As libcudart does: the one symbol it looks up by name, then everything through it. */
   __typeof__(&cuGetProcAddress_v2) gpa =
       (__typeof__(&cuGetProcAddress_v2))dlsym(h, "cuGetProcAddress_v2");
