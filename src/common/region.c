@@ -658,6 +658,21 @@ int gs_region_release(struct gs_region *region, unsigned proc, unsigned slot, ui
   return e;
 }
 
+int gs_region_proc_used(struct gs_region *region, unsigned proc, unsigned slot,
+                        uint64_t *ret_bytes) {
+  if (proc >= GS_REGION_MAX_PROCS || slot >= GS_REGION_MAX_DEVICES)
+    return -EINVAL;
+  int e = region_lock(region);
+  if (e < 0)
+    return e;
+  if (region->map->proc[proc].in_use)
+    *ret_bytes = region->map->proc[proc].used[slot];
+  else
+    e = -ESTALE;
+  region_unlock(region);
+  return e;
+}
+
 int gs_region_reclaim(struct gs_region *region) {
   int e = region_lock(region);
   if (e < 0)

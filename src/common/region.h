@@ -96,6 +96,9 @@ int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, ui
 int gs_region_charge(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes);
 /* Gives back `bytes` (clamped at what the entry holds). */
 int gs_region_release(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes);
+/* What entry `proc` holds on device `slot`. */
+int gs_region_proc_used(struct gs_region *region, unsigned proc, unsigned slot,
+                        uint64_t *ret_bytes);
 /* Drops entries of dead processes of the caller's pid namespace (full check: exited, zombie,
  * or pid reused). Returns the number of entries reclaimed, or -errno. */
 int gs_region_reclaim(struct gs_region *region);

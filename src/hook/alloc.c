@@ -272,7 +272,7 @@ static int import_end(struct import_op *op, CUdevice dev, enum gs_alloc_kind kin
   if (gs_probe_delta(&op->before, &after, &added) < 0 || added == 0)
     return 0;
   struct gs_ticket t;
-  if (gs_ticket_open_on(&t, dev, NULL, added, what) != CUDA_SUCCESS)
+  if (gs_ticket_open_taken(&t, dev, NULL, added, what) != CUDA_SUCCESS)
     return -ENOMEM;
   t.ctx = (CUcontext)owner;
   if (gs_ticket_commit(&t, kind, key) < 0) {

@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "size.h"
 
 #define MAX_POOLS 64
+#define RECONCILE_NS 200000000ull /* 200 ms */
 
 struct pool {
   CUmemoryPool pool;
@@ -34,6 +36,11 @@ static struct {
   struct gs_allocs allocs;
   struct pool pools[MAX_POOLS];
   unsigned npools;
+  /* Per device slot: what the device holds for this process beyond what the hook counted
+   * (module code, lazily grown driver memory, paths it does not wrap), as last reconciled. */
+  uint64_t overhead[GS_REGION_MAX_DEVICES];
+  uint64_t reconciled_ns[GS_REGION_MAX_DEVICES];
+  int reconciling;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
@@ -53,6 +60,9 @@ static void fork_child(void) {
   S.attached = 0;
   gs_allocs_clear(&S.allocs);
   S.npools = 0;
+  memset(S.overhead, 0, sizeof(S.overhead));
+  memset(S.reconciled_ns, 0, sizeof(S.reconciled_ns));
+  S.reconciling = 0;
 }
 
 static void __attribute__((noreturn)) stop(const char *what) {
@@ -291,10 +301,54 @@ static void say_denied(const char *what, CUdevice dev, unsigned slot, uint64_t a
          what, (int)dev, uuid, a, u, c);
 }
 
-/* Reserves `bytes` on `dev` for the calling process. -ENOMEM (said on stderr) over the cap. */
-int gs_reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what) {
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void gs_reconcile(CUdevice dev, unsigned slot, int force) {
+  uint64_t now = mono_ns(), held = 0;
+  if (slot >= GS_REGION_MAX_DEVICES)
+    return;
+  pthread_mutex_lock(&S.lock);
+  if (!S.attached || S.reconciling ||
+      (!force && now - S.reconciled_ns[slot] < RECONCILE_NS) ||
+      gs_region_proc_used(S.region, S.proc, slot, &held) < 0) {
+    pthread_mutex_unlock(&S.lock);
+    return;
+  }
+  S.reconciling = 1;
+  S.reconciled_ns[slot] = now;
+  /* Counted before the device is asked: an allocation landing in between then shows as
+   * overhead until the next look (too much, never too little). */
+  uint64_t counted = held > S.overhead[slot] ? held - S.overhead[slot] : 0;
+  pthread_mutex_unlock(&S.lock);
+  struct gs_probe p;
+  gs_probe(dev, &p);
+  pthread_mutex_lock(&S.lock);
+  S.reconciling = 0;
+  if (p.proc_found && S.attached) {
+    uint64_t want = p.proc_used > counted ? p.proc_used - counted : 0;
+    if (want > S.overhead[slot])
+      gs_region_charge(S.region, S.proc, slot, want - S.overhead[slot]);
+    else if (want < S.overhead[slot])
+      gs_region_release(S.region, S.proc, slot, S.overhead[slot] - want);
+    S.overhead[slot] = want;
+  }
+  pthread_mutex_unlock(&S.lock);
+}
+
+/* Reserves `bytes` on `dev` for the calling process. -ENOMEM (said on stderr) over the cap.
+ * `before_call`: the driver has not taken the memory yet, so the device's figure for this
+ * process can be reconciled with the count; after the fact (a true-up) it would count the
+ * memory twice. */
+static int reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what,
+                   int before_call) {
   struct gs_region_denial d = {0, 0};
   int e = -ENOMEM;
+  if (before_call)
+    gs_reconcile(dev, slot, 0);
   for (int attempt = 0; attempt < 3; attempt++) {
     pthread_mutex_lock(&S.lock);
     e = attach_locked();
@@ -305,6 +359,8 @@ int gs_reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what) {
     pthread_mutex_unlock(&S.lock);
     if (e == -ENOMEM && attempt == 0) {
       gs_pools_refresh(); /* a pool may have trimmed since it was last looked at */
+      if (before_call)
+        gs_reconcile(dev, slot, 1);
       continue;
     }
     if (e != -ESTALE)
@@ -315,6 +371,10 @@ int gs_reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what) {
   else if (e < 0)
     gs_log(GS_LOG_ERROR, "%s: accounting failed: %s", what, strerror(-e));
   return e;
+}
+
+int gs_reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what) {
+  return reserve(dev, slot, bytes, what, 1);
 }
 
 void gs_release(unsigned slot, uint64_t bytes) {
@@ -341,19 +401,29 @@ CUresult gs_ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what) {
 }
 
 /* The same for an explicit device (VMM, context creation). */
-CUresult gs_ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,
-                               const char *what) {
+static CUresult ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,
+                               const char *what, int before_call) {
   memset(t, 0, sizeof(*t));
   gs_setup();
   t->dev = dev;
   t->ctx = ctx;
   if (gs_slot_of(dev, &t->slot) < 0)
     return CUDA_SUCCESS;
-  if (gs_reserve(dev, t->slot, bytes, what) < 0)
+  if (reserve(dev, t->slot, bytes, what, before_call) < 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   t->active = 1;
   t->bytes = bytes;
   return CUDA_SUCCESS;
+}
+
+CUresult gs_ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,
+                           const char *what) {
+  return ticket_open_on(t, dev, ctx, bytes, what, 1);
+}
+
+CUresult gs_ticket_open_taken(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,
+                              const char *what) {
+  return ticket_open_on(t, dev, ctx, bytes, what, 0);
 }
 
 void gs_ticket_abort(struct gs_ticket *t) {
@@ -370,7 +440,7 @@ int gs_ticket_true_up(struct gs_ticket *t, uint64_t real_bytes, const char *what
   if (real_bytes < t->bytes) {
     gs_release(t->slot, t->bytes - real_bytes);
   } else {
-    int e = gs_reserve(t->dev, t->slot, real_bytes - t->bytes, what);
+    int e = reserve(t->dev, t->slot, real_bytes - t->bytes, what, 0);
     if (e < 0)
       return e;
   }

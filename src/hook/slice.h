@@ -23,8 +23,15 @@ int gs_slot_of(CUdevice dev, unsigned *ret_slot);
 /* The calling thread's current context and its device; -ENODEV without one. */
 int gs_current_device(CUdevice *ret_dev, CUcontext *ret_ctx);
 
-/* Reserves `bytes` on device slot `slot` for this process; over the cap (after reclaiming dead
- * processes and pool trims) says so on stderr and returns -ENOMEM. */
+/* Charges (or gives back) what the device holds for this process on `dev` beyond what the hook
+ * counted — module code, driver memory grown after the context was measured, paths the hook
+ * does not wrap — as NVML's per-process figure shows it (nothing when NVML does not list this
+ * process, e.g. in a pid namespace). At most every 200 ms unless `force`. */
+void gs_reconcile(CUdevice dev, unsigned slot, int force);
+
+/* Reserves `bytes` on device slot `slot` for this process, before the real call; over the cap
+ * (after reclaiming dead processes, pool trims and reconciling) says so on stderr and returns
+ * -ENOMEM. */
 int gs_reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what);
 void gs_release(unsigned slot, uint64_t bytes);
 
@@ -40,6 +47,10 @@ struct gs_ticket {
 CUresult gs_ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what);
 CUresult gs_ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,
                            const char *what);
+/* For memory the driver has already given (measured imports): no reconciling, which would
+ * count it twice. */
+CUresult gs_ticket_open_taken(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,
+                              const char *what);
 void gs_ticket_abort(struct gs_ticket *t);
 /* Re-counts at the size the driver really took; -ENOMEM if growing overshoots the cap (the
  * ticket keeps its old size: free the allocation, then abort). */

@@ -27,6 +27,7 @@ GS_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   uint64_t limit, used;
   if (gs_current_device(&dev, NULL) == 0 && gs_slot_of(dev, &slot) == 0) {
     gs_pools_refresh();
+    gs_reconcile(dev, slot, 1);
     if (view_of_slot(slot, &limit, &used) == 0) {
       uint64_t left = limit > used ? limit - used : 0;
       real_total = limit < real_total ? limit : real_total;

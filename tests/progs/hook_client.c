@@ -6,7 +6,8 @@
  * PATH: alloc pitch managed async pool vmm array array3d mipmap
  * commands: fill (allocate chunks until one fails), alloc N, free, info, race THREADS,
  *           churn N (random alloc/free pairs), spawn (fork + exec self with --script "fill;info"),
- *           ctxdrop (destroy / release the context without freeing), export FILE (IPC handle of
+ *           ctxdrop (destroy / release the context without freeing), ctxnew (a context again),
+ *           export FILE (IPC handle of
  *           the first chunk), import FILE / unimport (open / close an IPC handle),
  *           wait (block until stdin closes), quit
  * Output, one line per command: "<cmd> n=<chunks> err=<CUresult>" etc. on stdout. */
@@ -132,18 +133,18 @@ static void resolve(void) {
   APIS(PROCADDR)
 }
 
+static CUresult make_context(CUdevice dev) {
+  if (strcmp(ctx_mode, "create") == 0)
+    return api.cuCtxCreate_v4(&ctx, NULL, 0, dev);
+  CUresult rc = api.cuDevicePrimaryCtxRetain(&ctx, dev);
+  return rc == CUDA_SUCCESS ? api.cuCtxSetCurrent(ctx) : rc;
+}
+
 static void setup_cuda(void) {
   CUdevice dev;
   if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
     die("cuInit/cuDeviceGet failed");
-  CUresult rc;
-  if (strcmp(ctx_mode, "create") == 0) {
-    rc = api.cuCtxCreate_v4(&ctx, NULL, 0, dev);
-  } else {
-    rc = api.cuDevicePrimaryCtxRetain(&ctx, dev);
-    if (rc == CUDA_SUCCESS)
-      rc = api.cuCtxSetCurrent(ctx);
-  }
+  CUresult rc = make_context(dev);
   if (rc != CUDA_SUCCESS) {
     printf("context err=%d\n", rc);
     fflush(stdout);
@@ -360,6 +361,10 @@ static void run(char *cmd) {
     }
     nheld = 0; /* went with the context */
     printf("ctxdrop err=%d\n", rc);
+  } else if (strcmp(cmd, "ctxnew") == 0) {
+    CUdevice dev;
+    api.cuDeviceGet(&dev, 0);
+    printf("ctxnew err=%d\n", make_context(dev));
   } else if (strcmp(cmd, "export") == 0 && arg) {
     CUipcMemHandle h;
     CUresult rc = nheld ? api.cuIpcGetMemHandle(&h, (CUdeviceptr)held[0].h) : CUDA_ERROR_INVALID_VALUE;
