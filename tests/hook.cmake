@@ -33,3 +33,4 @@ set_target_properties(hook_next_lib PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_
 add_executable(hook_next progs/hook_next.c)
 set_target_properties(hook_next PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 gslice_script_test(hook_contexts hook_contexts.sh TIMEOUT 60)
+gslice_script_test(hook_devices hook_devices.sh TIMEOUT 60)

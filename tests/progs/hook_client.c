@@ -2,7 +2,7 @@
  * allocates by one path, and obeys commands (from --script or stdin) so scripts can drive it.
  *
  * usage: hook_client --lookup link|default|next|dlsym|procaddr [--ptsz] --path PATH [--chunk SIZE]
- *                    [--ctx primary|create] [--script "cmd;cmd"]
+ *                    [--ctx primary|create] [--device N] [--script "cmd;cmd"]
  * PATH: alloc pitch managed async pool vmm array array3d mipmap
  * commands: fill (allocate chunks until one fails), alloc N, free, info, race THREADS,
  *           churn N (random alloc/free pairs), spawn (fork + exec self with --script "fill;info"),
@@ -64,6 +64,7 @@ static struct {
 } api;
 
 static const char *lookup = "link", *path = "alloc", *ctx_mode = "primary";
+static int ordinal; /* --device */
 static int ptsz;
 static uint64_t chunk = 256ull << 20;
 static char **self_argv;
@@ -142,7 +143,7 @@ static CUresult make_context(CUdevice dev) {
 
 static void setup_cuda(void) {
   CUdevice dev;
-  if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
+  if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS)
     die("cuInit/cuDeviceGet failed");
   CUresult rc = make_context(dev);
   if (rc != CUDA_SUCCESS) {
@@ -186,7 +187,7 @@ static CUresult alloc_one(uint64_t bytes, uint64_t *ret) {
     memset(&prop, 0, sizeof(prop));
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    prop.location.id = ordinal;
     CUmemGenericAllocationHandle h = 0;
     rc = api.cuMemCreate(&h, (bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20), &prop, 0);
     p = (CUdeviceptr)h;
@@ -283,7 +284,7 @@ static void info(void) {
   size_t f = 0, t = 0, dt = 0;
   CUresult rc = api.cuMemGetInfo_v2(&f, &t);
   CUdevice dev;
-  api.cuDeviceGet(&dev, 0);
+  api.cuDeviceGet(&dev, ordinal);
   api.cuDeviceTotalMem_v2(&dt, dev);
   printf("info err=%d free=%zu total=%zu devtotal=%zu\n", rc, f, t, dt);
 }
@@ -356,14 +357,14 @@ static void run(char *cmd) {
       rc = api.cuCtxDestroy_v2(ctx);
     } else {
       CUdevice dev;
-      api.cuDeviceGet(&dev, 0);
+      api.cuDeviceGet(&dev, ordinal);
       rc = api.cuDevicePrimaryCtxRelease_v2(dev);
     }
     nheld = 0; /* went with the context */
     printf("ctxdrop err=%d\n", rc);
   } else if (strcmp(cmd, "ctxnew") == 0) {
     CUdevice dev;
-    api.cuDeviceGet(&dev, 0);
+    api.cuDeviceGet(&dev, ordinal);
     printf("ctxnew err=%d\n", make_context(dev));
   } else if (strcmp(cmd, "export") == 0 && arg) {
     CUipcMemHandle h;
@@ -416,6 +417,8 @@ int main(int argc, char **argv) {
       path = v;
     else if (strcmp(a, "--ctx") == 0)
       ctx_mode = v;
+    else if (strcmp(a, "--device") == 0)
+      ordinal = atoi(v);
     else if (strcmp(a, "--chunk") == 0) {
       if (gs_size_parse(v, &chunk) < 0)
         die("bad --chunk");
