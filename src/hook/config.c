@@ -30,8 +30,9 @@ static int parse_limit(const char *text, struct gs_config *c, char *err, size_t 
     return -EINVAL;
   }
   strcpy(buf, text);
-  char *save = NULL;
-  for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+  /* strsep, not strtok: an empty item ("0=1GiB,,1=2GiB", a trailing comma) is malformed. */
+  char *rest = buf;
+  for (char *item = strsep(&rest, ","); item; item = strsep(&rest, ",")) {
     char *eq = strchr(item, '=');
     char *end = NULL;
     uint64_t v;
