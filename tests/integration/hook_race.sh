@@ -1,6 +1,7 @@
 #!/bin/bash
-# Threads and processes racing to allocate never put the slice over its cap, checked against the
-# simulated device's own count, and the slice fills exactly (nothing over- or under-counted).
+# Threads and processes racing to allocate (four paths, three lookups) never put the slice over
+# its cap, checked against the simulated device's own count, and the slice fills exactly
+# (nothing over- or under-counted).
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/hook_lib.sh"
 export GSLICE_MEMORY_LIMIT=2GiB
@@ -9,8 +10,11 @@ CAP=$((2 * GiB))
 for round in 1 2 3; do
   names=""
   for p in 1 2 3 4; do
-    case $p in 1) lk=dlsym ;; 2) lk=procaddr ;; 3) lk=link ;; 4) lk=procaddr ;; esac
-    start "r${round}p$p" --lookup "$lk" --path alloc --chunk 64MiB --script "race 4;info;wait"
+    # Different lookups and paths racing for the same budget.
+    case $p in
+    1) lk=dlsym path=alloc ;; 2) lk=procaddr path=async ;; 3) lk=link path=vmm ;; 4) lk=procaddr path=managed ;;
+    esac
+    start "r${round}p$p" --lookup "$lk" --path "$path" --chunk 64MiB --script "race 4;info;wait"
     names="$names r${round}p$p"
   done
   # Sample the device while they race, then once all hold what they got.
