@@ -548,7 +548,8 @@ static void conn_cb(struct loop *l, int fd, uint32_t events, void *data) {
         continue;
       if (errno == EAGAIN)
         break;
-      conn_close(d, c, strerror(errno));
+      /* A reset is how a process that exits with replies unread says goodbye. */
+      conn_close(d, c, errno == ECONNRESET ? NULL : strerror(errno));
       return;
     }
     c->inlen += (size_t)n;

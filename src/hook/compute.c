@@ -546,8 +546,12 @@ static void compute_setup(void) {
       C.limit_pct = (uint32_t)v;
   }
   if (!slice || !*slice || strtoul(slice, NULL, 10) == 0) {
-    gs_log(GS_LOG_INFO, "not in a gslice slice (GSLICE_SLICE unset): compute is not limited, "
-                        "memory caps still hold");
+    /* Worth a warning only where someone set gslice up for this process
+     * (a memory cap, a state dir) and may expect compute limits too. */
+    bool configured = secure_getenv("GSLICE_MEMORY_LIMIT") || secure_getenv("GSLICE_STATE_DIR");
+    gs_log(configured ? GS_LOG_WARN : GS_LOG_INFO,
+           "not in a gslice slice (GSLICE_SLICE unset, no daemon to ask): compute is not "
+           "limited; memory caps still hold");
     return;
   }
   C.slice_id = (uint32_t)strtoul(slice, NULL, 10);
