@@ -106,8 +106,11 @@ static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, size_t bytes, 
    * never holds more than the slice before the real growth is settled. */
   uint64_t upfront =
       op->by_reserved ? (bytes + POOL_GRANULE - 1) / POOL_GRANULE * POOL_GRANULE : bytes;
-  if (gs_reserve(dev, slot, upfront, what) < 0)
+  if (gs_reserve(dev, slot, upfront, what) < 0) {
+    if (op->by_reserved)
+      gs_pool_take_growth(pool, 0, 0);
     return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   op->t = (struct gs_ticket){1, dev, slot, op->by_reserved ? NULL : ctx, upfront};
   return CUDA_SUCCESS;
 }
@@ -116,6 +119,8 @@ static CUresult pool_end(struct pool_op *op, CUresult rc, CUdeviceptr *dptr, CUs
                          const char *what) {
   const struct gs_real *r = gs_real();
   if (rc != CUDA_SUCCESS || !op->t.active) {
+    if (op->t.active && op->by_reserved)
+      gs_pool_take_growth(op->pool, 0, 0);
     gs_ticket_abort(&op->t);
     return rc;
   }
@@ -128,7 +133,7 @@ static CUresult pool_end(struct pool_op *op, CUresult rc, CUdeviceptr *dptr, CUs
     return rc;
   }
   /* The ticket becomes the pool's growth: the pool's charge absorbs it. */
-  uint64_t growth = gs_pool_take_growth(op->pool);
+  uint64_t growth = gs_pool_take_growth(op->pool, op->t.bytes, 1);
   if (gs_ticket_true_up(&op->t, growth, what) < 0) {
     /* Over the cap by the pool's granularity: hand the memory back and trim. */
     r->cuMemFreeAsync(*dptr, stream);
@@ -145,7 +150,7 @@ static CUresult pool_end(struct pool_op *op, CUresult rc, CUdeviceptr *dptr, CUs
 }
 
 #define ALLOC_ASYNC(name, call, pool)                                                              \
-  GS_REAL_OR_NOT_FOUND(name);                                                                         \
+  GS_REAL_OR_NOT_FOUND(name);                                                                      \
   struct pool_op op;                                                                               \
   CUresult rc = pool_begin(&op, pool, bytesize, #name);                                            \
   if (rc != CUDA_SUCCESS)                                                                          \
@@ -475,8 +480,8 @@ GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                           unsigned int numMipmapLevels) {
   GS_REAL_OR_NOT_FOUND(cuMipmappedArrayCreate);
   struct gs_ticket t;
-  CUresult rc = gs_ticket_open(&t, desc ? array3d_bytes(desc, numMipmapLevels) : 0,
-                            "cuMipmappedArrayCreate");
+  CUresult rc =
+      gs_ticket_open(&t, desc ? array3d_bytes(desc, numMipmapLevels) : 0, "cuMipmappedArrayCreate");
   if (rc != CUDA_SUCCESS)
     return rc;
   rc = r->cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);

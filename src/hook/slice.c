@@ -19,8 +19,9 @@
 struct pool {
   CUmemoryPool pool;
   unsigned slot;
-  uint64_t charged;   /* what the region holds for this pool */
-  int by_reserved;    /* counted by the pool's reservation (else per allocation) */
+  uint64_t charged; /* what the region holds for this pool */
+  int by_reserved;  /* counted by the pool's reservation (else per allocation) */
+  unsigned pending; /* allocations between gs_pool_track and gs_pool_take_growth */
 };
 
 /* The process's side of the slice. Everything after `lock` changes under it; the region has its
@@ -138,9 +139,9 @@ static int slot_locked(CUdevice dev, unsigned *ret_slot) {
   }
   const struct gs_real *r = gs_real();
   CUuuid uuid;
-  CUresult rc = r->cuDeviceGetUuid_v2    ? r->cuDeviceGetUuid_v2(&uuid, dev)
-                : r->cuDeviceGetUuid     ? r->cuDeviceGetUuid(&uuid, dev)
-                                         : CUDA_ERROR_NOT_FOUND;
+  CUresult rc = r->cuDeviceGetUuid_v2 ? r->cuDeviceGetUuid_v2(&uuid, dev)
+                : r->cuDeviceGetUuid  ? r->cuDeviceGetUuid(&uuid, dev)
+                                      : CUDA_ERROR_NOT_FOUND;
   if (rc != CUDA_SUCCESS)
     return -ENODEV;
   unsigned slot;
@@ -219,7 +220,8 @@ static void pool_refresh_locked(struct pool *p) {
 void gs_pools_refresh(void) {
   pthread_mutex_lock(&S.lock);
   for (unsigned i = 0; i < S.npools; i++)
-    pool_refresh_locked(&S.pools[i]);
+    if (!S.pools[i].pending)
+      pool_refresh_locked(&S.pools[i]);
   pthread_mutex_unlock(&S.lock);
 }
 
@@ -238,22 +240,34 @@ int gs_pool_track(CUmemoryPool pool, unsigned slot) {
     p->charged = now;
   }
   int by_reserved = p ? p->by_reserved : 0;
-  if (p)
-    pool_refresh_locked(p);
+  if (p) {
+    /* With allocations in flight, the reservation already includes growth their tickets
+     * will claim: a refresh now would charge it a second time. */
+    if (!p->pending)
+      pool_refresh_locked(p);
+    if (by_reserved)
+      p->pending++;
+  }
   pthread_mutex_unlock(&S.lock);
   return by_reserved;
 }
 
-uint64_t gs_pool_take_growth(CUmemoryPool pool) {
-  uint64_t growth = 0, now = 0;
+uint64_t gs_pool_take_growth(CUmemoryPool pool, uint64_t reserved, int done) {
+  uint64_t take = 0, now = 0;
   pthread_mutex_lock(&S.lock);
   struct pool *p = pool_find_locked(pool);
-  if (p && pool_reserved(pool, &now) == 0 && now > p->charged) {
-    growth = now - p->charged;
-    p->charged = now;
+  if (p && p->pending)
+    p->pending--;
+  if (p && done && pool_reserved(pool, &now) == 0 && now > p->charged) {
+    /* Growth beyond what this allocation reserved belongs to others still in flight, unless
+     * there are none (then the pool grew by more than asked: its granularity). */
+    take = now - p->charged;
+    if (p->pending && take > reserved)
+      take = reserved;
+    p->charged += take;
   }
   pthread_mutex_unlock(&S.lock);
-  return growth;
+  return take;
 }
 
 void gs_pool_undo_growth(CUmemoryPool pool, uint64_t growth) {
@@ -261,7 +275,8 @@ void gs_pool_undo_growth(CUmemoryPool pool, uint64_t growth) {
   struct pool *p = pool_find_locked(pool);
   if (p) {
     p->charged = p->charged > growth ? p->charged - growth : 0;
-    pool_refresh_locked(p);
+    if (!p->pending)
+      pool_refresh_locked(p);
   }
   pthread_mutex_unlock(&S.lock);
 }
@@ -269,7 +284,7 @@ void gs_pool_undo_growth(CUmemoryPool pool, uint64_t growth) {
 void gs_pool_refresh(CUmemoryPool pool) {
   pthread_mutex_lock(&S.lock);
   struct pool *p = pool_find_locked(pool);
-  if (p)
+  if (p && !p->pending)
     pool_refresh_locked(p);
   pthread_mutex_unlock(&S.lock);
 }
@@ -297,8 +312,8 @@ static void say_denied(const char *what, CUdevice dev, unsigned slot, uint64_t a
   gs_size_format(d->used, u, sizeof(u));
   gs_size_format(d->limit, c, sizeof(c));
   gs_log(GS_LOG_WARN,
-         "%s: out of memory on device %d (%s): asked %s, the slice uses %s of its %s cap",
-         what, (int)dev, uuid, a, u, c);
+         "%s: out of memory on device %d (%s): asked %s, the slice uses %s of its %s cap", what,
+         (int)dev, uuid, a, u, c);
 }
 
 static uint64_t mono_ns(void) {
@@ -312,8 +327,7 @@ void gs_reconcile(CUdevice dev, unsigned slot, int force) {
   if (slot >= GS_REGION_MAX_DEVICES)
     return;
   pthread_mutex_lock(&S.lock);
-  if (!S.attached || S.reconciling ||
-      (!force && now - S.reconciled_ns[slot] < RECONCILE_NS) ||
+  if (!S.attached || S.reconciling || (!force && now - S.reconciled_ns[slot] < RECONCILE_NS) ||
       gs_region_proc_used(S.region, S.proc, slot, &held) < 0) {
     pthread_mutex_unlock(&S.lock);
     return;
@@ -343,8 +357,7 @@ void gs_reconcile(CUdevice dev, unsigned slot, int force) {
  * `before_call`: the driver has not taken the memory yet, so the device's figure for this
  * process can be reconciled with the count; after the fact (a true-up) it would count the
  * memory twice. */
-static int reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what,
-                   int before_call) {
+static int reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what, int before_call) {
   struct gs_region_denial d = {0, 0};
   int e = -ENOMEM;
   if (before_call)

@@ -66,11 +66,14 @@ void gs_settle_free(int had, const struct gs_alloc *a, CUresult rc);
 void gs_drop_context(CUcontext ctx);
 
 /* Stream-ordered pools, counted by their reservation (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT).
- * gs_pool_track: starts (or refreshes) the books of `pool` on device slot `slot`; 1 when it is
- * counted by reservation, 0 when its allocations must be counted one by one. */
+ * gs_pool_track: before an allocation from `pool` (on device slot `slot`): starts or refreshes
+ * its books; 1 when it is counted by reservation (then the allocation is in flight until
+ * gs_pool_take_growth), 0 when its allocations must be counted one by one. */
 int gs_pool_track(CUmemoryPool pool, unsigned slot);
-/* How much the pool's reservation grew since last looked at (now charged to the pool). */
-uint64_t gs_pool_take_growth(CUmemoryPool pool);
+/* Ends an in-flight allocation that reserved `reserved`; when `done` (the driver allocated)
+ * returns the pool's growth it accounts for, now charged to the pool: at most `reserved`
+ * while other allocations are in flight (the rest is theirs), all of it otherwise. */
+uint64_t gs_pool_take_growth(CUmemoryPool pool, uint64_t reserved, int done);
 /* Forgets a growth the region never held (the allocation was handed back), then refreshes. */
 void gs_pool_undo_growth(CUmemoryPool pool, uint64_t growth);
 /* Brings the region in line with the pool's reservation (a trim gives memory back). */

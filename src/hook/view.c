@@ -80,7 +80,8 @@ int gs_memory_slice_view(const uint8_t uuid[16], uint64_t *ret_limit, uint64_t *
   if (e == -ENOENT && (cfg->has_limit_all || cfg->limit_set)) {
     register_cuda_devices();
     e = gs_region_device(gs_slice_region(), uuid, 0, &slot);
-    if (e == -ENOENT && cfg->has_limit_all && gs_region_device(gs_slice_region(), uuid, 1, &slot) == 0) {
+    if (e == -ENOENT && cfg->has_limit_all &&
+        gs_region_device(gs_slice_region(), uuid, 1, &slot) == 0) {
       /* Not visible to CUDA here (CUDA_VISIBLE_DEVICES): a cap for every device still holds. */
       e = gs_region_set_limit(gs_slice_region(), slot, cfg->limit_all, GS_LIMIT_FROM_ENV);
       e = e == -EPERM ? 0 : e;
