@@ -46,8 +46,8 @@ struct region_layout {
   uint32_t mutex_size;
   uint32_t check; /* FNV-1a of the fields above */
   pthread_mutex_t lock __attribute__((aligned(64)));
-  uint32_t proc_hint; /* no entry at or past this index is in use */
-  uint32_t repairs;   /* times a holder died with the lock */
+  uint32_t proc_hint;     /* no entry at or past this index is in use */
+  uint32_t repairs;       /* times a holder died with the lock */
   uint64_t last_sweep_ns; /* CLOCK_MONOTONIC of the last cheap liveness sweep */
   struct region_device dev[GS_REGION_MAX_DEVICES];
   struct region_proc proc[GS_REGION_MAX_PROCS];
@@ -60,8 +60,10 @@ struct gs_region {
 };
 
 static uint32_t header_check(const struct region_layout *l) {
-  uint32_t words[] = {(uint32_t)l->magic, (uint32_t)(l->magic >> 32), l->version, l->size,
-                      l->max_devices, l->max_procs, l->mutex_size};
+  uint32_t words[] = {(uint32_t)l->magic, (uint32_t)(l->magic >> 32),
+                      l->version,         l->size,
+                      l->max_devices,     l->max_procs,
+                      l->mutex_size};
   const uint8_t *p = (const uint8_t *)words;
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < sizeof(words); i++)
@@ -347,8 +349,9 @@ static int region_open(const char *dir, int create, struct gs_region **ret_regio
     e = -EBADMSG;
     goto fail;
   }
-  size_t map_size = (size_t)st.st_size < sizeof(struct region_layout) ? (size_t)st.st_size
-                                                                      : sizeof(struct region_layout);
+  size_t map_size = (size_t)st.st_size < sizeof(struct region_layout)
+                        ? (size_t)st.st_size
+                        : sizeof(struct region_layout);
   void *m = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) {
     e = -errno;
@@ -358,8 +361,9 @@ static int region_open(const char *dir, int create, struct gs_region **ret_regio
   if (map_size != sizeof(struct region_layout)) {
     /* Too short to be ours: look at the magic/version only, never at the lock. */
     const struct region_layout *l = m;
-    e = l->magic != REGION_MAGIC ? -EBADMSG : l->version != REGION_VERSION ? -EPROTONOSUPPORT
-                                                                           : -EBADMSG;
+    e = l->magic != REGION_MAGIC       ? -EBADMSG
+        : l->version != REGION_VERSION ? -EPROTONOSUPPORT
+                                       : -EBADMSG;
     munmap(m, map_size);
     r->map = NULL;
     goto fail;

@@ -39,9 +39,9 @@ struct gs_region_device_info {
 
 struct gs_region_proc_info {
   unsigned slot;
-  pid_t pid;           /* in the pid namespace of the process that wrote it */
-  uint64_t start_time; /* /proc/<pid>/stat field 22, clock ticks since boot */
-  uint64_t pidns;      /* inode of /proc/<pid>/ns/pid */
+  pid_t pid;                            /* in the pid namespace of the process that wrote it */
+  uint64_t start_time;                  /* /proc/<pid>/stat field 22, clock ticks since boot */
+  uint64_t pidns;                       /* inode of /proc/<pid>/ns/pid */
   uint64_t used[GS_REGION_MAX_DEVICES]; /* bytes per device slot */
 };
 

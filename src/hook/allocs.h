@@ -15,11 +15,11 @@ enum gs_alloc_kind {
 };
 
 struct gs_alloc {
-  uint64_t key;       /* device pointer or handle */
-  uint32_t kind;      /* enum gs_alloc_kind */
-  uint32_t slot;      /* device slot in the region */
+  uint64_t key;  /* device pointer or handle */
+  uint32_t kind; /* enum gs_alloc_kind */
+  uint32_t slot; /* device slot in the region */
   uint64_t bytes;
-  const void *ctx;    /* the context that owns it (freed with it), NULL if none */
+  const void *ctx; /* the context that owns it (freed with it), NULL if none */
 };
 
 struct gs_allocs {

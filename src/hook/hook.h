@@ -33,8 +33,8 @@ struct gs_real {
   GS_NVML_WRAPPED(GS_REAL_MEMBER)
   GS_NVML_CALLED(GS_REAL_MEMBER)
 #undef GS_REAL_MEMBER
-  void *cuda;  /* dlopen handle of the real libcuda.so.1, NULL if none */
-  void *nvml;  /* dlopen handle of the real libnvidia-ml.so.1, NULL if none */
+  void *cuda; /* dlopen handle of the real libcuda.so.1, NULL if none */
+  void *nvml; /* dlopen handle of the real libnvidia-ml.so.1, NULL if none */
 };
 
 /* The real driver's table, resolved once (thread-safe, cheap after the first call). */

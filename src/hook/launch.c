@@ -36,28 +36,27 @@ GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, 
   GATED_LAUNCH(cuLaunchKernelEx, stream, r->cuLaunchKernelEx(config, f, params, extra));
 }
 
-GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
-                                         void **params, void **extra) {
+GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+                                         void **extra) {
   CUstream stream = config ? config->hStream : NULL;
   GATED_LAUNCH(cuLaunchKernelEx_ptsz, stream, r->cuLaunchKernelEx_ptsz(config, f, params, extra));
 }
 
 GS_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                              unsigned int gz, unsigned int bx, unsigned int by,
-                                             unsigned int bz, unsigned int shared,
-                                             CUstream hStream, void **params) {
+                                             unsigned int bz, unsigned int shared, CUstream hStream,
+                                             void **params) {
   GATED_LAUNCH(cuLaunchCooperativeKernel, hStream,
                r->cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, hStream, params));
 }
 
 GS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
-                                                  unsigned int gz, unsigned int bx,
-                                                  unsigned int by, unsigned int bz,
-                                                  unsigned int shared, CUstream hStream,
-                                                  void **params) {
-  GATED_LAUNCH(cuLaunchCooperativeKernel_ptsz, hStream,
-               r->cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, hStream,
-                                                 params));
+                                                  unsigned int gz, unsigned int bx, unsigned int by,
+                                                  unsigned int bz, unsigned int shared,
+                                                  CUstream hStream, void **params) {
+  GATED_LAUNCH(
+      cuLaunchCooperativeKernel_ptsz, hStream,
+      r->cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, hStream, params));
 }
 
 GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {

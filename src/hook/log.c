@@ -1,4 +1,5 @@
-/* The hook's log: one line per write(2) to stderr or GSLICE_LOG_FILE; never the program's stdout. */
+/* The hook's log: one line per write(2) to stderr or GSLICE_LOG_FILE; never the program's stdout.
+ */
 #include "hook.h"
 
 #include <errno.h>

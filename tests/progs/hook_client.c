@@ -122,8 +122,8 @@ static void resolve(void) {
   if (gpa("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS || !self)
     die("cuGetProcAddress(cuGetProcAddress) failed");
   gpa = (__typeof__(gpa))self;
-  cuuint64_t flags = ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-                          : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+  cuuint64_t flags =
+      ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
 #define PROCADDR(abi, pub)                                                                         \
   {                                                                                                \
     void *p = NULL;                                                                                \
@@ -192,20 +192,28 @@ static CUresult alloc_one(uint64_t bytes, uint64_t *ret) {
     rc = api.cuMemCreate(&h, (bytes + (2u << 20) - 1) / (2u << 20) * (2u << 20), &prop, 0);
     p = (CUdeviceptr)h;
   } else if (strcmp(path, "array") == 0) {
-    CUDA_ARRAY_DESCRIPTOR d = {.Width = 4096, .Height = bytes / 16384,
-                               .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUDA_ARRAY_DESCRIPTOR d = {
+        .Width = 4096, .Height = bytes / 16384, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CUarray a = NULL;
     rc = api.cuArrayCreate_v2(&a, &d);
     p = (CUdeviceptr)(uintptr_t)a;
   } else if (strcmp(path, "array3d") == 0) {
-    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 1024, .Height = 1024, .Depth = bytes / (1024 * 1024 * 4),
-                                 .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1, .Flags = 0};
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 1024,
+                                 .Height = 1024,
+                                 .Depth = bytes / (1024 * 1024 * 4),
+                                 .Format = CU_AD_FORMAT_FLOAT,
+                                 .NumChannels = 1,
+                                 .Flags = 0};
     CUarray a = NULL;
     rc = api.cuArray3DCreate_v2(&a, &d);
     p = (CUdeviceptr)(uintptr_t)a;
   } else if (strcmp(path, "mipmap") == 0) {
-    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 4096, .Height = bytes / 16384 * 3 / 4, .Depth = 0,
-                                 .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1, .Flags = 0};
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 4096,
+                                 .Height = bytes / 16384 * 3 / 4,
+                                 .Depth = 0,
+                                 .Format = CU_AD_FORMAT_FLOAT,
+                                 .NumChannels = 1,
+                                 .Flags = 0};
     CUmipmappedArray m = NULL;
     rc = api.cuMipmappedArrayCreate(&m, &d, 4);
     p = (CUdeviceptr)(uintptr_t)m;
@@ -368,7 +376,8 @@ static void run(char *cmd) {
     printf("ctxnew err=%d\n", make_context(dev));
   } else if (strcmp(cmd, "export") == 0 && arg) {
     CUipcMemHandle h;
-    CUresult rc = nheld ? api.cuIpcGetMemHandle(&h, (CUdeviceptr)held[0].h) : CUDA_ERROR_INVALID_VALUE;
+    CUresult rc =
+        nheld ? api.cuIpcGetMemHandle(&h, (CUdeviceptr)held[0].h) : CUDA_ERROR_INVALID_VALUE;
     FILE *f = rc == CUDA_SUCCESS ? fopen(arg, "w") : NULL;
     if (f) {
       fwrite(&h, sizeof(h), 1, f);

@@ -1,4 +1,5 @@
-/* An NVML client the way nvidia-smi is one (dlopen + dlsym): prints device 0's memory, v1 and v2. */
+/* An NVML client the way nvidia-smi is one (dlopen + dlsym): prints device 0's memory, v1 and v2.
+ */
 #include <dlfcn.h>
 #include <stdio.h>
 

@@ -23,8 +23,7 @@ int main(int argc, char **argv) {
     uint64_t limit;
     if (gs_size_parse(argv[3], &limit) < 0)
       return 2;
-    e = gs_region_set_limit(r, argc > 4 ? (unsigned)atoi(argv[4]) : 0, limit,
-                            GS_LIMIT_FROM_DAEMON);
+    e = gs_region_set_limit(r, argc > 4 ? (unsigned)atoi(argv[4]) : 0, limit, GS_LIMIT_FROM_DAEMON);
   } else if (strcmp(argv[2], "reclaim") == 0) {
     e = gs_region_reclaim(r);
     printf("reclaimed %d\n", e);

@@ -1,4 +1,5 @@
-/* Unit test of the hook's allocation table: put/take, collisions, per-context drain, bounded size. */
+/* Unit test of the hook's allocation table: put/take, collisions, per-context drain, bounded size.
+ */
 #include "test.h"
 
 #include <errno.h>

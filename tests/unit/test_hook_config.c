@@ -68,8 +68,21 @@ int main(void) {
   snprintf(want, sizeof(want), "/tmp/gslice-%u", (unsigned)getuid());
   CHECK_STR(c.state_dir, want);
 
-  const char *bad[] = {"", "4GB", "abc", "0", "0=", "=1GiB", "0=1GiB,0=2GiB", "0=1GiB,x",
-                       "1GiB,0=2GiB", "-1", "64=1GiB", "0=0", "0=1GiB,,1=1GiB", "0=1GiB,", " 1GiB",
+  const char *bad[] = {"",
+                       "4GB",
+                       "abc",
+                       "0",
+                       "0=",
+                       "=1GiB",
+                       "0=1GiB,0=2GiB",
+                       "0=1GiB,x",
+                       "1GiB,0=2GiB",
+                       "-1",
+                       "64=1GiB",
+                       "0=0",
+                       "0=1GiB,,1=1GiB",
+                       "0=1GiB,",
+                       " 1GiB",
                        "99999999999999999999GiB"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     set_env(bad[i], NULL, NULL);
