@@ -18,3 +18,12 @@ add_executable(demo_spin ${CMAKE_SOURCE_DIR}/tests/progs/demo_spin.c)
 target_link_libraries(demo_spin PRIVATE gslice_common gslice_sim_cuda)
 set_target_properties(demo_spin PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
                       SKIP_BUILD_RPATH TRUE)
+
+# Against a live daemon on the simulated GPU (each < 30 s).
+gslice_script_test(ui_status ui_status.sh TIMEOUT 60)
+gslice_script_test(ui_set ui_set.sh TIMEOUT 60)
+gslice_script_test(ui_set_memory ui_set_memory.sh TIMEOUT 60)
+gslice_script_test(ui_metrics ui_metrics.sh TIMEOUT 60)
+gslice_script_test(ui_top ui_top.sh TIMEOUT 60)
+set_tests_properties(integration.ui_status integration.ui_set integration.ui_set_memory
+                     integration.ui_metrics integration.ui_top PROPERTIES LABELS "integration;ui")
