@@ -46,3 +46,7 @@ echo "   busy $(awk -v b="$busy" 'BEGIN { printf "%.3f", b / 1e9 }') s of device
 echo "   one kernel at a time, in the order they were queued: whoever queues first holds"
 echo "   the device until its queue drains. Compute shares (gsliced) are what change that."
 echo "   memory used now that both exited: $("$SIM" info --json | grep -o '"memory_used":[0-9]*' | head -1 | cut -d: -f2) bytes"
+
+# Slices: the daemon, compute shares and memory caps, a live resize, table and plot.
+echo
+bash "$GSLICE_SRC/demo/slices.sh"

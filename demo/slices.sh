@@ -60,7 +60,7 @@ echo "== four slices share GPU 0"
 start_slice train --compute 40 --compute-limit 60 --priority high --
 start_slice infer --compute 20 --priority normal --
 start_slice batch --compute 10 --compute-limit 30 --priority low --
-start_slice capped --compute 10 --memory 256MiB -- --alloc 512MiB
+start_slice capped --compute 10 --memory 512MiB -- --alloc 1GiB
 for s in train infer batch capped; do ui_wait_slice "$s"; done
 
 # Samples: TIME NAME BUSY REQUEST LIMIT MEM_USED MEM_CAP, twice a second.
@@ -131,8 +131,9 @@ while read -r n r1 l1 s1 r2 l2 s2 mem cap; do
   [ "$verdict" = ok ] || bad=1
   printf '   %-8s %-7s %16s %9s%% %16s %9s%% %20s  %s\n' "$n" "${prio[$n]:-?}" "$r1%/$l1%" "$s1" \
     "$r2%/$l2%" "$s2" "$memtxt" "$verdict"
-done <<< "$summary"
-echo "   capped slice's workload: $(grep -h 'asked' "$W/capped.out" || echo 'no allocation report')"
+done < <(for n in train infer batch capped; do grep "^$n " <<< "$summary" || true; done)
+echo "   capped: the workload says: $(grep -h -m1 '^demo_spin: asked' "$W/capped.out" || echo '(no report)')"
+echo "           the hook said:     $(grep -h -m1 'out of memory' "$W/capped.out" | grep -v '^demo_spin' | sed 's/^[^:]*: //' || true)"
 
 # Shares over time (1 s windows) as SVG.
 rel_resize=$(calc "$t_resize - $(head -1 "$W/samples" | cut -d' ' -f1)")
