@@ -17,7 +17,7 @@
 
 #define REGION_MAGIC 0x4e4f494745525347ULL /* "GSREGION" read as little-endian bytes */
 #define REGION_VERSION 1u
-#define SWEEP_NS 50000000ull /* 50 ms */
+#define SWEEP_NS 10000000ull /* 10 ms */
 
 struct region_device {
   uint8_t uuid[GS_REGION_UUID_LEN];

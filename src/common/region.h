@@ -89,7 +89,7 @@ int gs_region_detach(struct gs_region *region, unsigned proc);
 
 /* Adds `bytes` to entry `proc` on device `slot` if the slice stays within the cap; otherwise
  * reclaims dead processes' entries (full check), tries once more, and returns -ENOMEM with
- * *ret_denial set. At most every 50 ms a call also drops entries of processes that are gone. */
+ * *ret_denial set. At most every 10 ms a call also drops entries of processes that are gone. */
 int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes,
                       struct gs_region_denial *ret_denial);
 /* Adds `bytes` whatever the cap (for memory the driver already holds and cannot give back). */
