@@ -36,7 +36,7 @@ trial() { # CASE
   for i in 1 2 3 4 5 6 7 8; do
     s=$(ui_share "$name" 0.25)
     steps="$steps $s"
-    if [ "$reach" = "not in 2 s" ] && ui_within "$s" 60 3; then reach=$(awk -v i="$i" 'BEGIN { print i * 0.25 }') s; fi
+    if [ "$reach" = "not in 2 s" ] && ui_within "$s" 60 3; then reach="$(awk -v i="$i" 'BEGIN { print i * 0.25 }') s"; fi
   done
   b=$(ui_busy "$name")
   # Over [0.5 s, 2 s] after the set, from the 0.25 s steps 3..8.
