@@ -34,9 +34,14 @@ export GSLICE_STATE_DIR="$W/state"
 UI_DAEMON_LOG="$W/gsliced.log"
 source "$GSLICE_SRC/tests/integration/ui_lib.sh"
 
-port=$(ui_free_port)
+for tool in jq curl awk; do
+  command -v $tool > /dev/null || {
+    echo "demo: $tool is missing: run 'make deps' as root (or: sudo apt-get install $tool)" >&2
+    exit 1
+  }
+done
 echo "== gslice slices demo on $where"
-ui_start_daemon --metrics "127.0.0.1:$port" || {
+ui_start_daemon --metrics 127.0.0.1:0 && port=$(ui_metrics_port) || {
   cat "$W/gsliced.log" >&2
   exit 1
 }

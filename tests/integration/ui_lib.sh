@@ -23,9 +23,17 @@ ui_start_daemon() {
   return 1
 }
 
-# ui_free_port: a TCP port nobody listens on right now.
-ui_free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# ui_metrics_port: the port gsliced says it serves /metrics on (start it with
+# --metrics 127.0.0.1:0 so the kernel picks a free one; needs UI_DAEMON_LOG).
+ui_metrics_port() {
+  local i p
+  for i in $(seq 50); do
+    p=$(sed -n 's/.*serving \/metrics on port \([0-9]*\).*/\1/p' "$UI_DAEMON_LOG" | tail -1)
+    if [ -n "$p" ]; then echo "$p"; return 0; fi
+    sleep 0.1
+  done
+  echo "gsliced did not say which port /metrics is on" >&2
+  return 1
 }
 
 # ui_json: the node snapshot as JSON.

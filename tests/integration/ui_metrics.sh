@@ -5,9 +5,9 @@ source "$GSLICE_SRC/tests/integration/ui_lib.sh"
 promtool=$(sh "$GSLICE_SRC/scripts/promtool.sh") || fail "no promtool (see the message above)"
 command -v curl > /dev/null || fail "curl missing: run scripts/deps.sh (apt-get install curl)"
 
-port=$(ui_free_port)
-UI_DAEMON_LOG="$T/gsliced.log" ui_start_daemon --metrics "127.0.0.1:$port" ||
-  { cat "$T/gsliced.log"; fail "daemon did not start"; }
+UI_DAEMON_LOG="$T/gsliced.log"
+ui_start_daemon --metrics 127.0.0.1:0 || { cat "$T/gsliced.log"; fail "daemon did not start"; }
+port=$(ui_metrics_port) || fail "no metrics port in the log: $(cat "$T/gsliced.log")"
 "$GSLICE" run --name m1 --compute 30 --memory 512MiB \
   -- "$SPIN" --ptx "$SPIN_PTX" --kernel-us 1000 --seconds 15 --alloc 16MiB > "$T/m1.out" 2>&1 &
 ui_wait_slice m1 || fail "slice did not start: $(cat "$T/m1.out")"

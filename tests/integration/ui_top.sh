@@ -43,4 +43,19 @@ grep -q 'TOP EXITED 0' "$T/after" || fail "q did not quit top cleanly: $(cat "$T
 expect_eq "alternate screen after q" "$(tmux -S "$sock" display -p -t top '#{alternate_on}')" 0
 grep -Eq '(^| )icanon( |$)' "$T/after" && grep -Eq '(^| )echo( |$)' "$T/after" ||
   fail "terminal not restored (icanon/echo): $(cat "$T/after")"
-pass "top: plain off a terminal, in place on one, q quits and restores the terminal"
+
+# SIGTERM (a closing ssh session, a kill) restores the terminal too.
+tmux -S "$sock" new-window -t top -n term \
+  "env GSLICE_SOCKET='$GSLICE_SOCKET' '$GSLICE' top --interval 0.2; echo \"TOP EXITED \$?\"; stty -a; sleep 30"
+for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top:term | grep -q 'q quits' && break; sleep 0.1; done
+shell=$(tmux -S "$sock" display -p -t top:term '#{pane_pid}')
+toppid=$(ps -o pid= --ppid "$shell" | head -1 | tr -d ' ')
+[ -n "$toppid" ] || fail "cannot find top's pid under the tmux shell $shell"
+kill -TERM "$toppid"
+for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top:term | grep -q 'TOP EXITED' && break; sleep 0.1; done
+tmux -S "$sock" capture-pane -p -t top:term > "$T/term"
+grep -q 'TOP EXITED 0' "$T/term" || fail "SIGTERM did not end top cleanly: $(cat "$T/term")"
+expect_eq "alternate screen after SIGTERM" "$(tmux -S "$sock" display -p -t top:term '#{alternate_on}')" 0
+grep -Eq '(^| )icanon( |$)' "$T/term" && grep -Eq '(^| )echo( |$)' "$T/term" ||
+  fail "terminal not restored after SIGTERM: $(cat "$T/term")"
+pass "top: plain off a terminal, in place on one, q and SIGTERM quit and restore the terminal"
