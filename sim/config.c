@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "size.h"
@@ -143,4 +144,62 @@ uint64_t sim_config_kernel_us(const struct sim_config *cfg, const char *name) {
     if (strcmp(cfg->kernel_times[i].name, name) == 0)
       return cfg->kernel_times[i].us;
   return 0;
+}
+
+/* One entry of CUDA_VISIBLE_DEVICES: the physical index it names, or -1 if invalid. */
+static int visible_entry(const char *s, size_t n, unsigned ndev, const char *const *uuid_text) {
+  while (n && (*s == ' ' || *s == '\t')) {
+    s++;
+    n--;
+  }
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+    n--;
+  if (n >= 4 && strncasecmp(s, "GPU-", 4) == 0) {
+    int found = -1;
+    for (unsigned i = 0; i < ndev; i++)
+      if (strlen(uuid_text[i]) >= n && strncasecmp(uuid_text[i], s, n) == 0) {
+        if (found >= 0)
+          return -1; /* a prefix must name one device */
+        found = (int)i;
+      }
+    return found;
+  }
+  /* Leading digits, as strtoul reads them; no digits (or a sign) is invalid. */
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+    v = v * 10 + (uint64_t)(s[i] - '0');
+    if (v >= ndev)
+      return -1;
+  }
+  return i == 0 ? -1 : (int)v;
+}
+
+unsigned sim_visible_parse(const char *spec, unsigned ndev, const char *const *uuid_text,
+                           unsigned out[SIM_MAX_DEVICES]) {
+  if (ndev > SIM_MAX_DEVICES)
+    ndev = SIM_MAX_DEVICES;
+  if (!spec) {
+    for (unsigned i = 0; i < ndev; i++)
+      out[i] = i;
+    return ndev;
+  }
+  unsigned n = 0;
+  if (!*spec)
+    return 0;
+  for (const char *p = spec;; p++) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    int d = visible_entry(p, len, ndev, uuid_text);
+    if (d < 0)
+      break;
+    for (unsigned i = 0; i < n; i++)
+      if (out[i] == (unsigned)d)
+        return 0; /* a repeated device: the driver then shows none */
+    out[n++] = (unsigned)d;
+    if (!end)
+      break;
+    p = end;
+  }
+  return n;
 }

@@ -41,3 +41,13 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
 
 /* Device time a kernel called name takes when it is not "spin", in microseconds. */
 uint64_t sim_config_kernel_us(const struct sim_config *cfg, const char *name);
+
+/* CUDA_VISIBLE_DEVICES as the driver applies it at cuInit. spec NULL (unset): every
+ * device, in order. Otherwise a comma-separated list of indices (read like strtoul:
+ * "1gpu" is 1) or UUIDs ("GPU-" and enough of the rest to name one device), listed
+ * devices renumbered from 0 in the list's order; the first invalid entry (bad index,
+ * unknown or ambiguous UUID, MIG-, garbage) ends the list; a device listed twice makes
+ * the list empty. uuid_text[i] is physical device i's "GPU-..." text. Writes the
+ * physical index of each visible device to out and returns how many there are. */
+unsigned sim_visible_parse(const char *spec, unsigned ndev, const char *const *uuid_text,
+                           unsigned out[SIM_MAX_DEVICES]);

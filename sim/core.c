@@ -46,6 +46,20 @@ static void do_init(void) {
     sim.init_rc = CUDA_ERROR_OPERATING_SYSTEM;
     return;
   }
+  /* The driver applies CUDA_VISIBLE_DEVICES once, here; NVML never does. */
+  char uuids[SIM_MAX_DEVICES][48];
+  const char *uuid_text[SIM_MAX_DEVICES];
+  unsigned ndev = sim.st.m->devices;
+  for (unsigned d = 0; d < ndev && d < SIM_MAX_DEVICES; d++) {
+    sim_uuid_text(sim.st.m, d, uuids[d], sizeof(uuids[d]));
+    uuid_text[d] = uuids[d];
+  }
+  sim.ndev = sim_visible_parse(secure_getenv("CUDA_VISIBLE_DEVICES"), ndev, uuid_text, sim.pdev);
+  if (sim.ndev == 0) {
+    sim_state_close(&sim.st);
+    sim.init_rc = CUDA_ERROR_NO_DEVICE;
+    return;
+  }
   sim_lock(sim.st.m);
   r = sim_proc_attach(sim.st.m, getpid());
   sim_unlock(sim.st.m);
@@ -56,7 +70,7 @@ static void do_init(void) {
     return;
   }
   sim.slot = r;
-  for (unsigned d = 0; d < sim.st.m->devices; d++)
+  for (unsigned d = 0; d < sim.ndev; d++)
     init_primary((int)d);
   sim_pools_init();
   sim.init_rc = CUDA_SUCCESS;
@@ -77,13 +91,13 @@ SIM_API CUresult cuDriverGetVersion(int *driverVersion) {
   return CUDA_SUCCESS;
 }
 
-static int dev_ok(CUdevice d) { return d >= 0 && (unsigned)d < sim.st.m->devices; }
+static int dev_ok(CUdevice d) { return d >= 0 && (unsigned)d < sim.ndev; }
 
 SIM_API CUresult cuDeviceGetCount(int *count) {
   SIM_REQUIRE_INIT();
   if (!count)
     return CUDA_ERROR_INVALID_VALUE;
-  *count = (int)sim.st.m->devices;
+  *count = (int)sim.ndev;
   return CUDA_SUCCESS;
 }
 
@@ -113,7 +127,7 @@ SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
     return CUDA_ERROR_INVALID_VALUE;
   if (!dev_ok(dev))
     return CUDA_ERROR_INVALID_DEVICE;
-  sim_uuid(sim.st.m, (unsigned)dev, (unsigned char *)uuid->bytes);
+  sim_uuid(sim.st.m, sim_pdev(dev), (unsigned char *)uuid->bytes);
   return CUDA_SUCCESS;
 }
 
@@ -135,7 +149,7 @@ SIM_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
     return CUDA_ERROR_INVALID_VALUE;
   if (!dev_ok(dev))
     return CUDA_ERROR_INVALID_DEVICE;
-  snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", dev + 1);
+  snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", sim_pdev(dev) + 1);
   return CUDA_SUCCESS;
 }
 
@@ -175,7 +189,7 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
   case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: v = 32; break;
   case CU_DEVICE_ATTRIBUTE_MAX_PITCH: v = 2147483647; break;
   case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 2; break;
-  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = dev + 1; break;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = (int)sim_pdev(dev) + 1; break;
   case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
   case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = 0; break;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = CU_COMPUTEMODE_DEFAULT; break;
@@ -218,7 +232,7 @@ CUresult sim_charge(int dev, uint64_t bytes) {
     return CUDA_SUCCESS;
   sim_lock(m);
   sim_reap(m, 0);
-  int r = sim_mem_charge(m, sim.slot, (unsigned)dev, bytes);
+  int r = sim_mem_charge(m, sim.slot, sim_pdev(dev), bytes);
   sim_unlock(m);
   return r < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
@@ -228,14 +242,14 @@ void sim_uncharge(int dev, uint64_t bytes) {
   if (bytes == 0)
     return;
   sim_lock(m);
-  sim_mem_uncharge(m, sim.slot, (unsigned)dev, bytes);
+  sim_mem_uncharge(m, sim.slot, sim_pdev(dev), bytes);
   sim_unlock(m);
 }
 
 static void count_context(int dev, int delta) {
   struct sim_machine *m = sim.st.m;
   sim_lock(m);
-  m->proc[sim.slot].contexts[dev] += (uint32_t)delta;
+  m->proc[sim.slot].contexts[sim_pdev(dev)] += (uint32_t)delta;
   sim_unlock(m);
 }
 
@@ -268,12 +282,24 @@ struct sim_ctx *sim_ctx_current(void) {
   return sim_ctx_alive(c) ? c : NULL;
 }
 
+CUresult sim_ctx_current_rc(struct sim_ctx **ret) {
+  if (ctx_depth == 0 || !ctx_stack[ctx_depth - 1])
+    return CUDA_ERROR_INVALID_CONTEXT;
+  struct sim_ctx *c = ctx_stack[ctx_depth - 1];
+  /* Destroyed in another thread, or a primary context released to zero (which
+   * cuDevicePrimaryCtxRelease does not pop): the driver says so by name. */
+  if (!sim_ctx_alive(c))
+    return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *ret = c;
+  return CUDA_SUCCESS;
+}
+
 static CUresult ctx_arg(CUcontext h, struct sim_ctx **ret) {
   struct sim_ctx *c = (struct sim_ctx *)h;
   if (!c) {
-    c = sim_ctx_current();
-    if (!c)
-      return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc = sim_ctx_current_rc(&c);
+    if (rc != CUDA_SUCCESS)
+      return rc;
   }
   if (!sim_ctx_alive(c))
     return CUDA_ERROR_INVALID_CONTEXT;
@@ -303,8 +329,27 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   return rc;
 }
 
-static void primary_drop(struct sim_ctx *c) {
+/* When everything the context queued is done (0 if nothing). sim.mu held. */
+static uint64_t ctx_tail_locked(const struct sim_ctx *c) {
+  uint64_t t = c->legacy.tail;
+  for (const struct sim_stream *s = c->streams; s; s = s->next)
+    if (s->tail > t)
+      t = s->tail;
+  return t;
+}
+
+/* sim.mu held: what the driver destroys with a context — streams, events, modules (and
+ * their functions), arrays, and the memory of cuMemAlloc / Pitch / Managed made in it.
+ * Not VMM (cuMemCreate) or stream-ordered (pool) memory: those belong to no context
+ * (cuda.h, cuCtxDestroy), so they stay until freed. */
+static void ctx_teardown_locked(struct sim_ctx *c) {
   sim_ctx_streams_reset(c);
+  sim_ctx_exec_reset(c);
+  sim_ctx_memory_reset(c);
+}
+
+static void primary_drop(struct sim_ctx *c) {
+  ctx_teardown_locked(c);
   c->refs = 0;
   c->generation++;
   sim_uncharge(c->dev, sim.st.m->context_memory);
@@ -318,11 +363,22 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   CUresult rc = CUDA_SUCCESS;
   pthread_mutex_lock(&sim.mu);
   struct sim_ctx *c = &sim.primary[dev];
-  if (c->refs == 0)
+  if (c->refs == 0) {
     rc = CUDA_ERROR_INVALID_CONTEXT;
-  else if (--c->refs == 0) {
-    c->refs = 1;
-    primary_drop(c);
+  } else if (c->refs == 1) {
+    /* The context is destroyed: its queued work finishes first, as at cuCtxDestroy. */
+    uint64_t t = ctx_tail_locked(c);
+    pthread_mutex_unlock(&sim.mu);
+    sim_wait_until(t);
+    pthread_mutex_lock(&sim.mu);
+    if (c->refs == 1)
+      primary_drop(c);
+    else if (c->refs > 1)
+      c->refs--;
+    else
+      rc = CUDA_ERROR_INVALID_CONTEXT;
+  } else {
+    c->refs--;
   }
   pthread_mutex_unlock(&sim.mu);
   return rc;
@@ -336,6 +392,10 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     return CUDA_ERROR_INVALID_DEVICE;
   pthread_mutex_lock(&sim.mu);
   struct sim_ctx *c = &sim.primary[dev];
+  uint64_t t = ctx_tail_locked(c);
+  pthread_mutex_unlock(&sim.mu);
+  sim_wait_until(t);
+  pthread_mutex_lock(&sim.mu);
   if (c->refs > 0)
     primary_drop(c);
   c->flags = 0;
@@ -424,18 +484,25 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (!c || c->magic != SIM_CTX_MAGIC || c->primary)
     return CUDA_ERROR_INVALID_CONTEXT;
   pthread_mutex_lock(&sim.mu);
-  sim_ctx_streams_reset(c);
+  uint64_t t = ctx_tail_locked(c);
   pthread_mutex_unlock(&sim.mu);
+  sim_wait_until(t); /* the context's queued work completes first */
+  pthread_mutex_lock(&sim.mu);
+  if (c->magic != SIM_CTX_MAGIC) { /* another thread destroyed it meanwhile */
+    pthread_mutex_unlock(&sim.mu);
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  ctx_teardown_locked(c);
   /* Kept allocated (magic cleared) so a stale handle is an error, not a crash. */
   c->magic = 0;
+  pthread_mutex_unlock(&sim.mu);
   sim_uncharge(c->dev, sim.st.m->context_memory);
   count_context(c->dev, -1);
-  for (int i = 0; i < ctx_depth; i++)
-    if (ctx_stack[i] == c) {
-      memmove(&ctx_stack[i], &ctx_stack[i + 1], (size_t)(ctx_depth - i - 1) * sizeof(c));
-      ctx_depth--;
-      i--;
-    }
+  /* Popped if it is this thread's current context; anywhere else (deeper in this stack,
+   * or current to other threads) it stays, and using it there says
+   * CUDA_ERROR_CONTEXT_IS_DESTROYED, as the driver does. */
+  if (ctx_depth > 0 && ctx_stack[ctx_depth - 1] == c)
+    ctx_depth--;
   return CUDA_SUCCESS;
 }
 
@@ -488,9 +555,10 @@ SIM_API CUresult cuCtxGetDevice(CUdevice *device) {
   SIM_REQUIRE_INIT();
   if (!device)
     return CUDA_ERROR_INVALID_VALUE;
-  struct sim_ctx *c = sim_ctx_current();
-  if (!c)
-    return CUDA_ERROR_INVALID_CONTEXT;
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   *device = c->dev;
   return CUDA_SUCCESS;
 }
@@ -509,9 +577,10 @@ SIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
 
 SIM_API CUresult cuCtxGetFlags(unsigned int *flags) {
   SIM_REQUIRE_INIT();
-  struct sim_ctx *c = sim_ctx_current();
-  if (!c)
-    return CUDA_ERROR_INVALID_CONTEXT;
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   if (!flags)
     return CUDA_ERROR_INVALID_VALUE;
   *flags = c->flags;
@@ -583,10 +652,7 @@ SIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
 
 CUresult sim_ctx_sync(struct sim_ctx *c) {
   pthread_mutex_lock(&sim.mu);
-  uint64_t t = c->legacy.tail;
-  for (struct sim_stream *s = c->streams; s; s = s->next)
-    if (s->tail > t)
-      t = s->tail;
+  uint64_t t = ctx_tail_locked(c);
   pthread_mutex_unlock(&sim.mu);
   sim_wait_until(t);
   sim_pools_trim(c->dev);
@@ -595,10 +661,9 @@ CUresult sim_ctx_sync(struct sim_ctx *c) {
 
 SIM_API CUresult cuCtxSynchronize(void) {
   SIM_REQUIRE_INIT();
-  struct sim_ctx *c = sim_ctx_current();
-  if (!c)
-    return CUDA_ERROR_INVALID_CONTEXT;
-  return sim_ctx_sync(c);
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  return rc != CUDA_SUCCESS ? rc : sim_ctx_sync(c);
 }
 
 SIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {

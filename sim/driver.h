@@ -28,6 +28,7 @@
 #define SIM_PITCH_ALIGN 512ull
 
 struct sim_graph;
+struct sim_array;
 
 enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PER_THREAD };
 
@@ -52,6 +53,11 @@ struct sim_ctx {
   uint64_t generation; /* bumps when a primary context is reset: per-thread streams expire */
   struct sim_stream legacy;
   struct sim_stream *streams; /* user and per-thread streams */
+  /* What goes with the context (cuCtxDestroy, the primary's last release, reset); all
+   * under sim.mu. Allocations are found through the ranges' ctx. */
+  struct sim_event *events;
+  struct sim_module *modules;
+  struct sim_array *arrays;
   struct sim_ctx *next;
 };
 
@@ -60,6 +66,8 @@ struct sim_event {
   unsigned flags;
   int recorded;
   uint64_t t; /* device time the preceding work completes */
+  struct sim_ctx *ctx;
+  struct sim_event *prev, *next; /* in ctx->events, or the free list */
 };
 
 struct sim_func {
@@ -75,6 +83,8 @@ struct sim_module {
   uint32_t magic;
   char *ptx; /* text images only; NULL for cubin/fatbin, which accept any name */
   struct sim_func *funcs;
+  struct sim_ctx *ctx; /* NULL for libraries (cuLibraryLoad*), which no context owns */
+  struct sim_module *prev, *next; /* in ctx->modules */
 };
 
 struct sim_pool {
@@ -112,6 +122,7 @@ struct sim_range {
   struct sim_pool *pool;
   struct sim_phys *phys;
   int managed;
+  struct sim_ctx *ctx; /* SIM_R_ALLOC: the context it was made in, and goes with */
 };
 
 struct sim_driver {
@@ -120,6 +131,11 @@ struct sim_driver {
   struct sim_config cfg;
   struct sim_state st;
   int slot;
+  /* CUDA_VISIBLE_DEVICES: the program's devices 0..ndev-1 are the machine's pdev[i].
+   * Every CUdevice and every dev field below is such an ordinal; the machine (memory,
+   * contexts, timelines, UUIDs) is addressed by sim_pdev(). */
+  unsigned ndev;
+  unsigned pdev[SIM_MAX_DEVICES];
   pthread_mutex_t mu; /* this process's tables; taken before the machine lock */
   struct sim_ctx primary[SIM_MAX_DEVICES];
   struct sim_ctx *contexts;
@@ -139,10 +155,15 @@ extern struct sim_driver sim;
       return CUDA_ERROR_NOT_INITIALIZED;                                                  \
   } while (0)
 
+static inline unsigned sim_pdev(int dev) { return sim.pdev[dev]; }
+
 static inline uint64_t sim_round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 /* core.c */
 struct sim_ctx *sim_ctx_current(void);
+/* The current context, or why there is none: CUDA_ERROR_INVALID_CONTEXT (none bound),
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED (the bound one was destroyed / released to zero). */
+CUresult sim_ctx_current_rc(struct sim_ctx **ret);
 int sim_ctx_alive(const struct sim_ctx *c);
 CUresult sim_charge(int dev, uint64_t bytes);
 void sim_uncharge(int dev, uint64_t bytes);
@@ -162,6 +183,8 @@ uint64_t sim_stream_ready(const struct sim_stream *s);
 /* Sleep until the stream's work is done (sync copies wait this way). */
 CUresult sim_stream_wait(CUstream h, int ptds);
 void sim_ctx_streams_reset(struct sim_ctx *c);
+/* sim.mu held: a context's events and modules go with it. */
+void sim_ctx_exec_reset(struct sim_ctx *c);
 
 /* graphs (exec.c): a captured copy or memset replays its bytes at each launch. */
 enum sim_node_type { SIM_NODE_KERNEL, SIM_NODE_COPY, SIM_NODE_MEMSET };
@@ -183,3 +206,5 @@ CUresult sim_do_copy(void *dst, const void *src, size_t n, int kind);
 CUresult sim_do_memset(CUdeviceptr dst, unsigned value, size_t elem, size_t n);
 void sim_pools_trim(int dev);
 void sim_pools_init(void);
+/* sim.mu held: a context's allocations (plain, pitched, managed) and arrays go with it. */
+void sim_ctx_memory_reset(struct sim_ctx *c);

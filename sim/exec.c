@@ -21,13 +21,30 @@ struct ptds_slot {
 #define PTDS_SLOTS 8
 static __thread struct ptds_slot ptds_slots[PTDS_SLOTS];
 
+/* Destroyed streams and events are recycled, never freed: a stale handle then reads
+ * a cleared magic (CUDA_ERROR_INVALID_HANDLE), not freed memory. sim.mu guards both. */
+static struct sim_stream *stream_free_list;
+static void graph_free(struct sim_graph *g);
+static struct sim_event *event_free_list;
+
+/* sim.mu held: s is no longer a stream. */
+static void stream_recycle_locked(struct sim_stream *s) {
+  memset(s, 0, sizeof(*s));
+  s->next = stream_free_list;
+  stream_free_list = s;
+}
+
 /* sim.mu held. */
 static struct sim_stream *stream_new_locked(struct sim_ctx *c, enum sim_stream_kind kind,
                                             unsigned flags, int priority) {
   static unsigned long long next_id = 1;
-  struct sim_stream *s = calloc(1, sizeof(*s));
-  if (!s)
+  struct sim_stream *s = stream_free_list;
+  if (s) {
+    stream_free_list = s->next;
+    memset(s, 0, sizeof(*s));
+  } else if (!(s = calloc(1, sizeof(*s)))) {
     return NULL;
+  }
   s->magic = SIM_STREAM_MAGIC;
   s->kind = kind;
   s->ctx = c;
@@ -63,9 +80,10 @@ static struct sim_stream *per_thread_stream(struct sim_ctx *c) {
 CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret) {
   struct sim_stream *s;
   if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
-    struct sim_ctx *c = sim_ctx_current();
-    if (!c)
-      return CUDA_ERROR_INVALID_CONTEXT;
+    struct sim_ctx *c;
+    CUresult rc = sim_ctx_current_rc(&c);
+    if (rc != CUDA_SUCCESS)
+      return rc;
     int per_thread = h == CU_STREAM_PER_THREAD || (h == NULL && ptds);
     s = per_thread ? per_thread_stream(c) : &c->legacy;
     if (!s)
@@ -116,8 +134,9 @@ void sim_ctx_streams_reset(struct sim_ctx *c) {
   struct sim_stream *s = c->streams;
   while (s) {
     struct sim_stream *next = s->next;
-    s->magic = 0;
-    free(s);
+    if (s->capture) /* an unfinished capture goes with its stream */
+      graph_free(s->capture);
+    stream_recycle_locked(s);
     s = next;
   }
   c->streams = NULL;
@@ -128,9 +147,10 @@ static CUresult stream_create(CUstream *phStream, unsigned int flags, int priori
   SIM_REQUIRE_INIT();
   if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
     return CUDA_ERROR_INVALID_VALUE;
-  struct sim_ctx *c = sim_ctx_current();
-  if (!c)
-    return CUDA_ERROR_INVALID_CONTEXT;
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   if (priority > 0)
     priority = 0;
   if (priority < -5)
@@ -155,18 +175,21 @@ SIM_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int fla
 SIM_API CUresult cuStreamDestroy_v2(CUstream hStream) {
   SIM_REQUIRE_INIT();
   struct sim_stream *s = (struct sim_stream *)hStream;
-  if (!s || s->magic != SIM_STREAM_MAGIC || s->kind != SIM_STREAM_USER)
-    return CUDA_ERROR_INVALID_HANDLE;
   pthread_mutex_lock(&sim.mu);
+  if (!s || s->magic != SIM_STREAM_MAGIC || s->kind != SIM_STREAM_USER) {
+    pthread_mutex_unlock(&sim.mu);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
   /* Work already queued still runs (it is on the device timeline); only the handle goes. */
   struct sim_stream **pp = &s->ctx->streams;
   while (*pp && *pp != s)
     pp = &(*pp)->next;
   if (*pp)
     *pp = s->next;
-  s->magic = 0;
+  if (s->capture)
+    graph_free(s->capture);
+  stream_recycle_locked(s);
   pthread_mutex_unlock(&sim.mu);
-  free(s);
   return CUDA_SUCCESS;
 }
 
@@ -278,13 +301,29 @@ SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
   SIM_REQUIRE_INIT();
   if (!phEvent)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!sim_ctx_current())
-    return CUDA_ERROR_INVALID_CONTEXT;
-  struct sim_event *e = calloc(1, sizeof(*e));
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&sim.mu);
+  struct sim_event *e = event_free_list;
+  if (e)
+    event_free_list = e->next;
+  else
+    e = malloc(sizeof(*e));
+  if (e) {
+    memset(e, 0, sizeof(*e));
+    e->magic = SIM_EVENT_MAGIC;
+    e->flags = Flags;
+    e->ctx = c;
+    e->next = c->events;
+    if (c->events)
+      c->events->prev = e;
+    c->events = e;
+  }
+  pthread_mutex_unlock(&sim.mu);
   if (!e)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  e->magic = SIM_EVENT_MAGIC;
-  e->flags = Flags;
   *phEvent = (CUevent)e;
   return CUDA_SUCCESS;
 }
@@ -294,14 +333,27 @@ static struct sim_event *event_arg(CUevent h) {
   return e && e->magic == SIM_EVENT_MAGIC ? e : NULL;
 }
 
+/* sim.mu held: out of its context's list, onto the free list. */
+static void event_recycle_locked(struct sim_event *e) {
+  if (e->prev)
+    e->prev->next = e->next;
+  else if (e->ctx && e->ctx->events == e)
+    e->ctx->events = e->next;
+  if (e->next)
+    e->next->prev = e->prev;
+  memset(e, 0, sizeof(*e));
+  e->next = event_free_list;
+  event_free_list = e;
+}
+
 SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) {
   SIM_REQUIRE_INIT();
+  pthread_mutex_lock(&sim.mu);
   struct sim_event *e = event_arg(hEvent);
-  if (!e)
-    return CUDA_ERROR_INVALID_HANDLE;
-  e->magic = 0;
-  free(e);
-  return CUDA_SUCCESS;
+  if (e)
+    event_recycle_locked(e);
+  pthread_mutex_unlock(&sim.mu);
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 SIM_API CUresult cuEventDestroy(CUevent hEvent) { return cuEventDestroy_v2(hEvent); }
@@ -440,12 +492,23 @@ static CUresult module_load_data(CUmodule *module, const void *image) {
   SIM_REQUIRE_INIT();
   if (!module)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!sim_ctx_current())
-    return CUDA_ERROR_INVALID_CONTEXT;
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   struct sim_module *m;
-  CUresult rc = module_new(image, &m);
-  if (rc == CUDA_SUCCESS)
+  rc = module_new(image, &m);
+  if (rc == CUDA_SUCCESS) {
+    /* A module belongs to the context it was loaded in, and goes with it. */
+    pthread_mutex_lock(&sim.mu);
+    m->ctx = c;
+    m->next = c->modules;
+    if (c->modules)
+      c->modules->prev = m;
+    c->modules = m;
+    pthread_mutex_unlock(&sim.mu);
     *module = (CUmodule)m;
+  }
   return rc;
 }
 
@@ -491,22 +554,42 @@ SIM_API CUresult cuModuleLoad(CUmodule *module, const char *fname) {
   return rc;
 }
 
-static void module_free(struct sim_module *m) {
+/* sim.mu held. */
+static void module_free_locked(struct sim_module *m) {
   /* Functions stay allocated (magic cleared): a stale CUfunction is an error, not UB. */
   for (struct sim_func *f = m->funcs; f; f = f->next)
     f->magic = 0;
   m->magic = 0;
   free(m->ptx);
   m->ptx = NULL;
+  if (m->ctx) {
+    if (m->prev)
+      m->prev->next = m->next;
+    else if (m->ctx->modules == m)
+      m->ctx->modules = m->next;
+    if (m->next)
+      m->next->prev = m->prev;
+    m->ctx = NULL;
+    m->prev = m->next = NULL;
+  }
 }
 
 SIM_API CUresult cuModuleUnload(CUmodule hmod) {
   SIM_REQUIRE_INIT();
   struct sim_module *m = (struct sim_module *)hmod;
-  if (!m || m->magic != SIM_MODULE_MAGIC)
-    return CUDA_ERROR_INVALID_HANDLE;
-  module_free(m);
-  return CUDA_SUCCESS;
+  pthread_mutex_lock(&sim.mu);
+  int ok = m && m->magic == SIM_MODULE_MAGIC;
+  if (ok)
+    module_free_locked(m);
+  pthread_mutex_unlock(&sim.mu);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+void sim_ctx_exec_reset(struct sim_ctx *c) {
+  while (c->events)
+    event_recycle_locked(c->events);
+  while (c->modules)
+    module_free_locked(c->modules);
 }
 
 static int ptx_has_entry(const char *ptx, const char *name) {
@@ -682,7 +765,7 @@ static void enqueue_locked(struct sim_stream *s, uint64_t dur) {
   struct sim_machine *m = sim.st.m;
   sim_lock(m);
   sim_reap(m, 0);
-  uint64_t end = sim_schedule(m, sim.slot, (unsigned)s->ctx->dev, earliest, dur);
+  uint64_t end = sim_schedule(m, sim.slot, sim_pdev(s->ctx->dev), earliest, dur);
   sim_unlock(m);
   s->tail = end;
 }

@@ -83,8 +83,7 @@ SIM_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
   SIM_REQUIRE_INIT();
   if (!canAccessPeer)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || peerDev < 0 || (unsigned)dev >= sim.st.m->devices ||
-      (unsigned)peerDev >= sim.st.m->devices)
+  if (dev < 0 || peerDev < 0 || (unsigned)dev >= sim.ndev || (unsigned)peerDev >= sim.ndev)
     return CUDA_ERROR_INVALID_DEVICE;
   *canAccessPeer = 0; /* peer access is not modelled */
   return CUDA_SUCCESS;
@@ -95,10 +94,15 @@ SIM_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId) {
   unsigned dom, bus, d, f;
   if (!dev || !pciBusId || sscanf(pciBusId, "%x:%x:%x.%x", &dom, &bus, &d, &f) != 4)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dom != 0 || d != 0 || f != 0 || bus == 0 || bus > sim.st.m->devices)
+  if (dom != 0 || d != 0 || f != 0 || bus == 0)
     return CUDA_ERROR_INVALID_DEVICE;
-  *dev = (CUdevice)(bus - 1);
-  return CUDA_SUCCESS;
+  /* Bus ids are physical; a device CUDA_VISIBLE_DEVICES hides has no ordinal. */
+  for (unsigned i = 0; i < sim.ndev; i++)
+    if (sim.pdev[i] + 1 == bus) {
+      *dev = (CUdevice)i;
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_INVALID_DEVICE;
 }
 
 SIM_API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {

@@ -12,17 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static CUresult cur_dev(int *ret) {
-  struct sim_ctx *c = sim_ctx_current();
-  if (!c)
-    return CUDA_ERROR_INVALID_CONTEXT;
-  *ret = c->dev;
-  return CUDA_SUCCESS;
-}
-
-/* Maps fresh backing and records a range; charged bytes go to the device first. */
-static CUresult alloc_range(int dev, size_t size, uint64_t charge, enum sim_range_kind kind,
-                            struct sim_pool *pool, CUdeviceptr *ret) {
+/* Maps fresh backing and records a range; charged bytes go to the device first. ctx:
+ * the context that owns it (plain, pitched, managed), NULL for pool memory. */
+static CUresult alloc_range(struct sim_ctx *ctx, int dev, size_t size, uint64_t charge,
+                            enum sim_range_kind kind, struct sim_pool *pool, CUdeviceptr *ret) {
   CUresult rc = sim_charge(dev, charge);
   if (rc != CUDA_SUCCESS)
     return rc;
@@ -40,6 +33,7 @@ static CUresult alloc_range(int dev, size_t size, uint64_t charge, enum sim_rang
   r->charged = charge;
   r->fd = -1;
   r->pool = pool;
+  r->ctx = ctx;
   pthread_mutex_lock(&sim.mu);
   int e = sim_range_add(r);
   pthread_mutex_unlock(&sim.mu);
@@ -55,20 +49,20 @@ static CUresult alloc_range(int dev, size_t size, uint64_t charge, enum sim_rang
 
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   SIM_REQUIRE_INIT();
-  int dev;
-  CUresult rc = cur_dev(&dev);
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
   if (!dptr || bytesize == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  return alloc_range(dev, bytesize, bytesize, SIM_R_ALLOC, NULL, dptr);
+  return alloc_range(c, c->dev, bytesize, bytesize, SIM_R_ALLOC, NULL, dptr);
 }
 
 SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                     size_t Height, unsigned int ElementSizeBytes) {
   SIM_REQUIRE_INIT();
-  int dev;
-  CUresult rc = cur_dev(&dev);
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
@@ -77,7 +71,7 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
   size_t pitch = sim_round_up(WidthInBytes, SIM_PITCH_ALIGN);
   if (Height > SIZE_MAX / pitch)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  rc = alloc_range(dev, pitch * Height, pitch * Height, SIM_R_ALLOC, NULL, dptr);
+  rc = alloc_range(c, c->dev, pitch * Height, pitch * Height, SIM_R_ALLOC, NULL, dptr);
   if (rc == CUDA_SUCCESS)
     *pPitch = pitch;
   return rc;
@@ -85,14 +79,14 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 
 SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
   SIM_REQUIRE_INIT();
-  int dev;
-  CUresult rc = cur_dev(&dev);
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
   if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
     return CUDA_ERROR_INVALID_VALUE;
   /* Counted on the device at once: the sim has no migration, it is all resident. */
-  rc = alloc_range(dev, bytesize, bytesize, SIM_R_ALLOC, NULL, dptr);
+  rc = alloc_range(c, c->dev, bytesize, bytesize, SIM_R_ALLOC, NULL, dptr);
   if (rc == CUDA_SUCCESS) {
     pthread_mutex_lock(&sim.mu);
     struct sim_range *r = sim_range_find((uintptr_t)*dptr, 1);
@@ -138,16 +132,17 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
 
 SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
   SIM_REQUIRE_INIT();
-  int dev;
-  CUresult rc = cur_dev(&dev);
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
+  int dev = c->dev;
   if (!free_bytes || !total)
     return CUDA_ERROR_INVALID_VALUE;
   struct sim_machine *m = sim.st.m;
   sim_lock(m);
   sim_reap(m, 1);
-  uint64_t used = sim_dev_used(m, (unsigned)dev);
+  uint64_t used = sim_dev_used(m, sim_pdev(dev));
   sim_unlock(m);
   *total = m->memory;
   *free_bytes = used >= m->memory ? 0 : m->memory - used;
@@ -400,7 +395,7 @@ SIM_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int ui, size_t N,
 /* ---- stream-ordered allocation and memory pools ---- */
 
 void sim_pools_init(void) {
-  for (unsigned d = 0; d < sim.st.m->devices; d++) {
+  for (unsigned d = 0; d < sim.ndev; d++) {
     struct sim_pool *p = &sim.default_pool[d];
     p->magic = SIM_POOL_MAGIC;
     p->dev = (int)d;
@@ -470,7 +465,7 @@ static CUresult pool_alloc(struct sim_pool *p, size_t size, CUdeviceptr *dptr) {
   if (p->used > p->used_high)
     p->used_high = p->used;
   pthread_mutex_unlock(&sim.mu);
-  CUresult rc = alloc_range(p->dev, size, 0, SIM_R_POOL, p, dptr);
+  CUresult rc = alloc_range(NULL, p->dev, size, 0, SIM_R_POOL, p, dptr);
   if (rc != CUDA_SUCCESS) {
     pthread_mutex_lock(&sim.mu);
     p->used -= size;
@@ -533,7 +528,7 @@ SIM_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
   SIM_REQUIRE_INIT();
   if (!pool_out)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || (unsigned)dev >= sim.st.m->devices)
+  if (dev < 0 || (unsigned)dev >= sim.ndev)
     return CUDA_ERROR_INVALID_DEVICE;
   *pool_out = (CUmemoryPool)&sim.default_pool[dev];
   return CUDA_SUCCESS;
@@ -543,7 +538,7 @@ SIM_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
   SIM_REQUIRE_INIT();
   if (!pool)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || (unsigned)dev >= sim.st.m->devices)
+  if (dev < 0 || (unsigned)dev >= sim.ndev)
     return CUDA_ERROR_INVALID_DEVICE;
   *pool = (CUmemoryPool)sim.cur_pool[dev];
   return CUDA_SUCCESS;
@@ -555,7 +550,7 @@ SIM_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   CUresult rc = pool_arg(pool, &p);
   if (rc != CUDA_SUCCESS)
     return rc;
-  if (dev < 0 || (unsigned)dev >= sim.st.m->devices || p->dev != dev)
+  if (dev < 0 || (unsigned)dev >= sim.ndev || p->dev != dev)
     return CUDA_ERROR_INVALID_DEVICE;
   sim.cur_pool[dev] = p;
   return CUDA_SUCCESS;
@@ -567,7 +562,7 @@ SIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolP
       poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;
   int dev = poolProps->location.id;
-  if (dev < 0 || (unsigned)dev >= sim.st.m->devices)
+  if (dev < 0 || (unsigned)dev >= sim.ndev)
     return CUDA_ERROR_INVALID_DEVICE;
   struct sim_pool *p = calloc(1, sizeof(*p));
   if (!p)
@@ -721,7 +716,7 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;
   int dev = prop->location.id;
-  if (dev < 0 || (unsigned)dev >= sim.st.m->devices)
+  if (dev < 0 || (unsigned)dev >= sim.ndev)
     return CUDA_ERROR_INVALID_DEVICE;
   CUresult rc = sim_charge(dev, size);
   if (rc != CUDA_SUCCESS)
@@ -1052,7 +1047,12 @@ struct sim_array {
   int dev;
   int mipmapped;
   uint64_t charged;
+  struct sim_ctx *ctx;
+  struct sim_array *prev, *next; /* in ctx->arrays, or the free list */
 };
+
+/* Destroyed arrays are recycled, never freed: a stale handle reads a cleared magic. */
+static struct sim_array *array_free_list;
 
 static uint64_t format_bytes(CUarray_format f) {
   switch (f) {
@@ -1075,34 +1075,82 @@ static uint64_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsi
 }
 
 static CUresult array_new(uint64_t bytes, int mip, struct sim_array **ret) {
-  int dev;
-  CUresult rc = cur_dev(&dev);
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
-  struct sim_array *a = calloc(1, sizeof(*a));
-  if (!a)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  rc = sim_charge(dev, bytes);
-  if (rc != CUDA_SUCCESS) {
-    free(a);
+  rc = sim_charge(c->dev, bytes);
+  if (rc != CUDA_SUCCESS)
     return rc;
+  pthread_mutex_lock(&sim.mu);
+  struct sim_array *a = array_free_list;
+  if (a)
+    array_free_list = a->next;
+  else
+    a = malloc(sizeof(*a));
+  if (a) {
+    memset(a, 0, sizeof(*a));
+    a->magic = SIM_ARRAY_MAGIC;
+    a->dev = c->dev;
+    a->mipmapped = mip;
+    a->charged = bytes;
+    a->ctx = c;
+    a->next = c->arrays;
+    if (c->arrays)
+      c->arrays->prev = a;
+    c->arrays = a;
   }
-  a->magic = SIM_ARRAY_MAGIC;
-  a->dev = dev;
-  a->mipmapped = mip;
-  a->charged = bytes;
+  pthread_mutex_unlock(&sim.mu);
+  if (!a) {
+    sim_uncharge(c->dev, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *ret = a;
   return CUDA_SUCCESS;
 }
 
+/* sim.mu held: gives the array's bytes back and recycles it. */
+static void array_release_locked(struct sim_array *a) {
+  if (a->prev)
+    a->prev->next = a->next;
+  else if (a->ctx->arrays == a)
+    a->ctx->arrays = a->next;
+  if (a->next)
+    a->next->prev = a->prev;
+  sim_uncharge(a->dev, a->charged);
+  memset(a, 0, sizeof(*a));
+  a->next = array_free_list;
+  array_free_list = a;
+}
+
 static CUresult array_free(void *h, int mip) {
   struct sim_array *a = h;
-  if (!a || a->magic != SIM_ARRAY_MAGIC || a->mipmapped != mip)
-    return CUDA_ERROR_INVALID_HANDLE;
-  a->magic = 0;
-  sim_uncharge(a->dev, a->charged);
-  free(a);
-  return CUDA_SUCCESS;
+  pthread_mutex_lock(&sim.mu);
+  int ok = a && a->magic == SIM_ARRAY_MAGIC && a->mipmapped == mip;
+  if (ok)
+    array_release_locked(a);
+  pthread_mutex_unlock(&sim.mu);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+void sim_ctx_memory_reset(struct sim_ctx *c) {
+  while (c->arrays)
+    array_release_locked(c->arrays);
+  /* The context's own allocations; pool, VMM and IPC ranges have no ctx and stay. */
+  size_t keep = 0;
+  for (size_t i = 0; i < sim.nranges; i++) {
+    struct sim_range *r = sim.ranges[i];
+    if (r->kind != SIM_R_ALLOC || r->ctx != c) {
+      sim.ranges[keep++] = r;
+      continue;
+    }
+    munmap((void *)r->base, r->maplen);
+    if (r->fd >= 0)
+      close(r->fd);
+    sim_uncharge(r->dev, r->charged);
+    free(r);
+  }
+  sim.nranges = keep;
 }
 
 SIM_API CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d) {
