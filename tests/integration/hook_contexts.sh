@@ -13,15 +13,8 @@ for mode in create primary; do
   send "$mode" ctxdrop
   expect_eq "$mode: ctxdrop" "$(field "$(await "$mode" '^ctxdrop')" err)" 0
   expect_eq "$mode: region after the context went" "$(region_used)" 0
-  # A real GPU frees a destroyed context's allocations; the simulated driver (today) keeps them
-  # and only returns the context's own memory. Say so instead of failing on the sim's behaviour.
-  used=$(sim_used)
-  if [ "$used" = $((512 * MiB)) ]; then
-    echo "SKIP: $mode: the simulated driver keeps a destroyed context's 512MiB of allocations" \
-      "(a GPU frees them); device check skipped"
-  else
-    expect_eq "$mode: device after the context went" "$used" 0
-  fi
+  # The driver frees a destroyed context's allocations with it (the sim does too).
+  expect_eq "$mode: device after the context went" "$(sim_used)" 0
   # Whatever the device still holds for the process, the slice follows it once the hook
   # reconciles with NVML's per-process figure (here: at cuMemGetInfo), memory the hook could
   # not see included.
