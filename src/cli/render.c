@@ -37,7 +37,9 @@ int gs_priority_parse(const char *text, int32_t *ret) {
 }
 
 /* Ratios come from division by measured time; never let a NaN or Inf reach a reader. */
-static double finite_or_zero(double v) { return isfinite(v) ? v : 0.0; }
+static double finite_or_zero(double v) {
+  return isfinite(v) ? v : 0.0;
+}
 
 static const struct gs_slice_status *find_slice(const struct gs_status *st, uint32_t id) {
   for (uint32_t i = 0; i < st->nslices; i++)
@@ -85,8 +87,8 @@ static void sanitize(const char *in, char *out, size_t len) {
 }
 
 /* One line of the table, cut to the width (top on a narrow terminal). */
-__attribute__((format(printf, 3, 4))) static int line(FILE *out, unsigned width,
-                                                       const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int line(FILE *out, unsigned width, const char *fmt,
+                                                      ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
@@ -149,20 +151,19 @@ static int slice_row(FILE *out, const struct gs_render_opts *opts, const struct 
   char nowcol[24] = "";
   if (opts->prev)
     snprintf(nowcol, sizeof(nowcol), " %6s", now);
-  return line(out, opts->width, "  %-14s %3" PRIu32 " %5" PRIu32 "  %-19s %4s %5s  %-6s %6" PRIu32
-              " %6s%s %7s",
-              name, s->id, s->nprocs, mem, req, lim, gs_priority_name(s->priority), s->weight,
-              share, nowcol, wait);
+  return line(out, opts->width,
+              "  %-14s %3" PRIu32 " %5" PRIu32 "  %-19s %4s %5s  %-6s %6" PRIu32 " %6s%s %7s", name,
+              s->id, s->nprocs, mem, req, lim, gs_priority_name(s->priority), s->weight, share,
+              nowcol, wait);
 }
 
 static int slice_header(FILE *out, const struct gs_render_opts *opts) {
-  return line(out, opts->width, "  %-14s %3s %5s  %-19s %4s %5s  %-6s %6s %6s%s %7s", "SLICE",
-              "ID", "PROCS", "MEMORY USED / CAP", "REQ", "LIMIT", "PRIO", "WEIGHT", "SHARE",
+  return line(out, opts->width, "  %-14s %3s %5s  %-19s %4s %5s  %-6s %6s %6s%s %7s", "SLICE", "ID",
+              "PROCS", "MEMORY USED / CAP", "REQ", "LIMIT", "PRIO", "WEIGHT", "SHARE",
               opts->prev ? "    NOW" : "", "WAIT");
 }
 
-int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opts_in,
-                    FILE *out) {
+int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opts_in, FILE *out) {
   struct gs_render_opts opts = {0};
   if (opts_in)
     opts = *opts_in;
@@ -254,7 +255,9 @@ static void json_string(FILE *out, const char *s, size_t max) {
 }
 
 /* Ratios and seconds: enough digits to be exact to a microsecond, never NaN/Inf. */
-static void json_number(FILE *out, double v) { fprintf(out, "%.9g", finite_or_zero(v)); }
+static void json_number(FILE *out, double v) {
+  fprintf(out, "%.9g", finite_or_zero(v));
+}
 
 int gs_render_json(const struct gs_status *st, FILE *out) {
   static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
@@ -262,7 +265,8 @@ int gs_render_json(const struct gs_status *st, FILE *out) {
 
   /* Seconds since the epoch to the millisecond: a double's %g would round it to 10 s. */
   fprintf(out, "{\"version\":%d,\"time\":%" PRIu64 ".%03u,\"gpus\":[", GS_STATUS_JSON_VERSION,
-          (uint64_t)(st->time_ns / 1000000000ULL), (unsigned)(st->time_ns % 1000000000ULL / 1000000ULL));
+          (uint64_t)(st->time_ns / 1000000000ULL),
+          (unsigned)(st->time_ns % 1000000000ULL / 1000000ULL));
   for (uint32_t i = 0; i < ngpus; i++) {
     const struct gs_gpu_status *g = &st->gpus[i];
     fprintf(out, "%s{\"index\":%" PRIu32 ",\"name\":", i ? "," : "", g->index);
@@ -296,8 +300,8 @@ int gs_render_json(const struct gs_status *st, FILE *out) {
     uint32_t n = s->ngpus < GS_MAX_GPUS ? s->ngpus : GS_MAX_GPUS;
     for (uint32_t i = 0; i < n; i++) {
       const struct gs_slice_gpu_status *g = &s->gpus[i];
-      fprintf(out, "%s{\"index\":%" PRIu32 ",\"memory_used_bytes\":%" PRIu64
-                   ",\"memory_cap_bytes\":",
+      fprintf(out,
+              "%s{\"index\":%" PRIu32 ",\"memory_used_bytes\":%" PRIu64 ",\"memory_cap_bytes\":",
               i ? "," : "", g->gpu, g->memory_used_bytes);
       /* null, not 0: "no cap" must not read as "a cap of zero bytes". */
       if (g->memory_cap_bytes)
@@ -308,8 +312,9 @@ int gs_render_json(const struct gs_status *st, FILE *out) {
       json_number(out, g->share_ratio);
       fputs(",\"busy_seconds_total\":", out);
       json_number(out, g->busy_seconds_total);
-      fprintf(out, ",\"launches_total\":%" PRIu64 ",\"tokens_total\":%" PRIu64
-                   ",\"wait_seconds_total\":",
+      fprintf(out,
+              ",\"launches_total\":%" PRIu64 ",\"tokens_total\":%" PRIu64
+              ",\"wait_seconds_total\":",
               g->launches_total, g->tokens_total);
       json_number(out, g->wait_seconds_total);
       fprintf(out, ",\"wait_count\":%" PRIu64 ",\"wait_buckets\":[", g->wait_count);

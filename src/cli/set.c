@@ -12,21 +12,20 @@
 #include "ui.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gslice set SLICE [--memory SIZE|none] [--compute PCT] [--compute-limit PCT]\n"
-          "                        [--priority high|normal|low] [--weight N] [--force]\n"
-          "  Changes a running slice (SLICE: its name or id, see gslice status).\n"
-          "  Compute changes apply at the slice's next token; every change is persisted.\n"
-          "  --memory SIZE       memory cap per GPU (e.g. 2GiB, 512M); 'none' removes it.\n"
-          "                      Raising applies at once. Lowering below what the slice\n"
-          "                      already uses is refused, unless --force:\n"
-          "  --force             accept a cap below current use: new allocations fail until\n"
-          "                      the slice's usage falls under the cap (nothing is freed)\n"
-          "  --compute PCT       guaranteed share of the GPU, 0-100 (raises the limit to it\n"
-          "                      if the limit is lower)\n"
-          "  --compute-limit PCT ceiling on the share, 1-100\n"
-          "  --priority P        high, normal or low: who gets the GPU first\n"
-          "  --weight N          1-1000: share of spare time among equals\n");
+  fprintf(f, "usage: gslice set SLICE [--memory SIZE|none] [--compute PCT] [--compute-limit PCT]\n"
+             "                        [--priority high|normal|low] [--weight N] [--force]\n"
+             "  Changes a running slice (SLICE: its name or id, see gslice status).\n"
+             "  Compute changes apply at the slice's next token; every change is persisted.\n"
+             "  --memory SIZE       memory cap per GPU (e.g. 2GiB, 512M); 'none' removes it.\n"
+             "                      Raising applies at once. Lowering below what the slice\n"
+             "                      already uses is refused, unless --force:\n"
+             "  --force             accept a cap below current use: new allocations fail until\n"
+             "                      the slice's usage falls under the cap (nothing is freed)\n"
+             "  --compute PCT       guaranteed share of the GPU, 0-100 (raises the limit to it\n"
+             "                      if the limit is lower)\n"
+             "  --compute-limit PCT ceiling on the share, 1-100\n"
+             "  --priority P        high, normal or low: who gets the GPU first\n"
+             "  --weight N          1-1000: share of spare time among equals\n");
 }
 
 static int parse_percent(const char *s, uint32_t min, uint32_t *ret) {
@@ -68,16 +67,17 @@ int cmd_set(int argc, char **argv) {
       if (strcmp(optarg, "none") == 0) {
         req.spec.memory_cap = 0;
       } else if (gs_size_parse(optarg, &req.spec.memory_cap) < 0 || req.spec.memory_cap == 0) {
-        fprintf(stderr, "gslice set: bad --memory '%s': give a size like 2GiB, 512MiB or "
-                        "1073741824, or 'none' to remove the cap\n", optarg);
+        fprintf(stderr,
+                "gslice set: bad --memory '%s': give a size like 2GiB, 512MiB or "
+                "1073741824, or 'none' to remove the cap\n",
+                optarg);
         return 2;
       }
       req.fields |= GS_SET_MEMORY;
       break;
     case OPT_COMPUTE:
       if (parse_percent(optarg, 0, &req.spec.compute_request) < 0) {
-        fprintf(stderr, "gslice set: bad --compute '%s': give a percent 0-100, e.g. 60\n",
-                optarg);
+        fprintf(stderr, "gslice set: bad --compute '%s': give a percent 0-100, e.g. 60\n", optarg);
         return 2;
       }
       req.fields |= GS_SET_REQUEST;
@@ -176,8 +176,9 @@ int cmd_set(int argc, char **argv) {
     req.fields |= GS_SET_LIMIT;
   }
   if (merged.compute_request > merged.compute_limit) {
-    fprintf(stderr, "gslice set: a request of %" PRIu32 "%% is above a limit of %" PRIu32
-                    "%%: lower --compute too, or raise --compute-limit\n",
+    fprintf(stderr,
+            "gslice set: a request of %" PRIu32 "%% is above a limit of %" PRIu32
+            "%%: lower --compute too, or raise --compute-limit\n",
             merged.compute_request, merged.compute_limit);
     goto out;
   }
@@ -195,8 +196,8 @@ int cmd_set(int argc, char **argv) {
               "gslice set: refused: slice '%s' uses %s (%" PRIu64 " bytes) on GPU %" PRIu32
               ", more than the new cap of %s (%" PRIu64 " bytes). Free memory in the slice "
               "first, or add --force to stop new allocations until usage falls under %s.\n",
-              s->name, used, s->gpus[g].memory_used_bytes, s->gpus[g].gpu, cap,
-              req.spec.memory_cap, cap);
+              s->name, used, s->gpus[g].memory_used_bytes, s->gpus[g].gpu, cap, req.spec.memory_cap,
+              cap);
       goto out;
     }
   }
@@ -214,8 +215,7 @@ int cmd_set(int argc, char **argv) {
       if (a->id != req.slice_id)
         continue;
       char mem[24];
-      memory_text(a->ngpus ? a->gpus[0].memory_cap_bytes : req.spec.memory_cap, mem,
-                  sizeof(mem));
+      memory_text(a->ngpus ? a->gpus[0].memory_cap_bytes : req.spec.memory_cap, mem, sizeof(mem));
       printf("gslice set: slice '%s' (id %" PRIu32 "): compute %" PRIu32 "%% (limit %" PRIu32
              "%%), priority %s, weight %" PRIu32 ", memory cap %s%s\n",
              a->name, a->id, a->compute_request, a->compute_limit, gs_priority_name(a->priority),

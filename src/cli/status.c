@@ -35,8 +35,10 @@ int cmd_status(int argc, char **argv) {
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "gslice status: unexpected argument '%s' (status takes no slice; "
-                    "use --json and filter, e.g. with jq)\n", argv[optind]);
+    fprintf(stderr,
+            "gslice status: unexpected argument '%s' (status takes no slice; "
+            "use --json and filter, e.g. with jq)\n",
+            argv[optind]);
     return 2;
   }
 

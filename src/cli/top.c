@@ -30,8 +30,8 @@ static int wake_pipe[2] = {-1, -1};
 /* What must be undone on the way out; file scope because atexit() and the signal path
  * need it. Only top touches it. */
 static struct {
-  int raw;          /* termios changed: restore `saved` */
-  int screen;       /* alternate screen entered */
+  int raw;    /* termios changed: restore `saved` */
+  int screen; /* alternate screen entered */
   struct termios saved;
 } term;
 
@@ -108,8 +108,8 @@ static void draw_frame(const char *text, unsigned cols, unsigned rows, double in
   unsigned printed = 0;
   fputs(ESC "[H", stdout);
   char head[768]; /* the header, plus the daemon error (up to 512) */
-  snprintf(head, sizeof(head), "gslice top: every %.1fs, q quits%s%s", interval,
-           err ? "  |  " : "", err ? err : "");
+  snprintf(head, sizeof(head), "gslice top: every %.1fs, q quits%s%s", interval, err ? "  |  " : "",
+           err ? err : "");
   fprintf(stdout, ESC "[7m%.*s" ESC "[0m" ESC "[K\n", (int)cols, head);
   printed++;
   for (const char *l = text; l && *l && printed + 1 < rows;) {
@@ -159,8 +159,7 @@ static int top_plain(double interval, long iterations) {
   char err[512];
   for (long i = 0; !iterations || i < iterations; i++) {
     if (i) {
-      struct timespec ts = {(time_t)interval,
-                            (long)((interval - (double)(time_t)interval) * 1e9)};
+      struct timespec ts = {(time_t)interval, (long)((interval - (double)(time_t)interval) * 1e9)};
       while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !got_quit)
         ;
     }
@@ -276,8 +275,10 @@ int cmd_top(int argc, char **argv) {
     switch (c) {
     case 'i':
       if (parse_interval(optarg, &interval) < 0) {
-        fprintf(stderr, "gslice top: bad --interval '%s': give seconds between 0.1 and 3600, "
-                        "e.g. --interval 0.5\n", optarg);
+        fprintf(stderr,
+                "gslice top: bad --interval '%s': give seconds between 0.1 and 3600, "
+                "e.g. --interval 0.5\n",
+                optarg);
         return 2;
       }
       break;

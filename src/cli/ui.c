@@ -16,8 +16,10 @@ static int ui_connect(int *ret_fd, char *err, size_t errlen) {
   int fd, r = gs_client_connect(path, &fd);
   if (r < 0) {
     if (r == -ENOENT || r == -ECONNREFUSED)
-      snprintf(err, errlen, "cannot reach gsliced at %s: %s. Start it (gsliced), or point "
-                            "GSLICE_SOCKET at its socket.", path, strerror(-r));
+      snprintf(err, errlen,
+               "cannot reach gsliced at %s: %s. Start it (gsliced), or point "
+               "GSLICE_SOCKET at its socket.",
+               path, strerror(-r));
     else
       snprintf(err, errlen, "cannot connect to gsliced at %s: %s", path, strerror(-r));
     return r;

@@ -78,12 +78,14 @@ static void slice_labels(FILE *out, const struct gs_slice_status *s,
   fputc('}', out);
 }
 
-static uint32_t clamp_gpus(uint32_t n) { return n < GS_MAX_GPUS ? n : GS_MAX_GPUS; }
+static uint32_t clamp_gpus(uint32_t n) {
+  return n < GS_MAX_GPUS ? n : GS_MAX_GPUS;
+}
 
 enum gpu_field { GPU_MEM_USED, GPU_MEM_TOTAL, GPU_BUSY, GPU_REQUESTED };
 
-static void gpu_family(FILE *out, const struct gs_status *st, const char *name,
-                       const char *help, enum gpu_field f) {
+static void gpu_family(FILE *out, const struct gs_status *st, const char *name, const char *help,
+                       enum gpu_field f) {
   family(out, name, "gauge", help);
   for (uint32_t i = 0; i < clamp_gpus(st->ngpus); i++) {
     const struct gs_gpu_status *g = &st->gpus[i];
@@ -110,8 +112,8 @@ static void gpu_family(FILE *out, const struct gs_status *st, const char *name,
 
 enum slice_field { SLICE_REQUEST, SLICE_LIMIT, SLICE_WEIGHT, SLICE_PROCS, SLICE_FORCE };
 
-static void slice_family(FILE *out, const struct gs_status *st, const char *name,
-                         const char *help, enum slice_field f) {
+static void slice_family(FILE *out, const struct gs_status *st, const char *name, const char *help,
+                         enum slice_field f) {
   family(out, name, "gauge", help);
   for (uint32_t k = 0; k < st->nslices; k++) {
     const struct gs_slice_status *s = &st->slices[k];
@@ -182,8 +184,7 @@ static void slice_gpu_family(FILE *out, const struct gs_status *st, const char *
 static void wait_histogram(FILE *out, const struct gs_status *st) {
   static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
   const char *name = "gslice_slice_token_wait_seconds";
-  family(out, name, "histogram",
-         "Time a slice's launches waited for a compute token, per GPU.");
+  family(out, name, "histogram", "Time a slice's launches waited for a compute token, per GPU.");
   for (uint32_t k = 0; k < st->nslices; k++) {
     const struct gs_slice_status *s = &st->slices[k];
     for (uint32_t i = 0; i < clamp_gpus(s->ngpus); i++) {
@@ -222,11 +223,11 @@ int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_l
   if (!out)
     return -ENOMEM;
 
-  gpu_family(out, st, "gslice_gpu_memory_used_bytes", "Device memory in use on the GPU, all processes.",
-             GPU_MEM_USED);
+  gpu_family(out, st, "gslice_gpu_memory_used_bytes",
+             "Device memory in use on the GPU, all processes.", GPU_MEM_USED);
   gpu_family(out, st, "gslice_gpu_memory_total_bytes", "Device memory of the GPU.", GPU_MEM_TOTAL);
-  gpu_family(out, st, "gslice_gpu_busy_ratio",
-             "Fraction of the last window the GPU ran kernels.", GPU_BUSY);
+  gpu_family(out, st, "gslice_gpu_busy_ratio", "Fraction of the last window the GPU ran kernels.",
+             GPU_BUSY);
   gpu_family(out, st, "gslice_gpu_compute_requested_ratio",
              "Sum of the compute requests of the slices on the GPU (1 = the whole GPU).",
              GPU_REQUESTED);
@@ -247,8 +248,7 @@ int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_l
                "Compute share the slice may not exceed (1 = one whole GPU).", SLICE_LIMIT);
   slice_family(out, st, "gslice_slice_weight",
                "Weight of the slice in the fair split of spare compute.", SLICE_WEIGHT);
-  slice_family(out, st, "gslice_slice_processes", "Processes attached to the slice.",
-               SLICE_PROCS);
+  slice_family(out, st, "gslice_slice_processes", "Processes attached to the slice.", SLICE_PROCS);
   slice_family(out, st, "gslice_slice_memory_forced",
                "1 while the cap was lowered below usage with --force and allocations are stopped.",
                SLICE_FORCE);
@@ -418,8 +418,8 @@ int gs_metrics_start(const char *addr_port, struct gs_metrics **ret) {
 
   /* Our own listening socket: close-on-exec, and a precise errno when the port is taken,
    * which MHD_start_daemon would reduce to NULL. */
-  socklen_t slen = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                           : sizeof(struct sockaddr_in6);
+  socklen_t slen =
+      ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     r = -errno;
@@ -461,9 +461,13 @@ fail:
   return r;
 }
 
-uint16_t gs_metrics_port(const struct gs_metrics *m) { return m ? m->port : 0; }
+uint16_t gs_metrics_port(const struct gs_metrics *m) {
+  return m ? m->port : 0;
+}
 
-int gs_metrics_loopback(const struct gs_metrics *m) { return m ? m->loopback : 1; }
+int gs_metrics_loopback(const struct gs_metrics *m) {
+  return m ? m->loopback : 1;
+}
 
 int gs_metrics_publish(struct gs_metrics *m, const struct gs_status *st) {
   struct gs_status copy, old;

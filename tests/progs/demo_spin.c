@@ -12,8 +12,14 @@
 #include "size.h"
 
 static volatile sig_atomic_t stop, late_now;
-static void on_term(int sig) { (void)sig; stop = 1; }
-static void on_usr1(int sig) { (void)sig; late_now = 1; }
+static void on_term(int sig) {
+  (void)sig;
+  stop = 1;
+}
+static void on_usr1(int sig) {
+  (void)sig;
+  late_now = 1;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -132,7 +138,9 @@ int main(int argc, char **argv) {
       CUresult r = cuMemAlloc(&p, late);
       gs_size_format(late, l, sizeof(l));
       printf("demo_spin: late allocation of %s: %s\n", l,
-             r == CUDA_SUCCESS ? "ok" : r == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "failed");
+             r == CUDA_SUCCESS               ? "ok"
+             : r == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory"
+                                             : "failed");
       fflush(stdout);
       if (r == CUDA_SUCCESS && nheld < sizeof(held) / sizeof(held[0]))
         held[nheld++] = p;
@@ -141,8 +149,8 @@ int main(int argc, char **argv) {
     }
   }
   double took = now_s() - start;
-  printf("demo_spin: %llu kernels of %lluus in %.1fs: %.1f%% of the device\n", kernels,
-         kernel_us, took, took > 0 ? 100.0 * (double)kernels * (double)kernel_us / 1e6 / took : 0);
+  printf("demo_spin: %llu kernels of %lluus in %.1fs: %.1f%% of the device\n", kernels, kernel_us,
+         took, took > 0 ? 100.0 * (double)kernels * (double)kernel_us / 1e6 / took : 0);
   for (size_t i = 0; i < nheld; i++)
     cuMemFree(held[i]);
   return 0;

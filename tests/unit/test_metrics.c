@@ -17,29 +17,57 @@ static void test_render(void) {
   size_t len = 0;
   CHECK_EQ_INT(gs_metrics_render(&st, &text, &len), 0);
   CHECK_EQ_U64(len, strlen(text));
-  CHECK(strstr(text, "# TYPE gslice_gpu_memory_used_bytes gauge\n"
-                     "gslice_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-00000000-sim\"} 1610612736\n") != NULL);
+  CHECK(strstr(text,
+               "# TYPE gslice_gpu_memory_used_bytes gauge\n"
+               "gslice_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-00000000-sim\"} 1610612736\n") !=
+        NULL);
   CHECK(strstr(text, "gslice_gpu_busy_ratio{gpu=\"0\",uuid=\"GPU-00000000-sim\"} 0.975\n") != NULL);
-  CHECK(strstr(text, "gslice_gpu_compute_requested_ratio{gpu=\"1\",uuid=\"GPU-00000001-sim\"} 0.4\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_info{slice=\"train\",slice_id=\"1\",priority=\"high\"} 1\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_compute_request_ratio{slice=\"train\",slice_id=\"1\"} 0.3\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_compute_limit_ratio{slice=\"train\",slice_id=\"1\"} 0.6\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_memory_cap_bytes{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 536870912\n") != NULL);
+  CHECK(strstr(text,
+               "gslice_gpu_compute_requested_ratio{gpu=\"1\",uuid=\"GPU-00000001-sim\"} 0.4\n") !=
+        NULL);
+  CHECK(strstr(text, "gslice_slice_info{slice=\"train\",slice_id=\"1\",priority=\"high\"} 1\n") !=
+        NULL);
+  CHECK(strstr(text, "gslice_slice_compute_request_ratio{slice=\"train\",slice_id=\"1\"} 0.3\n") !=
+        NULL);
+  CHECK(strstr(text, "gslice_slice_compute_limit_ratio{slice=\"train\",slice_id=\"1\"} 0.6\n") !=
+        NULL);
+  CHECK(
+      strstr(
+          text,
+          "gslice_slice_memory_cap_bytes{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 536870912\n") !=
+      NULL);
   CHECK(strstr(text, "gslice_slice_memory_forced{slice=\"train\",slice_id=\"1\"} 1\n") != NULL);
   /* No cap, no sample. */
   CHECK(strstr(text, "gslice_slice_memory_cap_bytes{slice=\"infer") == NULL);
   /* Label values escaped as the text format wants. */
-  CHECK(strstr(text, "gslice_slice_share_ratio{slice=\"infer \\\"q\\\"\\n\",slice_id=\"2\",gpu=\"1\"} 0.25\n") != NULL);
+  CHECK(strstr(text, "gslice_slice_share_ratio{slice=\"infer "
+                     "\\\"q\\\"\\n\",slice_id=\"2\",gpu=\"1\"} 0.25\n") != NULL);
   CHECK(strstr(text, "# TYPE gslice_slice_launches_total counter\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_launches_total{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 1000\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_busy_seconds_total{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 12.5\n") != NULL);
+  CHECK(strstr(text,
+               "gslice_slice_launches_total{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 1000\n") !=
+        NULL);
+  CHECK(
+      strstr(text,
+             "gslice_slice_busy_seconds_total{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 12.5\n") !=
+      NULL);
   CHECK(strstr(text, "# TYPE gslice_slice_token_wait_seconds histogram\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_token_wait_seconds_bucket{slice=\"train\",slice_id=\"1\",gpu=\"0\",le=\"0.0005\"} 10\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_token_wait_seconds_bucket{slice=\"train\",slice_id=\"1\",gpu=\"0\",le=\"+Inf\"} 50\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_token_wait_seconds_sum{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 0.42\n") != NULL);
-  CHECK(strstr(text, "gslice_slice_token_wait_seconds_count{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 50\n") != NULL);
+  CHECK(strstr(text, "gslice_slice_token_wait_seconds_bucket{slice=\"train\",slice_id=\"1\",gpu="
+                     "\"0\",le=\"0.0005\"} 10\n") != NULL);
+  CHECK(strstr(text, "gslice_slice_token_wait_seconds_bucket{slice=\"train\",slice_id=\"1\",gpu="
+                     "\"0\",le=\"+Inf\"} 50\n") != NULL);
+  CHECK(
+      strstr(
+          text,
+          "gslice_slice_token_wait_seconds_sum{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 0.42\n") !=
+      NULL);
+  CHECK(
+      strstr(
+          text,
+          "gslice_slice_token_wait_seconds_count{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 50\n") !=
+      NULL);
   /* The slice without a GPU has slice-level series only. */
-  CHECK(strstr(text, "gslice_slice_compute_limit_ratio{slice=\"idle\",slice_id=\"3\"} 1\n") != NULL);
+  CHECK(strstr(text, "gslice_slice_compute_limit_ratio{slice=\"idle\",slice_id=\"3\"} 1\n") !=
+        NULL);
   CHECK(strstr(text, "slice=\"idle\",slice_id=\"3\",gpu=") == NULL);
   free(text);
   gs_status_free(&st);
@@ -120,7 +148,8 @@ static void test_server(void) {
   CHECK_EQ_INT(gs_metrics_publish(m, &st), 0);
   gs_status_free(&st); /* the endpoint kept its own copy */
   r = http(port, "GET /metrics HTTP/1.0\r\n\r\n");
-  CHECK(strstr(r, "gslice_slice_launches_total{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 1000\n") != NULL);
+  CHECK(strstr(r, "gslice_slice_launches_total{slice=\"train\",slice_id=\"1\",gpu=\"0\"} 1000\n") !=
+        NULL);
   free(r);
 
   r = http(port, "GET / HTTP/1.0\r\n\r\n");

@@ -117,7 +117,7 @@ static void test_share_between(void) {
   struct gs_status a, b;
   ui_snapshot(&a);
   ui_snapshot(&b);
-  b.time_ns += 2000000000ULL;            /* 2 s later */
+  b.time_ns += 2000000000ULL;                    /* 2 s later */
   b.slices[0].gpus[0].busy_seconds_total += 1.2; /* train ran 1.2 s of them */
   double r = -1;
   CHECK_EQ_INT(gs_status_share_between(&a, &b, 1, 0, &r), 0);
@@ -149,13 +149,15 @@ static void test_json(void) {
   CHECK(strstr(j, "\"name\":\"Simulated GPU 0\",\"uuid\":\"GPU-00000000-sim\",\"busy_ratio\":0.975,"
                   "\"window_seconds\":10,\"memory_used_bytes\":1610612736,"
                   "\"memory_total_bytes\":17179869184,\"compute_requested_percent\":70}") != NULL);
-  CHECK(strstr(j, "{\"id\":1,\"name\":\"train\",\"compute_request_percent\":30,"
-                  "\"compute_limit_percent\":60,\"priority\":\"high\",\"weight\":2,"
-                  "\"memory_force\":true,\"processes\":2,\"pids\":[4242,4243],\"gpus\":[{\"index\":0,"
-                  "\"memory_used_bytes\":1073741824,\"memory_cap_bytes\":536870912,"
-                  "\"share_ratio\":0.3125,\"busy_seconds_total\":12.5,\"launches_total\":1000,"
-                  "\"tokens_total\":50,\"wait_seconds_total\":0.42,\"wait_count\":50,"
-                  "\"wait_buckets\":[{\"le\":0.0001,\"count\":0},{\"le\":0.0005,\"count\":10}") != NULL);
+  CHECK(strstr(j,
+               "{\"id\":1,\"name\":\"train\",\"compute_request_percent\":30,"
+               "\"compute_limit_percent\":60,\"priority\":\"high\",\"weight\":2,"
+               "\"memory_force\":true,\"processes\":2,\"pids\":[4242,4243],\"gpus\":[{\"index\":0,"
+               "\"memory_used_bytes\":1073741824,\"memory_cap_bytes\":536870912,"
+               "\"share_ratio\":0.3125,\"busy_seconds_total\":12.5,\"launches_total\":1000,"
+               "\"tokens_total\":50,\"wait_seconds_total\":0.42,\"wait_count\":50,"
+               "\"wait_buckets\":[{\"le\":0.0001,\"count\":0},{\"le\":0.0005,\"count\":10}") !=
+        NULL);
   CHECK(strstr(j, "{\"le\":null,\"count\":50}]}]}") != NULL);
   CHECK(strstr(j, "\"name\":\"infer \\\"q\\\"\\u000a\"") != NULL);
   CHECK(strstr(j, "\"memory_cap_bytes\":null") != NULL);
