@@ -682,6 +682,215 @@ static int cmd_ipc_import(const char *file) {
   printf("PASS ipc-import (no memory added)\n");
   return 0;
 }
+
+static void launch_spin_rc_expect_fail(CUfunction f) {
+  uint64_t us = 1;
+  void *params[] = {&us};
+  EXPECT(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, 0, params, NULL) != CUDA_SUCCESS);
+}
+
+/* Everything one context can own, and what belongs to no context (pool, VMM). */
+struct owned {
+  CUdeviceptr plain, pitched, managed, pooled;
+  CUarray arr;
+  CUmodule mod;
+  CUfunction spin;
+  CUevent ev;
+  CUstream st;
+  CUmemGenericAllocationHandle vmm;
+  size_t vmm_size;
+};
+
+static void make_owned(const char *ptx_path, struct owned *o) {
+  size_t pitch;
+  CUdevice d;
+  CK(cuCtxGetDevice(&d));
+  CK(cuMemAlloc(&o->plain, 64 << 20));
+  CK(cuMemAllocPitch(&o->pitched, &pitch, 1000, 1000, 4));
+  CK(cuMemAllocManaged(&o->managed, 8 << 20, CU_MEM_ATTACH_GLOBAL));
+  CUDA_ARRAY_DESCRIPTOR ad = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
+                              .NumChannels = 4};
+  CK(cuArrayCreate(&o->arr, &ad));
+  o->spin = load_spin(ptx_path, &o->mod);
+  CK(cuEventCreate(&o->ev, 0));
+  CK(cuStreamCreate(&o->st, CU_STREAM_NON_BLOCKING));
+  CK(cuMemAllocAsync(&o->pooled, 4 << 20, o->st));
+  CK(cuStreamSynchronize(o->st));
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = d;
+  size_t gran;
+  CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  o->vmm_size = 4 * gran;
+  CK(cuMemCreate(&o->vmm, o->vmm_size, &prop, 0));
+}
+
+/* After the context went (called in another, live context): its allocations are gone;
+ * pool memory and the VMM handle were no context's and are still there to free. f0: the
+ * device's free memory before the context's things were made. */
+static void check_gone(struct owned *o, size_t f0, int stale) {
+  EXPECT(cuMemFree(o->plain) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT(cuMemFree(o->pitched) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT(cuMemFree(o->managed) == CUDA_ERROR_INVALID_VALUE);
+  char b[16];
+  EXPECT(cuMemcpyDtoH(b, o->plain, sizeof(b)) != CUDA_SUCCESS);
+  if (stale) {
+    /* Using a destroyed object's handle is undefined on a GPU; the sim refuses it. */
+    EXPECT(cuArrayDestroy(o->arr) == CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuEventDestroy(o->ev) == CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuStreamDestroy(o->st) == CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuModuleUnload(o->mod) == CUDA_ERROR_INVALID_HANDLE);
+    launch_spin_rc_expect_fail(o->spin);
+  }
+  CUmemoryPool pool;
+  cuuint64_t reserved = 0;
+  CK(cuDeviceGetDefaultMemPool(&pool, dev));
+  CK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  size_t f1 = dev_free();
+  printf("context gone: device holds %zu more (pool %llu + vmm %zu)\n", f0 - f1,
+         (unsigned long long)reserved, o->vmm_size);
+  EXPECT(f0 - f1 == reserved + o->vmm_size);
+  CK(cuMemFree(o->pooled));
+  CK(cuMemRelease(o->vmm));
+  CK(cuMemPoolTrimTo(pool, 0));
+  EXPECT(dev_free() == f0);
+}
+
+struct other_thread {
+  CUcontext ctx;
+  pthread_barrier_t set, destroyed;
+  CUresult alloc_rc;
+};
+
+static void *current_elsewhere(void *arg) {
+  struct other_thread *t = arg;
+  CK(cuCtxSetCurrent(t->ctx));
+  pthread_barrier_wait(&t->set);
+  pthread_barrier_wait(&t->destroyed);
+  CUdeviceptr p;
+  t->alloc_rc = cuMemAlloc(&p, 4096);
+  return NULL;
+}
+
+/* teardown PTX [stale]: what goes with a context — at cuCtxDestroy, at the last
+ * cuDevicePrimaryCtxRelease and at cuDevicePrimaryCtxReset — and what stays; a destroyed
+ * context still current elsewhere says CUDA_ERROR_CONTEXT_IS_DESTROYED. With "stale",
+ * also the handles of destroyed objects (undefined on a GPU, refused by the sim). */
+static int cmd_teardown(const char *ptx_path, int stale) {
+  setup();
+  size_t f0 = dev_free();
+  struct owned o;
+
+  /* cuCtxCreate + cuCtxDestroy, with work queued and the context current in a thread. */
+  CUcontext c2;
+  CK(cuCtxCreate(&c2, NULL, 0, dev));
+  make_owned(ptx_path, &o);
+  struct other_thread t = {.ctx = c2};
+  pthread_t th;
+  pthread_barrier_init(&t.set, NULL, 2);
+  pthread_barrier_init(&t.destroyed, NULL, 2);
+  pthread_create(&th, NULL, current_elsewhere, &t);
+  pthread_barrier_wait(&t.set);
+  launch_spin(o.spin, 50000, o.st);
+  double t0 = mono_ms();
+  CK(cuCtxDestroy(c2));
+  /* The context's queued work ran to its end first. */
+  EXPECT(mono_ms() - t0 >= 49.0);
+  pthread_barrier_wait(&t.destroyed);
+  pthread_join(th, NULL);
+  printf("cuMemAlloc in a thread where the destroyed context is current: %d\n", t.alloc_rc);
+  EXPECT(t.alloc_rc == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CUcontext cur;
+  CK(cuCtxGetCurrent(&cur));
+  EXPECT(cur == ctx); /* popped: the primary context is current again */
+  check_gone(&o, f0, stale);
+  printf("cuCtxDestroy ok\n");
+
+  /* The primary context released to zero: destroyed, but not popped. */
+  make_owned(ptx_path, &o);
+  CK(cuDevicePrimaryCtxRelease(dev));
+  unsigned flags;
+  int active = 1;
+  CK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  EXPECT(!active);
+  CUdeviceptr p;
+  EXPECT(cuMemAlloc(&p, 4096) == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  size_t fr, tot;
+  EXPECT(cuMemGetInfo(&fr, &tot) == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CK(cuCtxSetCurrent(ctx));
+  check_gone(&o, f0, stale);
+  printf("last cuDevicePrimaryCtxRelease ok\n");
+
+  /* cuDevicePrimaryCtxReset: the same, whatever the retain count. */
+  make_owned(ptx_path, &o);
+  CK(cuDevicePrimaryCtxReset(dev));
+  CK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  EXPECT(!active);
+  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CK(cuCtxSetCurrent(ctx));
+  check_gone(&o, f0, stale);
+  printf("cuDevicePrimaryCtxReset ok\n");
+
+  if (stale) {
+    /* Destroyed while deeper in this thread's stack: it stays there, and surfaces dead. */
+    CK(cuCtxCreate(&c2, NULL, 0, dev)); /* pushed: stack is ctx, c2 */
+    CK(cuCtxPushCurrent(ctx));          /* ctx, c2, ctx */
+    CK(cuCtxDestroy(c2));               /* not current: not popped */
+    CUcontext popped;
+    CK(cuCtxPopCurrent(&popped));
+    EXPECT(cuMemAlloc(&p, 4096) == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    EXPECT(cuEventCreate(&o.ev, 0) == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    CK(cuCtxPopCurrent(&popped));
+    EXPECT(popped == c2);
+    CK(cuCtxGetCurrent(&cur));
+    EXPECT(cur == ctx);
+    /* Destroying twice, freeing twice. */
+    EXPECT(cuCtxDestroy(c2) == CUDA_ERROR_INVALID_CONTEXT);
+    CK(cuMemAlloc(&p, 4096));
+    CK(cuMemFree(p));
+    EXPECT(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE);
+  }
+  CK(cuDevicePrimaryCtxRelease(dev));
+  EXPECT(cuDevicePrimaryCtxRelease(dev) == CUDA_ERROR_INVALID_CONTEXT);
+  printf("PASS teardown\n");
+  return 0;
+}
+
+/* devices: what cuInit and the device queries say (CUDA_VISIBLE_DEVICES applied). */
+static int cmd_devices(void) {
+  resolve();
+  CUresult rc = cuInit(0);
+  if (rc != CUDA_SUCCESS) {
+    int n = -1;
+    printf("init err=%d count_err=%d\n", rc, cuDeviceGetCount(&n));
+    return 0;
+  }
+  int n = 0;
+  CK(cuDeviceGetCount(&n));
+  printf("count=%d\n", n);
+  for (int i = 0; i < n; i++) {
+    CUdevice d;
+    CUuuid u;
+    char bus[32];
+    CK(cuDeviceGet(&d, i));
+    CK(cuDeviceGetUuid(&u, d));
+    CK(cuDeviceGetPCIBusId(bus, sizeof(bus), d));
+    CUdevice back = -1;
+    CK(cuDeviceGetByPCIBusId(&back, bus));
+    EXPECT(back == d);
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    printf("device %d uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
+           "bus=%s\n",
+           i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+           b[13], b[14], b[15], bus);
+  }
+  CUdevice d;
+  EXPECT(cuDeviceGet(&d, n) == CUDA_ERROR_INVALID_DEVICE);
+  return 0;
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -711,12 +920,17 @@ int main(int argc, char **argv) {
     return cmd_hold_thread(argv[2]);
   if (argc == 3 && strcmp(argv[1], "churn") == 0)
     return cmd_churn(argv[2]);
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "teardown") == 0)
+    return cmd_teardown(argv[2], argc == 4 && strcmp(argv[3], "stale") == 0);
+  if (argc == 2 && strcmp(argv[1], "devices") == 0)
+    return cmd_devices();
 #endif
   fprintf(stderr,
           "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT [BYTES] | pool | "
           "vmm\n"
           "       (linked only) misc SPIN.ptx | kernel-ms PTX NAME | ipc-export BYTES FILE | "
-          "ipc-import FILE | hold-thread BYTES | churn SPIN.ptx\n",
+          "ipc-import FILE | hold-thread BYTES | churn SPIN.ptx | teardown SPIN.ptx [stale] | "
+          "devices\n",
           argv[0]);
   return 2;
 }

@@ -85,5 +85,31 @@ int main(void) {
     else
       CHECK_EQ_INT(r, -EINVAL);
   }
+
+  /* CUDA_VISIBLE_DEVICES. */
+  const char *uuids[] = {"GPU-11aa0000-0000-4000-8000-000000000000",
+                         "GPU-11bb0000-0000-4000-8000-000000000000",
+                         "GPU-22cc0000-0000-4000-8000-000000000000"};
+  unsigned vis[SIM_MAX_DEVICES];
+  CHECK_EQ_INT(sim_visible_parse(NULL, 3, uuids, vis), 3);
+  CHECK_EQ_INT(vis[0] * 100 + vis[1] * 10 + vis[2], 12);
+  CHECK_EQ_INT(sim_visible_parse("", 3, uuids, vis), 0);
+  CHECK_EQ_INT(sim_visible_parse("2,0", 3, uuids, vis), 2);
+  CHECK_EQ_INT(vis[0] * 10 + vis[1], 20);
+  CHECK_EQ_INT(sim_visible_parse("0,2,-1,1", 3, uuids, vis), 2);
+  CHECK_EQ_INT(sim_visible_parse("1,3,0", 3, uuids, vis), 1);
+  CHECK_EQ_INT(sim_visible_parse(" 1 , 2gpu", 3, uuids, vis), 2); /* read as strtoul does */
+  CHECK_EQ_INT(vis[0] * 10 + vis[1], 12);
+  CHECK_EQ_INT(sim_visible_parse("1,,2", 3, uuids, vis), 1);
+  CHECK_EQ_INT(sim_visible_parse("99999999999999999999", 3, uuids, vis), 0);
+  CHECK_EQ_INT(sim_visible_parse("GPU-22", 3, uuids, vis), 1);
+  CHECK_EQ_INT(vis[0], 2);
+  CHECK_EQ_INT(sim_visible_parse("gpu-11BB", 3, uuids, vis), 1);
+  CHECK_EQ_INT(vis[0], 1);
+  CHECK_EQ_INT(sim_visible_parse("2,GPU-11", 3, uuids, vis), 1); /* ambiguous: ends the list */
+  CHECK_EQ_INT(sim_visible_parse(uuids[0], 3, uuids, vis), 1);
+  CHECK_EQ_INT(sim_visible_parse("MIG-11aa,0", 3, uuids, vis), 0);
+  CHECK_EQ_INT(sim_visible_parse("0,1,0", 3, uuids, vis), 0);   /* repeated: none */
+  CHECK_EQ_INT(sim_visible_parse("0,GPU-11aa", 3, uuids, vis), 0);
   return test_done();
 }

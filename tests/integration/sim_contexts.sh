@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# What goes with a context (cuda.h, cuCtxDestroy / cuDevicePrimaryCtxRelease / Reset): its
+# plain, pitched and managed memory, arrays, modules, events and streams; not pool memory or
+# VMM handles, which belong to no context. A destroyed context still current elsewhere says
+# CUDA_ERROR_CONTEXT_IS_DESTROYED; stale handles are refused, not undefined.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+PTX="$GSLICE_SRC/tests/gpu/spin.ptx"
+export GSLICE_SIM_MEMORY=4GiB GSLICE_SIM_CONTEXT_MEMORY=256MiB
+
+"$TBIN/sim_client_linked" teardown "$PTX" stale || fail "teardown"
+expect_eq "device memory after the client" \
+  "$("$BIN/gslice-sim" info --json | jq '.devices[0].memory_used')" 0
+pass "sim contexts"
