@@ -272,7 +272,7 @@ void sim_wait_until(uint64_t t) {
 /* ---- contexts ---- */
 
 int sim_ctx_alive(const struct sim_ctx *c) {
-  return c && c->magic == SIM_CTX_MAGIC && (!c->primary || c->refs > 0);
+  return c && c->magic == SIM_CTX_MAGIC && (!c->primary || c->active);
 }
 
 struct sim_ctx *sim_ctx_current(void) {
@@ -316,10 +316,12 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   CUresult rc = CUDA_SUCCESS;
   pthread_mutex_lock(&sim.mu);
   struct sim_ctx *c = &sim.primary[dev];
-  if (c->refs == 0) {
+  if (!c->active) {
     rc = sim_charge(dev, sim.st.m->context_memory);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
       count_context(dev, 1);
+      c->active = 1;
+    }
   }
   if (rc == CUDA_SUCCESS) {
     c->refs++;
@@ -348,9 +350,10 @@ static void ctx_teardown_locked(struct sim_ctx *c) {
   sim_ctx_memory_reset(c);
 }
 
+/* sim.mu held: the primary context is destroyed; its retain count is the caller's. */
 static void primary_drop(struct sim_ctx *c) {
   ctx_teardown_locked(c);
-  c->refs = 0;
+  c->active = 0;
   c->generation++;
   sim_uncharge(c->dev, sim.st.m->context_memory);
   count_context(c->dev, -1);
@@ -365,19 +368,20 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   struct sim_ctx *c = &sim.primary[dev];
   if (c->refs == 0) {
     rc = CUDA_ERROR_INVALID_CONTEXT;
-  } else if (c->refs == 1) {
+  } else if (c->refs == 1 && c->active) {
     /* The context is destroyed: its queued work finishes first, as at cuCtxDestroy. */
     uint64_t t = ctx_tail_locked(c);
     pthread_mutex_unlock(&sim.mu);
     sim_wait_until(t);
     pthread_mutex_lock(&sim.mu);
-    if (c->refs == 1)
-      primary_drop(c);
-    else if (c->refs > 1)
-      c->refs--;
-    else
+    if (c->refs == 0) {
       rc = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--c->refs == 0 && c->active) {
+      primary_drop(c);
+    }
   } else {
+    /* After a reset the count is still the retainers' to give back (cuda.h: resetting
+     * does not release), with nothing left to destroy. */
     c->refs--;
   }
   pthread_mutex_unlock(&sim.mu);
@@ -396,8 +400,8 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   pthread_mutex_unlock(&sim.mu);
   sim_wait_until(t);
   pthread_mutex_lock(&sim.mu);
-  if (c->refs > 0)
-    primary_drop(c);
+  if (c->active)
+    primary_drop(c); /* the retain count stays: each retainer still releases */
   c->flags = 0;
   pthread_mutex_unlock(&sim.mu);
   return CUDA_SUCCESS;
@@ -413,7 +417,7 @@ SIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, i
     return CUDA_ERROR_INVALID_DEVICE;
   pthread_mutex_lock(&sim.mu);
   *flags = sim.primary[dev].flags;
-  *active = sim.primary[dev].refs > 0;
+  *active = sim.primary[dev].active;
   pthread_mutex_unlock(&sim.mu);
   return CUDA_SUCCESS;
 }

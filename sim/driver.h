@@ -49,6 +49,7 @@ struct sim_ctx {
   int dev;
   int primary;
   unsigned refs; /* primary: retain count */
+  int active;    /* primary: created (first retain) and not yet destroyed (last release, reset) */
   unsigned flags;
   uint64_t generation; /* bumps when a primary context is reset: per-thread streams expire */
   struct sim_stream legacy;

@@ -824,14 +824,19 @@ static int cmd_teardown(const char *ptx_path, int stale) {
   check_gone(&o, f0, stale);
   printf("last cuDevicePrimaryCtxRelease ok\n");
 
-  /* cuDevicePrimaryCtxReset: the same, whatever the retain count. */
+  /* cuDevicePrimaryCtxReset: the same, whatever the retain count, which it leaves for the
+   * retainers to give back. */
   make_owned(ptx_path, &o);
   CK(cuDevicePrimaryCtxReset(dev));
   CK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
   EXPECT(!active);
-  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  EXPECT(cuMemAlloc(&p, 4096) == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CK(cuDevicePrimaryCtxRetain(&ctx, dev)); /* alive again; two retains to give back */
   CK(cuCtxSetCurrent(ctx));
   check_gone(&o, f0, stale);
+  CK(cuDevicePrimaryCtxRelease(dev));
+  CK(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+  EXPECT(active);
   printf("cuDevicePrimaryCtxReset ok\n");
 
   if (stale) {
