@@ -132,8 +132,8 @@ static int slice_row(FILE *out, const struct gs_render_opts *opts, const struct 
     format_percent(g->share_ratio, share, sizeof(share));
     snprintf(wait, sizeof(wait), "%.2fs", finite_or_zero(g->wait_seconds_total));
     double r;
-    if (opts->prev) {
-      if (gs_status_share_between(opts->prev, st, s->id, g->gpu, &r) == 0)
+    if (opts->prev || opts->now_column) {
+      if (opts->prev && gs_status_share_between(opts->prev, st, s->id, g->gpu, &r) == 0)
         format_percent(r, now, sizeof(now));
       else
         snprintf(now, sizeof(now), "-");
@@ -142,14 +142,14 @@ static int slice_row(FILE *out, const struct gs_render_opts *opts, const struct 
     snprintf(mem, sizeof(mem), "-");
     snprintf(share, sizeof(share), "-");
     snprintf(wait, sizeof(wait), "-");
-    if (opts->prev)
+    if (opts->prev || opts->now_column)
       snprintf(now, sizeof(now), "-");
   }
   char req[8], lim[8];
   snprintf(req, sizeof(req), "%" PRIu32 "%%", s->compute_request);
   snprintf(lim, sizeof(lim), "%" PRIu32 "%%", s->compute_limit);
   char nowcol[24] = "";
-  if (opts->prev)
+  if (opts->prev || opts->now_column)
     snprintf(nowcol, sizeof(nowcol), " %6s", now);
   return line(out, opts->width,
               "  %-14s %3" PRIu32 " %5" PRIu32 "  %-19s %4s %5s  %-6s %6" PRIu32 " %6s%s %7s", name,
@@ -160,7 +160,7 @@ static int slice_row(FILE *out, const struct gs_render_opts *opts, const struct 
 static int slice_header(FILE *out, const struct gs_render_opts *opts) {
   return line(out, opts->width, "  %-14s %3s %5s  %-19s %4s %5s  %-6s %6s %6s%s %7s", "SLICE", "ID",
               "PROCS", "MEMORY USED / CAP", "REQ", "LIMIT", "PRIO", "WEIGHT", "SHARE",
-              opts->prev ? "    NOW" : "", "WAIT");
+              opts->prev || opts->now_column ? "    NOW" : "", "WAIT");
 }
 
 int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opts_in, FILE *out) {

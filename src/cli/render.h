@@ -16,6 +16,9 @@ struct gs_render_opts {
   /* An earlier snapshot of the same node: adds a NOW column, the share of device time
    * each slice got between the two (top shows it; status has no earlier snapshot). */
   const struct gs_status *prev;
+  /* Show the NOW column even without prev ("-"), so top's first frame has the layout of
+   * the next ones. */
+  int now_column;
 };
 
 /* "high", "normal", "low" (or "?" for a value outside enum gs_priority). */

@@ -170,7 +170,7 @@ static int top_plain(double interval, long iterations) {
       rc = 1;
       break;
     }
-    struct gs_render_opts o = {.prev = have_prev ? &prev : NULL};
+    struct gs_render_opts o = {.prev = have_prev ? &prev : NULL, .now_column = 1};
     if (i)
       fputc('\n', stdout);
     if (gs_render_table(&st, &o, stdout) < 0 || fflush(stdout) != 0) {
@@ -208,7 +208,7 @@ static int top_tty(double interval, long iterations) {
       problem = err;
     } else {
       FILE *f = open_memstream(&text, &len);
-      struct gs_render_opts o = {.width = cols, .prev = have_prev ? &prev : NULL};
+      struct gs_render_opts o = {.width = cols, .prev = have_prev ? &prev : NULL, .now_column = 1};
       if (f) {
         gs_render_table(&st, &o, f);
         fclose(f);

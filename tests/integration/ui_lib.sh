@@ -46,7 +46,7 @@ ui_slice_field() { ui_json | jq -r --arg n "$1" ".slices[] | select(.name == \$n
 ui_wait_slice() {
   local i n
   for i in $(seq 1 100); do
-    n=$(ui_slice_field "$1" '.processes' 2> /dev/null || true)
+    n=$(ui_slice_field "$1" '.processes' 2> /dev/null | head -1 || true)
     if [ -n "$n" ] && [ "$n" -ge "${2:-1}" ]; then return 0; fi
     sleep 0.1
   done

@@ -18,7 +18,7 @@ ui_wait_slice topped || fail "slice did not start"
 expect_eq "snapshots" "$(grep -c '^gslice: ' "$T/plain")" 3
 grep -q $'\033' "$T/plain" && fail "escape sequences in plain output"
 grep -q '^  topped ' "$T/plain" || fail "slice missing from top: $(cat "$T/plain")"
-# From the second snapshot on, NOW (share since the last one) is there.
+# NOW (share since the last snapshot) is a column from the first snapshot on.
 grep -q ' NOW ' "$T/plain" || fail "no NOW column in later snapshots"
 
 if ! command -v tmux > /dev/null; then

@@ -105,6 +105,13 @@ static void test_table(void) {
   }
   free(t);
 
+  /* top asks for the NOW column from its first frame on: "-" until there is a prev. */
+  struct gs_render_opts o_first = {.now_column = 1};
+  t = render_table(&st, &o_first);
+  CHECK(strstr(t, "    NOW ") != NULL);
+  CHECK(strstr(t, "31.2%      -   0.42s") != NULL);
+  free(t);
+
   /* An empty node still renders. */
   struct gs_status empty = {.time_ns = 0};
   t = render_table(&empty, NULL);
