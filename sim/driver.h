@@ -106,6 +106,7 @@ struct sim_phys {
   unsigned maps;
   uint64_t size;
   uint64_t charged;
+  struct sim_phys *next_free;
 };
 
 enum sim_range_kind { SIM_R_ALLOC, SIM_R_POOL, SIM_R_MAPPING, SIM_R_IPC };

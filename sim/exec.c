@@ -774,6 +774,7 @@ struct sim_graph {
   uint32_t magic;
   struct sim_node *nodes;
   size_t n, cap;
+  struct sim_graph *next_free;
 };
 
 static int graph_add_node(struct sim_graph *g, const struct sim_node *node) {
@@ -868,10 +869,21 @@ SIM_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
 
 /* ---- graphs ---- */
 
+/* Destroyed graphs and executable graphs are recycled, never freed, so destroying one
+ * twice is an error (CUDA_ERROR_INVALID_VALUE), not a double free. */
+static pthread_mutex_t graph_free_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_graph *graph_free_list;
+
 static struct sim_graph *graph_new(void) {
-  struct sim_graph *g = calloc(1, sizeof(*g));
+  pthread_mutex_lock(&graph_free_mu);
+  struct sim_graph *g = graph_free_list;
   if (g)
-    g->magic = SIM_GRAPH_MAGIC;
+    graph_free_list = g->next_free;
+  pthread_mutex_unlock(&graph_free_mu);
+  if (!g && !(g = malloc(sizeof(*g))))
+    return NULL;
+  memset(g, 0, sizeof(*g));
+  g->magic = SIM_GRAPH_MAGIC;
   return g;
 }
 
@@ -969,7 +981,12 @@ SIM_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
 static void graph_free(struct sim_graph *g) {
   g->magic = 0;
   free(g->nodes);
-  free(g);
+  g->nodes = NULL;
+  g->n = g->cap = 0;
+  pthread_mutex_lock(&graph_free_mu);
+  g->next_free = graph_free_list;
+  graph_free_list = g;
+  pthread_mutex_unlock(&graph_free_mu);
 }
 
 SIM_API CUresult cuGraphDestroy(CUgraph hGraph) {

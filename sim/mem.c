@@ -685,21 +685,31 @@ static CUresult phys_arg(CUmemGenericAllocationHandle h, struct sim_phys **ret) 
   return CUDA_SUCCESS;
 }
 
+/* Gone handles are recycled, never freed: releasing one twice reads a cleared magic
+ * (CUDA_ERROR_INVALID_VALUE), not freed memory. sim.mu guards the list. */
+static struct sim_phys *phys_free_list;
+
 static void phys_put_locked(struct sim_phys *p) {
   /* Physical memory lives while it has a handle or a mapping, as on a GPU. */
   if (!p->released || p->maps > 0)
     return;
   sim_uncharge(p->dev, p->charged);
   close(p->fd);
-  p->magic = 0;
-  free(p);
+  memset(p, 0, sizeof(*p));
+  p->next_free = phys_free_list;
+  phys_free_list = p;
 }
 
 static CUresult phys_new(int dev, int fd, uint64_t size, uint64_t charge,
                          CUmemGenericAllocationHandle *handle) {
-  struct sim_phys *p = calloc(1, sizeof(*p));
-  if (!p)
+  pthread_mutex_lock(&sim.mu);
+  struct sim_phys *p = phys_free_list;
+  if (p)
+    phys_free_list = p->next_free;
+  pthread_mutex_unlock(&sim.mu);
+  if (!p && !(p = malloc(sizeof(*p))))
     return CUDA_ERROR_OUT_OF_MEMORY;
+  memset(p, 0, sizeof(*p));
   p->magic = SIM_PHYS_MAGIC;
   p->dev = dev;
   p->fd = fd;
@@ -749,6 +759,24 @@ SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   return rc;
 }
 
+/* Reserved address ranges (sim.mu): cuMemMap only maps inside one, cuMemAddressFree
+ * only frees one exactly as reserved — anything else is CUDA_ERROR_INVALID_VALUE, never
+ * a MAP_FIXED or munmap over the program's own memory. */
+static struct resv {
+  uintptr_t base;
+  size_t size;
+} *resv;
+static size_t nresv, cap_resv;
+
+/* sim.mu held: index of the reservation holding [p, p + n), or -1. */
+static long resv_find(uintptr_t p, size_t n) {
+  for (size_t i = 0; i < nresv; i++)
+    if (p >= resv[i].base && p - resv[i].base <= resv[i].size &&
+        n <= resv[i].size - (p - resv[i].base))
+      return (long)i;
+  return -1;
+}
+
 SIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                      CUdeviceptr addr, unsigned long long flags) {
   SIM_REQUIRE_INIT();
@@ -766,6 +794,20 @@ SIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align
   uintptr_t end = (uintptr_t)p + len;
   if (end > base + size)
     munmap((void *)(base + size), end - (base + size));
+  pthread_mutex_lock(&sim.mu);
+  if (nresv == cap_resv) {
+    size_t cap = cap_resv ? cap_resv * 2 : 16;
+    struct resv *n = realloc(resv, cap * sizeof(*n));
+    if (!n) {
+      pthread_mutex_unlock(&sim.mu);
+      munmap((void *)base, size);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    resv = n;
+    cap_resv = cap;
+  }
+  resv[nresv++] = (struct resv){base, size};
+  pthread_mutex_unlock(&sim.mu);
   *ptr = (CUdeviceptr)base;
   return CUDA_SUCCESS;
 }
@@ -775,15 +817,22 @@ SIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   if (!ptr || size == 0)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
+  long i = resv_find((uintptr_t)ptr, size);
+  if (i < 0 || resv[i].base != (uintptr_t)ptr || resv[i].size != size) {
+    pthread_mutex_unlock(&sim.mu);
+    return CUDA_ERROR_INVALID_VALUE; /* not a range cuMemAddressReserve returned */
+  }
   /* Memory still mapped in the range must be unmapped first. */
   int mapped = 0;
-  for (size_t i = 0; i < sim.nranges && !mapped; i++) {
-    const struct sim_range *r = sim.ranges[i];
+  for (size_t k = 0; k < sim.nranges && !mapped; k++) {
+    const struct sim_range *r = sim.ranges[k];
     mapped = r->kind == SIM_R_MAPPING && r->base < (uintptr_t)ptr + size &&
              (uintptr_t)ptr < r->base + r->size;
   }
-  if (!mapped)
+  if (!mapped) {
     munmap(DP(ptr), size);
+    resv[i] = resv[--nresv];
+  }
   pthread_mutex_unlock(&sim.mu);
   return mapped ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
@@ -797,8 +846,14 @@ SIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   if (rc == CUDA_SUCCESS && (size == 0 || size % SIM_GRANULARITY || offset % SIM_GRANULARITY ||
                              offset > p->size || size > p->size - offset || ptr % SIM_GRANULARITY))
     rc = CUDA_ERROR_INVALID_VALUE;
-  if (rc == CUDA_SUCCESS && sim_range_find((uintptr_t)ptr, size))
+  /* Only inside a reserved range, and never over memory already mapped there. */
+  if (rc == CUDA_SUCCESS && resv_find((uintptr_t)ptr, size) < 0)
     rc = CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; rc == CUDA_SUCCESS && k < sim.nranges; k++) {
+    const struct sim_range *o = sim.ranges[k];
+    if (o->base < (uintptr_t)ptr + size && (uintptr_t)ptr < o->base + o->size)
+      rc = CUDA_ERROR_INVALID_VALUE;
+  }
   struct sim_range *r = NULL;
   if (rc == CUDA_SUCCESS) {
     r = calloc(1, sizeof(*r));

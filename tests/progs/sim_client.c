@@ -864,6 +864,114 @@ static int cmd_teardown(const char *ptx_path, int stale) {
   return 0;
 }
 
+/* errors: refusals the hook's wrappers pass through and rely on, for calls a GPU refuses:
+ * before cuInit, without a context, twice, on handles already gone, outside a reservation.
+ * (Handles already gone are undefined on a GPU; the sim refuses them, never crashes.) */
+static int cmd_errors(void) {
+  resolve();
+  CUdeviceptr p;
+  int n;
+  CUcontext cur;
+  int ver = 0;
+  EXPECT(cuMemAlloc(&p, 4096) == CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT(cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT(cuCtxGetCurrent(&cur) == CUDA_ERROR_NOT_INITIALIZED);
+  EXPECT(cuMemFree(0x1000) == CUDA_ERROR_NOT_INITIALIZED);
+  CK(cuDriverGetVersion(&ver));
+  EXPECT(cuInit(1) == CUDA_ERROR_INVALID_VALUE);
+  CK(cuInit(0));
+
+  /* No context current. */
+  CUstream st;
+  CUevent ev;
+  size_t fr, tot;
+  EXPECT(cuMemAlloc(&p, 4096) == CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT(cuMemGetInfo(&fr, &tot) == CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT(cuStreamCreate(&st, 0) == CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT(cuEventCreate(&ev, 0) == CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT(cuCtxSynchronize() == CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT(cuStreamSynchronize(0) == CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT(cuMemAllocAsync(&p, 4096, 0) == CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT(cuCtxPopCurrent(&cur) == CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT(cuDevicePrimaryCtxRelease(0) == CUDA_ERROR_INVALID_CONTEXT); /* never retained */
+
+  CK(cuDeviceGet(&dev, 0));
+  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CK(cuCtxSetCurrent(ctx));
+  size_t f0 = dev_free();
+
+  /* Twice. */
+  CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  CK(cuMemAllocAsync(&p, 1 << 20, st));
+  CK(cuMemFreeAsync(p, st));
+  EXPECT(cuMemFreeAsync(p, st) == CUDA_ERROR_INVALID_VALUE);
+  CK(cuStreamDestroy(st));
+  EXPECT(cuStreamDestroy(st) == CUDA_ERROR_INVALID_HANDLE);
+  EXPECT(cuStreamSynchronize(st) == CUDA_ERROR_INVALID_HANDLE);
+  CK(cuEventCreate(&ev, 0));
+  CK(cuEventDestroy(ev));
+  EXPECT(cuEventDestroy(ev) == CUDA_ERROR_INVALID_HANDLE);
+  EXPECT(cuEventRecord(ev, 0) == CUDA_ERROR_INVALID_HANDLE);
+  CUDA_ARRAY_DESCRIPTOR ad = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT,
+                              .NumChannels = 1};
+  CUarray arr;
+  CK(cuArrayCreate(&arr, &ad));
+  CK(cuArrayDestroy(arr));
+  EXPECT(cuArrayDestroy(arr) == CUDA_ERROR_INVALID_HANDLE);
+  CUgraph g;
+  CUgraphExec ge;
+  CK(cuGraphCreate(&g, 0));
+  CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+  CK(cuGraphExecDestroy(ge));
+  EXPECT(cuGraphExecDestroy(ge) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT(cuGraphLaunch(ge, 0) == CUDA_ERROR_INVALID_VALUE);
+  CK(cuGraphDestroy(g));
+  EXPECT(cuGraphDestroy(g) == CUDA_ERROR_INVALID_VALUE);
+  CUmemPoolProps pp;
+  memset(&pp, 0, sizeof(pp));
+  pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  pp.location.id = dev;
+  CUmemoryPool pool;
+  CK(cuMemPoolCreate(&pool, &pp));
+  CK(cuMemPoolDestroy(pool));
+  EXPECT(cuMemPoolDestroy(pool) == CUDA_ERROR_INVALID_VALUE);
+
+  /* VMM: released twice; mapped outside a reservation, over a mapping; freed unreserved. */
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  size_t gran;
+  CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  CUmemGenericAllocationHandle h;
+  CUdeviceptr va;
+  CK(cuMemCreate(&h, 2 * gran, &prop, 0));
+  CK(cuMemAddressReserve(&va, 4 * gran, 0, 0, 0));
+  static char host[1 << 23];
+  CUdeviceptr outside = ((CUdeviceptr)(uintptr_t)host + gran - 1) / gran * gran;
+  EXPECT(cuMemMap(outside, gran, 0, h, 0) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT(cuMemMap(va + 3 * gran, 2 * gran, 0, h, 0) == CUDA_ERROR_INVALID_VALUE); /* past it */
+  CK(cuMemMap(va, 2 * gran, 0, h, 0));
+  EXPECT(cuMemMap(va + gran, gran, 0, h, 0) == CUDA_ERROR_INVALID_VALUE); /* over a mapping */
+  EXPECT(cuMemAddressFree(va, 4 * gran) == CUDA_ERROR_INVALID_VALUE);     /* still mapped */
+  CK(cuMemUnmap(va, 2 * gran));
+  EXPECT(cuMemUnmap(va, 2 * gran) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT(cuMemAddressFree(va, 2 * gran) == CUDA_ERROR_INVALID_VALUE); /* not as reserved */
+  EXPECT(cuMemAddressFree(outside, gran) == CUDA_ERROR_INVALID_VALUE);
+  CK(cuMemAddressFree(va, 4 * gran));
+  EXPECT(cuMemAddressFree(va, 4 * gran) == CUDA_ERROR_INVALID_VALUE);
+  CK(cuMemRelease(h));
+  EXPECT(cuMemRelease(h) == CUDA_ERROR_INVALID_VALUE);
+  host[0] = 1; /* still ours: nothing was mapped over it */
+  CK(cuCtxSynchronize()); /* the default pool trims what the async allocation reserved */
+  EXPECT(dev_free() == f0);
+  CK(cuDevicePrimaryCtxRelease(dev));
+  printf("PASS errors\n");
+  return 0;
+}
+
 /* devices: what cuInit and the device queries say (CUDA_VISIBLE_DEVICES applied). */
 static int cmd_devices(void) {
   resolve();
@@ -929,13 +1037,15 @@ int main(int argc, char **argv) {
     return cmd_teardown(argv[2], argc == 4 && strcmp(argv[3], "stale") == 0);
   if (argc == 2 && strcmp(argv[1], "devices") == 0)
     return cmd_devices();
+  if (argc == 2 && strcmp(argv[1], "errors") == 0)
+    return cmd_errors();
 #endif
   fprintf(stderr,
           "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT [BYTES] | pool | "
           "vmm\n"
           "       (linked only) misc SPIN.ptx | kernel-ms PTX NAME | ipc-export BYTES FILE | "
           "ipc-import FILE | hold-thread BYTES | churn SPIN.ptx | teardown SPIN.ptx [stale] | "
-          "devices\n",
+          "devices | errors\n",
           argv[0]);
   return 2;
 }
