@@ -367,6 +367,8 @@ static CUresult event_record(CUevent hEvent, CUstream h, int ptsz) {
   CUresult rc = sim_stream_get(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
+  if (e->ctx != s->ctx)
+    return CUDA_ERROR_INVALID_HANDLE; /* cuda.h: event and stream of one context */
   pthread_mutex_lock(&sim.mu);
   if (!s->capture) {
     /* The event completes when the work queued before it does, or now if none is. */

@@ -13,7 +13,8 @@ static CUresult pointer_attr(struct sim_range *r, CUpointer_attribute a, void *d
     *(unsigned int *)data = r ? CU_MEMORYTYPE_DEVICE : 0;
     break;
   case CU_POINTER_ATTRIBUTE_CONTEXT:
-    *(CUcontext *)data = r ? (CUcontext)&sim.primary[r->dev] : NULL;
+    /* The context it was allocated in; pool, VMM and IPC memory: the device's primary. */
+    *(CUcontext *)data = !r ? NULL : r->ctx ? (CUcontext)r->ctx : (CUcontext)&sim.primary[r->dev];
     break;
   case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
     *(CUdeviceptr *)data = r ? (CUdeviceptr)r->base : 0;

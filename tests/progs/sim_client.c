@@ -937,6 +937,23 @@ static int cmd_errors(void) {
   CK(cuMemPoolDestroy(pool));
   EXPECT(cuMemPoolDestroy(pool) == CUDA_ERROR_INVALID_VALUE);
 
+  /* An event records only on a stream of its own context (cuda.h, cuEventRecord); memory
+   * says which context it was allocated in. */
+  CUcontext c2, owner = NULL, popped;
+  CUdeviceptr p2;
+  CK(cuCtxCreate(&c2, NULL, 0, dev));
+  CK(cuMemAlloc(&p2, 4096));
+  CK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p2));
+  EXPECT(owner == c2);
+  CK(cuEventCreate(&ev, 0));
+  CK(cuEventRecord(ev, 0));
+  CK(cuCtxPopCurrent(&popped));
+  EXPECT(popped == c2);
+  EXPECT(cuEventRecord(ev, 0) == CUDA_ERROR_INVALID_HANDLE);
+  CK(cuCtxDestroy(c2));
+  CK(cuCtxGetCurrent(&cur));
+  EXPECT(cur == ctx);
+
   /* VMM: released twice; mapped outside a reservation, over a mapping; freed unreserved. */
   CUmemAllocationProp prop;
   memset(&prop, 0, sizeof(prop));
