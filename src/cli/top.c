@@ -1,7 +1,7 @@
 /* `gslice top`: the status table, live, redrawn in place on a terminal (ANSI alternate
  * screen, raw keyboard via termios, `q` quits), or printed again and again when stdout
  * is not a terminal. The terminal is always given back as it was: on q, SIGINT, SIGTERM,
- * SIGHUP and on every error path. */
+ * SIGHUP, while stopped by Ctrl-Z, and on every error path. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -24,7 +24,7 @@
 #define SCREEN_LEAVE ESC "[?25h" ESC "[?1049l"
 
 /* Signal handlers only set flags and poke this pipe, so poll() wakes up at once. */
-static volatile sig_atomic_t got_quit, got_winch;
+static volatile sig_atomic_t got_quit, got_winch, got_stop;
 static int wake_pipe[2] = {-1, -1};
 
 /* What must be undone on the way out; file scope because atexit() and the signal path
@@ -39,6 +39,8 @@ static void on_signal(int sig) {
   int saved_errno = errno;
   if (sig == SIGWINCH)
     got_winch = 1;
+  else if (sig == SIGTSTP)
+    got_stop = 1;
   else
     got_quit = 1;
   if (wake_pipe[1] >= 0) {
@@ -94,7 +96,7 @@ static int install_signals(void) {
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
+  int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH, SIGTSTP};
   for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
     if (sigaction(sigs[i], &sa, NULL) < 0)
       return -errno;
@@ -253,6 +255,20 @@ static int top_tty(double interval, long iterations) {
       if (got_winch) {
         got_winch = 0;
         break; /* redraw at the new size now */
+      }
+      if (got_stop) {
+        /* Ctrl-Z: give the shell its terminal back, stop for real, take it again on fg. */
+        got_stop = 0;
+        terminal_restore();
+        struct sigaction dfl = {.sa_handler = SIG_DFL}, mine = {.sa_handler = on_signal};
+        sigaction(SIGTSTP, &dfl, NULL);
+        raise(SIGTSTP);
+        sigaction(SIGTSTP, &mine, NULL);
+        if (keyboard && terminal_raw() < 0)
+          keyboard = 0;
+        fputs(SCREEN_ENTER, stdout);
+        term.screen = 1;
+        break;
       }
     }
   }
