@@ -340,10 +340,11 @@ static uint64_t ctx_tail_locked(const struct sim_ctx *c) {
   return t;
 }
 
-/* sim.mu held: what the driver destroys with a context — streams, events, modules (and
- * their functions), arrays, and the memory of cuMemAlloc / Pitch / Managed made in it.
- * Not VMM (cuMemCreate) or stream-ordered (pool) memory: those belong to no context
- * (cuda.h, cuCtxDestroy), so they stay until freed. */
+/* sim.mu held: what the driver destroys with a context (cuda.h, cuCtxDestroy) — streams,
+ * events, modules (and their functions), arrays, and the memory of cuMemAlloc / Pitch /
+ * Managed / AllocHost made in it. Not VMM (cuMemCreate) or stream-ordered (pool) memory:
+ * those belong to no context, so they stay until freed. IPC mappings stay too (cuda.h
+ * does not say; see docs/sim.md). */
 static void ctx_teardown_locked(struct sim_ctx *c) {
   sim_ctx_streams_reset(c);
   sim_ctx_exec_reset(c);

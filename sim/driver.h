@@ -208,5 +208,6 @@ CUresult sim_do_copy(void *dst, const void *src, size_t n, int kind);
 CUresult sim_do_memset(CUdeviceptr dst, unsigned value, size_t elem, size_t n);
 void sim_pools_trim(int dev);
 void sim_pools_init(void);
-/* sim.mu held: a context's allocations (plain, pitched, managed) and arrays go with it. */
+/* sim.mu held: a context's allocations (plain, pitched, managed, host) and arrays go
+ * with it. */
 void sim_ctx_memory_reset(struct sim_ctx *c);

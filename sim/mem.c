@@ -163,18 +163,66 @@ SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
   return r ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
+/* Page-locked host memory (plain host memory here, not device memory): made in the
+ * current context and destroyed with it, as cuda.h says of cuMemAllocHost. */
+struct host_alloc {
+  void *p;
+  struct sim_ctx *ctx;
+  struct host_alloc *next;
+};
+static struct host_alloc *host_allocs; /* sim.mu */
+
 SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
   SIM_REQUIRE_INIT();
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   if (!pp || bytesize == 0)
     return CUDA_ERROR_INVALID_VALUE;
-  *pp = malloc(bytesize);
-  return *pp ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  struct host_alloc *h = malloc(sizeof(*h));
+  void *p = h ? malloc(bytesize) : NULL;
+  if (!p) {
+    free(h);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  pthread_mutex_lock(&sim.mu);
+  *h = (struct host_alloc){p, c, host_allocs};
+  host_allocs = h;
+  pthread_mutex_unlock(&sim.mu);
+  *pp = p;
+  return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuMemFreeHost(void *p) {
   SIM_REQUIRE_INIT();
-  free(p);
+  pthread_mutex_lock(&sim.mu);
+  struct host_alloc **hp = &host_allocs;
+  while (*hp && (*hp)->p != p)
+    hp = &(*hp)->next;
+  struct host_alloc *h = *hp;
+  if (h)
+    *hp = h->next;
+  pthread_mutex_unlock(&sim.mu);
+  if (!h)
+    return CUDA_ERROR_INVALID_VALUE; /* not from cuMemAllocHost, or freed already */
+  free(h->p);
+  free(h);
   return CUDA_SUCCESS;
+}
+
+/* sim.mu held. */
+static void host_allocs_reset(struct sim_ctx *c) {
+  for (struct host_alloc **hp = &host_allocs; *hp;) {
+    struct host_alloc *h = *hp;
+    if (h->ctx != c) {
+      hp = &h->next;
+      continue;
+    }
+    *hp = h->next;
+    free(h->p);
+    free(h);
+  }
 }
 
 SIM_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
@@ -1189,6 +1237,7 @@ static CUresult array_free(void *h, int mip) {
 }
 
 void sim_ctx_memory_reset(struct sim_ctx *c) {
+  host_allocs_reset(c);
   while (c->arrays)
     array_release_locked(c->arrays);
   /* The context's own allocations; pool, VMM and IPC ranges have no ctx and stay. */

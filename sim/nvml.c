@@ -111,6 +111,8 @@ static nvmlReturn_t copy_str(char *buf, unsigned int len, const char *s) {
 }
 
 SIM_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+  if (!machine())
+    return NVML_ERROR_UNINITIALIZED; /* unlike the NVML version, this one needs nvmlInit */
   return copy_str(version, length, "580.00.00-gslice-sim");
 }
 

@@ -937,6 +937,7 @@ static int cmd_errors(void) {
   CK(cuMemPoolDestroy(pool));
   EXPECT(cuMemPoolDestroy(pool) == CUDA_ERROR_INVALID_VALUE);
 
+  static char host[1 << 23];
   /* An event records only on a stream of its own context (cuda.h, cuEventRecord); memory
    * says which context it was allocated in. */
   CUcontext c2, owner = NULL, popped;
@@ -947,12 +948,20 @@ static int cmd_errors(void) {
   EXPECT(owner == c2);
   CK(cuEventCreate(&ev, 0));
   CK(cuEventRecord(ev, 0));
+  void *hp;
+  CK(cuMemAllocHost(&hp, 4096));
+  memset(hp, 1, 4096);
+  CK(cuMemFreeHost(hp));
+  EXPECT(cuMemFreeHost(hp) == CUDA_ERROR_INVALID_VALUE);
+  EXPECT(cuMemFreeHost(host) == CUDA_ERROR_INVALID_VALUE);
+  CK(cuMemAllocHost(&hp, 4096)); /* goes with c2 */
   CK(cuCtxPopCurrent(&popped));
   EXPECT(popped == c2);
   EXPECT(cuEventRecord(ev, 0) == CUDA_ERROR_INVALID_HANDLE);
   CK(cuCtxDestroy(c2));
   CK(cuCtxGetCurrent(&cur));
   EXPECT(cur == ctx);
+  EXPECT(cuMemFreeHost(hp) == CUDA_ERROR_INVALID_VALUE); /* went with c2 */
 
   /* VMM: released twice; mapped outside a reservation, over a mapping; freed unreserved. */
   CUmemAllocationProp prop;
@@ -966,7 +975,6 @@ static int cmd_errors(void) {
   CUdeviceptr va;
   CK(cuMemCreate(&h, 2 * gran, &prop, 0));
   CK(cuMemAddressReserve(&va, 4 * gran, 0, 0, 0));
-  static char host[1 << 23];
   CUdeviceptr outside = ((CUdeviceptr)(uintptr_t)host + gran - 1) / gran * gran;
   EXPECT(cuMemMap(outside, gran, 0, h, 0) == CUDA_ERROR_INVALID_VALUE);
   EXPECT(cuMemMap(va + 3 * gran, 2 * gran, 0, h, 0) == CUDA_ERROR_INVALID_VALUE); /* past it */
