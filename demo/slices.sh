@@ -24,10 +24,13 @@ trap 'exit 130' INT TERM
 if [ "${GSLICE_DEMO_SIM:-0}" != 1 ] && command -v nvidia-smi > /dev/null 2>&1 &&
   nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then
   where="the real GPU ($(nvidia-smi -L | head -1))"
+  # A real context takes a few hundred MiB of the cap by itself.
+  CAP=2GiB ASK=4GiB
 else
   export LD_LIBRARY_PATH="$GSLICE_BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export GSLICE_SIM_STATE="$W/sim-state"
   where="the simulated GPU (no GPU here)"
+  CAP=512MiB ASK=1GiB # the sim charges 256MiB per context (GSLICE_SIM_CONTEXT_MEMORY)
 fi
 export GSLICE_SOCKET="$W/gsliced.sock"
 export GSLICE_STATE_DIR="$W/state"
@@ -65,7 +68,7 @@ echo "== four slices share GPU 0"
 start_slice train --compute 40 --compute-limit 60 --priority high --
 start_slice infer --compute 20 --priority normal --
 start_slice batch --compute 10 --compute-limit 30 --priority low --
-start_slice capped --compute 10 --memory 512MiB -- --alloc 1GiB
+start_slice capped --compute 10 --memory "$CAP" -- --alloc "$ASK"
 for s in train infer batch capped; do ui_wait_slice "$s"; done
 
 # Samples: TIME NAME BUSY REQUEST LIMIT MEM_USED MEM_CAP, twice a second.
@@ -133,6 +136,9 @@ while read -r n r1 l1 s1 r2 l2 s2 mem cap; do
   done
   memtxt="$(numfmt --to=iec-i --suffix=B "$mem") / $([ "$cap" = 0 ] && echo - || numfmt --to=iec-i --suffix=B "$cap")"
   if [ "$cap" != 0 ] && [ "$mem" -gt "$cap" ]; then verdict="off: memory above cap"; fi
+  if [ "$n" = capped ] && ! grep -q 'cap reached' "$W/capped.out"; then
+    verdict="off: the workload never ran into its cap"
+  fi
   [ "$verdict" = ok ] || bad=1
   printf '   %-8s %-7s %16s %9s%% %16s %9s%% %20s  %s\n' "$n" "${prio[$n]:-?}" "$r1%/$l1%" "$s1" \
     "$r2%/$l2%" "$s2" "$memtxt" "$verdict"
