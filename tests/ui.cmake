@@ -21,9 +21,10 @@ set_target_properties(demo_spin PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINA
 
 # Against a live daemon on the simulated GPU (each < 30 s).
 gslice_script_test(ui_status ui_status.sh TIMEOUT 60)
+gslice_script_test(ui_status_gpus ui_status_gpus.sh TIMEOUT 60)
 gslice_script_test(ui_set ui_set.sh TIMEOUT 60)
 gslice_script_test(ui_set_memory ui_set_memory.sh TIMEOUT 60)
 gslice_script_test(ui_metrics ui_metrics.sh TIMEOUT 60)
 gslice_script_test(ui_top ui_top.sh TIMEOUT 60)
-set_tests_properties(integration.ui_status integration.ui_set integration.ui_set_memory
+set_tests_properties(integration.ui_status integration.ui_status_gpus integration.ui_set integration.ui_set_memory
                      integration.ui_metrics integration.ui_top PROPERTIES LABELS "integration;ui")
