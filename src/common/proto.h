@@ -126,8 +126,9 @@ struct gs_msg_token_release {
   uint64_t launches; /* launches in the burst */
   uint32_t more;     /* 1: this process has more to launch (a TOKEN_REQUEST in one) */
   uint32_t reserved;
+  uint64_t start_ns; /* CLOCK_MONOTONIC when the burst's start event was recorded */
 };
-_Static_assert(sizeof(struct gs_msg_token_release) == 32, "token release size");
+_Static_assert(sizeof(struct gs_msg_token_release) == 40, "token release size");
 
 struct gs_msg_token_revoke {
   uint32_t gpu;

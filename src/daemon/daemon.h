@@ -47,6 +47,11 @@ struct gpu {
   struct sched s;
   uint32_t holder;       /* slice holding the token, 0: free */
   uint32_t participants; /* connections whose burst is still open */
+  /* The token's span of device time: from the first participant's start to
+   * the last one's end. Processes of a slice queue behind each other on the
+   * device, so their bursts overlap; summing them would charge the overlap
+   * twice (measured: a hard-30 slice of two processes got 18%). */
+  uint64_t span_start, span_end, span_launches;
   uint64_t timer;        /* release deadline or limit wakeup, 0: none */
   uint64_t timer_when;
   uint64_t revoked;      /* tokens taken back at the release deadline */

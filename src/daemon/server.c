@@ -123,7 +123,12 @@ static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice
 }
 
 static void token_done(struct daemon *d, struct gpu *g) {
-  sched_token_done(&g->s, loop_now());
+  uint64_t now = loop_now();
+
+  if (g->holder && g->span_end > g->span_start)
+    sched_charge(&g->s, g->holder, g->span_end - g->span_start, g->span_launches, now);
+  g->span_start = g->span_end = g->span_launches = 0;
+  sched_token_done(&g->s, now);
   g->holder = 0;
   g->participants = 0;
   dispatch(d, g);
@@ -279,6 +284,7 @@ static void remove_slice(struct daemon *d, uint32_t id) {
     if (g->holder == id) {
       g->holder = 0;
       g->participants = 0;
+      g->span_start = g->span_end = g->span_launches = 0;
     }
     dispatch(d, g);
   }
@@ -435,16 +441,28 @@ static void on_token_release(struct daemon *d, struct conn *c, const struct gs_m
 
   if (!g)
     return;
-  /* Device time is charged whatever token it ran under: a late report after
-   * a revoke, or one from before a daemon restart, still counts. */
-  sched_charge(&g->s, c->slice_id, rl->used_ns, rl->launches, loop_now());
+  bool current = (c->holding & (1u << g->index)) && c->hold_gen[g->index] == rl->generation;
+
+  if (current) {
+    /* Charged as the token's span when the last participant is done. */
+    uint64_t end = rl->start_ns + rl->used_ns;
+    if (!g->span_end || rl->start_ns < g->span_start)
+      g->span_start = rl->start_ns;
+    if (end > g->span_end)
+      g->span_end = end;
+    g->span_launches += rl->launches;
+  } else {
+    /* Device time is charged whatever token it ran under: a late report
+     * after a revoke, or one from before a daemon restart, still counts. */
+    sched_charge(&g->s, c->slice_id, rl->used_ns, rl->launches, loop_now());
+  }
   /* Waiting before the token is free: the pick that follows weighs this
    * slice too, instead of handing the token to whoever else asked. */
   if (rl->more) {
     c->waiting |= 1u << g->index;
     sched_set_waiting(&g->s, c->slice_id, true, loop_now());
   }
-  if ((c->holding & (1u << g->index)) && c->hold_gen[g->index] == rl->generation)
+  if (current)
     leave_token(d, c, g);
   else if (rl->more)
     dispatch(d, g);

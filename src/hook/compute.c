@@ -341,7 +341,8 @@ static void close_burst(int dev, bool from_helper, bool more) {
          (unsigned long long)launches, b->thread_local_stream ? " (wall time)" : "");
   if (C.mode == MODE_DAEMON && !b->denied) {
     struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->generation,
-                                       .used_ns = used, .launches = launches, .more = more};
+                                       .used_ns = used, .launches = launches, .more = more,
+                                       .start_ns = b->opened_at};
     if (send_msg(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more)
       b->waiting = true;
   } else if (C.limit_pct < 100) {
