@@ -1,0 +1,27 @@
+#!/bin/bash
+# Two simulated GPUs, one scheduler each: requests are admitted per GPU, and a slice's token on
+# one GPU does not hold back the other (--gpu sets CUDA_VISIBLE_DEVICES; ordinal 0 inside the
+# slice is its first GPU).
+source "$GSLICE_SRC/tests/integration/lib.sh"
+source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
+export GSLICE_SIM_DEVICES=2
+start_daemon
+S=$(at 0.5)
+gsrun --gpu 0 --compute 70 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 5 --label a >"$T/a" &
+A=$!
+gsrun --gpu 1 --compute 70 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 5 --label b >"$T/b" &
+B=$!
+gsrun --gpu 1 --compute 30 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 5 --label c >"$T/c" &
+C=$!
+sleep 0.3
+set +e
+gsrun --gpu 0,1 --compute 10 -- true 2>"$T/refused"; rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q "GPU 1 has 100% of compute committed already" "$T/refused" ||
+  fail "over-commit on GPU 1: rc=$rc $(cat "$T/refused")"
+wait $A && wait $B && wait $C || fail "a slice failed"
+cat "$T/a" "$T/b" "$T/c"
+within "70% slice alone on GPU 0 (work-conserving)" "$(pct "$T/a")" 85 100
+within "70% slice on GPU 1" "$(pct "$T/b")" 63 77
+within "30% slice on GPU 1" "$(pct "$T/c")" 23 37
+pass "one scheduler per GPU, admission per GPU"
