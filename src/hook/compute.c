@@ -77,7 +77,7 @@ struct burst {
 struct compute {
   _Atomic int state; /* 0: not set up, 1: set up */
   pthread_mutex_t init_mu;
-  enum mode mode;
+  _Atomic int mode; /* enum mode: the fast path reads it, the helper changes it */
   uint32_t slice_id;
   uint32_t limit_pct;
   pthread_mutex_t mu;

@@ -6,7 +6,7 @@ source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 export GSLICE_SIM_DEVICES=2
 start_daemon
-S=$(at 0.5)
+S=$(at 1.5)
 gsrun --gpu 0 --compute 70 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 5 --label a >"$T/a" &
 A=$!
 gsrun --gpu 1 --compute 70 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 5 --label b >"$T/b" &

@@ -3,7 +3,7 @@
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
-S=$(at 0.5)
+S=$(at 1.5)
 gsrun --compute 50 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 200 --label a >"$T/a" &
 A=$!
 gsrun --compute 30 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 8 --kernel-us 2000 --label b >"$T/b" &

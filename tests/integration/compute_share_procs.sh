@@ -5,12 +5,12 @@
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
-S=$(at 0.5)
+S=$(at 1.5)
 gsrun --compute 30 --compute-limit 30 -- sh -c "\"$TBIN/compute_spin\" --start $S --warmup 1 --duration 5 --label p1 >\"$T/p1\" &
   \"$TBIN/compute_spin\" --start $S --warmup 1 --duration 5 --label p2 >\"$T/p2\"; wait" || fail "hard slice failed"
 cat "$T/p1" "$T/p2"
 within "hard 30 over two processes" $(( $(pct "$T/p1") + $(pct "$T/p2") )) 23 37
-S=$(at 0.5)
+S=$(at 1.5)
 gsrun --compute 40 -- sh -c "\"$TBIN/compute_spin\" --start $S --warmup 1 --duration 5 --label q1 >\"$T/q1\" &
   \"$TBIN/compute_spin\" --start $S --warmup 1 --duration 5 --label q2 >\"$T/q2\"; wait" &
 Q=$!
