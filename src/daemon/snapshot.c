@@ -113,8 +113,6 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
     if (!st.slices)
       return -ENOMEM;
   }
-  static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
-  (void)bounds;
   for (uint32_t k = 0; k < d->reg.n; k++) {
     struct slice *s = d->reg.slices[k];
     struct gs_slice_status *ss = &st.slices[st.nslices++];
@@ -128,6 +126,17 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
     for (struct conn *c = d->conns; c; c = c->next)
       if (c->slice_id == s->id && c->role == GS_ROLE_HOOK)
         add_pid(ss, (int32_t)c->pid);
+    /* Processes that hold memory but never launched have no connection yet:
+     * the slice's region knows them. */
+    struct gs_region *rg;
+    if (gs_region_open_existing(s->dir, &rg) == 0) {
+      struct gs_region_proc_info procs[GS_SLICE_MAX_PIDS];
+      unsigned n = 0;
+      if (gs_region_procs(rg, procs, GS_SLICE_MAX_PIDS, &n) == 0)
+        for (unsigned i = 0; i < n; i++)
+          add_pid(ss, (int32_t)procs[i].pid);
+      gs_region_close(rg);
+    }
     for (uint32_t i = 0; i < d->ngpus; i++) {
       struct sched_slice *sl;
       if (!(slice_mask(s) & (1u << i)))
