@@ -15,6 +15,7 @@ if(TARGET gslice_sim_cuda)
 endif()
 if(TARGET gslice_daemon_core)
   gslice_unit_test(test_registry SOURCES unit/test_registry.c LIBS gslice_daemon_core)
+  gslice_unit_test(test_loop SOURCES unit/test_loop.c LIBS gslice_daemon_core)
 endif()
 
 file(GLOB GSLICE_DAEMON_SCRIPTS CONFIGURE_DEPENDS
