@@ -213,7 +213,7 @@ int cmd_run(int argc, char **argv) {
   /* Orphans of the command are reparented to us, so "the command and its
    * children are gone" is waitpid() saying ECHILD. */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-  const char *pre = getenv("LD_PRELOAD");
+  const char *pre = secure_getenv("LD_PRELOAD");
   char *ld = malloc(strlen(hook) + (pre ? strlen(pre) : 0) + 3);
   if (!ld) {
     unregister(fd, reg.slice_id);
