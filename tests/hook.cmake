@@ -4,7 +4,7 @@ gslice_unit_test(test_hook_allocs SOURCES unit/test_hook_allocs.c ${CMAKE_SOURCE
 target_include_directories(test_hook_allocs PRIVATE ${CMAKE_SOURCE_DIR}/src/hook)
 
 # Client programs the integration scripts drive (binaries in ${CMAKE_BINARY_DIR}/tests).
-foreach(prog hook_client hook_region hook_nvml)
+foreach(prog hook_client hook_region hook_nvml hook_attack)
   add_executable(${prog} progs/${prog}.c)
   target_link_libraries(${prog} PRIVATE gslice_common Threads::Threads ${CMAKE_DL_LIBS})
   set_target_properties(${prog} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
@@ -37,3 +37,4 @@ gslice_script_test(hook_devices hook_devices.sh TIMEOUT 60)
 gslice_unit_test(test_hook_config SOURCES unit/test_hook_config.c ${CMAKE_SOURCE_DIR}/src/hook/config.c)
 target_include_directories(test_hook_config PRIVATE ${CMAKE_SOURCE_DIR}/src/hook ${CUDA_INCLUDE_DIR})
 target_compile_definitions(test_hook_config PRIVATE __CUDA_API_VERSION_INTERNAL=1)
+gslice_script_test(hook_attack hook_attack.sh TIMEOUT 60)

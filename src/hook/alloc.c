@@ -96,7 +96,13 @@ static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, size_t bytes, 
   CUdevice dev;
   CUcontext ctx;
   unsigned slot;
-  if (gs_current_device(&dev, &ctx) < 0 || gs_slot_of(dev, &slot) < 0)
+  if (gs_current_device(&dev, &ctx) < 0)
+    return CUDA_SUCCESS;
+  /* The memory is on the pool's device, which need not be the stream's. */
+  CUdevice pool_dev;
+  if (pool && gs_pool_device(pool, &pool_dev) == 0)
+    dev = pool_dev;
+  if (gs_slot_of(dev, &slot) < 0)
     return CUDA_SUCCESS;
   if (!pool && (!r->cuDeviceGetMemPool || r->cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS))
     pool = NULL;
@@ -205,6 +211,30 @@ GS_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   return rc;
 }
 
+GS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps) {
+  GS_REAL_OR_NOT_FOUND(cuMemPoolCreate);
+  CUresult rc = r->cuMemPoolCreate(pool, poolProps);
+  if (rc == CUDA_SUCCESS && poolProps && poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+    gs_pool_device_set(*pool, poolProps->location.id);
+  return rc;
+}
+
+GS_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
+  GS_REAL_OR_NOT_FOUND(cuDeviceGetDefaultMemPool);
+  CUresult rc = r->cuDeviceGetDefaultMemPool(pool_out, dev);
+  if (rc == CUDA_SUCCESS)
+    gs_pool_device_set(*pool_out, dev);
+  return rc;
+}
+
+GS_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+  GS_REAL_OR_NOT_FOUND(cuDeviceGetMemPool);
+  CUresult rc = r->cuDeviceGetMemPool(pool, dev);
+  if (rc == CUDA_SUCCESS)
+    gs_pool_device_set(*pool, dev);
+  return rc;
+}
+
 GS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   GS_REAL_OR_NOT_FOUND(cuMemPoolDestroy);
   CUresult rc = r->cuMemPoolDestroy(pool);
@@ -239,12 +269,35 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
   return rc;
 }
 
+/* A released handle's memory lives on while mapped (cuda.h: freed once released and unmapped):
+ * it stays counted until its last cuMemUnmap, or a loop of create, map, release would take the
+ * whole device. */
 GS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   GS_REAL_OR_NOT_FOUND(cuMemRelease);
   struct gs_alloc a;
   int had = gs_forget(GS_ALLOC_VMM, handle, &a) == 0;
   CUresult rc = r->cuMemRelease(handle);
-  gs_settle_free(had, &a, rc);
+  if (had && rc == CUDA_SUCCESS)
+    gs_vmm_released(&a);
+  else
+    gs_settle_free(had, &a, rc);
+  return rc;
+}
+
+GS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  GS_REAL_OR_NOT_FOUND(cuMemMap);
+  CUresult rc = r->cuMemMap(ptr, size, offset, handle, flags);
+  if (rc == CUDA_SUCCESS)
+    gs_vmm_mapped(handle, ptr, size);
+  return rc;
+}
+
+GS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  GS_REAL_OR_NOT_FOUND(cuMemUnmap);
+  CUresult rc = r->cuMemUnmap(ptr, size);
+  if (rc == CUDA_SUCCESS)
+    gs_vmm_unmapped(ptr, size);
   return rc;
 }
 

@@ -84,6 +84,14 @@ static void remove_at(struct gs_allocs *m, size_t i) {
   }
 }
 
+struct gs_alloc *gs_allocs_find(struct gs_allocs *m, uint32_t kind, uint64_t key) {
+  if (!m->cap)
+    return NULL;
+  int found;
+  size_t i = find(m, kind, key, &found);
+  return found ? &m->cell[i] : NULL;
+}
+
 int gs_allocs_take(struct gs_allocs *m, uint32_t kind, uint64_t key, struct gs_alloc *ret) {
   if (!m->cap)
     return -ENOENT;

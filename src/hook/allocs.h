@@ -12,6 +12,12 @@ enum gs_alloc_kind {
   GS_ALLOC_VMM,      /* cuMemCreate, cuMemImportFromShareableHandle */
   GS_ALLOC_IPC,      /* cuIpcOpenMemHandle */
   GS_ALLOC_CTX,      /* a context's own cost, by context handle */
+  GS_ALLOC_MAP,      /* a cuMemMap of a counted VMM handle, by address (bytes: its size; ref:
+                        the handle); costs nothing itself */
+  GS_ALLOC_VMM_GONE, /* a VMM handle released while still mapped, by serial number: the driver
+                        frees its memory only at the last cuMemUnmap, so it stays counted */
+  GS_ALLOC_MAP_GONE, /* a mapping of a GS_ALLOC_VMM_GONE entry (ref: its serial) */
+  GS_ALLOC_POOL,     /* a memory pool's device, by pool handle (ref: the device ordinal) */
 };
 
 struct gs_alloc {
@@ -20,6 +26,8 @@ struct gs_alloc {
   uint32_t slot; /* device slot in the region */
   uint64_t bytes;
   const void *ctx; /* the context that owns it (freed with it), NULL if none */
+  uint64_t ref;    /* GS_ALLOC_MAP: the handle; GS_ALLOC_MAP_GONE: the released handle's serial */
+  uint64_t maps;   /* GS_ALLOC_VMM, GS_ALLOC_VMM_GONE: live mappings of the memory */
 };
 
 struct gs_allocs {
@@ -30,6 +38,8 @@ struct gs_allocs {
 
 /* Adds `a`; -EEXIST if (kind, key) is present, -ENOMEM if the table cannot grow. */
 int gs_allocs_put(struct gs_allocs *m, const struct gs_alloc *a);
+/* The entry (kind, key), or NULL; valid until the table next changes. */
+struct gs_alloc *gs_allocs_find(struct gs_allocs *m, uint32_t kind, uint64_t key);
 /* Removes (kind, key) into *ret; -ENOENT if absent. */
 int gs_allocs_take(struct gs_allocs *m, uint32_t kind, uint64_t key, struct gs_alloc *ret);
 /* Removes every entry owned by `ctx`, adding its bytes per slot into bytes_per_slot[nslots]. */

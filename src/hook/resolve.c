@@ -3,6 +3,7 @@
 #include "hook.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,6 +114,29 @@ GS_UNINSTRUMENTED static int is_driver_name(const char *name) {
   return strncmp(name, "nvml", 4) == 0 && name[4] >= 'A' && name[4] <= 'Z';
 }
 
+/* Whether `symbol` is the base name of an entry point the hook wraps (symbol, symbol_vN,
+ * symbol_ptsz ...). */
+static int wraps_name(const char *symbol);
+
+/* Whether `p` is an entry point of a CUDA driver other than the real one the hook holds: a second
+ * copy of libcuda (dlmopen into a new namespace, or the same file under another path), whose
+ * allocations nothing here would count. An object is a driver if it defines cuGetProcAddress
+ * itself or is named libcuda.so*. */
+static int from_other_driver(const void *p) {
+  Dl_info info;
+  struct link_map *obj = NULL, *real_obj = NULL, *def = NULL;
+  if (!real.cuda || !dladdr1(p, &info, (void **)&obj, RTLD_DL_LINKMAP) || !obj ||
+      dlinfo(real.cuda, RTLD_DI_LINKMAP, &real_obj) != 0 || obj == real_obj)
+    return 0;
+  const char *base = obj->l_name ? strrchr(obj->l_name, '/') : NULL;
+  base = base ? base + 1 : obj->l_name;
+  if (base && strncmp(base, "libcuda.so", 10) == 0)
+    return 1;
+  /* glibc's handles are link maps: look in that object alone (not its dependencies). */
+  void *gpa = real_dlsym()(obj, "cuGetProcAddress");
+  return gpa && dladdr1(gpa, &info, (void **)&def, RTLD_DL_LINKMAP) && def == obj;
+}
+
 /* glibc's dlsym takes its caller from its return address (RTLD_NEXT searches after the
  * caller's object), so every name that is not the driver's leaves by a tail call: the real dlsym
  * then returns to, and judges by, the program's own call. Driver names found with RTLD_NEXT are
@@ -127,11 +151,18 @@ dlsym(void *handle, const char *name) {
   gs_setup();
   void *p = sym(handle, name);
   void *w = gs_wrapper_for(p);
-  return w ? w : p;
+  if (w)
+    return w;
+  if (p && !is_wrapper(p) && wraps_name(name) && from_other_driver(p)) {
+    gs_log(GS_LOG_WARN,
+           "refusing %s from a second copy of the CUDA driver: its memory would not be held to "
+           "the slice",
+           name);
+    return NULL;
+  }
+  return p;
 }
 
-/* Whether `symbol` is the base name of an entry point the hook wraps (symbol, symbol_vN,
- * symbol_ptsz ...). */
 static int wraps_name(const char *symbol) {
   size_t len = strlen(symbol);
   for (size_t i = 0; i < N_WRAPPED; i++) {

@@ -291,6 +291,8 @@ void gs_pool_refresh(CUmemoryPool pool) {
 
 void gs_pool_forget(CUmemoryPool pool) {
   pthread_mutex_lock(&S.lock);
+  struct gs_alloc gone;
+  gs_allocs_take(&S.allocs, GS_ALLOC_POOL, (uint64_t)(uintptr_t)pool, &gone);
   struct pool *p = pool_find_locked(pool);
   if (p) {
     if (S.attached && p->by_reserved)
@@ -465,7 +467,8 @@ int gs_ticket_true_up(struct gs_ticket *t, uint64_t real_bytes, const char *what
 int gs_ticket_commit(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key) {
   if (!t->active)
     return 0;
-  struct gs_alloc a = {key, kind, t->slot, t->bytes, t->ctx}, stale;
+  struct gs_alloc a = {.key = key, .kind = kind, .slot = t->slot, .bytes = t->bytes, .ctx = t->ctx},
+                  stale;
   pthread_mutex_lock(&S.lock);
   int e = gs_allocs_put(&S.allocs, &a);
   if (e == -EEXIST && gs_allocs_take(&S.allocs, kind, key, &stale) == 0) {
@@ -502,6 +505,110 @@ void gs_settle_free(int had, const struct gs_alloc *a, CUresult rc) {
     gs_release(a->slot, a->bytes);
   else
     remember(a);
+}
+
+/* ---- which device a pool's memory is on ---- */
+
+void gs_pool_device_set(CUmemoryPool pool, CUdevice dev) {
+  struct gs_alloc a = {
+      .key = (uint64_t)(uintptr_t)pool, .kind = GS_ALLOC_POOL, .ref = (uint64_t)dev};
+  pthread_mutex_lock(&S.lock);
+  struct gs_alloc *old = gs_allocs_find(&S.allocs, GS_ALLOC_POOL, a.key);
+  if (old)
+    old->ref = a.ref;
+  else
+    gs_allocs_put(&S.allocs, &a);
+  pthread_mutex_unlock(&S.lock);
+}
+
+int gs_pool_device(CUmemoryPool pool, CUdevice *ret_dev) {
+  pthread_mutex_lock(&S.lock);
+  struct gs_alloc *a = gs_allocs_find(&S.allocs, GS_ALLOC_POOL, (uint64_t)(uintptr_t)pool);
+  if (a)
+    *ret_dev = (CUdevice)a->ref;
+  pthread_mutex_unlock(&S.lock);
+  return a ? 0 : -ENOENT;
+}
+
+/* ---- VMM mappings: physical memory lives until released *and* unmapped ---- */
+
+void gs_vmm_mapped(uint64_t handle, uint64_t va, uint64_t size) {
+  pthread_mutex_lock(&S.lock);
+  struct gs_alloc *h = gs_allocs_find(&S.allocs, GS_ALLOC_VMM, handle);
+  if (h) {
+    /* Only counted handles: an uncounted one has nothing to keep counted after its release. */
+    struct gs_alloc m = {
+        .key = va, .kind = GS_ALLOC_MAP, .slot = h->slot, .bytes = size, .ref = handle};
+    h->maps++;
+    if (gs_allocs_put(&S.allocs, &m) < 0)
+      h->maps--; /* -EEXIST (the driver never maps twice at one address) or no memory */
+  }
+  pthread_mutex_unlock(&S.lock);
+}
+
+/* Under S.lock: the mappings of `handle` now point at its serial `serial`. */
+static void vmm_orphan_maps_locked(uint64_t handle, uint64_t serial) {
+  for (size_t i = 0; i < S.allocs.cap;) {
+    struct gs_alloc *c = &S.allocs.cell[i];
+    if (c->kind == GS_ALLOC_MAP && c->ref == handle) {
+      struct gs_alloc m;
+      gs_allocs_take(&S.allocs, GS_ALLOC_MAP, c->key, &m);
+      m.kind = GS_ALLOC_MAP_GONE;
+      m.ref = serial;
+      /* Same size as the entry taken, and a kind of its own: put cannot fail for room. */
+      gs_allocs_put(&S.allocs, &m);
+      i = 0; /* take shifted entries, put may have landed anywhere: start over (rare path) */
+      continue;
+    }
+    i++;
+  }
+}
+
+void gs_vmm_released(const struct gs_alloc *a) {
+  static uint64_t serials;
+  pthread_mutex_lock(&S.lock);
+  if (a->maps == 0) {
+    if (S.attached)
+      gs_region_release(S.region, S.proc, a->slot, a->bytes);
+  } else {
+    /* The driver frees the memory at the last unmap: until then it stays counted, under a
+     * serial number, since the handle's value may be handed out again. */
+    struct gs_alloc gone = *a;
+    gone.kind = GS_ALLOC_VMM_GONE;
+    gone.key = ++serials;
+    if (gs_allocs_put(&S.allocs, &gone) == 0)
+      vmm_orphan_maps_locked(a->key, gone.key);
+    /* Without room to remember it, the bytes stay counted until the process exits. */
+  }
+  pthread_mutex_unlock(&S.lock);
+}
+
+void gs_vmm_unmapped(uint64_t va, uint64_t size) {
+  pthread_mutex_lock(&S.lock);
+  uint64_t at = va, end = va + size < va ? UINT64_MAX : va + size;
+  while (at < end) {
+    struct gs_alloc m, *h;
+    if (gs_allocs_take(&S.allocs, GS_ALLOC_MAP, at, &m) == 0) {
+      if ((h = gs_allocs_find(&S.allocs, GS_ALLOC_VMM, m.ref)) && h->maps)
+        h->maps--;
+    } else if (gs_allocs_take(&S.allocs, GS_ALLOC_MAP_GONE, at, &m) == 0) {
+      struct gs_alloc g;
+      if (gs_allocs_take(&S.allocs, GS_ALLOC_VMM_GONE, m.ref, &g) == 0) {
+        if (--g.maps == 0) {
+          if (S.attached)
+            gs_region_release(S.region, S.proc, g.slot, g.bytes);
+        } else {
+          gs_allocs_put(&S.allocs, &g);
+        }
+      }
+    } else {
+      break; /* the driver unmaps whole mappings from `va` on; nothing more of ours */
+    }
+    if (!m.bytes || at + m.bytes < at)
+      break;
+    at += m.bytes;
+  }
+  pthread_mutex_unlock(&S.lock);
 }
 
 /* Everything a context owned goes when it goes. */

@@ -62,6 +62,13 @@ int gs_ticket_commit(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key)
 int gs_forget(enum gs_alloc_kind kind, uint64_t key, struct gs_alloc *ret);
 /* After the real free: gives the bytes back, or puts the entry back if the free failed. */
 void gs_settle_free(int had, const struct gs_alloc *a, CUresult rc);
+/* VMM: physical memory is freed by the driver only once released and unmapped everywhere.
+ * gs_vmm_mapped after a successful cuMemMap of `handle`; gs_vmm_released after a successful
+ * cuMemRelease of the entry gs_forget took (its bytes go back now, or at the last unmap);
+ * gs_vmm_unmapped after a successful cuMemUnmap of [va, va + size). */
+void gs_vmm_mapped(uint64_t handle, uint64_t va, uint64_t size);
+void gs_vmm_released(const struct gs_alloc *a);
+void gs_vmm_unmapped(uint64_t va, uint64_t size);
 /* Everything recorded as owned by `ctx` is given back (the context is gone). */
 void gs_drop_context(CUcontext ctx);
 
@@ -79,7 +86,12 @@ void gs_pool_undo_growth(CUmemoryPool pool, uint64_t growth);
 /* Brings the region in line with the pool's reservation (a trim gives memory back). */
 void gs_pool_refresh(CUmemoryPool pool);
 void gs_pools_refresh(void);
-/* The pool was destroyed: its charge is given back. */
+/* The device a pool's memory is on, as cuMemPoolCreate, cuDeviceGetDefaultMemPool or
+ * cuDeviceGetMemPool said: a pool may be on another device than the stream allocating from it.
+ * -ENOENT for a pool the hook never saw made. */
+void gs_pool_device_set(CUmemoryPool pool, CUdevice dev);
+int gs_pool_device(CUmemoryPool pool, CUdevice *ret_dev);
+/* The pool was destroyed: its charge is given back (and its device forgotten). */
 void gs_pool_forget(CUmemoryPool pool);
 
 /* measure.c: what the device gives this process, for costs the driver decides (contexts,

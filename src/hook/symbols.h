@@ -19,8 +19,13 @@
   X(cuMemFreeAsync_ptsz)                                                                           \
   X(cuMemPoolTrimTo)                                                                               \
   X(cuMemPoolDestroy)                                                                              \
+  X(cuMemPoolCreate)                                                                               \
+  X(cuDeviceGetDefaultMemPool)                                                                     \
+  X(cuDeviceGetMemPool)                                                                            \
   X(cuMemCreate)                                                                                   \
   X(cuMemRelease)                                                                                  \
+  X(cuMemMap)                                                                                      \
+  X(cuMemUnmap)                                                                                    \
   X(cuMemImportFromShareableHandle)                                                                \
   X(cuArrayCreate_v2)                                                                              \
   X(cuArray3DCreate_v2)                                                                            \
@@ -62,7 +67,6 @@
   X(cuDeviceGetUuid)                                                                               \
   X(cuDeviceGetUuid_v2)                                                                            \
   X(cuDeviceGetAttribute)                                                                          \
-  X(cuDeviceGetMemPool)                                                                            \
   X(cuDevicePrimaryCtxGetState)                                                                    \
   X(cuCtxGetCurrent)                                                                               \
   X(cuCtxSetCurrent)                                                                               \

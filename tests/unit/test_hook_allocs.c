@@ -8,12 +8,12 @@
 
 static void test_basic(void) {
   struct gs_allocs m = {0};
-  struct gs_alloc a = {0x1000, GS_ALLOC_PTR, 1, 4096, (void *)1}, got;
+  struct gs_alloc a = {0x1000, GS_ALLOC_PTR, 1, 4096, (void *)1, 0, 0}, got;
   CHECK_EQ_INT(gs_allocs_take(&m, GS_ALLOC_PTR, 0x1000, &got), -ENOENT);
   CHECK_EQ_INT(gs_allocs_put(&m, &a), 0);
   CHECK_EQ_INT(gs_allocs_put(&m, &a), -EEXIST);
   /* The same key under another kind is another allocation (an array handle is not a pointer). */
-  struct gs_alloc b = {0x1000, GS_ALLOC_ARRAY, 2, 10, NULL};
+  struct gs_alloc b = {0x1000, GS_ALLOC_ARRAY, 2, 10, NULL, 0, 0};
   CHECK_EQ_INT(gs_allocs_put(&m, &b), 0);
   CHECK_EQ_INT(gs_allocs_take(&m, GS_ALLOC_PTR, 0x1000, &got), 0);
   CHECK_EQ_U64(got.bytes, 4096);
@@ -32,7 +32,8 @@ static void test_churn(void) {
   enum { N = 20000 };
   uint64_t sum_put = 0, sum_taken = 0;
   for (uint64_t i = 0; i < N; i++) {
-    struct gs_alloc a = {0x7f0000000000ull + i * 512, GS_ALLOC_PTR, (uint32_t)(i % 3), i, NULL};
+    struct gs_alloc a = {
+        0x7f0000000000ull + i * 512, GS_ALLOC_PTR, (uint32_t)(i % 3), i, NULL, 0, 0};
     CHECK_EQ_INT(gs_allocs_put(&m, &a), 0);
     sum_put += i;
   }
@@ -46,7 +47,7 @@ static void test_churn(void) {
     }
     /* Refill half of what was taken, and take it again: the table must not grow. */
     for (uint64_t i = round; i < N; i += 10) {
-      struct gs_alloc a = {0x100000000ull + i, GS_ALLOC_VMM, 0, 1, NULL}, got;
+      struct gs_alloc a = {0x100000000ull + i, GS_ALLOC_VMM, 0, 1, NULL, 0, 0}, got;
       CHECK_EQ_INT(gs_allocs_put(&m, &a), 0);
       CHECK_EQ_INT(gs_allocs_take(&m, GS_ALLOC_VMM, 0x100000000ull + i, &got), 0);
     }
@@ -61,7 +62,7 @@ static void test_ctx(void) {
   struct gs_allocs m = {0};
   void *c1 = (void *)0x111, *c2 = (void *)0x222;
   for (uint64_t i = 0; i < 1000; i++) {
-    struct gs_alloc a = {i, GS_ALLOC_PTR, (uint32_t)(i % 2), 100, (i % 3) ? c1 : c2};
+    struct gs_alloc a = {i, GS_ALLOC_PTR, (uint32_t)(i % 2), 100, (i % 3) ? c1 : c2, 0, 0};
     CHECK_EQ_INT(gs_allocs_put(&m, &a), 0);
   }
   uint64_t bytes[4] = {0};

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Ways around the cap a program could take (tests/progs/hook_attack.c), each held to it:
+# VMM memory released while still mapped, dlvsym, a second copy of the driver (dlmopen), a
+# stream-ordered pool on another device than the current context's.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+source "$GSLICE_SRC/tests/integration/hook_lib.sh"
+export GSLICE_MEMORY_LIMIT=1GiB
+
+attack() { LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_attack" "$@" 2> "$T/$1.err"; }
+dev_used() { "$BIN/gslice-sim" info --json | jq ".devices[$1].memory_used"; }
+
+# The driver frees a released handle's memory only at its last unmap: it stays counted till then
+# (context 256 MiB + 3 chunks), and comes back after the unmaps.
+out=$(attack vmm-release-mapped)
+line=$(echo "$out" | grep '^vmm-release-mapped')
+expect_eq "released while mapped: chunks" "$(field "$line" n)" 3
+expect_eq "released while mapped: error" "$(field "$line" err)" 2
+line=$(echo "$out" | grep '^after-unmap')
+expect_eq "after the unmaps: chunks" "$(field "$line" n)" 3
+grep -q 'cuMemCreate: out of memory' "$T/vmm-release-mapped.err" || fail "no line for cuMemCreate"
+
+# dlvsym: glibc matches no version against a library that has version information (the sim's
+# libcuda, like NVIDIA's, has some), so it finds nothing; were it to, it must not pass the cap.
+line=$(attack dlvsym)
+[ "$(field "$line" n)" -le 3 ] || fail "dlvsym passed the cap: $line"
+
+# A second copy of the driver (dlmopen into a new namespace) would not be held: refused.
+line=$(attack dlmopen)
+expect_eq "dlmopen: chunks" "$(field "$line" n)" 0
+expect_eq "dlmopen: not handed out" "$(field "$line" err)" -1
+grep -q 'second copy of the CUDA driver' "$T/dlmopen.err" || fail "no line for the second copy"
+
+# A pool on device 1 used from device 0's context: counted on device 1, against its own cap.
+export GSLICE_SIM_DEVICES=2 GSLICE_MEMORY_LIMIT=0=4GiB,1=512MiB
+line=$(attack pool-other-device)
+expect_eq "pool on device 1: chunks" "$(field "$line" n)" 2
+expect_eq "pool on device 1: error" "$(field "$line" err)" 2
+pass "VMM released while mapped, dlvsym, a second driver copy and a pool on another device are held"

@@ -1,0 +1,163 @@
+/* Ways a program could get device memory past the hook, one per command, for hook_attack.sh.
+ * Each allocates 256 MiB chunks until the driver refuses (at most 12) and prints
+ * "<cmd> n=<chunks> err=<CUresult>" on stdout; 0 chunks with err=-1 means the entry point was
+ * not handed out at all.
+ *
+ * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device
+ *   vmm-release-mapped: cuMemCreate, map, cuMemRelease while mapped; then unmap everything and
+ *                       fill again with cuMemAlloc ("after-unmap n=...").
+ *   dlvsym:             cuMemAlloc_v2 found with dlvsym on libcuda.so.1 (glibc finds nothing
+ *                       in a library with version information: n=0 err=-1).
+ *   dlmopen:            cuMemAlloc_v2 from a second copy of libcuda.so.1 in a new link-map
+ *                       namespace, where LD_PRELOAD does not reach.
+ *   pool-other-device:  cuMemAllocFromPoolAsync from a pool on device 1 while device 0's context
+ *                       is current (the pool may be on another device than the stream). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK (256ull << 20)
+#define MAX_CHUNKS 12
+
+static void *lib;
+
+static void *get(const char *name) {
+  void *p = dlsym(lib, name);
+  if (!p) {
+    fprintf(stderr, "hook_attack: dlsym %s failed\n", name);
+    exit(2);
+  }
+  return p;
+}
+
+#define GET(name) ((__typeof__(&name))get(#name))
+
+static void context(int ordinal) {
+  CUdevice dev;
+  CUcontext ctx;
+  if (GET(cuInit)(0) != CUDA_SUCCESS || GET(cuDeviceGet)(&dev, ordinal) != CUDA_SUCCESS ||
+      GET(cuDevicePrimaryCtxRetain)(&ctx, dev) != CUDA_SUCCESS ||
+      GET(cuCtxSetCurrent)(ctx) != CUDA_SUCCESS) {
+    fprintf(stderr, "hook_attack: no context\n");
+    exit(2);
+  }
+}
+
+static void fill_with(const char *what, __typeof__(&cuMemAlloc_v2) alloc) {
+  int n = 0;
+  CUresult rc = CUDA_SUCCESS;
+  CUdeviceptr p;
+  while (n < MAX_CHUNKS && (rc = alloc(&p, CHUNK)) == CUDA_SUCCESS)
+    n++;
+  printf("%s n=%d err=%d\n", what, n, rc);
+}
+
+static void vmm_release_mapped(void) {
+  context(0);
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUdeviceptr va[MAX_CHUNKS];
+  int n = 0;
+  CUresult rc = CUDA_SUCCESS;
+  while (n < MAX_CHUNKS) {
+    CUmemGenericAllocationHandle h;
+    if ((rc = GET(cuMemCreate)(&h, CHUNK, &prop, 0)) != CUDA_SUCCESS)
+      break;
+    if (GET(cuMemAddressReserve)(&va[n], CHUNK, 0, 0, 0) != CUDA_SUCCESS ||
+        GET(cuMemMap)(va[n], CHUNK, 0, h, 0) != CUDA_SUCCESS ||
+        GET(cuMemRelease)(h) != CUDA_SUCCESS) {
+      fprintf(stderr, "hook_attack: reserve/map/release failed\n");
+      exit(2);
+    }
+    n++;
+  }
+  printf("vmm-release-mapped n=%d err=%d\n", n, rc);
+  fflush(stdout);
+  for (int i = 0; i < n; i++)
+    if (GET(cuMemUnmap)(va[i], CHUNK) != CUDA_SUCCESS ||
+        GET(cuMemAddressFree)(va[i], CHUNK) != CUDA_SUCCESS) {
+      fprintf(stderr, "hook_attack: unmap failed\n");
+      exit(2);
+    }
+  fill_with("after-unmap", GET(cuMemAlloc_v2));
+}
+
+static void by_dlvsym(void) {
+  context(0);
+  void *p = dlvsym(lib, "cuMemAlloc_v2", "GLIBC_2.2.5");
+  if (!p) {
+    printf("dlvsym n=0 err=-1\n");
+    return;
+  }
+  fill_with("dlvsym", (__typeof__(&cuMemAlloc_v2))p);
+}
+
+static void by_dlmopen(void) {
+  lib = dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "hook_attack: dlmopen failed: %s\n", dlerror());
+    exit(2);
+  }
+  void *alloc = dlsym(lib, "cuMemAlloc_v2");
+  if (!alloc) {
+    printf("dlmopen n=0 err=-1\n");
+    return;
+  }
+  context(0);
+  fill_with("dlmopen", (__typeof__(&cuMemAlloc_v2))alloc);
+}
+
+static void pool_other_device(void) {
+  context(0);
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof(props));
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 1;
+  CUmemoryPool pool;
+  if (GET(cuMemPoolCreate)(&pool, &props) != CUDA_SUCCESS) {
+    fprintf(stderr, "hook_attack: cuMemPoolCreate failed\n");
+    exit(2);
+  }
+  int n = 0;
+  CUresult rc = CUDA_SUCCESS;
+  CUdeviceptr p;
+  while (n < MAX_CHUNKS &&
+         (rc = GET(cuMemAllocFromPoolAsync)(&p, CHUNK, pool, NULL)) == CUDA_SUCCESS &&
+         (rc = GET(cuStreamSynchronize)(NULL)) == CUDA_SUCCESS)
+    n++;
+  printf("pool-other-device n=%d err=%d\n", n, rc);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: hook_attack vmm-release-mapped|dlvsym|dlmopen|pool-other-device\n");
+    return 2;
+  }
+  if (strcmp(argv[1], "dlmopen") == 0) {
+    by_dlmopen();
+    return 0;
+  }
+  lib = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!lib) {
+    fprintf(stderr, "hook_attack: dlopen libcuda.so.1 failed\n");
+    return 2;
+  }
+  if (strcmp(argv[1], "vmm-release-mapped") == 0)
+    vmm_release_mapped();
+  else if (strcmp(argv[1], "dlvsym") == 0)
+    by_dlvsym();
+  else if (strcmp(argv[1], "pool-other-device") == 0)
+    pool_other_device();
+  else
+    return 2;
+  return 0;
+}
