@@ -38,3 +38,8 @@ gslice_unit_test(test_hook_config SOURCES unit/test_hook_config.c ${CMAKE_SOURCE
 target_include_directories(test_hook_config PRIVATE ${CMAKE_SOURCE_DIR}/src/hook ${CUDA_INCLUDE_DIR})
 target_compile_definitions(test_hook_config PRIVATE __CUDA_API_VERSION_INTERNAL=1)
 gslice_script_test(hook_attack hook_attack.sh TIMEOUT 60)
+# Holds a region's lock (built from region.c: the lock is not public API).
+add_executable(hook_region_hold progs/hook_region_hold.c)
+target_include_directories(hook_region_hold PRIVATE ${CMAKE_SOURCE_DIR}/src/common)
+set_target_properties(hook_region_hold PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+gslice_script_test(hook_lockstop hook_lockstop.sh TIMEOUT 60)

@@ -144,10 +144,28 @@ int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited) {
 }
 
 /* The robust lock: a holder that died leaves nothing derived to fix (totals are computed), only
- * the entry hint, which is recomputed. */
+ * the entry hint, which is recomputed.
+ *
+ * Cancellation is off while it is held: the sections read /proc (cancellation points), and a
+ * cancelled thread would leave the lock held by a live process (robustness covers only death).
+ * The wait is bounded: a holder stopped (SIGSTOP, a debugger) or a lock word scribbled over in
+ * this slice-writable file must not hang the daemon, which reads every slice's region from one
+ * loop; the caller gets -ETIMEDOUT and the hook refuses the allocation. */
+static __thread int region_cancel_state;
+
 static int region_lock(struct gs_region *r) {
   struct region_layout *l = r->map;
-  int e = pthread_mutex_lock(&l->lock);
+  int old;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += GS_REGION_LOCK_TIMEOUT_S;
+  int e = pthread_mutex_timedlock(&l->lock, &until);
+  if (e != 0 && e != EOWNERDEAD) {
+    pthread_setcancelstate(old, NULL);
+    return -e;
+  }
+  region_cancel_state = old;
   if (e == EOWNERDEAD) {
     uint32_t hint = 0;
     for (uint32_t i = 0; i < GS_REGION_MAX_PROCS; i++)
@@ -156,13 +174,14 @@ static int region_lock(struct gs_region *r) {
     l->proc_hint = hint;
     l->repairs++;
     pthread_mutex_consistent(&l->lock);
-    return 0;
   }
-  return -e;
+  return 0;
 }
 
 static void region_unlock(struct gs_region *r) {
+  int old = region_cancel_state;
   pthread_mutex_unlock(&r->map->lock);
+  pthread_setcancelstate(old, NULL);
 }
 
 static void proc_clear(struct region_proc *p) {

@@ -15,6 +15,9 @@
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 256
 #define GS_REGION_UUID_LEN 16
+/* The longest any call waits for the region's lock (held by a stopped process, or a lock word
+ * someone overwrote) before returning -ETIMEDOUT. */
+#define GS_REGION_LOCK_TIMEOUT_S 3
 /* A device without a cap. */
 #define GS_REGION_NO_LIMIT UINT64_MAX
 

@@ -46,18 +46,37 @@ static struct {
 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 
-static void fork_prepare(void) {
+/* S.lock with cancellation off while it is held: the locked sections read /proc (open, read:
+ * cancellation points), and a thread cancelled there would leave S.lock (and the region's lock)
+ * held for good, hanging every later allocation of the process. */
+static __thread int lock_cancel_state;
+
+static void lock(void) {
+  int old;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
   pthread_mutex_lock(&S.lock);
+  lock_cancel_state = old;
+}
+
+static void unlock(void) {
+  int old = lock_cancel_state;
+  pthread_mutex_unlock(&S.lock);
+  pthread_setcancelstate(old, NULL);
+}
+
+static void fork_prepare(void) {
+  lock();
 }
 
 static void fork_parent(void) {
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 /* The child is another process of the slice: it takes its own entry at its first allocation.
  * What the parent holds stays the parent's (CUDA contexts do not cross fork). */
 static void fork_child(void) {
   pthread_mutex_init(&S.lock, NULL);
+  pthread_setcancelstate(lock_cancel_state, NULL); /* as unlock() would have */
   S.attached = 0;
   gs_allocs_clear(&S.allocs);
   S.npools = 0;
@@ -88,6 +107,13 @@ static void setup(void) {
   }
   int e = gs_region_open(S.config.state_dir, &S.region);
   if (e < 0) {
+    if (e == -ETIMEDOUT) {
+      snprintf(err, sizeof(err),
+               "the slice's accounting file %s/%s is locked by a process that does not let go "
+               "(stopped?); try again once it runs or is gone",
+               S.config.state_dir, GS_REGION_FILE);
+      stop(err);
+    }
     const char *why = e == -EBADMSG           ? "is not a gslice region or is corrupt"
                       : e == -EPROTONOSUPPORT ? "has another gslice region layout version"
                                               : strerror(-e);
@@ -165,9 +191,9 @@ static int slot_locked(CUdevice dev, unsigned *ret_slot) {
 
 int gs_slot_of(CUdevice dev, unsigned *ret_slot) {
   gs_setup();
-  pthread_mutex_lock(&S.lock);
+  lock();
   int e = slot_locked(dev, ret_slot);
-  pthread_mutex_unlock(&S.lock);
+  unlock();
   return e;
 }
 
@@ -218,15 +244,15 @@ static void pool_refresh_locked(struct pool *p) {
 }
 
 void gs_pools_refresh(void) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   for (unsigned i = 0; i < S.npools; i++)
     if (!S.pools[i].pending)
       pool_refresh_locked(&S.pools[i]);
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 int gs_pool_track(CUmemoryPool pool, unsigned slot) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   struct pool *p = pool_find_locked(pool);
   if (!p && S.npools < MAX_POOLS && attach_locked() == 0) {
     uint64_t now = 0;
@@ -248,13 +274,13 @@ int gs_pool_track(CUmemoryPool pool, unsigned slot) {
     if (by_reserved)
       p->pending++;
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
   return by_reserved;
 }
 
 uint64_t gs_pool_take_growth(CUmemoryPool pool, uint64_t reserved, int done) {
   uint64_t take = 0, now = 0;
-  pthread_mutex_lock(&S.lock);
+  lock();
   struct pool *p = pool_find_locked(pool);
   if (p && p->pending)
     p->pending--;
@@ -266,31 +292,31 @@ uint64_t gs_pool_take_growth(CUmemoryPool pool, uint64_t reserved, int done) {
       take = reserved;
     p->charged += take;
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
   return take;
 }
 
 void gs_pool_undo_growth(CUmemoryPool pool, uint64_t growth) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   struct pool *p = pool_find_locked(pool);
   if (p) {
     p->charged = p->charged > growth ? p->charged - growth : 0;
     if (!p->pending)
       pool_refresh_locked(p);
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 void gs_pool_refresh(CUmemoryPool pool) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   struct pool *p = pool_find_locked(pool);
   if (p && !p->pending)
     pool_refresh_locked(p);
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 void gs_pool_forget(CUmemoryPool pool) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   struct gs_alloc gone;
   gs_allocs_take(&S.allocs, GS_ALLOC_POOL, (uint64_t)(uintptr_t)pool, &gone);
   struct pool *p = pool_find_locked(pool);
@@ -299,7 +325,7 @@ void gs_pool_forget(CUmemoryPool pool) {
       gs_region_release(S.region, S.proc, p->slot, p->charged);
     *p = S.pools[--S.npools];
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 /* ---- reservations ---- */
@@ -328,10 +354,10 @@ void gs_reconcile(CUdevice dev, unsigned slot, int force) {
   uint64_t now = mono_ns(), held = 0;
   if (slot >= GS_REGION_MAX_DEVICES)
     return;
-  pthread_mutex_lock(&S.lock);
+  lock();
   if (!S.attached || S.reconciling || (!force && now - S.reconciled_ns[slot] < RECONCILE_NS) ||
       gs_region_proc_used(S.region, S.proc, slot, &held) < 0) {
-    pthread_mutex_unlock(&S.lock);
+    unlock();
     return;
   }
   S.reconciling = 1;
@@ -339,10 +365,10 @@ void gs_reconcile(CUdevice dev, unsigned slot, int force) {
   /* Counted before the device is asked: an allocation landing in between then shows as
    * overhead until the next look (too much, never too little). */
   uint64_t counted = held > S.overhead[slot] ? held - S.overhead[slot] : 0;
-  pthread_mutex_unlock(&S.lock);
+  unlock();
   struct gs_probe p;
   gs_probe(dev, &p);
-  pthread_mutex_lock(&S.lock);
+  lock();
   S.reconciling = 0;
   if (p.proc_found && S.attached) {
     uint64_t want = p.proc_used > counted ? p.proc_used - counted : 0;
@@ -352,7 +378,7 @@ void gs_reconcile(CUdevice dev, unsigned slot, int force) {
       gs_region_release(S.region, S.proc, slot, S.overhead[slot] - want);
     S.overhead[slot] = want;
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 /* Reserves `bytes` on `dev` for the calling process. -ENOMEM (said on stderr) over the cap.
@@ -365,13 +391,13 @@ static int reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what
   if (before_call)
     gs_reconcile(dev, slot, 0);
   for (int attempt = 0; attempt < 3; attempt++) {
-    pthread_mutex_lock(&S.lock);
+    lock();
     e = attach_locked();
     if (e == 0)
       e = gs_region_reserve(S.region, S.proc, slot, bytes, &d);
     if (e == -ESTALE) /* our entry was taken from us: take a new one */
       S.attached = 0;
-    pthread_mutex_unlock(&S.lock);
+    unlock();
     if (e == -ENOMEM && attempt == 0) {
       gs_pools_refresh(); /* a pool may have trimmed since it was last looked at */
       if (before_call)
@@ -395,10 +421,10 @@ int gs_reserve(CUdevice dev, unsigned slot, uint64_t bytes, const char *what) {
 void gs_release(unsigned slot, uint64_t bytes) {
   if (!bytes)
     return;
-  pthread_mutex_lock(&S.lock);
+  lock();
   if (S.attached)
     gs_region_release(S.region, S.proc, slot, bytes);
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 /* Starts an allocation on the current context's device. Returns CUDA_SUCCESS with t->active
@@ -469,7 +495,7 @@ int gs_ticket_commit(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key)
     return 0;
   struct gs_alloc a = {.key = key, .kind = kind, .slot = t->slot, .bytes = t->bytes, .ctx = t->ctx},
                   stale;
-  pthread_mutex_lock(&S.lock);
+  lock();
   int e = gs_allocs_put(&S.allocs, &a);
   if (e == -EEXIST && gs_allocs_take(&S.allocs, kind, key, &stale) == 0) {
     /* Freed behind the hook's back (a path it does not see) and handed out again. */
@@ -477,7 +503,7 @@ int gs_ticket_commit(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key)
       gs_region_release(S.region, S.proc, stale.slot, stale.bytes);
     e = gs_allocs_put(&S.allocs, &a);
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
   if (e < 0)
     gs_log(GS_LOG_ERROR, "cannot record an allocation: %s", strerror(-e));
   t->active = 0;
@@ -485,16 +511,16 @@ int gs_ticket_commit(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key)
 }
 
 int gs_forget(enum gs_alloc_kind kind, uint64_t key, struct gs_alloc *ret) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   int e = gs_allocs_take(&S.allocs, kind, key, ret);
-  pthread_mutex_unlock(&S.lock);
+  unlock();
   return e;
 }
 
 static void remember(const struct gs_alloc *a) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   gs_allocs_put(&S.allocs, a);
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 /* After the real free: gives the bytes back, or keeps them counted if the free failed. */
@@ -512,28 +538,28 @@ void gs_settle_free(int had, const struct gs_alloc *a, CUresult rc) {
 void gs_pool_device_set(CUmemoryPool pool, CUdevice dev) {
   struct gs_alloc a = {
       .key = (uint64_t)(uintptr_t)pool, .kind = GS_ALLOC_POOL, .ref = (uint64_t)dev};
-  pthread_mutex_lock(&S.lock);
+  lock();
   struct gs_alloc *old = gs_allocs_find(&S.allocs, GS_ALLOC_POOL, a.key);
   if (old)
     old->ref = a.ref;
   else
     gs_allocs_put(&S.allocs, &a);
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 int gs_pool_device(CUmemoryPool pool, CUdevice *ret_dev) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   struct gs_alloc *a = gs_allocs_find(&S.allocs, GS_ALLOC_POOL, (uint64_t)(uintptr_t)pool);
   if (a)
     *ret_dev = (CUdevice)a->ref;
-  pthread_mutex_unlock(&S.lock);
+  unlock();
   return a ? 0 : -ENOENT;
 }
 
 /* ---- VMM mappings: physical memory lives until released *and* unmapped ---- */
 
 void gs_vmm_mapped(uint64_t handle, uint64_t va, uint64_t size) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   struct gs_alloc *h = gs_allocs_find(&S.allocs, GS_ALLOC_VMM, handle);
   if (h) {
     /* Only counted handles: an uncounted one has nothing to keep counted after its release. */
@@ -543,7 +569,7 @@ void gs_vmm_mapped(uint64_t handle, uint64_t va, uint64_t size) {
     if (gs_allocs_put(&S.allocs, &m) < 0)
       h->maps--; /* -EEXIST (the driver never maps twice at one address) or no memory */
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 /* Under S.lock: the mappings of `handle` now point at its serial `serial`. */
@@ -566,7 +592,7 @@ static void vmm_orphan_maps_locked(uint64_t handle, uint64_t serial) {
 
 void gs_vmm_released(const struct gs_alloc *a) {
   static uint64_t serials;
-  pthread_mutex_lock(&S.lock);
+  lock();
   if (a->maps == 0) {
     if (S.attached)
       gs_region_release(S.region, S.proc, a->slot, a->bytes);
@@ -580,11 +606,11 @@ void gs_vmm_released(const struct gs_alloc *a) {
       vmm_orphan_maps_locked(a->key, gone.key);
     /* Without room to remember it, the bytes stay counted until the process exits. */
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 void gs_vmm_unmapped(uint64_t va, uint64_t size) {
-  pthread_mutex_lock(&S.lock);
+  lock();
   uint64_t at = va, end = va + size < va ? UINT64_MAX : va + size;
   while (at < end) {
     struct gs_alloc m, *h;
@@ -608,16 +634,16 @@ void gs_vmm_unmapped(uint64_t va, uint64_t size) {
       break;
     at += m.bytes;
   }
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }
 
 /* Everything a context owned goes when it goes. */
 void gs_drop_context(CUcontext ctx) {
   uint64_t bytes[GS_REGION_MAX_DEVICES] = {0};
-  pthread_mutex_lock(&S.lock);
+  lock();
   gs_allocs_take_ctx(&S.allocs, ctx, bytes, GS_REGION_MAX_DEVICES);
   for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++)
     if (bytes[i] && S.attached)
       gs_region_release(S.region, S.proc, i, bytes[i]);
-  pthread_mutex_unlock(&S.lock);
+  unlock();
 }

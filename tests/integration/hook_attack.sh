@@ -1,7 +1,7 @@
 #!/bin/bash
 # Ways around the cap a program could take (tests/progs/hook_attack.c), each held to it:
 # VMM memory released while still mapped, dlvsym, a second copy of the driver (dlmopen), a
-# stream-ordered pool on another device than the current context's.
+# stream-ordered pool on another device than the current context's, threads cancelled mid-call.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/hook_lib.sh"
 export GSLICE_MEMORY_LIMIT=1GiB
@@ -30,9 +30,15 @@ expect_eq "dlmopen: chunks" "$(field "$line" n)" 0
 expect_eq "dlmopen: not handed out" "$(field "$line" err)" -1
 grep -q 'second copy of the CUDA driver' "$T/dlmopen.err" || fail "no line for the second copy"
 
+# Threads cancelled while refused at the cap (inside the hook's locks) leave no lock held.
+line=$(timeout 60 env LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_attack" cancel 2> /dev/null) ||
+  fail "cancelled threads left the hook locked (exit $?)"
+expect_eq "after cancelled threads: rounds" "$(field "$line" n)" 40
+expect_eq "after cancelled threads: an allocation" "$(field "$line" err)" 0
+
 # A pool on device 1 used from device 0's context: counted on device 1, against its own cap.
 export GSLICE_SIM_DEVICES=2 GSLICE_MEMORY_LIMIT=0=4GiB,1=512MiB
 line=$(attack pool-other-device)
 expect_eq "pool on device 1: chunks" "$(field "$line" n)" 2
 expect_eq "pool on device 1: error" "$(field "$line" err)" 2
-pass "VMM released while mapped, dlvsym, a second driver copy and a pool on another device are held"
+pass "VMM released while mapped, dlvsym, a second driver copy, a pool on another device and cancelled threads are held"

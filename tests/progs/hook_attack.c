@@ -3,7 +3,7 @@
  * "<cmd> n=<chunks> err=<CUresult>" on stdout; 0 chunks with err=-1 means the entry point was
  * not handed out at all.
  *
- * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device
+ * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device | cancel
  *   vmm-release-mapped: cuMemCreate, map, cuMemRelease while mapped; then unmap everything and
  *                       fill again with cuMemAlloc ("after-unmap n=...").
  *   dlvsym:             cuMemAlloc_v2 found with dlvsym on libcuda.so.1 (glibc finds nothing
@@ -11,15 +11,21 @@
  *   dlmopen:            cuMemAlloc_v2 from a second copy of libcuda.so.1 in a new link-map
  *                       namespace, where LD_PRELOAD does not reach.
  *   pool-other-device:  cuMemAllocFromPoolAsync from a pool on device 1 while device 0's context
- *                       is current (the pool may be on another device than the stream). */
+ *                       is current (the pool may be on another device than the stream).
+ *   cancel:             threads refused at the cap (the hook's slowest locked path) are
+ *                       pthread_cancel'ed, 40 times; then the main thread still allocates and
+ *                       frees ("cancel n=<rounds> err=<its CUresult>"). A thread cancelled inside
+ *                       the hook's locks would leave them held and this would hang. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CHUNK (256ull << 20)
 #define MAX_CHUNKS 12
@@ -137,9 +143,47 @@ static void pool_other_device(void) {
   printf("pool-other-device n=%d err=%d\n", n, rc);
 }
 
+static __typeof__(&cuMemAlloc_v2) cancel_alloc;
+static CUcontext cancel_ctx;
+
+static void *refused_forever(void *arg) {
+  (void)arg;
+  GET(cuCtxSetCurrent)(cancel_ctx);
+  CUdeviceptr p;
+  for (;;)
+    if (cancel_alloc(&p, CHUNK) == CUDA_SUCCESS)
+      GET(cuMemFree_v2)(p);
+  return NULL;
+}
+
+static void cancel_in_flight(void) {
+  context(0);
+  GET(cuCtxGetCurrent)(&cancel_ctx);
+  cancel_alloc = GET(cuMemAlloc_v2);
+  /* Fill the slice so that every further allocation takes the refusal path. */
+  CUdeviceptr p;
+  while (cancel_alloc(&p, CHUNK) == CUDA_SUCCESS)
+    ;
+  int rounds = 0;
+  for (; rounds < 40; rounds++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, refused_forever, NULL) != 0)
+      break;
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+    pthread_cancel(t);
+    pthread_join(t, NULL);
+  }
+  /* Room for one more chunk, then one allocation that must go through. */
+  GET(cuMemFree_v2)(p);
+  CUresult rc = cancel_alloc(&p, 1 << 20);
+  printf("cancel n=%d err=%d\n", rounds, rc);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: hook_attack vmm-release-mapped|dlvsym|dlmopen|pool-other-device\n");
+    fprintf(stderr,
+            "usage: hook_attack vmm-release-mapped|dlvsym|dlmopen|pool-other-device|cancel\n");
     return 2;
   }
   if (strcmp(argv[1], "dlmopen") == 0) {
@@ -157,6 +201,8 @@ int main(int argc, char **argv) {
     by_dlvsym();
   else if (strcmp(argv[1], "pool-other-device") == 0)
     pool_other_device();
+  else if (strcmp(argv[1], "cancel") == 0)
+    cancel_in_flight();
   else
     return 2;
   return 0;
