@@ -315,8 +315,11 @@ static int region_create(const char *dir, const char *path) {
     return -errno;
   int e = 0;
   void *m = MAP_FAILED;
-  if (ftruncate(fd, sizeof(struct region_layout)) < 0) {
-    e = -errno;
+  /* Blocks allocated now, not a sparse file: on a full file system the first write through the
+   * mapping would be SIGBUS instead of an error. */
+  int fe = posix_fallocate(fd, 0, sizeof(struct region_layout));
+  if (fe != 0) {
+    e = -fe;
     goto out;
   }
   m = mmap(NULL, sizeof(struct region_layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
