@@ -41,6 +41,8 @@ struct sched_slice {
   uint64_t waiting_since;
   uint64_t last_wanted;   /* last time it asked for the token */
   uint64_t eligible_at;   /* pacing of the limit: no token before this */
+  uint64_t late_ns;       /* how long the current token came after the slice could have had it */
+  bool backlogged;        /* asked again before its own token ended: never idle since */
   uint64_t kernel_ns;     /* mean kernel length (EWMA), 0: not measured */
   uint64_t burst_used_ns; /* charged to the token being held */
   /* Device time used, decaying with time constant cfg.window_ns: the
