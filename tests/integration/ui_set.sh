@@ -1,6 +1,6 @@
 #!/bin/bash
 # gslice set on a running slice: compute 30% -> 60% moves the achieved share within 2 s
-# (to 60 +- TOL alone; well up next to a greedy slice);
+# to 60 +- TOL, alone and next to a greedy best-effort slice (a request is a guarantee);
 # the change is persisted (a restarted daemon still has it); bad input is refused clearly.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/ui_lib.sh"
@@ -25,8 +25,9 @@ ui_within "$after" 60 "$TOL" || fail "steady should get 60% within 2 s of the se
 expect_eq "request after set" "$(ui_slice_field steady .compute_request_percent)" 60
 expect_eq "limit carried up" "$(ui_slice_field steady .compute_limit_percent)" 60
 
-# Next to a best-effort slice that takes all it can, the request still moves the share
-# (how close it comes to the request is the scheduler's business: docs/benchmarks.md).
+# Next to a best-effort slice that takes all it can, the hard slice still gets its
+# request, before and after the set (the limit's pacing makes up the time it waits
+# behind the other's quantum: docs/compute.md).
 "$GSLICE" set steady --compute 30 --compute-limit 30 > /dev/null || fail "set back to 30 failed"
 "$GSLICE" run --name greedy \
   -- "$SPIN" --ptx "$SPIN_PTX" --kernel-us 1000 --seconds 20 > "$T/greedy.out" 2>&1 &
@@ -36,9 +37,10 @@ c30=$(ui_share steady 1.5)
 "$GSLICE" set steady --compute 60 > /dev/null || fail "set failed under contention"
 sleep 0.5
 c60=$(ui_share steady 1.5)
-echo "contended: steady at 30%: $c30%, within 2 s of set --compute 60: $c60%"
-awk -v a="$c30" -v b="$c60" 'BEGIN { exit !(a > 10 && b >= a + 15) }' ||
-  fail "under contention set --compute 60 should lift steady well above its 30% share: $c30% -> $c60%"
+echo "contended: steady at 30%: $c30%, within 2 s of set --compute 60: $c60% (tolerance $TOL)"
+ui_within "$c30" 30 "$TOL" || fail "next to a greedy slice steady should get its 30%, got $c30%"
+ui_within "$c60" 60 "$TOL" ||
+  fail "next to a greedy slice steady should get 60% within 2 s of the set, got $c60%"
 
 "$GSLICE" set steady --priority high --weight 5 > /dev/null || fail "set priority/weight failed"
 expect_eq "priority" "$(ui_slice_field steady .priority)" high
