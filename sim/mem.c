@@ -301,7 +301,8 @@ CUresult sim_do_copy(void *dst, const void *src, size_t n, int kind) {
 SIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
   return copy_sync(DP(dstDevice), srcHost, ByteCount, HTOD, 0);
 }
-SIM_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+SIM_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost,
+                                      size_t ByteCount) {
   return copy_sync(DP(dstDevice), srcHost, ByteCount, HTOD, 1);
 }
 SIM_API CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
@@ -389,8 +390,8 @@ static CUresult memset_async(CUdeviceptr dst, unsigned value, size_t elem, size_
   if (rc != CUDA_SUCCESS)
     return rc;
   if (s->capture) {
-    struct sim_node node = {.type = SIM_NODE_MEMSET, .dst = DP(dst), .n = n, .value = value,
-                            .elem = (unsigned)elem};
+    struct sim_node node = {
+        .type = SIM_NODE_MEMSET, .dst = DP(dst), .n = n, .value = value, .elem = (unsigned)elem};
     pthread_mutex_lock(&sim.mu);
     int e = s->capture ? sim_capture_add(s, &node) : 0;
     pthread_mutex_unlock(&sim.mu);
@@ -538,8 +539,8 @@ SIM_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstre
   return alloc_async(dptr, bytesize, hStream, 1);
 }
 
-static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                CUstream h, int ptsz) {
+static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream h,
+                                int ptsz) {
   SIM_REQUIRE_INIT();
   struct sim_stream *s;
   struct sim_pool *p;
@@ -553,8 +554,8 @@ SIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUm
                                          CUstream hStream) {
   return alloc_from_pool(dptr, bytesize, pool, hStream, 0);
 }
-SIM_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                              CUmemoryPool pool, CUstream hStream) {
+SIM_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                              CUstream hStream) {
   return alloc_from_pool(dptr, bytesize, pool, hStream, 1);
 }
 
@@ -665,7 +666,9 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
   switch (attr) {
-  case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->threshold = *(cuuint64_t *)value; break;
+  case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+    p->threshold = *(cuuint64_t *)value;
+    break;
   case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
     /* Only a reset (to 0) is allowed; the mark restarts from the current value. */
     if (*(cuuint64_t *)value != 0)
@@ -700,15 +703,28 @@ SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
   switch (attr) {
-  case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; break;
-  case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved; break;
-  case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
-  case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
-  case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
+  case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+    *(cuuint64_t *)value = p->threshold;
+    break;
+  case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    *(cuuint64_t *)value = p->reserved;
+    break;
+  case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    *(cuuint64_t *)value = p->reserved_high;
+    break;
+  case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+    *(cuuint64_t *)value = p->used;
+    break;
+  case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+    *(cuuint64_t *)value = p->used_high;
+    break;
   case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
   case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-  case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *(int *)value = 1; break;
-  default: rc = CUDA_ERROR_INVALID_VALUE;
+  case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+    *(int *)value = 1;
+    break;
+  default:
+    rc = CUDA_ERROR_INVALID_VALUE;
   }
   pthread_mutex_unlock(&sim.mu);
   return rc;
@@ -813,7 +829,7 @@ SIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 static struct resv {
   uintptr_t base;
   size_t size;
-} *resv;
+} * resv;
 static size_t nresv, cap_resv;
 
 /* sim.mu held: index of the reservation holding [p, p + n), or -1. */
@@ -938,8 +954,8 @@ SIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     if (!r || r->kind != SIM_R_MAPPING || r->base != at)
       break;
     /* Back to reserved address space: PROT_NONE, no pages. */
-    mmap((void *)r->base, r->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-         -1, 0);
+    mmap((void *)r->base, r->size, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     sim_range_remove(r);
     at = r->base + r->size;
     r->phys->maps--;
@@ -1073,8 +1089,8 @@ SIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
   else if (share_range_locked(r) < 0)
     rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (rc == CUDA_SUCCESS) {
-    struct ipc_handle h = {IPC_MAGIC, (int32_t)getpid(), r->fd, 0, r->size,
-                           sim.st.m->proc[sim.slot].starttime};
+    struct ipc_handle h = {IPC_MAGIC, (int32_t)getpid(), r->fd,
+                           0,         r->size,           sim.st.m->proc[sim.slot].starttime};
     memset(pHandle, 0, sizeof(*pHandle));
     memcpy(pHandle->reserved, &h, sizeof(h));
   }
@@ -1161,20 +1177,33 @@ static uint64_t format_bytes(CUarray_format f) {
   switch (f) {
   case CU_AD_FORMAT_UNSIGNED_INT16:
   case CU_AD_FORMAT_SIGNED_INT16:
-  case CU_AD_FORMAT_HALF: return 2;
+  case CU_AD_FORMAT_HALF:
+    return 2;
   case CU_AD_FORMAT_UNSIGNED_INT32:
   case CU_AD_FORMAT_SIGNED_INT32:
-  case CU_AD_FORMAT_FLOAT: return 4;
-  default: return 1;
+  case CU_AD_FORMAT_FLOAT:
+    return 4;
+  default:
+    return 1;
   }
 }
 
 /* Rows are pitch-aligned and the whole rounded to 64 KiB, the way real arrays take a
  * little more than their elements. */
+static uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* Saturating: dimensions whose size does not fit in 64 bits are more than any device holds
+ * (CUDA_ERROR_OUT_OF_MEMORY), never the small number a wrapped product would charge. */
 static uint64_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsigned ch) {
-  uint64_t row = sim_round_up((uint64_t)w * format_bytes(f) * (ch ? ch : 1), SIM_PITCH_ALIGN);
-  uint64_t total = row * (h ? h : 1) * (d ? d : 1);
-  return sim_round_up(total, 64 << 10);
+  uint64_t row = sat_mul(sat_mul(w, format_bytes(f)), ch ? ch : 1);
+  if (row > UINT64_MAX - SIM_PITCH_ALIGN)
+    return UINT64_MAX;
+  row = sim_round_up(row, SIM_PITCH_ALIGN);
+  uint64_t total = sat_mul(sat_mul(row, h ? h : 1), d ? d : 1);
+  return total > UINT64_MAX - (64 << 10) ? UINT64_MAX : sim_round_up(total, 64 << 10);
 }
 
 static CUresult array_new(uint64_t bytes, int mip, struct sim_array **ret) {
@@ -1285,8 +1314,7 @@ SIM_API CUresult cuArrayDestroy(CUarray hArray) {
   return array_free(hArray, 0);
 }
 
-SIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
-                                        const CUDA_ARRAY3D_DESCRIPTOR *d,
+SIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
                                         unsigned int numMipmapLevels) {
   SIM_REQUIRE_INIT();
   if (!pHandle || !d || d->Width == 0 || numMipmapLevels == 0)
@@ -1294,7 +1322,8 @@ SIM_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
   uint64_t total = 0;
   size_t w = d->Width, h = d->Height, dd = d->Depth;
   for (unsigned l = 0; l < numMipmapLevels; l++) {
-    total += array_bytes(w, h, dd, d->Format, d->NumChannels);
+    uint64_t level = array_bytes(w, h, dd, d->Format, d->NumChannels);
+    total = level > UINT64_MAX - total ? UINT64_MAX : total + level;
     w = w > 1 ? w / 2 : 1;
     h = h > 1 ? h / 2 : h;
     dd = dd > 1 ? dd / 2 : dd;

@@ -44,3 +44,4 @@ target_include_directories(hook_region_hold PRIVATE ${CMAKE_SOURCE_DIR}/src/comm
 set_target_properties(hook_region_hold PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 gslice_script_test(hook_lockstop hook_lockstop.sh TIMEOUT 60)
 gslice_script_test(hook_fulldisk hook_fulldisk.sh TIMEOUT 30)
+gslice_script_test(hook_huge hook_huge.sh TIMEOUT 60)

@@ -638,8 +638,18 @@ int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, ui
    * per entry on every reservation would lengthen the critical section all processes share. */
   if (mono_ns() - l->last_sweep_ns >= SWEEP_NS)
     reclaim_cheap(region);
+  /* Without a cap the sum still has to fit: a wrapped count would be given back clamped at 0,
+   * losing what the process really holds. */
   uint64_t limit = l->dev[slot].limit;
   uint64_t used = device_used(l, slot);
+  if (limit == GS_REGION_NO_LIMIT && bytes > UINT64_MAX - used) {
+    if (ret_denial) {
+      ret_denial->used = used;
+      ret_denial->limit = limit;
+    }
+    e = -ENOMEM;
+    goto out;
+  }
   if (limit != GS_REGION_NO_LIMIT && (used > limit || bytes > limit - used)) {
     if (reclaim_full(region) > 0)
       used = device_used(l, slot);
@@ -662,10 +672,12 @@ int gs_region_charge(struct gs_region *region, unsigned proc, unsigned slot, uin
   int e = region_lock(region);
   if (e < 0)
     return e;
-  if (slot_ok(region, slot) && proc_ok(region, proc))
-    region->map->proc[proc].used[slot] += bytes;
-  else
+  if (!slot_ok(region, slot) || !proc_ok(region, proc))
     e = -ESTALE;
+  else if (bytes > UINT64_MAX - device_used(region->map, slot))
+    e = -EOVERFLOW; /* never a wrapped sum */
+  else
+    region->map->proc[proc].used[slot] += bytes;
   region_unlock(region);
   return e;
 }

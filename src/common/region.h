@@ -90,12 +90,14 @@ int gs_region_attach(struct gs_region *region, unsigned *ret_proc);
 /* Frees the entry; its bytes leave the slice's usage. */
 int gs_region_detach(struct gs_region *region, unsigned proc);
 
-/* Adds `bytes` to entry `proc` on device `slot` if the slice stays within the cap; otherwise
+/* Adds `bytes` to entry `proc` on device `slot` if the slice stays within the cap (and, without
+ * one, the device's sum within 2^64); otherwise
  * reclaims dead processes' entries (full check), tries once more, and returns -ENOMEM with
  * *ret_denial set. At most every 10 ms a call also drops entries of processes that are gone. */
 int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes,
                       struct gs_region_denial *ret_denial);
-/* Adds `bytes` whatever the cap (for memory the driver already holds and cannot give back). */
+/* Adds `bytes` whatever the cap (for memory the driver already holds and cannot give back);
+ * -EOVERFLOW (nothing added) if the device's sum would pass 2^64. */
 int gs_region_charge(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes);
 /* Gives back `bytes` (clamped at what the entry holds). */
 int gs_region_release(struct gs_region *region, unsigned proc, unsigned slot, uint64_t bytes);

@@ -8,6 +8,22 @@
 /* The least a stream-ordered pool grows by. */
 #define POOL_GRANULE (2ull << 20)
 
+/* Size arithmetic saturates: a request whose size does not fit in 64 bits counts as UINT64_MAX
+ * (refused), never as the small number a wrapped product would give. */
+static uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t sat_round_up(uint64_t v, uint64_t to) {
+  return sat_mul(sat_add(v, to - 1) / to, to);
+}
+
 /* ---- linear memory ---- */
 
 GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
@@ -53,7 +69,7 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width,
                                       size_t height, unsigned int elementSize) {
   GS_REAL_OR_NOT_FOUND(cuMemAllocPitch_v2);
-  uint64_t guess = ((uint64_t)width + 511) / 512 * 512 * (uint64_t)height;
+  uint64_t guess = sat_mul(sat_round_up(width, 512), height);
   struct gs_ticket t;
   CUresult rc = gs_ticket_open(&t, guess, "cuMemAllocPitch");
   if (rc != CUDA_SUCCESS)
@@ -63,7 +79,7 @@ GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     gs_ticket_abort(&t);
     return rc;
   }
-  if (gs_ticket_true_up(&t, (uint64_t)*pPitch * height, "cuMemAllocPitch") < 0 ||
+  if (gs_ticket_true_up(&t, sat_mul(*pPitch, height), "cuMemAllocPitch") < 0 ||
       gs_ticket_commit(&t, GS_ALLOC_PTR, *dptr) < 0) {
     r->cuMemFree_v2(*dptr);
     gs_ticket_abort(&t);
@@ -110,8 +126,7 @@ static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, size_t bytes, 
   op->by_reserved = pool ? gs_pool_track(pool, slot) : 0;
   /* Reserve the request up front, rounded to the 2 MiB a pool grows by at least, so the device
    * never holds more than the slice before the real growth is settled. */
-  uint64_t upfront =
-      op->by_reserved ? (bytes + POOL_GRANULE - 1) / POOL_GRANULE * POOL_GRANULE : bytes;
+  uint64_t upfront = op->by_reserved ? sat_round_up(bytes, POOL_GRANULE) : bytes;
   if (gs_reserve(dev, slot, upfront, what) < 0) {
     if (op->by_reserved)
       gs_pool_take_growth(pool, 0, 0);
@@ -460,10 +475,10 @@ static uint64_t texel_bits(CUarray_format f, unsigned channels) {
  * more than their texels, and the hook must not count less than the device gives. */
 static uint64_t extent_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f,
                              unsigned channels) {
-  uint64_t row = ((w ? w : 1) * texel_bits(f, channels) + 7) / 8;
-  row = (row + 511) / 512 * 512;
-  uint64_t total = row * (h ? h : 1) * (d ? d : 1);
-  return (total + (64 << 10) - 1) / (64 << 10) * (64 << 10);
+  uint64_t row = sat_add(sat_mul(w ? w : 1, texel_bits(f, channels)), 7) / 8;
+  row = sat_round_up(row, 512);
+  uint64_t total = sat_mul(sat_mul(row, h ? h : 1), d ? d : 1);
+  return sat_round_up(total, 64 << 10);
 }
 
 static uint64_t array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels) {
@@ -473,8 +488,9 @@ static uint64_t array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
   uint64_t total = 0;
   for (unsigned l = 0; l < (levels ? levels : 1); l++) {
     uint64_t w = d->Width >> l, h = d->Height >> l, depth = layered ? d->Depth : d->Depth >> l;
-    total += extent_bytes(w ? w : 1, d->Height ? (h ? h : 1) : 0,
-                          d->Depth ? (depth ? depth : 1) : 0, d->Format, d->NumChannels);
+    total =
+        sat_add(total, extent_bytes(w ? w : 1, d->Height ? (h ? h : 1) : 0,
+                                    d->Depth ? (depth ? depth : 1) : 0, d->Format, d->NumChannels));
   }
   return total;
 }

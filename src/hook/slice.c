@@ -337,6 +337,11 @@ static void say_denied(const char *what, CUdevice dev, unsigned slot, uint64_t a
   if (gs_region_device_info(S.region, slot, &info) == 0)
     gs_uuid_format(info.uuid, uuid);
   gs_size_format(asked, a, sizeof(a));
+  if (d->limit == GS_REGION_NO_LIMIT) {
+    gs_log(GS_LOG_WARN, "%s: out of memory on device %d (%s): asked %s, more than any device holds",
+           what, (int)dev, uuid, a);
+    return;
+  }
   gs_size_format(d->used, u, sizeof(u));
   gs_size_format(d->limit, c, sizeof(c));
   gs_log(GS_LOG_WARN,

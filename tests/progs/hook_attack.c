@@ -3,7 +3,8 @@
  * "<cmd> n=<chunks> err=<CUresult>" on stdout; 0 chunks with err=-1 means the entry point was
  * not handed out at all.
  *
- * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device | cancel
+ * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device | wide-array |
+ *                    cancel
  *   vmm-release-mapped: cuMemCreate, map, cuMemRelease while mapped; then unmap everything and
  *                       fill again with cuMemAlloc ("after-unmap n=...").
  *   dlvsym:             cuMemAlloc_v2 found with dlvsym on libcuda.so.1 (glibc finds nothing
@@ -12,6 +13,8 @@
  *                       namespace, where LD_PRELOAD does not reach.
  *   pool-other-device:  cuMemAllocFromPoolAsync from a pool on device 1 while device 0's context
  *                       is current (the pool may be on another device than the stream).
+ *   wide-array:         cuArrayCreate 2^62 texels wide, whose size wraps around 2^64
+ *                       ("wide-array err=<CUresult>").
  *   cancel:             threads refused at the cap (the hook's slowest locked path) are
  *                       pthread_cancel'ed, 40 times; then the main thread still allocates and
  *                       frees ("cancel n=<rounds> err=<its CUresult>"). A thread cancelled inside
@@ -143,6 +146,14 @@ static void pool_other_device(void) {
   printf("pool-other-device n=%d err=%d\n", n, rc);
 }
 
+static void wide_array(void) {
+  context(0);
+  CUDA_ARRAY_DESCRIPTOR d = {
+      .Width = 1ull << 62, .Height = 4, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+  CUarray a;
+  printf("wide-array err=%d\n", GET(cuArrayCreate_v2)(&a, &d));
+}
+
 static __typeof__(&cuMemAlloc_v2) cancel_alloc;
 static CUcontext cancel_ctx;
 
@@ -182,8 +193,8 @@ static void cancel_in_flight(void) {
 
 int main(int argc, char **argv) {
   if (argc != 2) {
-    fprintf(stderr,
-            "usage: hook_attack vmm-release-mapped|dlvsym|dlmopen|pool-other-device|cancel\n");
+    fprintf(stderr, "usage: hook_attack "
+                    "vmm-release-mapped|dlvsym|dlmopen|pool-other-device|wide-array|cancel\n");
     return 2;
   }
   if (strcmp(argv[1], "dlmopen") == 0) {
@@ -201,6 +212,8 @@ int main(int argc, char **argv) {
     by_dlvsym();
   else if (strcmp(argv[1], "pool-other-device") == 0)
     pool_other_device();
+  else if (strcmp(argv[1], "wide-array") == 0)
+    wide_array();
   else if (strcmp(argv[1], "cancel") == 0)
     cancel_in_flight();
   else

@@ -9,7 +9,8 @@
  *           ctxdrop (destroy / release the context without freeing), ctxnew (a context again),
  *           export FILE (IPC handle of
  *           the first chunk), import FILE / unimport (open / close an IPC handle),
- *           wait (block until stdin closes), quit
+ *           huge (one allocation by the path sized near 2^64, so that size arithmetic overflows:
+ *           "huge err=<CUresult>"), wait (block until stdin closes), quit
  * Output, one line per command: "<cmd> n=<chunks> err=<CUresult>" etc. on stdout. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* RTLD_DEFAULT, also when tests/gpu builds it with nvcc */
@@ -311,6 +312,12 @@ static void run(char *cmd) {
   } else if (strcmp(cmd, "free") == 0) {
     free_all();
     printf("free ok\n");
+  } else if (strcmp(cmd, "huge") == 0) {
+    uint64_t h;
+    CUresult rc = alloc_one(UINT64_MAX - (4ull << 20), &h);
+    if (rc == CUDA_SUCCESS)
+      hold(h, 0);
+    printf("huge err=%d\n", rc);
   } else if (strcmp(cmd, "info") == 0) {
     info();
   } else if (strcmp(cmd, "race") == 0) {
