@@ -13,6 +13,13 @@ if(TARGET gslice_sim_cuda)
   set_target_properties(compute_spin PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
                         SKIP_BUILD_RPATH TRUE)
 endif()
+if(TARGET gslice_sim_cuda)
+  add_executable(compute_ptsz progs/compute_ptsz.c)
+  target_include_directories(compute_ptsz PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(compute_ptsz PRIVATE gslice_sim_cuda Threads::Threads ${CMAKE_DL_LIBS})
+  set_target_properties(compute_ptsz PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
+                        SKIP_BUILD_RPATH TRUE)
+endif()
 if(TARGET gslice_daemon_core)
   gslice_unit_test(test_registry SOURCES unit/test_registry.c LIBS gslice_daemon_core)
   gslice_unit_test(test_loop SOURCES unit/test_loop.c LIBS gslice_daemon_core)

@@ -274,6 +274,12 @@ static void open_burst(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen,
   if (make_events(b, ctx) < 0 || record(b->start, s) != CUDA_SUCCESS)
     b->thread_local_stream = true; /* no events: wall time it is */
   add_stream(b, s);
+  /* Which stream the start event went on: a _ptsz launch on NULL must be
+   * timed on its thread's stream, never on the legacy one (launch.c). */
+  gs_log(GS_LOG_DEBUG, "compute: burst %u opened on the %s stream", gen,
+         s == CU_STREAM_PER_THREAD                ? "per-thread"
+         : s == NULL || s == CU_STREAM_LEGACY     ? "legacy"
+                                                  : "created");
   atomic_store(&b->valid_until, until);
 }
 

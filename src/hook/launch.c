@@ -14,6 +14,10 @@
   gs_compute_after_launch(stream, rc);                                                             \
   return rc
 
+/* In a _ptsz launch the NULL stream is the calling thread's default stream: the gate must time
+ * it (and record its events) there, not on the legacy stream that NULL means elsewhere. */
+#define PTSZ(stream) ((stream) ? (stream) : CU_STREAM_PER_THREAD)
+
 GS_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                   unsigned int bx, unsigned int by, unsigned int bz,
                                   unsigned int shared, CUstream hStream, void **params,
@@ -26,7 +30,7 @@ GS_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned i
                                        unsigned int gz, unsigned int bx, unsigned int by,
                                        unsigned int bz, unsigned int shared, CUstream hStream,
                                        void **params, void **extra) {
-  GATED_LAUNCH(cuLaunchKernel_ptsz, hStream,
+  GATED_LAUNCH(cuLaunchKernel_ptsz, PTSZ(hStream),
                r->cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, hStream, params, extra));
 }
 
@@ -39,7 +43,7 @@ GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, 
 GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
                                          void **extra) {
   CUstream stream = config ? config->hStream : NULL;
-  GATED_LAUNCH(cuLaunchKernelEx_ptsz, stream, r->cuLaunchKernelEx_ptsz(config, f, params, extra));
+  GATED_LAUNCH(cuLaunchKernelEx_ptsz, PTSZ(stream), r->cuLaunchKernelEx_ptsz(config, f, params, extra));
 }
 
 GS_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
@@ -55,7 +59,7 @@ GS_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx,
                                                   unsigned int bz, unsigned int shared,
                                                   CUstream hStream, void **params) {
   GATED_LAUNCH(
-      cuLaunchCooperativeKernel_ptsz, hStream,
+      cuLaunchCooperativeKernel_ptsz, PTSZ(hStream),
       r->cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shared, hStream, params));
 }
 
@@ -64,5 +68,5 @@ GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
 }
 
 GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  GATED_LAUNCH(cuGraphLaunch_ptsz, hStream, r->cuGraphLaunch_ptsz(hGraphExec, hStream));
+  GATED_LAUNCH(cuGraphLaunch_ptsz, PTSZ(hStream), r->cuGraphLaunch_ptsz(hGraphExec, hStream));
 }
