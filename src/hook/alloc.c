@@ -105,7 +105,31 @@ struct pool_op {
   int by_reserved;
 };
 
-static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, size_t bytes, const char *what) {
+/* The device of `stream`: a stream of another context allocates from *its* device's pool
+ * (cuMemAllocAsync: "the memory pool current to the stream's device"), whatever is current. */
+static void stream_device(CUstream stream, CUcontext current, CUdevice *dev) {
+  const struct gs_real *r = gs_real();
+  if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+    return; /* the current context's */
+  if (r->cuStreamGetDevice) {
+    CUdevice d;
+    if (r->cuStreamGetDevice(stream, &d) == CUDA_SUCCESS)
+      *dev = d;
+    return;
+  }
+  CUcontext c = NULL;
+  CUdevice d;
+  if (!r->cuStreamGetCtx || r->cuStreamGetCtx(stream, &c) != CUDA_SUCCESS || !c || c == current ||
+      !r->cuCtxPushCurrent_v2 || r->cuCtxPushCurrent_v2(c) != CUDA_SUCCESS)
+    return;
+  if (r->cuCtxGetDevice(&d) == CUDA_SUCCESS)
+    *dev = d;
+  CUcontext popped;
+  r->cuCtxPopCurrent_v2(&popped);
+}
+
+static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, CUstream stream, size_t bytes,
+                           const char *what) {
   memset(op, 0, sizeof(*op));
   gs_setup();
   const struct gs_real *r = gs_real();
@@ -114,10 +138,13 @@ static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, size_t bytes, 
   unsigned slot;
   if (gs_current_device(&dev, &ctx) < 0)
     return CUDA_SUCCESS;
-  /* The memory is on the pool's device, which need not be the stream's. */
+  /* The memory is on the pool's device, which need not be the stream's; without a pool, on the
+   * stream's device, which need not be the current context's. */
   CUdevice pool_dev;
   if (pool && gs_pool_device(pool, &pool_dev) == 0)
     dev = pool_dev;
+  else if (!pool)
+    stream_device(stream, ctx, &dev);
   if (gs_slot_of(dev, &slot) < 0)
     return CUDA_SUCCESS;
   if (!pool && (!r->cuDeviceGetMemPool || r->cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS))
@@ -173,7 +200,7 @@ static CUresult pool_end(struct pool_op *op, CUresult rc, CUdeviceptr *dptr, CUs
 #define ALLOC_ASYNC(name, call, pool)                                                              \
   GS_REAL_OR_NOT_FOUND(name);                                                                      \
   struct pool_op op;                                                                               \
-  CUresult rc = pool_begin(&op, pool, bytesize, #name);                                            \
+  CUresult rc = pool_begin(&op, pool, hStream, bytesize, #name);                                   \
   if (rc != CUDA_SUCCESS)                                                                          \
     return rc;                                                                                     \
   rc = call;                                                                                       \

@@ -75,6 +75,7 @@
   X(cuCtxPopCurrent_v2)                                                                            \
   X(cuCtxSynchronize)                                                                              \
   X(cuStreamGetCtx)                                                                                \
+  X(cuStreamGetDevice)                                                                             \
   X(cuStreamQuery)                                                                                 \
   X(cuStreamQuery_ptsz)                                                                            \
   X(cuStreamSynchronize)                                                                           \

@@ -41,4 +41,10 @@ export GSLICE_SIM_DEVICES=2 GSLICE_MEMORY_LIMIT=0=4GiB,1=512MiB
 line=$(attack pool-other-device)
 expect_eq "pool on device 1: chunks" "$(field "$line" n)" 2
 expect_eq "pool on device 1: error" "$(field "$line" err)" 2
-pass "VMM released while mapped, dlvsym, a second driver copy, a pool on another device and cancelled threads are held"
+# A stream of device 1's context used while device 0's is current: cuMemAllocAsync takes from
+# device 1's pool, and counts there (its context 256 MiB + 3 chunks fill 1 GiB).
+export GSLICE_MEMORY_LIMIT=0=4GiB,1=1GiB
+line=$(attack async-other-device)
+expect_eq "stream of device 1: chunks" "$(field "$line" n)" 3
+expect_eq "stream of device 1: error" "$(field "$line" err)" 2
+pass "VMM released while mapped, dlvsym, a second driver copy, a pool or a stream on another device and cancelled threads are held"

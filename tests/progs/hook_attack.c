@@ -3,7 +3,8 @@
  * "<cmd> n=<chunks> err=<CUresult>" on stdout; 0 chunks with err=-1 means the entry point was
  * not handed out at all.
  *
- * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device | wide-array |
+ * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device |
+ *                    async-other-device | wide-array |
  *                    cancel
  *   vmm-release-mapped: cuMemCreate, map, cuMemRelease while mapped; then unmap everything and
  *                       fill again with cuMemAlloc ("after-unmap n=...").
@@ -13,6 +14,8 @@
  *                       namespace, where LD_PRELOAD does not reach.
  *   pool-other-device:  cuMemAllocFromPoolAsync from a pool on device 1 while device 0's context
  *                       is current (the pool may be on another device than the stream).
+ *   async-other-device: cuMemAllocAsync on a stream of device 1's context while device 0's
+ *                       context is current (memory comes from the stream's device's pool).
  *   wide-array:         cuArrayCreate 2^62 texels wide, whose size wraps around 2^64
  *                       ("wide-array err=<CUresult>").
  *   cancel:             threads refused at the cap (the hook's slowest locked path) are
@@ -146,6 +149,28 @@ static void pool_other_device(void) {
   printf("pool-other-device n=%d err=%d\n", n, rc);
 }
 
+static void async_other_device(void) {
+  context(0);
+  CUcontext here, there;
+  CUdevice dev1;
+  CUstream stream;
+  GET(cuCtxGetCurrent)(&here);
+  if (GET(cuDeviceGet)(&dev1, 1) != CUDA_SUCCESS ||
+      GET(cuCtxCreate_v4)(&there, NULL, 0, dev1) != CUDA_SUCCESS ||
+      GET(cuStreamCreate)(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+      GET(cuCtxSetCurrent)(here) != CUDA_SUCCESS) {
+    fprintf(stderr, "hook_attack: no stream on device 1\n");
+    exit(2);
+  }
+  int n = 0;
+  CUresult rc = CUDA_SUCCESS;
+  CUdeviceptr p;
+  while (n < MAX_CHUNKS && (rc = GET(cuMemAllocAsync)(&p, CHUNK, stream)) == CUDA_SUCCESS &&
+         (rc = GET(cuStreamSynchronize)(stream)) == CUDA_SUCCESS)
+    n++;
+  printf("async-other-device n=%d err=%d\n", n, rc);
+}
+
 static void wide_array(void) {
   context(0);
   CUDA_ARRAY_DESCRIPTOR d = {
@@ -194,7 +219,8 @@ static void cancel_in_flight(void) {
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: hook_attack "
-                    "vmm-release-mapped|dlvsym|dlmopen|pool-other-device|wide-array|cancel\n");
+                    "vmm-release-mapped|dlvsym|dlmopen|pool-other-device|async-other-device|wide-"
+                    "array|cancel\n");
     return 2;
   }
   if (strcmp(argv[1], "dlmopen") == 0) {
@@ -212,6 +238,8 @@ int main(int argc, char **argv) {
     by_dlvsym();
   else if (strcmp(argv[1], "pool-other-device") == 0)
     pool_other_device();
+  else if (strcmp(argv[1], "async-other-device") == 0)
+    async_other_device();
   else if (strcmp(argv[1], "wide-array") == 0)
     wide_array();
   else if (strcmp(argv[1], "cancel") == 0)
