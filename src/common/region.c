@@ -235,11 +235,13 @@ static int reclaim_full(struct gs_region *r) {
   return n;
 }
 
+/* Saturating: the entries are the slice's to write, and a sum wrapped past 2^64 would show (and
+ * grant) room that is not there. */
 static uint64_t device_used(const struct region_layout *l, unsigned slot) {
   uint64_t sum = 0;
   for (uint32_t i = 0; i < l->proc_hint && i < GS_REGION_MAX_PROCS; i++)
-    if (l->proc[i].in_use)
-      sum += l->proc[i].used[slot];
+    if (l->proc[i].in_use && __builtin_add_overflow(sum, l->proc[i].used[slot], &sum))
+      return UINT64_MAX;
   return sum;
 }
 
@@ -507,7 +509,8 @@ static void fill_device(const struct region_layout *l, unsigned i,
   info->limit = l->dev[i].limit;
   info->used = device_used(l, i);
   info->context_cost = l->dev[i].context_cost;
-  info->source = (enum gs_limit_source)l->dev[i].source;
+  info->source = l->dev[i].source <= GS_LIMIT_FROM_DAEMON ? (enum gs_limit_source)l->dev[i].source
+                                                          : GS_LIMIT_NONE;
 }
 
 int gs_region_device_info(struct gs_region *region, unsigned slot,
@@ -544,7 +547,8 @@ int gs_region_procs(struct gs_region *region, struct gs_region_proc_info *out, u
   if (e < 0)
     return e;
   unsigned n = 0;
-  for (uint32_t i = 0; i < l->proc_hint && n < max; i++) {
+  /* The hint is as the slice's processes left it: never past the table. */
+  for (uint32_t i = 0; i < l->proc_hint && i < GS_REGION_MAX_PROCS && n < max; i++) {
     const struct region_proc *p = &l->proc[i];
     if (!p->in_use)
       continue;

@@ -219,6 +219,44 @@ static void test_refusal(void) {
   CHECK_EQ_INT(gs_region_open("relative/dir", &r), -EINVAL);
 }
 
+/* What a slice's process may write into its own region file (it is theirs to write) must not
+ * crash or fool a reader outside the slice (the daemon): counts past the table, a source out
+ * of range, sums past 2^64. And sums never wrap through the API either, cap or no cap. */
+static void test_tampered(void) {
+  char sub[PATH_MAX];
+  snprintf(sub, sizeof(sub), "%s/tampered", dir);
+  struct gs_region *r = NULL;
+  CHECK_EQ_INT(gs_region_open(sub, &r), 0);
+  unsigned a, proc;
+  CHECK_EQ_INT(gs_region_device(r, uuid_a, 1, &a), 0);
+  CHECK_EQ_INT(gs_region_attach(r, &proc), 0);
+  struct gs_region_denial d;
+  /* No cap: the sum still has to fit in 64 bits. */
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, UINT64_MAX - 10, NULL), 0);
+  CHECK_EQ_INT(gs_region_reserve(r, proc, a, 100, &d), -ENOMEM);
+  CHECK_EQ_INT(gs_region_charge(r, proc, a, 100), -EOVERFLOW);
+  uint64_t held = 0;
+  CHECK_EQ_INT(gs_region_proc_used(r, proc, a, &held), 0);
+  CHECK_EQ_U64(held, UINT64_MAX - 10);
+  CHECK_EQ_INT(gs_region_release(r, proc, a, UINT64_MAX - 10), 0);
+
+  r->map->proc_hint = UINT32_MAX;
+  r->map->dev[a].source = 99;
+  r->map->proc[proc].used[a] = UINT64_MAX - 1;
+  r->map->proc[proc + 1].in_use = 1;
+  r->map->proc[proc + 1].pid = getpid();
+  r->map->proc[proc + 1].used[a] = 5;
+  static struct gs_region_proc_info procs[2 * GS_REGION_MAX_PROCS];
+  unsigned n = 0;
+  CHECK_EQ_INT(gs_region_procs(r, procs, 2 * GS_REGION_MAX_PROCS, &n), 0);
+  CHECK(n <= GS_REGION_MAX_PROCS);
+  struct gs_region_device_info info;
+  CHECK_EQ_INT(gs_region_device_info(r, a, &info), 0);
+  CHECK_EQ_U64(info.used, UINT64_MAX); /* saturated, not wrapped to 3 */
+  CHECK(info.source <= GS_LIMIT_FROM_DAEMON);
+  gs_region_close(r);
+}
+
 /* Many processes racing to create and fill one region never overshoot the cap. */
 static void test_race(void) {
   char sub[PATH_MAX];
@@ -341,6 +379,7 @@ int main(void) {
   test_processes();
   test_owner_dead();
   test_refusal();
+  test_tampered();
   test_race();
   test_zombie_leader();
   remove_dir();
