@@ -11,6 +11,7 @@ foreach(prog hook_client hook_region hook_nvml hook_attack)
 endforeach()
 target_include_directories(hook_client PRIVATE ${CUDA_INCLUDE_DIR})
 target_include_directories(hook_nvml PRIVATE ${CMAKE_SOURCE_DIR}/src/common)
+target_include_directories(hook_attack PRIVATE ${CMAKE_SOURCE_DIR}/src/common ${CUDA_INCLUDE_DIR})
 if(TARGET gslice_sim_cuda)
   # The same client linked with -lcuda (against the simulated driver's libcuda.so).
   add_executable(hook_client_linked progs/hook_client.c)

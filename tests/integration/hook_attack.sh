@@ -36,6 +36,11 @@ line=$(timeout 60 env LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_attack" cancel 2> /
 expect_eq "after cancelled threads: rounds" "$(field "$line" n)" 40
 expect_eq "after cancelled threads: an allocation" "$(field "$line" err)" 0
 
+# fork() while other threads are inside the hook: every child gets through the hook's NVML view.
+line=$(timeout 100 env LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_attack" forkstorm 2> /dev/null) ||
+  fail "fork storm: exit $?"
+expect_eq "fork storm: children fine" "$(field "$line" n)" 60
+
 # A pool on device 1 used from device 0's context: counted on device 1, against its own cap.
 export GSLICE_SIM_DEVICES=2 GSLICE_MEMORY_LIMIT=0=4GiB,1=512MiB
 line=$(attack pool-other-device)

@@ -4,7 +4,7 @@
  * not handed out at all.
  *
  * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device |
- *                    async-other-device | wide-array |
+ *                    async-other-device | forkstorm | wide-array |
  *                    cancel
  *   vmm-release-mapped: cuMemCreate, map, cuMemRelease while mapped; then unmap everything and
  *                       fill again with cuMemAlloc ("after-unmap n=...").
@@ -16,6 +16,10 @@
  *                       is current (the pool may be on another device than the stream).
  *   async-other-device: cuMemAllocAsync on a stream of device 1's context while device 0's
  *                       context is current (memory comes from the stream's device's pool).
+ *   forkstorm:          3 threads allocate and free through the hook while the main thread forks
+ *                       60 children that each ask NVML's memory view (the hook's locks, the
+ *                       region's) and exit: "forkstorm n=<children fine> err=<children not>";
+ *                       a child stuck on a lock copied held dies of SIGALRM after 10 s.
  *   wide-array:         cuArrayCreate 2^62 texels wide, whose size wraps around 2^64
  *                       ("wide-array err=<CUresult>").
  *   cancel:             threads refused at the cap (the hook's slowest locked path) are
@@ -28,10 +32,15 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "nvml_min.h"
 
 #define CHUNK (256ull << 20)
 #define MAX_CHUNKS 12
@@ -171,6 +180,62 @@ static void async_other_device(void) {
   printf("async-other-device n=%d err=%d\n", n, rc);
 }
 
+static __typeof__(&cuMemAlloc_v2) cancel_alloc;
+static CUcontext cancel_ctx;
+static volatile int storm_over;
+
+static void *churn(void *arg) {
+  (void)arg;
+  GET(cuCtxSetCurrent)(cancel_ctx);
+  CUdeviceptr p;
+  while (!storm_over)
+    if (cancel_alloc(&p, 1 << 20) == CUDA_SUCCESS)
+      GET(cuMemFree_v2)(p);
+  return NULL;
+}
+
+static void forkstorm(void) {
+  context(0);
+  GET(cuCtxGetCurrent)(&cancel_ctx);
+  cancel_alloc = GET(cuMemAlloc_v2);
+  void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  if (!nvml) {
+    fprintf(stderr, "hook_attack: no libnvidia-ml.so.1\n");
+    exit(2);
+  }
+  __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(nvml, "nvmlInit_v2");
+  __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index =
+      (__typeof__(by_index))dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2");
+  __typeof__(&nvmlDeviceGetMemoryInfo) meminfo =
+      (__typeof__(meminfo))dlsym(nvml, "nvmlDeviceGetMemoryInfo");
+  if (!init || !by_index || !meminfo || init() != NVML_SUCCESS) {
+    fprintf(stderr, "hook_attack: NVML unusable\n");
+    exit(2);
+  }
+  pthread_t t[3];
+  for (int i = 0; i < 3; i++)
+    pthread_create(&t[i], NULL, churn, NULL);
+  int fine = 0, not_fine = 0;
+  for (int i = 0; i < 60; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(10);
+      nvmlDevice_t d;
+      nvmlMemory_t m;
+      _exit(by_index(0, &d) == NVML_SUCCESS && meminfo(d, &m) == NVML_SUCCESS ? 0 : 1);
+    }
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      fine++;
+    else
+      not_fine++;
+  }
+  storm_over = 1;
+  for (int i = 0; i < 3; i++)
+    pthread_join(t[i], NULL);
+  printf("forkstorm n=%d err=%d\n", fine, not_fine);
+}
+
 static void wide_array(void) {
   context(0);
   CUDA_ARRAY_DESCRIPTOR d = {
@@ -178,9 +243,6 @@ static void wide_array(void) {
   CUarray a;
   printf("wide-array err=%d\n", GET(cuArrayCreate_v2)(&a, &d));
 }
-
-static __typeof__(&cuMemAlloc_v2) cancel_alloc;
-static CUcontext cancel_ctx;
 
 static void *refused_forever(void *arg) {
   (void)arg;
@@ -240,6 +302,8 @@ int main(int argc, char **argv) {
     pool_other_device();
   else if (strcmp(argv[1], "async-other-device") == 0)
     async_other_device();
+  else if (strcmp(argv[1], "forkstorm") == 0)
+    forkstorm();
   else if (strcmp(argv[1], "wide-array") == 0)
     wide_array();
   else if (strcmp(argv[1], "cancel") == 0)
