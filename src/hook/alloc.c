@@ -145,8 +145,9 @@ static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, CUstream strea
     dev = pool_dev;
   else if (!pool)
     stream_device(stream, ctx, &dev);
-  if (gs_slot_of(dev, &slot) < 0)
-    return CUDA_SUCCESS;
+  int e = gs_slot_for_alloc(dev, &slot);
+  if (e != 0)
+    return e > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   if (!pool && (!r->cuDeviceGetMemPool || r->cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS))
     pool = NULL;
   op->pool = pool;

@@ -13,7 +13,6 @@
 
 #include "size.h"
 
-#define MAX_POOLS 64
 #define RECONCILE_NS 200000000ull /* 200 ms */
 
 struct pool {
@@ -35,8 +34,8 @@ static struct {
   int dev_known[GS_CONFIG_MAX_ORDINALS];
   unsigned dev_slot[GS_CONFIG_MAX_ORDINALS];
   struct gs_allocs allocs;
-  struct pool pools[MAX_POOLS];
-  unsigned npools;
+  struct pool *pools; /* grown as needed: a pool left uncounted would keep freed memory */
+  unsigned npools, cap_pools;
   /* Per device slot: what the device holds for this process beyond what the hook counted
    * (module code, lazily grown driver memory, paths it does not wrap), as last reconciled. */
   uint64_t overhead[GS_REGION_MAX_DEVICES];
@@ -189,6 +188,13 @@ static int slot_locked(CUdevice dev, unsigned *ret_slot) {
   return 0;
 }
 
+int gs_slot_for_alloc(CUdevice dev, unsigned *ret_slot) {
+  int e = gs_slot_of(dev, ret_slot);
+  /* No such device: the driver refuses the call itself. Anything else (the region's device table
+   * full, its lock not let go) must not let the allocation through uncounted. */
+  return e == -ENODEV || e == -EINVAL ? 1 : e;
+}
+
 int gs_slot_of(CUdevice dev, unsigned *ret_slot) {
   gs_setup();
   lock();
@@ -254,7 +260,15 @@ void gs_pools_refresh(void) {
 int gs_pool_track(CUmemoryPool pool, unsigned slot) {
   lock();
   struct pool *p = pool_find_locked(pool);
-  if (!p && S.npools < MAX_POOLS && attach_locked() == 0) {
+  if (!p && S.npools == S.cap_pools && attach_locked() == 0) {
+    unsigned cap = S.cap_pools ? 2 * S.cap_pools : 16;
+    struct pool *more = realloc(S.pools, cap * sizeof(*more));
+    if (more) {
+      S.pools = more;
+      S.cap_pools = cap;
+    }
+  }
+  if (!p && S.npools < S.cap_pools && attach_locked() == 0) {
     uint64_t now = 0;
     p = &S.pools[S.npools++];
     p->pool = pool;
@@ -437,8 +451,11 @@ void gs_release(unsigned slot, uint64_t bytes) {
 CUresult gs_ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what) {
   memset(t, 0, sizeof(*t));
   gs_setup();
-  if (gs_current_device(&t->dev, &t->ctx) < 0 || gs_slot_of(t->dev, &t->slot) < 0)
+  if (gs_current_device(&t->dev, &t->ctx) < 0)
     return CUDA_SUCCESS;
+  int e = gs_slot_for_alloc(t->dev, &t->slot);
+  if (e != 0)
+    return e > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   if (gs_reserve(t->dev, t->slot, bytes, what) < 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   t->active = 1;
@@ -453,8 +470,9 @@ static CUresult ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx,
   gs_setup();
   t->dev = dev;
   t->ctx = ctx;
-  if (gs_slot_of(dev, &t->slot) < 0)
-    return CUDA_SUCCESS;
+  int e = gs_slot_for_alloc(dev, &t->slot);
+  if (e != 0)
+    return e > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   if (reserve(dev, t->slot, bytes, what, before_call) < 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   t->active = 1;

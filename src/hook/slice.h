@@ -20,6 +20,10 @@ const struct gs_config *gs_slice_config(void);
 /* The region slot of CUDA device ordinal `dev`, registering the device (and the cap
  * GSLICE_MEMORY_LIMIT gives it) the first time this process meets it. */
 int gs_slot_of(CUdevice dev, unsigned *ret_slot);
+/* The same for an allocation path: 0 and the slot; 1 when `dev` is no device (let the driver
+ * refuse the call); -errno when the device cannot be counted (the region's device table is full,
+ * its lock is not let go: said on stderr) — refuse the allocation. */
+int gs_slot_for_alloc(CUdevice dev, unsigned *ret_slot);
 /* The calling thread's current context and its device; -ENODEV without one. */
 int gs_current_device(CUdevice *ret_dev, CUcontext *ret_ctx);
 

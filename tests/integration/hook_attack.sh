@@ -36,6 +36,22 @@ line=$(timeout 60 env LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_attack" cancel 2> /
 expect_eq "after cancelled threads: rounds" "$(field "$line" n)" 40
 expect_eq "after cancelled threads: an allocation" "$(field "$line" err)" 0
 
+# Pools beyond the 64 the hook used to keep books for: their kept memory counts too (64 pools
+# keep 2 MiB each; 768 - 128 MiB leaves room for 2 chunks kept in further pools).
+line=$(attack many-pools)
+expect_eq "pools past 64: chunks kept" "$(field "$line" n)" 2
+expect_eq "pools past 64: error" "$(field "$line" err)" 2
+
+# A region whose device table is full (16 devices registered, none this one): the device
+# cannot be counted, so nothing is allocated on it.
+GSLICE_STATE_DIR="$T/full-devices" client --lookup dlsym --path alloc --script quit > /dev/null 2>&1
+"$TBIN/hook_region" "$T/full-devices" fill-devices > /dev/null
+line=$(GSLICE_STATE_DIR="$T/full-devices" GSLICE_SIM_DEVICES=2 client --lookup dlsym --device 1 \
+  --path alloc --chunk 256MiB --script fill 2> "$T/full-devices.err") || true
+# (Its context is the first allocation refused.)
+expect_eq "device table full: refused" "$line" "context err=2"
+grep -q 'cannot register device' "$T/full-devices.err" || fail "no line: $(cat "$T/full-devices.err")"
+
 # fork() while other threads are inside the hook: every child gets through the hook's NVML view.
 line=$(timeout 100 env LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_attack" forkstorm 2> /dev/null) ||
   fail "fork storm: exit $?"

@@ -4,7 +4,7 @@
  * not handed out at all.
  *
  * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device |
- *                    async-other-device | forkstorm | wide-array |
+ *                    async-other-device | many-pools | forkstorm | wide-array |
  *                    cancel
  *   vmm-release-mapped: cuMemCreate, map, cuMemRelease while mapped; then unmap everything and
  *                       fill again with cuMemAlloc ("after-unmap n=...").
@@ -16,6 +16,9 @@
  *                       is current (the pool may be on another device than the stream).
  *   async-other-device: cuMemAllocAsync on a stream of device 1's context while device 0's
  *                       context is current (memory comes from the stream's device's pool).
+ *   many-pools:         64 pools each keep 2 MiB (allocated, freed, release threshold at the
+ *                       maximum: the pool keeps it), then more pools each keep a chunk the same
+ *                       way: "many-pools n=<chunks kept> err=<CUresult>".
  *   forkstorm:          3 threads allocate and free through the hook while the main thread forks
  *                       60 children that each ask NVML's memory view (the hook's locks, the
  *                       region's) and exit: "forkstorm n=<children fine> err=<children not>";
@@ -236,6 +239,40 @@ static void forkstorm(void) {
   printf("forkstorm n=%d err=%d\n", fine, not_fine);
 }
 
+static CUresult keep_in_new_pool(uint64_t bytes) {
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof(props));
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool;
+  cuuint64_t keep = UINT64_MAX;
+  CUdeviceptr p;
+  CUresult rc;
+  if ((rc = GET(cuMemPoolCreate)(&pool, &props)) != CUDA_SUCCESS ||
+      (rc = GET(cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep)) !=
+          CUDA_SUCCESS ||
+      (rc = GET(cuMemAllocFromPoolAsync)(&p, bytes, pool, NULL)) != CUDA_SUCCESS)
+    return rc;
+  if ((rc = GET(cuMemFreeAsync)(p, NULL)) != CUDA_SUCCESS)
+    return rc;
+  return GET(cuStreamSynchronize)(NULL);
+}
+
+static void many_pools(void) {
+  context(0);
+  for (int i = 0; i < 64; i++)
+    if (keep_in_new_pool(2 << 20) != CUDA_SUCCESS) {
+      fprintf(stderr, "hook_attack: 64 small pools failed\n");
+      exit(2);
+    }
+  int n = 0;
+  CUresult rc = CUDA_SUCCESS;
+  while (n < MAX_CHUNKS && (rc = keep_in_new_pool(CHUNK)) == CUDA_SUCCESS)
+    n++;
+  printf("many-pools n=%d err=%d\n", n, rc);
+}
+
 static void wide_array(void) {
   context(0);
   CUDA_ARRAY_DESCRIPTOR d = {
@@ -302,6 +339,8 @@ int main(int argc, char **argv) {
     pool_other_device();
   else if (strcmp(argv[1], "async-other-device") == 0)
     async_other_device();
+  else if (strcmp(argv[1], "many-pools") == 0)
+    many_pools();
   else if (strcmp(argv[1], "forkstorm") == 0)
     forkstorm();
   else if (strcmp(argv[1], "wide-array") == 0)

@@ -1,5 +1,6 @@
 /* Reads (and, as the daemon would, sets the cap in) a slice's region, for the hook's tests.
- * usage: hook_region DIR show | DIR set-limit SIZE [SLOT] | DIR reclaim */
+ * usage: hook_region DIR show | DIR set-limit SIZE [SLOT] | DIR reclaim | DIR fill-devices
+ * fill-devices: registers made-up devices until the region's device table is full. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,13 @@ int main(int argc, char **argv) {
     if (gs_size_parse(argv[3], &limit) < 0)
       return 2;
     e = gs_region_set_limit(r, argc > 4 ? (unsigned)atoi(argv[4]) : 0, limit, GS_LIMIT_FROM_DAEMON);
+  } else if (strcmp(argv[2], "fill-devices") == 0) {
+    unsigned n = 0, slot;
+    uint8_t uuid[GS_REGION_UUID_LEN] = {0xfe, 0xed};
+    for (uuid[2] = 0; (e = gs_region_device(r, uuid, 1, &slot)) == 0; uuid[2]++)
+      n++;
+    printf("devices added=%u\n", n);
+    e = e == -ENOSPC ? 0 : e;
   } else if (strcmp(argv[2], "reclaim") == 0) {
     e = gs_region_reclaim(r);
     printf("reclaimed %d\n", e);
