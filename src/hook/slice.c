@@ -271,6 +271,7 @@ int gs_pool_track(CUmemoryPool pool, unsigned slot) {
   if (!p && S.npools < S.cap_pools && attach_locked() == 0) {
     uint64_t now = 0;
     p = &S.pools[S.npools++];
+    *p = (struct pool){0}; /* realloc'ed memory: nothing in flight yet */
     p->pool = pool;
     p->slot = slot;
     p->by_reserved = pool_reserved(pool, &now) == 0;

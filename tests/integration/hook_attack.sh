@@ -24,11 +24,15 @@ grep -q 'cuMemCreate: out of memory' "$T/vmm-release-mapped.err" || fail "no lin
 line=$(attack dlvsym)
 [ "$(field "$line" n)" -le 3 ] || fail "dlvsym passed the cap: $line"
 
-# A second copy of the driver (dlmopen into a new namespace) would not be held: refused.
-line=$(attack dlmopen)
-expect_eq "dlmopen: chunks" "$(field "$line" n)" 0
-expect_eq "dlmopen: not handed out" "$(field "$line" err)" -1
-grep -q 'second copy of the CUDA driver' "$T/dlmopen.err" || fail "no line for the second copy"
+# A second copy of the driver (dlmopen into a new namespace) would not be held: refused. Not in
+# sanitizer builds: the instrumented sim drags a second ASan runtime into the new namespace,
+# which aborts.
+if [ "${GSLICE_SANITIZE:-0}" != 1 ]; then
+  line=$(attack dlmopen)
+  expect_eq "dlmopen: chunks" "$(field "$line" n)" 0
+  expect_eq "dlmopen: not handed out" "$(field "$line" err)" -1
+  grep -q 'second copy of the CUDA driver' "$T/dlmopen.err" || fail "no line for the second copy"
+fi
 
 # Threads cancelled while refused at the cap (inside the hook's locks) leave no lock held.
 line=$(timeout 60 env LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_attack" cancel 2> /dev/null) ||
