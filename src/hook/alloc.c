@@ -88,19 +88,30 @@ GS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
   return rc;
 }
 
+/* A free of a pool allocation (cuMemFree takes those too): nothing to give back while its pool
+ * lives (the pool keeps the memory), its share once the pool is destroyed and this was the
+ * last. */
+#define FREE_PTR(call)                                                                             \
+  struct gs_alloc a;                                                                               \
+  int had = gs_forget(GS_ALLOC_PTR, dptr, &a) == 0;                                                \
+  int pooled = !had && gs_pool_ptr_take(dptr, &a) == 0;                                            \
+  CUresult rc = call;                                                                              \
+  if (pooled)                                                                                      \
+    gs_pool_ptr_settle(&a, rc);                                                                    \
+  else                                                                                             \
+    gs_settle_free(had, &a, rc);                                                                   \
+  return rc
+
 GS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   GS_REAL_OR_NOT_FOUND(cuMemFree_v2);
-  struct gs_alloc a;
-  int had = gs_forget(GS_ALLOC_PTR, dptr, &a) == 0;
-  CUresult rc = r->cuMemFree_v2(dptr);
-  gs_settle_free(had, &a, rc);
-  return rc;
+  FREE_PTR(r->cuMemFree_v2(dptr));
 }
 
 /* ---- stream-ordered allocation ---- */
 
 struct pool_op {
   struct gs_ticket t;
+  uint64_t asked;
   CUmemoryPool pool;
   int by_reserved;
 };
@@ -131,6 +142,7 @@ static void stream_device(CUstream stream, CUcontext current, CUdevice *dev) {
 static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, CUstream stream, size_t bytes,
                            const char *what) {
   memset(op, 0, sizeof(*op));
+  op->asked = bytes;
   gs_setup();
   const struct gs_real *r = gs_real();
   CUdevice dev;
@@ -195,6 +207,7 @@ static CUresult pool_end(struct pool_op *op, CUresult rc, CUdeviceptr *dptr, CUs
     gs_pool_undo_growth(op->pool, growth);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  gs_pool_ptr_add(op->pool, *dptr, op->asked);
   return rc;
 }
 
@@ -231,20 +244,12 @@ GS_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
  * reservation is looked at again at the next allocation, trim, or memory query. */
 GS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   GS_REAL_OR_NOT_FOUND(cuMemFreeAsync);
-  struct gs_alloc a;
-  int had = gs_forget(GS_ALLOC_PTR, dptr, &a) == 0;
-  CUresult rc = r->cuMemFreeAsync(dptr, hStream);
-  gs_settle_free(had, &a, rc);
-  return rc;
+  FREE_PTR(r->cuMemFreeAsync(dptr, hStream));
 }
 
 GS_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
   GS_REAL_OR_NOT_FOUND(cuMemFreeAsync_ptsz);
-  struct gs_alloc a;
-  int had = gs_forget(GS_ALLOC_PTR, dptr, &a) == 0;
-  CUresult rc = r->cuMemFreeAsync_ptsz(dptr, hStream);
-  gs_settle_free(had, &a, rc);
-  return rc;
+  FREE_PTR(r->cuMemFreeAsync_ptsz(dptr, hStream));
 }
 
 GS_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {

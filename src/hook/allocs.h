@@ -5,19 +5,24 @@
 #include <stdint.h>
 
 enum gs_alloc_kind {
-  GS_ALLOC_NONE = 0, /* an empty cell */
-  GS_ALLOC_PTR,      /* cuMemAlloc, Pitch, Managed, Async (counted per allocation) */
-  GS_ALLOC_ARRAY,    /* cuArrayCreate, cuArray3DCreate */
-  GS_ALLOC_MIPMAP,   /* cuMipmappedArrayCreate */
-  GS_ALLOC_VMM,      /* cuMemCreate, cuMemImportFromShareableHandle */
-  GS_ALLOC_IPC,      /* cuIpcOpenMemHandle */
-  GS_ALLOC_CTX,      /* a context's own cost, by context handle */
-  GS_ALLOC_MAP,      /* a cuMemMap of a counted VMM handle, by address (bytes: its size; ref:
-                        the handle); costs nothing itself */
-  GS_ALLOC_VMM_GONE, /* a VMM handle released while still mapped, by serial number: the driver
-                        frees its memory only at the last cuMemUnmap, so it stays counted */
-  GS_ALLOC_MAP_GONE, /* a mapping of a GS_ALLOC_VMM_GONE entry (ref: its serial) */
-  GS_ALLOC_POOL,     /* a memory pool's device, by pool handle (ref: the device ordinal) */
+  GS_ALLOC_NONE = 0,  /* an empty cell */
+  GS_ALLOC_PTR,       /* cuMemAlloc, Pitch, Managed, Async (counted per allocation) */
+  GS_ALLOC_ARRAY,     /* cuArrayCreate, cuArray3DCreate */
+  GS_ALLOC_MIPMAP,    /* cuMipmappedArrayCreate */
+  GS_ALLOC_VMM,       /* cuMemCreate, cuMemImportFromShareableHandle */
+  GS_ALLOC_IPC,       /* cuIpcOpenMemHandle */
+  GS_ALLOC_CTX,       /* a context's own cost, by context handle */
+  GS_ALLOC_MAP,       /* a cuMemMap of a counted VMM handle, by address (bytes: its size; ref:
+                         the handle); costs nothing itself */
+  GS_ALLOC_VMM_GONE,  /* a VMM handle released while still mapped, by serial number: the driver
+                         frees its memory only at the last cuMemUnmap, so it stays counted */
+  GS_ALLOC_MAP_GONE,  /* a mapping of a GS_ALLOC_VMM_GONE entry (ref: its serial) */
+  GS_ALLOC_POOL,      /* a memory pool's device, by pool handle (ref: the device ordinal) */
+  GS_ALLOC_POOL_PTR,  /* an allocation from a pool counted by its reservation, by pointer (bytes:
+                         its size; ref: the pool); costs nothing itself */
+  GS_ALLOC_POOL_GONE, /* a pool destroyed with allocations outstanding, by serial number: the
+                         driver keeps their memory until the last is freed (maps: how many) */
+  GS_ALLOC_POOL_GONE_PTR, /* an outstanding allocation of a GS_ALLOC_POOL_GONE (ref: serial) */
 };
 
 struct gs_alloc {

@@ -14,6 +14,7 @@
 #include "size.h"
 
 #define RECONCILE_NS 200000000ull /* 200 ms */
+#define POOL_GRANULE (2ull << 20) /* the least a stream-ordered pool grows by */
 
 struct pool {
   CUmemoryPool pool;
@@ -41,6 +42,7 @@ static struct {
   uint64_t overhead[GS_REGION_MAX_DEVICES];
   uint64_t reconciled_ns[GS_REGION_MAX_DEVICES];
   int reconciling;
+  uint64_t serials; /* numbers for released-but-alive VMM handles and destroyed-but-held pools */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
@@ -330,15 +332,99 @@ void gs_pool_refresh(CUmemoryPool pool) {
   unlock();
 }
 
+/* Under S.lock: re-keys every entry of `kind` whose ref is `ref` as `new_kind` with ref
+ * `new_ref`; returns how many, their bytes added into *ret_bytes. */
+static uint64_t rekey_locked(uint32_t kind, uint64_t ref, uint32_t new_kind, uint64_t new_ref,
+                             uint64_t *ret_bytes) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < S.allocs.cap;) {
+    struct gs_alloc *c = &S.allocs.cell[i];
+    if (c->kind == kind && c->ref == ref) {
+      struct gs_alloc a;
+      gs_allocs_take(&S.allocs, kind, c->key, &a);
+      a.kind = new_kind;
+      a.ref = new_ref;
+      /* Same count of entries, so put cannot fail for room. */
+      gs_allocs_put(&S.allocs, &a);
+      n++;
+      if (ret_bytes)
+        *ret_bytes = *ret_bytes + a.bytes < *ret_bytes ? UINT64_MAX : *ret_bytes + a.bytes;
+      i = 0; /* take shifted entries, put may have landed anywhere: start over (rare path) */
+      continue;
+    }
+    i++;
+  }
+  return n;
+}
+
 void gs_pool_forget(CUmemoryPool pool) {
   lock();
   struct gs_alloc gone;
-  gs_allocs_take(&S.allocs, GS_ALLOC_POOL, (uint64_t)(uintptr_t)pool, &gone);
+  uint64_t key = (uint64_t)(uintptr_t)pool;
+  gs_allocs_take(&S.allocs, GS_ALLOC_POOL, key, &gone);
   struct pool *p = pool_find_locked(pool);
   if (p) {
+    uint64_t keep = 0;
+    if (p->by_reserved) {
+      /* cuMemPoolDestroy with allocations outstanding returns at once; the driver frees the
+       * pool's memory once they are all freed. What they hold (in whole granules, never more
+       * than the pool's charge) stays counted until then, under a serial number: the pool's
+       * handle may be handed out again. */
+      uint64_t serial = ++S.serials, bytes = 0;
+      uint64_t n = rekey_locked(GS_ALLOC_POOL_PTR, key, GS_ALLOC_POOL_GONE_PTR, serial, &bytes);
+      if (n) {
+        keep = bytes > UINT64_MAX - (POOL_GRANULE - 1)
+                   ? UINT64_MAX
+                   : (bytes + POOL_GRANULE - 1) / POOL_GRANULE * POOL_GRANULE;
+        keep = keep < p->charged ? keep : p->charged;
+        struct gs_alloc g = {
+            .key = serial, .kind = GS_ALLOC_POOL_GONE, .slot = p->slot, .bytes = keep, .maps = n};
+        if (gs_allocs_put(&S.allocs, &g) < 0)
+          keep = p->charged; /* no room to remember: keep it all until the process exits */
+      }
+    }
     if (S.attached && p->by_reserved)
-      gs_region_release(S.region, S.proc, p->slot, p->charged);
+      gs_region_release(S.region, S.proc, p->slot, p->charged - keep);
     *p = S.pools[--S.npools];
+  }
+  unlock();
+}
+
+void gs_pool_ptr_add(CUmemoryPool pool, uint64_t dptr, uint64_t bytes) {
+  struct gs_alloc a = {.key = dptr,
+                       .kind = GS_ALLOC_POOL_PTR,
+                       .bytes = bytes,
+                       .ref = (uint64_t)(uintptr_t)pool},
+                  stale;
+  lock();
+  /* A stale entry at this address was freed where the hook did not see it. */
+  gs_allocs_take(&S.allocs, GS_ALLOC_POOL_PTR, dptr, &stale);
+  gs_allocs_put(&S.allocs, &a);
+  unlock();
+}
+
+int gs_pool_ptr_take(uint64_t dptr, struct gs_alloc *ret) {
+  lock();
+  int e = gs_allocs_take(&S.allocs, GS_ALLOC_POOL_PTR, dptr, ret);
+  if (e < 0)
+    e = gs_allocs_take(&S.allocs, GS_ALLOC_POOL_GONE_PTR, dptr, ret);
+  unlock();
+  return e;
+}
+
+void gs_pool_ptr_settle(const struct gs_alloc *a, CUresult rc) {
+  lock();
+  struct gs_alloc g;
+  if (rc != CUDA_SUCCESS) {
+    gs_allocs_put(&S.allocs, a);
+  } else if (a->kind == GS_ALLOC_POOL_GONE_PTR &&
+             gs_allocs_take(&S.allocs, GS_ALLOC_POOL_GONE, a->ref, &g) == 0) {
+    if (--g.maps == 0) {
+      if (S.attached)
+        gs_region_release(S.region, S.proc, g.slot, g.bytes);
+    } else {
+      gs_allocs_put(&S.allocs, &g);
+    }
   }
   unlock();
 }
@@ -615,7 +701,6 @@ static void vmm_orphan_maps_locked(uint64_t handle, uint64_t serial) {
 }
 
 void gs_vmm_released(const struct gs_alloc *a) {
-  static uint64_t serials;
   lock();
   if (a->maps == 0) {
     if (S.attached)
@@ -625,7 +710,7 @@ void gs_vmm_released(const struct gs_alloc *a) {
      * serial number, since the handle's value may be handed out again. */
     struct gs_alloc gone = *a;
     gone.kind = GS_ALLOC_VMM_GONE;
-    gone.key = ++serials;
+    gone.key = ++S.serials;
     if (gs_allocs_put(&S.allocs, &gone) == 0)
       vmm_orphan_maps_locked(a->key, gone.key);
     /* Without room to remember it, the bytes stay counted until the process exits. */

@@ -95,7 +95,14 @@ void gs_pools_refresh(void);
  * -ENOENT for a pool the hook never saw made. */
 void gs_pool_device_set(CUmemoryPool pool, CUdevice dev);
 int gs_pool_device(CUmemoryPool pool, CUdevice *ret_dev);
-/* The pool was destroyed: its charge is given back (and its device forgotten). */
+/* Allocations from pools counted by reservation, by pointer: what a destroyed pool still holds.
+ * gs_pool_ptr_add after the allocation; gs_pool_ptr_take before a free (-ENOENT: not one),
+ * gs_pool_ptr_settle after it (puts it back if the free failed). */
+void gs_pool_ptr_add(CUmemoryPool pool, uint64_t dptr, uint64_t bytes);
+int gs_pool_ptr_take(uint64_t dptr, struct gs_alloc *ret);
+void gs_pool_ptr_settle(const struct gs_alloc *a, CUresult rc);
+/* The pool was destroyed: its charge is given back (and its device forgotten), except what
+ * allocations still outstanding hold: that goes back when the last of them is freed. */
 void gs_pool_forget(CUmemoryPool pool);
 
 /* measure.c: what the device gives this process, for costs the driver decides (contexts,

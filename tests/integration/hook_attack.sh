@@ -40,6 +40,14 @@ line=$(timeout 60 env LD_PRELOAD="$HOOK_PRELOAD" "$TBIN/hook_attack" cancel 2> /
 expect_eq "after cancelled threads: rounds" "$(field "$line" n)" 40
 expect_eq "after cancelled threads: an allocation" "$(field "$line" err)" 0
 
+# A pool destroyed with a chunk still allocated keeps that memory (the driver frees it when the
+# chunk is freed): it stays counted until then, and comes back after.
+out=$(attack pool-destroy-held)
+line=$(echo "$out" | grep '^pool-destroy-held')
+expect_eq "pools destroyed while held: chunks" "$(field "$line" n)" 3
+expect_eq "pools destroyed while held: error" "$(field "$line" err)" 2
+expect_eq "after the frees: chunks" "$(field "$(echo "$out" | grep '^after-free')" n)" 3
+
 # Pools beyond the 64 the hook used to keep books for: their kept memory counts too (64 pools
 # keep 2 MiB each; 768 - 128 MiB leaves room for 2 chunks kept in further pools).
 line=$(attack many-pools)

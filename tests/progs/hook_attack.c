@@ -4,7 +4,8 @@
  * not handed out at all.
  *
  * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device |
- *                    async-other-device | many-pools | forkstorm | wide-array |
+ *                    async-other-device | pool-destroy-held | many-pools | forkstorm |
+ *                    wide-array |
  *                    cancel
  *   vmm-release-mapped: cuMemCreate, map, cuMemRelease while mapped; then unmap everything and
  *                       fill again with cuMemAlloc ("after-unmap n=...").
@@ -19,6 +20,10 @@
  *   many-pools:         64 pools each keep 2 MiB (allocated, freed, release threshold at the
  *                       maximum: the pool keeps it), then more pools each keep a chunk the same
  *                       way: "many-pools n=<chunks kept> err=<CUresult>".
+ *   pool-destroy-held:  a pool is destroyed while one of its chunks is still allocated (the
+ *                       driver keeps that memory until it is freed), over and over; then every
+ *                       chunk is freed and the slice filled again with cuMemAlloc
+ *                       ("after-free n=...").
  *   forkstorm:          3 threads allocate and free through the hook while the main thread forks
  *                       60 children that each ask NVML's memory view (the hook's locks, the
  *                       region's) and exit: "forkstorm n=<children fine> err=<children not>";
@@ -259,6 +264,36 @@ static CUresult keep_in_new_pool(uint64_t bytes) {
   return GET(cuStreamSynchronize)(NULL);
 }
 
+static void pool_destroy_held(void) {
+  context(0);
+  CUdeviceptr kept[MAX_CHUNKS];
+  int n = 0;
+  CUresult rc = CUDA_SUCCESS;
+  while (n < MAX_CHUNKS) {
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof(props));
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    CUmemoryPool pool;
+    if ((rc = GET(cuMemPoolCreate)(&pool, &props)) != CUDA_SUCCESS ||
+        (rc = GET(cuMemAllocFromPoolAsync)(&kept[n], CHUNK, pool, NULL)) != CUDA_SUCCESS ||
+        (rc = GET(cuStreamSynchronize)(NULL)) != CUDA_SUCCESS ||
+        (rc = GET(cuMemPoolDestroy)(pool)) != CUDA_SUCCESS)
+      break;
+    n++;
+  }
+  printf("pool-destroy-held n=%d err=%d\n", n, rc);
+  fflush(stdout);
+  for (int i = 0; i < n; i++)
+    if (GET(cuMemFreeAsync)(kept[i], NULL) != CUDA_SUCCESS) {
+      fprintf(stderr, "hook_attack: free after the pool went failed\n");
+      exit(2);
+    }
+  GET(cuStreamSynchronize)(NULL);
+  fill_with("after-free", GET(cuMemAlloc_v2));
+}
+
 static void many_pools(void) {
   context(0);
   for (int i = 0; i < 64; i++)
@@ -339,6 +374,8 @@ int main(int argc, char **argv) {
     pool_other_device();
   else if (strcmp(argv[1], "async-other-device") == 0)
     async_other_device();
+  else if (strcmp(argv[1], "pool-destroy-held") == 0)
+    pool_destroy_held();
   else if (strcmp(argv[1], "many-pools") == 0)
     many_pools();
   else if (strcmp(argv[1], "forkstorm") == 0)
