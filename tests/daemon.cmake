@@ -36,3 +36,7 @@ endforeach()
 add_executable(daemon_badclient progs/daemon_badclient.c)
 target_link_libraries(daemon_badclient PRIVATE gslice_common)
 set_target_properties(daemon_badclient PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+
+add_executable(daemon_attack progs/daemon_attack.c)
+target_link_libraries(daemon_attack PRIVATE gslice_common)
+set_target_properties(daemon_attack PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

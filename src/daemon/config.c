@@ -28,7 +28,10 @@ const struct config_entry config_table[] = {
     U64(quantum_kernels, "8", 1, 1000, true, "a quantum is this many of the slice's mean kernels"),
     U64(release_timeout_ms, "1000", 10, 600000, true,
         "a holder that has not closed its burst this long after expiry is revoked, ms"),
-    U64(max_clients, "1024", 4, 65536, false, "connections at once"),
+    U64(hello_timeout_ms, "5000", 10, 600000, true,
+        "a connection that has not said HELLO this long is closed, ms"),
+    U64(max_clients, "1024", 4, 65536, false,
+        "connections at once (lowered to fit the open-file limit, said in the log)"),
     U64(max_slices, "256", 1, 256, false, "slices at once"),
     U64(gpus, "0", 0, 16, false, "GPUs to schedule; 0: as many as NVML reports (1 without NVML)"),
 };

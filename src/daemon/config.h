@@ -16,6 +16,7 @@ struct config {
   uint64_t quantum_init_us;
   uint64_t quantum_kernels;
   uint64_t release_timeout_ms;
+  uint64_t hello_timeout_ms;
   uint64_t max_clients;
   uint64_t max_slices;
   uint64_t gpus; /* 0: ask NVML */

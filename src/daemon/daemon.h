@@ -21,11 +21,18 @@ struct conn {
   uid_t uid;
   gid_t gid;
   bool hello;
+  bool dropped;           /* its replies piled up unread: closed at the next chance */
+  uint64_t accepted_at;   /* for the HELLO deadline */
   uint32_t role;     /* enum gs_role, after HELLO */
   uint32_t slice_id; /* 0: not a slice's process */
   uint32_t waiting;  /* physical GPUs this process asked a token for */
   uint32_t holding;  /* physical GPUs whose current token it takes part in */
   uint32_t hold_gen[GS_MAX_GPUS];
+  /* Tokens revoked from it, charged their held time: a late release of one is charged only
+   * what it reports beyond that. */
+  uint32_t revoked_mask;
+  uint32_t revoked_gen[GS_MAX_GPUS];
+  uint64_t revoked_charged[GS_MAX_GPUS];
   unsigned char in[CONN_IN_MAX];
   size_t inlen;
   unsigned char *out;
@@ -64,6 +71,8 @@ struct daemon {
   char config_path[CONFIG_STR_MAX];
   struct loop *loop;
   int listen_fd;
+  int spare_fd; /* kept open to accept-and-close when out of file descriptors */
+  bool said_nofile;
   int signal_fd;
   int lock_fd;
   struct registry reg;

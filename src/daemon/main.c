@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -128,6 +129,30 @@ static int background(struct daemon *d) {
   return 0;
 }
 
+/* Every client is a descriptor: raise the soft open-file limit to the hard one (systemd's
+ * soft default is 1024, max_clients' too), and where even that is short, lower max_clients
+ * so that refusing a client is a decision, not an accept() failing in a loop. */
+#define FDS_RESERVED 64 /* listening socket, epoll, signals, state, log, metrics, spare */
+static void fit_open_files(struct daemon *d) {
+  struct rlimit rl;
+
+  if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+    return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlim_t want = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+    struct rlimit nr = {want, rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &nr) == 0)
+      rl.rlim_cur = want;
+  }
+  if (rl.rlim_cur != RLIM_INFINITY && d->cfg.max_clients + FDS_RESERVED > rl.rlim_cur) {
+    uint64_t fit = rl.rlim_cur > FDS_RESERVED + 4 ? rl.rlim_cur - FDS_RESERVED : 4;
+    dlog("warning", "open-file limit %llu: max_clients lowered from %llu to %llu",
+         (unsigned long long)rl.rlim_cur, (unsigned long long)d->cfg.max_clients,
+         (unsigned long long)fit);
+    d->cfg.max_clients = fit;
+  }
+}
+
 static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
   struct daemon *d = data;
   (void)id;
@@ -191,7 +216,7 @@ int main(int argc, char **argv) {
 
   if (!d)
     return 1;
-  d->listen_fd = d->signal_fd = d->lock_fd = -1;
+  d->listen_fd = d->signal_fd = d->lock_fd = d->spare_fd = -1;
   config_defaults(&d->cfg);
   while ((o = getopt_long(argc, argv, "s:d:fc:m:S:Ph", opts, NULL)) != -1) {
     switch (o) {
@@ -263,6 +288,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gsliced: cannot start: %s\n", strerror(-r));
     return 1;
   }
+  fit_open_files(d);
   r = server_listen(d);
   if (r < 0) {
     if (r == -EADDRINUSE)

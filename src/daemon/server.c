@@ -56,8 +56,11 @@ static int conn_send(struct daemon *d, struct conn *c, uint32_t type, uint32_t s
                      size_t len) {
   size_t need = c->outlen + sizeof(struct gs_msg_hdr) + len, n;
 
-  if (need > CONN_OUT_MAX)
+  if (need > CONN_OUT_MAX) {
+    /* Closed where that is safe (conn_cb, housekeeping): callers may be walking the list. */
+    c->dropped = true;
     return -ENOBUFS;
+  }
   if (need > c->outcap) {
     size_t cap = c->outcap ? c->outcap : 1024;
     while (cap < need)
@@ -95,13 +98,27 @@ static uint32_t ordinal_of(const struct slice *s, uint32_t gpu) {
 
 static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
 
+/* How long past expiry the holder may take to close its burst: its last kernels finish (a
+ * kernel cannot be cut) and its release crosses the socket. One quantum, or two of its
+ * kernels when they are longer, covers a holder that works; a stopped or hostile one loses
+ * the token that much after expiry, not release_timeout_ms (1 s) later, so the others wait
+ * about one quantum. release_timeout_ms stays the ceiling. */
+static uint64_t release_grace(struct daemon *d, struct gpu *g) {
+  struct sched_slice *sl = sched_find(&g->s, g->holder);
+  uint64_t grace = g->s.valid_until - g->s.granted_at, cap = d->cfg.release_timeout_ms * 1000000ull;
+
+  if (sl && 2 * sl->kernel_ns > grace)
+    grace = 2 * sl->kernel_ns;
+  return grace < cap ? grace : cap;
+}
+
 /* One timer per GPU: the release deadline while the token is held, else
  * the moment a slice held back by its limit may have it. */
 static void rearm(struct daemon *d, struct gpu *g) {
   uint64_t when = UINT64_MAX;
 
   if (g->holder)
-    when = g->s.valid_until + d->cfg.release_timeout_ms * 1000000ull;
+    when = g->s.valid_until + release_grace(d, g);
   else
     when = sched_next_wakeup(&g->s, loop_now());
   if (g->timer && g->timer_when == when)
@@ -179,12 +196,23 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
     struct gs_msg_token_revoke rv = {.generation = g->s.generation};
     uint32_t bit = 1u << g->index;
     struct slice *s = registry_find(&d->reg, g->holder);
+    uint64_t now = loop_now();
     dlog("warning", "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked", g->index,
-         g->holder, d->cfg.release_timeout_ms);
+         g->holder, (now - g->s.valid_until) / 1000000);
+    /* It held the GPU from the grant to now, whatever it reports (if it ever does): charged
+     * so, a hook that never releases gets no device time for free and cannot win every
+     * pick on an empty account (it starved a neighbour to 2%). */
+    if (!g->span_end || g->s.granted_at < g->span_start)
+      g->span_start = g->s.granted_at;
+    if (now > g->span_end)
+      g->span_end = now;
     for (struct conn *c = d->conns; c; c = c->next) {
       if (!(c->holding & bit))
         continue;
       c->holding &= ~bit;
+      c->revoked_mask |= bit;
+      c->revoked_gen[g->index] = g->s.generation;
+      c->revoked_charged[g->index] = g->span_end - g->span_start;
       rv.gpu = s ? ordinal_of(s, g->index) : 0;
       conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
     }
@@ -453,8 +481,14 @@ static void on_token_release(struct daemon *d, struct conn *c, const struct gs_m
     g->span_launches += rl->launches;
   } else {
     /* Device time is charged whatever token it ran under: a late report
-     * after a revoke, or one from before a daemon restart, still counts. */
-    sched_charge(&g->s, c->slice_id, rl->used_ns, rl->launches, loop_now());
+     * after a revoke, or one from before a daemon restart, still counts; after a revoke,
+     * what it ran beyond the held time it was charged then. */
+    uint64_t used = rl->used_ns, i = g->index;
+    if ((c->revoked_mask & (1u << i)) && c->revoked_gen[i] == rl->generation) {
+      used = used > c->revoked_charged[i] ? used - c->revoked_charged[i] : 0;
+      c->revoked_mask &= ~(1u << i);
+    }
+    sched_charge(&g->s, c->slice_id, used, rl->launches, loop_now());
   }
   /* Waiting before the token is free: the pick that follows weighs this
    * slice too, instead of handing the token to whoever else asked. */
@@ -593,6 +627,10 @@ static void conn_cb(struct loop *l, int fd, uint32_t events, void *data) {
         conn_close(d, c, "message out of protocol");
         return;
       }
+      if (c->dropped) {
+        conn_close(d, c, "does not read its replies");
+        return;
+      }
     }
   }
   if (events & (EPOLLHUP | EPOLLERR))
@@ -612,6 +650,22 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
     if (cfd < 0) {
       if (errno == EINTR)
         continue;
+      if ((errno == EMFILE || errno == ENFILE) && d->spare_fd >= 0) {
+        /* Out of file descriptors: the pending connection would keep the listening
+         * socket readable and the loop spinning (100% CPU, measured). Take it with the
+         * spare descriptor and close it: the client sees its connection refused. */
+        close(d->spare_fd);
+        cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        if (cfd >= 0)
+          close(cfd);
+        d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (!d->said_nofile)
+          dlog("warning", "out of file descriptors at %u clients: refusing connections (raise "
+               "the open-file limit, or lower max_clients)", d->nconns);
+        d->said_nofile = true;
+        if (cfd >= 0)
+          continue;
+      }
       return;
     }
     if (d->nconns >= d->cfg.max_clients) {
@@ -624,6 +678,7 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       continue;
     }
     c->fd = cfd;
+    c->accepted_at = loop_now();
     c->pid = cred.pid;
     c->uid = cred.uid;
     c->gid = cred.gid;
@@ -681,6 +736,7 @@ int server_listen(struct daemon *d) {
     return r;
   }
   d->listen_fd = fd;
+  d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   return 0;
 }
 
@@ -693,6 +749,9 @@ void server_close_all(struct daemon *d) {
     unlink(d->cfg.socket);
     d->listen_fd = -1;
   }
+  if (d->spare_fd >= 0)
+    close(d->spare_fd);
+  d->spare_fd = -1;
 }
 
 void server_apply_sched_cfg(struct daemon *d) {
@@ -715,8 +774,28 @@ int server_adopt_slices(struct daemon *d) {
   return 0;
 }
 
+/* Connections that never said HELLO within hello_timeout_ms (they hold a slot of
+ * max_clients for nothing), and those whose replies piled up unread. */
+static void close_idle_conns(struct daemon *d) {
+  uint64_t now = loop_now(), limit = d->cfg.hello_timeout_ms * 1000000ull;
+  bool again = true;
+
+  while (again) {
+    again = false;
+    for (struct conn *c = d->conns; c; c = c->next) {
+      if (c->dropped || (!c->hello && now - c->accepted_at >= limit)) {
+        conn_close(d, c, c->dropped ? "does not read its replies" : "no HELLO in time");
+        again = true; /* the list changed under us */
+        break;
+      }
+    }
+  }
+}
+
 void server_housekeeping(struct daemon *d) {
   bool removed = false;
+
+  close_idle_conns(d);
 
   for (uint32_t i = 0; i < d->reg.n; i++) {
     struct slice *s = d->reg.slices[i];

@@ -1,0 +1,278 @@
+/* Clients of gsliced that attack it the way a careless or hostile process could: never say
+ * hello, lie about a length, flood token requests, hold a token and stop, open a thousand
+ * connections, register slices in a loop. One mode per run; each prints what it saw. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "proto.h"
+
+static const char *path;
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int conn(void) {
+  int fd;
+  int r = gs_client_connect(path, &fd);
+  return r < 0 ? r : fd;
+}
+
+/* Whether the daemon closed fd within ms (what it sent first is drained). */
+static int closed_within(int fd, int ms) {
+  char buf[4096];
+  double end = mono_s() + ms / 1000.0;
+  for (;;) {
+    int left = (int)((end - mono_s()) * 1000);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (left <= 0 || poll(&p, 1, left) <= 0)
+      return 0;
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+      return 1;
+  }
+}
+
+static int good_client(void) {
+  int fd = conn();
+  struct gs_status st;
+  if (fd < 0 || gs_client_hello(fd, GS_ROLE_CLI, 0, NULL) < 0 || gs_client_status(fd, &st) < 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  gs_status_free(&st);
+  close(fd);
+  return 0;
+}
+
+static uint32_t my_slice(void) {
+  const char *s = getenv("GSLICE_SLICE");
+  return s ? (uint32_t)strtoul(s, NULL, 10) : 0;
+}
+
+static int hook_conn(void) {
+  int fd = conn();
+  if (fd < 0 || gs_client_hello(fd, GS_ROLE_HOOK, my_slice(), NULL) < 0) {
+    fprintf(stderr, "daemon_attack: cannot connect as the hook of slice %u\n", my_slice());
+    exit(1);
+  }
+  return fd;
+}
+
+static void request(int fd) {
+  struct gs_msg_token_request q = {0};
+  gs_client_send(fd, GS_MSG_TOKEN_REQUEST, 0, &q, sizeof(q));
+}
+
+/* The next message of a given type (others are skipped); -1 on timeout or close. */
+static int wait_for(int fd, uint32_t type, int ms, struct gs_msg *m) {
+  static unsigned char buf[1 << 20] __attribute__((aligned(8)));
+  double end = mono_s() + ms / 1000.0;
+  for (;;) {
+    int left = (int)((end - mono_s()) * 1000);
+    if (left <= 0 || gs_client_recv(fd, buf, sizeof(buf), left, m) < 0)
+      return -1;
+    if (m->hdr.type == type)
+      return 0;
+  }
+}
+
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: daemon_attack SOCKET nohello N WAIT_MS | biglen | many N | flood N |\n"
+                    "       hold | grants SECONDS | holdloop SECONDS | register N ROUNDS\n");
+    return 2;
+  }
+  path = argv[1];
+  const char *mode = argv[2];
+  int n = argc > 3 ? atoi(argv[3]) : 0;
+
+  if (!strcmp(mode, "nohello")) {
+    /* Connections that never say hello: the daemon closes them after hello_timeout_ms. */
+    int ms = argc > 4 ? atoi(argv[4]) : 3000, *fds = calloc((size_t)n, sizeof(int)), closed = 0;
+    raise_nofile();
+    for (int i = 0; i < n; i++)
+      fds[i] = conn();
+    double t0 = mono_s();
+    for (int i = 0; i < n; i++)
+      closed += fds[i] >= 0 && closed_within(fds[i], (int)(ms - (mono_s() - t0) * 1000));
+    printf("nohello: %d of %d closed by the daemon within %d ms\n", closed, n, ms);
+    int ok = good_client() == 0;
+    printf("nohello: good client %s\n", ok ? "served" : "NOT served");
+    return closed == n && ok ? 0 : 1;
+  }
+  if (!strcmp(mode, "biglen")) {
+    /* A length prefix of 4 GiB - 1, then as much as the socket takes. */
+    int fd = conn();
+    struct gs_msg_hdr h = {GS_PROTO_MAGIC, GS_PROTO_VERSION, GS_MSG_HELLO, 0xffffffffu, 0};
+    static char junk[1 << 16];
+    send(fd, &h, sizeof(h), MSG_NOSIGNAL);
+    for (int i = 0; i < 64; i++)
+      if (send(fd, junk, sizeof(junk), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        break;
+    int c = closed_within(fd, 3000), ok = good_client() == 0;
+    printf("biglen: %s; good client %s\n", c ? "closed" : "NOT closed", ok ? "served" : "NOT served");
+    return c && ok ? 0 : 1;
+  }
+  if (!strcmp(mode, "many")) {
+    /* n connections that say hello and stay; a newcomer is still served, and the daemon
+     * does not spin (the test watches its CPU time meanwhile). */
+    int *fds = calloc((size_t)n, sizeof(int)), open_ok = 0, refused = 0;
+    raise_nofile();
+    for (int i = 0; i < n; i++) {
+      struct gs_msg_hello h = {.role = GS_ROLE_CLI};
+      struct gs_msg m;
+      fds[i] = conn();
+      /* Not gs_client_hello: an answer that never comes must not hang the test. */
+      if (fds[i] >= 0 && gs_client_send(fds[i], GS_MSG_HELLO, 1, &h, sizeof(h)) == 0 &&
+          wait_for(fds[i], GS_MSG_HELLO_OK, 2000, &m) == 0)
+        open_ok++;
+      else if (++refused >= 3)
+        break; /* the daemon takes no more: no use waiting 2 s for each of the rest */
+    }
+    printf("many: %d of %d connections said hello, %d refused\n", open_ok, n, refused);
+    fflush(stdout);
+    sleep(2);
+    for (int i = 0; i < n; i++)
+      if (fds[i] >= 0)
+        close(fds[i]);
+    usleep(200000);
+    int ok = good_client() == 0;
+    printf("many: good client after %s\n", ok ? "served" : "NOT served");
+    return ok ? 0 : 1;
+  }
+  if (!strcmp(mode, "flood")) {
+    /* n token requests, never reading a reply: dropped once replies pile up, or served. */
+    int fd = hook_conn(), sent = 0;
+    struct gs_msg_token_request q = {0};
+    for (int i = 0; i < n; i++) {
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      if (poll(&p, 1, 2000) <= 0 || (p.revents & (POLLHUP | POLLERR)))
+        break;
+      if (gs_client_send(fd, GS_MSG_TOKEN_REQUEST, 0, &q, sizeof(q)) < 0)
+        break;
+      sent++;
+    }
+    int c = closed_within(fd, 3000);
+    printf("flood: %d requests sent, connection %s\n", sent, c ? "closed" : "open");
+    close(fd);
+    return 0;
+  }
+  if (!strcmp(mode, "hold")) {
+    /* Takes the token and stops, reading nothing more: SIGSTOP on itself. */
+    int fd = hook_conn();
+    struct gs_msg m;
+    request(fd);
+    if (wait_for(fd, GS_MSG_TOKEN_GRANT, 5000, &m) < 0)
+      return 1;
+    printf("hold: granted, pid %d stopping\n", (int)getpid());
+    fflush(stdout);
+    raise(SIGSTOP);
+    pause();
+    return 0;
+  }
+  if (!strcmp(mode, "grants")) {
+    /* Asks, takes, gives back at once, for n seconds: the longest gap between two grants
+     * is how long someone else kept the GPU from it. */
+    int fd = hook_conn();
+    double end = mono_s() + n, last = 0, worst = 0;
+    unsigned grants = 0;
+    while (mono_s() < end) {
+      struct gs_msg m;
+      request(fd);
+      if (wait_for(fd, GS_MSG_TOKEN_GRANT, 5000, &m) < 0)
+        break;
+      double t = mono_s();
+      if (last && t - last > worst)
+        worst = t - last;
+      last = t;
+      grants++;
+      struct gs_msg_token_release rl = {.gpu = m.u.token_grant.gpu,
+                                        .generation = m.u.token_grant.generation,
+                                        .start_ns = mono_ns()};
+      gs_client_send(fd, GS_MSG_TOKEN_RELEASE, 0, &rl, sizeof(rl));
+      usleep(2000);
+    }
+    printf("grants: %u, longest gap %.0f ms\n", grants, worst * 1000);
+    return 0;
+  }
+  if (!strcmp(mode, "holdloop")) {
+    /* Never releases: takes every token it can and sits on it until revoked. */
+    int fd = hook_conn();
+    double end = mono_s() + n;
+    unsigned grants = 0, revokes = 0;
+    request(fd);
+    while (mono_s() < end) {
+      static unsigned char buf[4096] __attribute__((aligned(8)));
+      struct gs_msg m;
+      if (gs_client_recv(fd, buf, sizeof(buf), 200, &m) < 0)
+        continue;
+      if (m.hdr.type == GS_MSG_TOKEN_GRANT)
+        grants++;
+      if (m.hdr.type == GS_MSG_TOKEN_REVOKE) {
+        revokes++;
+        request(fd);
+      }
+    }
+    printf("holdloop: %u grants, %u revokes\n", grants, revokes);
+    return 0;
+  }
+  if (!strcmp(mode, "register")) {
+    /* Registers best-effort slices until refused, removes them, argv[4] rounds. */
+    int rounds = argc > 4 ? atoi(argv[4]) : 1, fd = conn(), first_err = 0, most = 0;
+    char err[GS_PROTO_TEXT_MAX] = "";
+    if (fd < 0 || gs_client_hello(fd, GS_ROLE_CLI, 0, NULL) < 0)
+      return 1;
+    uint32_t *ids = calloc((size_t)n, sizeof(uint32_t));
+    for (int r = 0; r < rounds; r++) {
+      int k = 0;
+      for (int i = 0; i < n; i++) {
+        struct gs_slice_spec spec = {.gpu_mask = 1, .compute_limit = 100, .weight = 1};
+        struct gs_msg_registered reg;
+        snprintf(spec.name, sizeof(spec.name), "atk%d-%d", r, i);
+        int e = gs_client_register(fd, &spec, &reg, err, sizeof(err));
+        if (e < 0) {
+          if (!first_err)
+            first_err = e;
+          break;
+        }
+        ids[k++] = reg.slice_id;
+      }
+      if (k > most)
+        most = k;
+      for (int i = 0; i < k; i++)
+        gs_client_unregister(fd, ids[i], NULL, 0);
+    }
+    printf("register: at most %d slices at once, refused with %d (%s)\n", most, first_err, err);
+    close(fd);
+    return good_client() == 0 ? 0 : 1;
+  }
+  fprintf(stderr, "daemon_attack: unknown mode %s\n", mode);
+  return 2;
+}
