@@ -1,12 +1,14 @@
 #!/bin/bash
 # Bench (c): requested vs achieved share per slice and the device's busy fraction, each case over
 # DUR (10) s on the simulated GPU, after a 1 s warm-up; kernels in batches of 8, synchronized.
+# ONLY=PATTERN runs the cases whose name matches (grep -E), e.g. ONLY=greedy.
 source "$GSLICE_SRC/bench/compute_env.inc"
 DUR=${DUR:-10}
 bench_daemon
 # case NAME SPEC... where SPEC is "run-args|compute_spin-args"
 case_run() {
   local name=$1; shift
+  if [ -n "${ONLY:-}" ] && ! grep -qE -- "$ONLY" <<<"$name"; then return 0; fi
   local start i=0 pids=() outs=()
   start=$(date +%s.%N | awk '{ printf "%.3f", $1 + 0.5 }')
   for spec in "$@"; do
@@ -36,6 +38,8 @@ echo "| case | slice: request/limit, kernel → achieved share (launch wait p99)
 echo "|---|---|---:|"
 case_run "70/30" "--compute 70|--label a" "--compute 30|--label b"
 case_run "hard 30 alone" "--compute 30 --compute-limit 30|--label a"
+case_run "hard 30 next to a greedy best-effort slice" \
+  "--compute 30 --compute-limit 30|--label a --kernel-us 1000" "|--label be --kernel-us 1000"
 case_run "soft 30 alone" "--compute 30|--label a"
 case_run "50/30/20 mixed kernels" "--compute 50|--label a --kernel-us 200" \
   "--compute 30|--label b --kernel-us 2000" "--compute 20|--label c --kernel-us 20000"
