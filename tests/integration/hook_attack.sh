@@ -48,6 +48,14 @@ expect_eq "pools destroyed while held: chunks" "$(field "$line" n)" 3
 expect_eq "pools destroyed while held: error" "$(field "$line" err)" 2
 expect_eq "after the frees: chunks" "$(field "$(echo "$out" | grep '^after-free')" n)" 3
 
+# Frees that must give back exactly once: twice, a foreign pointer, from another thread, after
+# the context went, after a primary context reset. Then the slice holds only its context.
+out=$(attack accounting)
+line=$(echo "$out" | grep '^accounting')
+expect_eq "accounting: driver answers" "$(field "$line" bad)" 0
+expect_eq "accounting: what is left" "$(field "$line" free)" $((768 * MiB))
+expect_eq "accounting: fill after" "$(field "$(echo "$out" | grep '^after')" n)" 3
+
 # Pools beyond the 64 the hook used to keep books for: their kept memory counts too (64 pools
 # keep 2 MiB each; 768 - 128 MiB leaves room for 2 chunks kept in further pools).
 line=$(attack many-pools)

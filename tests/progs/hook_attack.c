@@ -4,9 +4,8 @@
  * not handed out at all.
  *
  * usage: hook_attack vmm-release-mapped | dlvsym | dlmopen | pool-other-device |
- *                    async-other-device | pool-destroy-held | many-pools | forkstorm |
- *                    wide-array |
- *                    cancel
+ *                    async-other-device | pool-destroy-held | accounting | many-pools |
+ *                    forkstorm | wide-array | cancel
  *   vmm-release-mapped: cuMemCreate, map, cuMemRelease while mapped; then unmap everything and
  *                       fill again with cuMemAlloc ("after-unmap n=...").
  *   dlvsym:             cuMemAlloc_v2 found with dlvsym on libcuda.so.1 (glibc finds nothing
@@ -24,6 +23,10 @@
  *                       driver keeps that memory until it is freed), over and over; then every
  *                       chunk is freed and the slice filled again with cuMemAlloc
  *                       ("after-free n=...").
+ *   accounting:         double free, a free of a pointer never allocated, a free from another
+ *                       thread, a free after the allocating context was destroyed, a primary
+ *                       context reset with memory in it; then "accounting free=<cuMemGetInfo
+ *                       free>" (the slice holds only the context) and a fill ("after n=...").
  *   forkstorm:          3 threads allocate and free through the hook while the main thread forks
  *                       60 children that each ask NVML's memory view (the hook's locks, the
  *                       region's) and exit: "forkstorm n=<children fine> err=<children not>";
@@ -294,6 +297,48 @@ static void pool_destroy_held(void) {
   fill_with("after-free", GET(cuMemAlloc_v2));
 }
 
+static CUdeviceptr thread_ptr;
+
+static void *free_it(void *arg) {
+  (void)arg;
+  GET(cuMemFree_v2)(thread_ptr); /* no context current in this thread */
+  return NULL;
+}
+
+static void accounting(void) {
+  context(0);
+  __typeof__(&cuMemAlloc_v2) alloc = GET(cuMemAlloc_v2);
+  __typeof__(&cuMemFree_v2) mfree = GET(cuMemFree_v2);
+  CUdeviceptr p, q;
+  CUcontext primary, other;
+  CUdevice dev;
+  GET(cuCtxGetCurrent)(&primary);
+  GET(cuDeviceGet)(&dev, 0);
+  int bad = 0;
+  /* Twice: the second is the driver's error, and gives nothing back. */
+  bad |= alloc(&p, CHUNK) != CUDA_SUCCESS || mfree(p) != CUDA_SUCCESS || mfree(p) == CUDA_SUCCESS;
+  bad |= mfree((CUdeviceptr)0xdead0000) == CUDA_SUCCESS;
+  /* From another thread. */
+  bad |= alloc(&thread_ptr, CHUNK) != CUDA_SUCCESS;
+  pthread_t t;
+  pthread_create(&t, NULL, free_it, NULL);
+  pthread_join(t, NULL);
+  /* After its context went (the driver freed it with the context). */
+  bad |= GET(cuCtxCreate_v4)(&other, NULL, 0, dev) != CUDA_SUCCESS ||
+         alloc(&q, CHUNK) != CUDA_SUCCESS || GET(cuCtxDestroy_v2)(other) != CUDA_SUCCESS;
+  GET(cuCtxSetCurrent)(primary);
+  bad |= mfree(q) == CUDA_SUCCESS;
+  /* A reset of the primary context with memory in it, then the context again. */
+  bad |= alloc(&p, CHUNK) != CUDA_SUCCESS || GET(cuDevicePrimaryCtxReset_v2)(dev) != CUDA_SUCCESS;
+  bad |= GET(cuDevicePrimaryCtxRetain)(&primary, dev) != CUDA_SUCCESS ||
+         GET(cuCtxSetCurrent)(primary) != CUDA_SUCCESS;
+  bad |= mfree(p) == CUDA_SUCCESS;
+  size_t f = 0, total = 0;
+  GET(cuMemGetInfo_v2)(&f, &total);
+  printf("accounting free=%zu bad=%d\n", f, bad);
+  fill_with("after", alloc);
+}
+
 static void many_pools(void) {
   context(0);
   for (int i = 0; i < 64; i++)
@@ -376,6 +421,8 @@ int main(int argc, char **argv) {
     async_other_device();
   else if (strcmp(argv[1], "pool-destroy-held") == 0)
     pool_destroy_held();
+  else if (strcmp(argv[1], "accounting") == 0)
+    accounting();
   else if (strcmp(argv[1], "many-pools") == 0)
     many_pools();
   else if (strcmp(argv[1], "forkstorm") == 0)
