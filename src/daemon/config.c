@@ -27,7 +27,8 @@ const struct config_entry config_table[] = {
     U64(quantum_init_us, "10000", 100, 10000000, true, "quantum before kernels are measured, us"),
     U64(quantum_kernels, "8", 1, 1000, true, "a quantum is this many of the slice's mean kernels"),
     U64(release_timeout_ms, "1000", 10, 600000, true,
-        "a holder that has not closed its burst this long after expiry is revoked, ms"),
+        "most a holder may take past expiry to close its burst before it is revoked (it gets "
+        "one quantum, or two of its kernels when longer), ms"),
     U64(hello_timeout_ms, "5000", 10, 600000, true,
         "a connection that has not said HELLO this long is closed, ms"),
     U64(max_clients, "1024", 4, 65536, false,
