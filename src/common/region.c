@@ -157,10 +157,11 @@ static int region_lock(struct gs_region *r) {
   struct region_layout *l = r->map;
   int old;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  /* Monotonic: a wall clock set back or forward neither lengthens nor cuts the wait. */
   struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
+  clock_gettime(CLOCK_MONOTONIC, &until);
   until.tv_sec += GS_REGION_LOCK_TIMEOUT_S;
-  int e = pthread_mutex_timedlock(&l->lock, &until);
+  int e = pthread_mutex_clocklock(&l->lock, CLOCK_MONOTONIC, &until);
   if (e != 0 && e != EOWNERDEAD) {
     pthread_setcancelstate(old, NULL);
     return -e;
