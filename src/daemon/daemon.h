@@ -21,8 +21,8 @@ struct conn {
   uid_t uid;
   gid_t gid;
   bool hello;
-  bool dropped;           /* its replies piled up unread: closed at the next chance */
-  uint64_t accepted_at;   /* for the HELLO deadline */
+  bool dropped;         /* its replies piled up unread: closed at the next chance */
+  uint64_t accepted_at; /* for the HELLO deadline */
   uint32_t role;     /* enum gs_role, after HELLO */
   uint32_t slice_id; /* 0: not a slice's process */
   uint32_t waiting;  /* physical GPUs this process asked a token for */

@@ -660,8 +660,10 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
           close(cfd);
         d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (!d->said_nofile)
-          dlog("warning", "out of file descriptors at %u clients: refusing connections (raise "
-               "the open-file limit, or lower max_clients)", d->nconns);
+          dlog("warning",
+               "out of file descriptors at %u clients: refusing connections (raise "
+               "the open-file limit, or lower max_clients)",
+               d->nconns);
         d->said_nofile = true;
         if (cfd >= 0)
           continue;

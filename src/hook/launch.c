@@ -43,7 +43,8 @@ GS_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, 
 GS_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
                                          void **extra) {
   CUstream stream = config ? config->hStream : NULL;
-  GATED_LAUNCH(cuLaunchKernelEx_ptsz, PTSZ(stream), r->cuLaunchKernelEx_ptsz(config, f, params, extra));
+  GATED_LAUNCH(cuLaunchKernelEx_ptsz, PTSZ(stream),
+               r->cuLaunchKernelEx_ptsz(config, f, params, extra));
 }
 
 GS_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,

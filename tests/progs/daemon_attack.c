@@ -137,7 +137,8 @@ int main(int argc, char **argv) {
       if (send(fd, junk, sizeof(junk), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         break;
     int c = closed_within(fd, 3000), ok = good_client() == 0;
-    printf("biglen: %s; good client %s\n", c ? "closed" : "NOT closed", ok ? "served" : "NOT served");
+    printf("biglen: %s; good client %s\n", c ? "closed" : "NOT closed",
+           ok ? "served" : "NOT served");
     return c && ok ? 0 : 1;
   }
   if (!strcmp(mode, "many")) {

@@ -294,8 +294,9 @@ static void hard_next_to_greedy(uint64_t hard_kernel, uint64_t greedy_kernel) {
    * length: the limit never accumulates into more. */
   uint64_t longest = sched_quantum(&s, sched_find(&s, 1)) + hard_kernel;
   CHECK(worst <= SEC * 30 / 100 + cfg.quantum_max_ns * 30 / 100 + longest * 70 / 100);
-  fprintf(stderr, "hard 30 (%.1f ms kernels) next to greedy (%.1f ms): %.2f%%, worst 1 s window "
-                  "%.2f%%\n",
+  fprintf(stderr,
+          "hard 30 (%.1f ms kernels) next to greedy (%.1f ms): %.2f%%, worst 1 s window "
+          "%.2f%%\n",
           (double)hard_kernel / MS, (double)greedy_kernel / MS, pct(m[0].used, now - t0),
           pct(worst, SEC));
   sched_fini(&s);
