@@ -4,6 +4,13 @@
 set -euo pipefail
 : "${GSLICE_BUILD:?run through make demo, which sets GSLICE_BUILD}"
 : "${GSLICE_SRC:?run through make demo, which sets GSLICE_SRC}"
+# On a machine with a real GPU the slices demo runs there; the sim's showcase is skipped
+# (and its LD_LIBRARY_PATH must not leak into the slices demo).
+if [ "${GSLICE_DEMO_SIM:-0}" != 1 ] && command -v nvidia-smi >/dev/null 2>&1 &&
+  nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  echo "== A real GPU answers: the demo runs on it (GSLICE_DEMO_SIM=1 for the simulated one)."
+  exec bash "$GSLICE_SRC/demo/slices.sh"
+fi
 W=$(mktemp -d "${TMPDIR:-/tmp}/gslice-demo.XXXXXX")
 trap 'jobs -p | xargs -r kill 2>/dev/null; wait 2>/dev/null; rm -rf "$W"' EXIT
 export LD_LIBRARY_PATH="$GSLICE_BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
