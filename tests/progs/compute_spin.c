@@ -22,7 +22,8 @@ static int check(CUresult r, const char *what) {
   const char *name = "?";
   if (r == CUDA_SUCCESS)
     return 0;
-  cuGetErrorName(r, &name);
+  if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
+    name = "?";
   fprintf(stderr, "compute_spin: %s: %s\n", what, name);
   return -1;
 }

@@ -31,7 +31,8 @@ static int check(CUresult r, const char *what) {
   if (r == CUDA_SUCCESS)
     return 0;
   const char *name = "?";
-  cuGetErrorName(r, &name);
+  if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
+    name = "?";
   fprintf(stderr, "demo_spin: %s failed: %s\n", what, name);
   return -1;
 }
