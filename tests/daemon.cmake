@@ -40,3 +40,7 @@ set_target_properties(daemon_badclient PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMA
 add_executable(daemon_attack progs/daemon_attack.c)
 target_link_libraries(daemon_attack PRIVATE gslice_common)
 set_target_properties(daemon_attack PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+
+add_executable(daemon_truncate progs/daemon_truncate.c)
+target_link_libraries(daemon_truncate PRIVATE gslice_common Threads::Threads)
+set_target_properties(daemon_truncate PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

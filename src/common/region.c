@@ -341,6 +341,24 @@ out:
   return e;
 }
 
+/* The open in progress on this thread, from its mmap to its return: a reader that jumps out of
+ * it on SIGBUS (the file truncated under the mapping) frees it with gs_region_forget_open. */
+static __thread struct {
+  struct gs_region *r;
+  int fd;
+  void *map;
+  size_t len;
+} opening;
+
+void gs_region_forget_open(void) {
+  if (!opening.r)
+    return;
+  munmap(opening.map, opening.len);
+  close(opening.fd);
+  free(opening.r);
+  opening.r = NULL;
+}
+
 static int region_open(const char *dir, int create, struct gs_region **ret_region) {
   if (!dir || dir[0] != '/')
     return -EINVAL;
@@ -383,6 +401,10 @@ static int region_open(const char *dir, int create, struct gs_region **ret_regio
     goto fail;
   }
   r->map = m;
+  opening.r = r;
+  opening.fd = fd;
+  opening.map = m;
+  opening.len = map_size;
   if (map_size != sizeof(struct region_layout)) {
     /* Too short to be ours: look at the magic/version only, never at the lock. */
     const struct region_layout *l = m;
@@ -398,11 +420,13 @@ static int region_open(const char *dir, int create, struct gs_region **ret_regio
     r->map = NULL;
     goto fail;
   }
+  opening.r = NULL;
   close(fd);
   r->pidns = own_pidns();
   *ret_region = r;
   return 0;
 fail:
+  opening.r = NULL;
   if (fd >= 0)
     close(fd);
   free(r);

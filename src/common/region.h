@@ -62,6 +62,11 @@ int gs_region_open(const char *dir, struct gs_region **ret_region);
 /* Opens an existing region only (the daemon's read side): -ENOENT when the slice has none. */
 int gs_region_open_existing(const char *dir, struct gs_region **ret_region);
 void gs_region_close(struct gs_region *region);
+/* For a reader that survives SIGBUS (the daemon jumps out of a call when a slice truncates its
+ * file under the mapping): frees what the gs_region_open* in progress on this thread held
+ * (mapping, descriptor, handle) without touching the mapping; nothing when none was. After a
+ * jump out of any other call, gs_region_close is safe: it does not touch the mapping either. */
+void gs_region_forget_open(void);
 /* The file behind the region (for messages). */
 const char *gs_region_path(const struct gs_region *region);
 

@@ -99,10 +99,11 @@ void daemon_sched_cfg(const struct config *c, struct sched_cfg *ret);
 
 /* snapshot.c: the node snapshot of STATUS and /metrics; memory caps via the slice's region. */
 int daemon_snapshot(struct daemon *d, struct gs_status *ret);
-/* Writes the slice's memory cap into its region (creating it). */
-int daemon_apply_memory_cap(struct daemon *d, const struct slice *s);
+/* Writes the slice's memory cap into its region (creating it). -EBADMSG once the slice broke
+ * its region under the daemon (slice->region_broken). */
+int daemon_apply_memory_cap(struct daemon *d, struct slice *s);
 /* Memory the slice holds on a GPU, from its region (0 if none). */
-uint64_t daemon_slice_memory_used(struct daemon *d, const struct slice *s, uint32_t gpu);
+uint64_t daemon_slice_memory_used(struct daemon *d, struct slice *s, uint32_t gpu);
 
 /* gpu.c: GPUs as NVML reports them (or cfg.gpus unnamed ones without it). */
 int gpus_discover(struct daemon *d);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "guard.h"
 #include "metrics.h"
 
 void dlog(const char *level, const char *fmt, ...) {
@@ -310,6 +311,11 @@ int main(int argc, char **argv) {
   d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (d->signal_fd < 0 || loop_add_fd(d->loop, d->signal_fd, EPOLLIN, signal_cb, d) < 0) {
     dlog("error", "cannot watch signals: %s", strerror(errno));
+    return 1;
+  }
+  /* Before any thread: a slice truncating its region under a read must not kill us (guard.c). */
+  if (guard_install() < 0) {
+    dlog("error", "cannot install the SIGBUS guard: %s", strerror(errno));
     return 1;
   }
   /* Threads do not survive fork: the metrics server starts after it. */

@@ -1,5 +1,6 @@
 /* The daemon's slices: their limits and owners, admission, and persistence to the state dir (atomic write + rename). */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -17,6 +18,7 @@ struct slice {
   pid_t runner_pid;       /* the `gslice run` whose life is the slice's */
   uint64_t runner_start;  /* its start time, so a reused pid is not mistaken for it */
   uint32_t memory_force;  /* the cap was set below use with force */
+  bool region_broken;     /* truncated under the daemon: never read again (snapshot.c) */
   char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id> */
 };
 

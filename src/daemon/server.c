@@ -343,6 +343,14 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
     return;
   }
+  if ((st->fields & GS_SET_MEMORY) && s->region_broken) {
+    snprintf(why, sizeof(why),
+             "slice %u's memory region was truncated by one of its processes: its memory cap "
+             "cannot change; run the slice again",
+             s->id);
+    send_error(d, c, m->hdr.seq, -EBADMSG, why);
+    return;
+  }
   spec = s->spec;
   if (st->fields & GS_SET_REQUEST)
     spec.compute_request = st->spec.compute_request;

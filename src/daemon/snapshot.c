@@ -1,11 +1,14 @@
 /* The node snapshot (STATUS, /metrics) from the schedulers, the registry and each slice's memory region; and the daemon's side of memory caps. */
 #include <errno.h>
+#include <setjmp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
+#include "guard.h"
 #include "region.h"
 
 static int region_slot(struct gs_region *rg, const struct gpu *g, int create, unsigned *ret) {
@@ -14,58 +17,122 @@ static int region_slot(struct gs_region *rg, const struct gpu *g, int create, un
   return gs_region_device(rg, g->uuid_bin, create, ret);
 }
 
-int daemon_apply_memory_cap(struct daemon *d, const struct slice *s) {
-  struct gs_region *rg;
-  int r;
+/* ---- every daemon access to a slice's region goes through with_region ----
+ *
+ * The region is a file the slice's processes may write, and truncate: a read through the mapping
+ * past the new end is SIGBUS, which used to kill the whole daemon (a slice looping truncate and
+ * rewrite hit the daemon's window within a second). The open already refuses a file shorter than
+ * the layout (fstat before mmap); what is left is the race after it, which only a guard closes.
+ * A fault jumps back here: the mapping and handle are released without touching the memory, the
+ * thread forgets the region's lock (guard.c), and the slice's region is given up on for the
+ * slice's life in this daemon: its memory shows as 0, its cap cannot change, one warning. */
 
-  /* Without NVML there is no UUID to key the cap on; the hook still
-   * enforces GSLICE_MEMORY_LIMIT from its environment. */
-  if (!s->spec.memory_cap) {
-    if (gs_region_open_existing(s->dir, &rg) < 0)
-      return 0;
+typedef int (*region_fn)(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg);
+
+/* Separate from with_region so that nothing the jump could leave stale lives in its frame. */
+static int region_call(struct daemon *d, struct slice *s, int create, region_fn fn, void *arg,
+                       struct gs_region *volatile *ret_rg) {
+  struct gs_region *rg;
+  int r = create ? gs_region_open(s->dir, &rg) : gs_region_open_existing(s->dir, &rg);
+
+  if (r < 0)
+    return r;
+  *ret_rg = rg;
+  return fn(d, s, rg, arg);
+}
+
+static int with_region(struct daemon *d, struct slice *s, int create, region_fn fn, void *arg) {
+  sigjmp_buf jb;
+  struct gs_region *volatile rg = NULL;
+  volatile int r = -EBADMSG;
+
+  if (s->region_broken)
+    return -EBADMSG;
+  if (sigsetjmp(jb, 1) == 0) {
+    guard_arm(&jb);
+    r = region_call(d, s, create, fn, arg, &rg);
+    guard_disarm();
   } else {
-    r = gs_region_open(s->dir, &rg);
-    if (r < 0) {
-      dlog("error", "slice %u: cannot open its memory region in %s: %s", s->id, s->dir,
-           strerror(-r));
-      return r;
-    }
-    if (geteuid() == 0 && chown(gs_region_path(rg), s->uid, s->gid) < 0)
-      dlog("warning", "slice %u: cannot give %s to uid %u", s->id, gs_region_path(rg),
-           (unsigned)s->uid);
+    guard_recovered();
+    if (rg)
+      gs_region_close(rg);
+    else
+      gs_region_forget_open();
+    rg = NULL;
+    s->region_broken = true;
+    dlog("warning",
+         "slice %u '%s': its memory region %s/%s was truncated while the daemon read it (by a "
+         "process of the slice): ignored from now on, its memory shows as 0 and its cap cannot "
+         "change; the slice's own accounting is broken until it is run again",
+         s->id, s->spec.name, s->dir, GS_REGION_FILE);
+    return -EBADMSG;
   }
+  if (rg)
+    gs_region_close(rg);
+  return r;
+}
+
+static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
+  (void)arg;
+  if (s->spec.memory_cap && geteuid() == 0 && chown(gs_region_path(rg), s->uid, s->gid) < 0)
+    dlog("warning", "slice %u: cannot give %s to uid %u", s->id, gs_region_path(rg),
+         (unsigned)s->uid);
   for (uint32_t i = 0; i < d->ngpus; i++) {
     unsigned slot;
     if (!(slice_mask(s) & (1u << i)) || region_slot(rg, &d->gpus[i], 1, &slot) < 0)
       continue;
-    r = gs_region_set_limit(rg, slot, s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_LIMIT,
+    int r =
+        gs_region_set_limit(rg, slot, s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_LIMIT,
                             GS_LIMIT_FROM_DAEMON);
     if (r < 0)
       dlog("warning", "slice %u: cannot set its memory cap on GPU %u: %s", s->id, i, strerror(-r));
   }
-  gs_region_close(rg);
   return 0;
 }
 
-static void region_usage(struct daemon *d, const struct slice *s, uint32_t gpu, uint64_t *used,
-                         uint64_t *cap) {
-  struct gs_region *rg;
+int daemon_apply_memory_cap(struct daemon *d, struct slice *s) {
+  /* Without NVML there is no UUID to key the cap on; the hook still
+   * enforces GSLICE_MEMORY_LIMIT from its environment. Without a cap, only a region the slice
+   * made already needs "no cap" written into it. */
+  int r = with_region(d, s, s->spec.memory_cap != 0, apply_cap, NULL);
+
+  if (r < 0 && !s->spec.memory_cap && !s->region_broken)
+    return 0;
+  if (r < 0 && !s->region_broken)
+    dlog("error", "slice %u: cannot open its memory region in %s: %s", s->id, s->dir, strerror(-r));
+  return r;
+}
+
+struct usage {
+  uint32_t gpu;
+  uint64_t used, cap;
+};
+
+static int read_usage(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
+  struct usage *u = arg;
   struct gs_region_device_info info;
   unsigned slot;
 
-  *used = 0;
-  *cap = s->spec.memory_cap;
-  if (gs_region_open_existing(s->dir, &rg) < 0)
-    return;
-  if (region_slot(rg, &d->gpus[gpu], 0, &slot) == 0 && gs_region_device_info(rg, slot, &info) == 0) {
-    *used = info.used;
+  (void)s;
+  if (region_slot(rg, &d->gpus[u->gpu], 0, &slot) == 0 &&
+      gs_region_device_info(rg, slot, &info) == 0) {
+    u->used = info.used;
     if (info.limit != GS_REGION_NO_LIMIT)
-      *cap = info.limit;
+      u->cap = info.limit;
   }
-  gs_region_close(rg);
+  return 0;
 }
 
-uint64_t daemon_slice_memory_used(struct daemon *d, const struct slice *s, uint32_t gpu) {
+static void region_usage(struct daemon *d, struct slice *s, uint32_t gpu, uint64_t *used,
+                         uint64_t *cap) {
+  struct usage u = {.gpu = gpu, .used = 0, .cap = s->spec.memory_cap};
+
+  with_region(d, s, 0, read_usage, &u);
+  *used = u.used;
+  *cap = u.cap;
+}
+
+uint64_t daemon_slice_memory_used(struct daemon *d, struct slice *s, uint32_t gpu) {
   uint64_t used, cap;
   region_usage(d, s, gpu, &used, &cap);
   return used;
@@ -77,6 +144,21 @@ static void add_pid(struct gs_slice_status *ss, int32_t pid) {
       return;
   if (ss->nprocs < GS_SLICE_MAX_PIDS)
     ss->pids[ss->nprocs++] = pid;
+}
+
+/* Into a copy first: a jump out of the read leaves the status with none of the region's pids
+ * rather than some. */
+static int read_pids(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
+  struct gs_region_proc_info procs[GS_SLICE_MAX_PIDS];
+  unsigned n = 0;
+  int r = gs_region_procs(rg, procs, GS_SLICE_MAX_PIDS, &n);
+
+  (void)d;
+  (void)s;
+  if (r == 0)
+    for (unsigned i = 0; i < n; i++)
+      add_pid(arg, (int32_t)procs[i].pid);
+  return r;
 }
 
 int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
@@ -128,15 +210,7 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
         add_pid(ss, (int32_t)c->pid);
     /* Processes that hold memory but never launched have no connection yet:
      * the slice's region knows them. */
-    struct gs_region *rg;
-    if (gs_region_open_existing(s->dir, &rg) == 0) {
-      struct gs_region_proc_info procs[GS_SLICE_MAX_PIDS];
-      unsigned n = 0;
-      if (gs_region_procs(rg, procs, GS_SLICE_MAX_PIDS, &n) == 0)
-        for (unsigned i = 0; i < n; i++)
-          add_pid(ss, (int32_t)procs[i].pid);
-      gs_region_close(rg);
-    }
+    with_region(d, s, 0, read_pids, ss);
     for (uint32_t i = 0; i < d->ngpus; i++) {
       struct sched_slice *sl;
       if (!(slice_mask(s) & (1u << i)))
