@@ -11,7 +11,7 @@
 
 #include "size.h"
 
-enum kind { K_COUNT, K_SIZE, K_PATH, K_KERNELS };
+enum kind { K_COUNT, K_SIZE, K_PATH, K_KERNELS, K_OFFSET };
 
 struct var {
   const char *name;
@@ -28,6 +28,10 @@ static const struct var vars[] = {
     {"GSLICE_SIM_SMS", K_COUNT, "132", 1, 1024, SIM_EXPLICIT_SMS},
     {"GSLICE_SIM_STATE", K_PATH, NULL, 0, 0, 0},
     {"GSLICE_SIM_KERNEL_US", K_KERNELS, "", 0, 0, 0},
+    {"GSLICE_SIM_RESERVED_MEMORY", K_SIZE, "0", 0, 1ull << 50, SIM_EXPLICIT_RESERVED},
+    {"GSLICE_SIM_NVML_HIDE_PIDS", K_COUNT, "0", 0, 1, 0},
+    /* -pid_max .. pid_max (4194304, the kernel's limit) */
+    {"GSLICE_SIM_NVML_PID_OFFSET", K_OFFSET, "0", 0, 4194304, 0},
 };
 
 static int parse_u64(const char *s, uint64_t *ret) {
@@ -108,11 +112,22 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
       r = parse_kernels(val, &cfg);
       hint = "name=microseconds[,name=microseconds...]";
       break;
+    case K_OFFSET:
+      /* A signed whole number; n holds its magnitude for the range check. */
+      r = parse_u64(val[0] == '-' ? val + 1 : val, &n);
+      hint = "a whole number, optionally negative,";
+      if (r == 0 && n <= v->max)
+        cfg.nvml_pid_offset = val[0] == '-' ? -(int64_t)n : (int64_t)n;
+      break;
     }
-    if (r == 0 && (v->kind == K_COUNT || v->kind == K_SIZE) && (n < v->min || n > v->max))
+    if (r == 0 && (v->kind == K_COUNT || v->kind == K_SIZE || v->kind == K_OFFSET) &&
+        (n < v->min || n > v->max))
       r = -ERANGE;
     if (r < 0) {
-      if (v->kind == K_COUNT || v->kind == K_SIZE)
+      if (v->kind == K_OFFSET)
+        snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s between -%llu and %llu",
+                 v->name, val, hint, (unsigned long long)v->max, (unsigned long long)v->max);
+      else if (v->kind == K_COUNT || v->kind == K_SIZE)
         snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s between %llu and %llu",
                  v->name, val, hint, (unsigned long long)v->min, (unsigned long long)v->max);
       else
@@ -126,13 +141,23 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
     case 1: cfg.memory = n; break;
     case 2: cfg.context_memory = n; break;
     case 3: cfg.sms = (uint32_t)n; break;
+    case 6: cfg.reserved = n; break;
+    case 7: cfg.nvml_hide_pids = (uint32_t)n; break;
     default: break;
     }
   }
-  if (cfg.context_memory >= cfg.memory) {
+  if (cfg.reserved >= cfg.memory) {
     snprintf(err, errlen,
-             "gslice-sim: GSLICE_SIM_CONTEXT_MEMORY (%llu) must be below GSLICE_SIM_MEMORY (%llu)",
-             (unsigned long long)cfg.context_memory, (unsigned long long)cfg.memory);
+             "gslice-sim: GSLICE_SIM_RESERVED_MEMORY (%llu) must be below GSLICE_SIM_MEMORY (%llu)",
+             (unsigned long long)cfg.reserved, (unsigned long long)cfg.memory);
+    return -EINVAL;
+  }
+  if (cfg.context_memory >= cfg.memory - cfg.reserved) {
+    snprintf(err, errlen,
+             "gslice-sim: GSLICE_SIM_CONTEXT_MEMORY (%llu) must be below GSLICE_SIM_MEMORY less "
+             "GSLICE_SIM_RESERVED_MEMORY (%llu)",
+             (unsigned long long)cfg.context_memory,
+             (unsigned long long)(cfg.memory - cfg.reserved));
     return -EINVAL;
   }
   *ret = cfg;

@@ -17,10 +17,16 @@ struct sim_config {
   uint32_t devices;       /* GSLICE_SIM_DEVICES */
   uint64_t memory;        /* GSLICE_SIM_MEMORY, per device */
   uint64_t context_memory;/* GSLICE_SIM_CONTEXT_MEMORY, per context */
+  uint64_t reserved;      /* GSLICE_SIM_RESERVED_MEMORY, per device: the driver's own share */
   uint32_t sms;           /* GSLICE_SIM_SMS */
   char state_path[256];   /* GSLICE_SIM_STATE */
   unsigned nkernel_times; /* GSLICE_SIM_KERNEL_US=name=us,... */
   struct sim_kernel_time kernel_times[SIM_MAX_KERNEL_TIMES];
+  /* NVML's view of processes, per caller (not the machine's): like NVML in a container whose
+   * pid namespace it cannot map, list no process at all (GSLICE_SIM_NVML_HIDE_PIDS=1), or list
+   * each under its pid plus an offset, as another namespace's (GSLICE_SIM_NVML_PID_OFFSET). */
+  uint32_t nvml_hide_pids;
+  int64_t nvml_pid_offset;
   /* Which machine-shaping variables were set explicitly, so a disagreement with an
    * existing state file is only reported when the user asked for something. */
   unsigned explicit_mask;
@@ -31,6 +37,7 @@ enum {
   SIM_EXPLICIT_MEMORY = 1u << 1,
   SIM_EXPLICIT_CONTEXT_MEMORY = 1u << 2,
   SIM_EXPLICIT_SMS = 1u << 3,
+  SIM_EXPLICIT_RESERVED = 1u << 4,
 };
 
 typedef char *(*sim_getenv_fn)(const char *name);

@@ -144,8 +144,11 @@ SIM_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
   sim_reap(m, 1);
   uint64_t used = sim_dev_used(m, sim_pdev(dev));
   sim_unlock(m);
-  *total = m->memory;
-  *free_bytes = used >= m->memory ? 0 : m->memory - used;
+  /* As on a GPU, cuMemGetInfo's total leaves out what the driver reserved for itself
+   * (NVML's and cuDeviceTotalMem's include it). */
+  uint64_t room = m->memory - m->reserved;
+  *total = room;
+  *free_bytes = used >= room ? 0 : room - used;
   return CUDA_SUCCESS;
 }
 

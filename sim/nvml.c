@@ -15,6 +15,10 @@
 
 #define SIM_API __attribute__((visibility("default")))
 #define UTIL_WINDOW_NS 1000000000ull /* NVML's sample period: the last second */
+/* nvmlDeviceGetProcessUtilization's buffer: NVML asks for room for its whole sample buffer,
+ * whatever the number of processes (72 entries on an H200 with driver 580: the size call says
+ * 72, and any smaller count is NVML_ERROR_INSUFFICIENT_SIZE even with one process running). */
+#define UTIL_SAMPLES 72u
 
 struct nvmlDevice_st {
   unsigned index;
@@ -26,6 +30,8 @@ static struct {
   unsigned refs;
   struct sim_state st;
   struct nvmlDevice_st devs[SIM_MAX_DEVICES];
+  uint32_t hide_pids; /* GSLICE_SIM_NVML_HIDE_PIDS */
+  int64_t pid_offset; /* GSLICE_SIM_NVML_PID_OFFSET */
 } nv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
@@ -38,6 +44,8 @@ SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
       fprintf(stderr, "%s\n", err);
       rc = NVML_ERROR_UNKNOWN;
     } else {
+      nv.hide_pids = cfg.nvml_hide_pids;
+      nv.pid_offset = cfg.nvml_pid_offset;
       int r = sim_state_open(&cfg, &nv.st, note, sizeof(note));
       if (note[0])
         fprintf(stderr, "%s\n", note);
@@ -243,7 +251,10 @@ SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int
   return rc;
 }
 
-static nvmlReturn_t memory(nvmlDevice_t device, uint64_t *total, uint64_t *used) {
+/* The device's memory as NVML sees it: the whole of it (total), the driver's reservation,
+ * and what processes allocated (contexts included). */
+static nvmlReturn_t memory(nvmlDevice_t device, uint64_t *total, uint64_t *reserved,
+                           uint64_t *used) {
   REQUIRE_MACHINE(m);
   unsigned d;
   nvmlReturn_t rc = dev_arg(m, device, &d);
@@ -254,35 +265,40 @@ static nvmlReturn_t memory(nvmlDevice_t device, uint64_t *total, uint64_t *used)
   *used = sim_dev_used(m, d);
   sim_unlock(m);
   *total = m->memory;
+  *reserved = m->reserved;
   return NVML_SUCCESS;
 }
 
+/* v1: used is the reservation plus what is allocated (nvmlMemory_t: "sum of reserved and
+ * allocated"), so an idle GPU shows the driver's share as used. */
 SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *mem) {
-  uint64_t total, used;
+  uint64_t total, reserved, used;
   if (!mem)
     return NVML_ERROR_INVALID_ARGUMENT;
-  nvmlReturn_t rc = memory(device, &total, &used);
+  nvmlReturn_t rc = memory(device, &total, &reserved, &used);
   if (rc != NVML_SUCCESS)
     return rc;
   mem->total = total;
-  mem->used = used;
-  mem->free = used < total ? total - used : 0;
+  mem->used = reserved + used;
+  mem->free = reserved + used < total ? total - reserved - used : 0;
   return NVML_SUCCESS;
 }
 
+/* v2 splits the reservation out: used is only what is allocated (0 on an idle GPU), and
+ * reserved + used + free = total, as an H200 (driver 580) reports it. */
 SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *mem) {
-  uint64_t total, used;
+  uint64_t total, reserved, used;
   if (!mem)
     return NVML_ERROR_INVALID_ARGUMENT;
   if (mem->version != nvmlMemory_v2)
     return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  nvmlReturn_t rc = memory(device, &total, &used);
+  nvmlReturn_t rc = memory(device, &total, &reserved, &used);
   if (rc != NVML_SUCCESS)
     return rc;
   mem->total = total;
-  mem->reserved = 0; /* the sim keeps nothing back for firmware */
+  mem->reserved = reserved;
   mem->used = used;
-  mem->free = used < total ? total - used : 0;
+  mem->free = reserved + used < total ? total - reserved - used : 0;
   return NVML_SUCCESS;
 }
 
@@ -302,7 +318,13 @@ SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtil
   return NVML_SUCCESS;
 }
 
-/* Processes with a context on the device, as NVML lists compute processes. */
+/* The pid NVML shows for a process: its own, or shifted as another namespace's would be. */
+static unsigned shown_pid(int32_t pid) {
+  return (unsigned)((int64_t)pid + nv.pid_offset);
+}
+
+/* Processes with a context on the device, as NVML lists compute processes (none when it
+ * cannot see them, as in a container: GSLICE_SIM_NVML_HIDE_PIDS). */
 static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *infos, int v1) {
   REQUIRE_MACHINE(m);
   unsigned d;
@@ -316,16 +338,16 @@ static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *info
   unsigned n = 0;
   for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
     const struct sim_proc *p = &m->proc[i];
-    if (!p->pid || p->contexts[d] == 0)
+    if (!p->pid || p->contexts[d] == 0 || nv.hide_pids)
       continue;
     if (n < *count) {
       if (v1) {
         nvmlProcessInfo_v1_t *o = (nvmlProcessInfo_v1_t *)infos + n;
-        o->pid = (unsigned)p->pid;
+        o->pid = shown_pid(p->pid);
         o->usedGpuMemory = p->mem[d];
       } else {
         nvmlProcessInfo_t *o = (nvmlProcessInfo_t *)infos + n;
-        o->pid = (unsigned)p->pid;
+        o->pid = shown_pid(p->pid);
         o->usedGpuMemory = p->mem[d];
         o->gpuInstanceId = 0xFFFFFFFFu;
         o->computeInstanceId = 0xFFFFFFFFu;
@@ -363,6 +385,11 @@ static uint64_t realtime_us(void) {
   return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* The documented two-call protocol, with the driver's own answers: the size call (utilization
+ * NULL) and any call whose count is below the sample buffer's size are
+ * NVML_ERROR_INSUFFICIENT_SIZE with *processSamplesCount = that size; with room, one sample per
+ * process that ran since lastSeenTimeStamp (SUCCESS, the count written), or
+ * NVML_ERROR_NOT_FOUND (count left as passed) when there is none. */
 SIM_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                      nvmlProcessUtilizationSample_t *utilization,
                                                      unsigned int *processSamplesCount,
@@ -374,46 +401,37 @@ SIM_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     return rc;
   if (!processSamplesCount)
     return NVML_ERROR_INVALID_ARGUMENT;
+  if (!utilization || *processSamplesCount < UTIL_SAMPLES) {
+    *processSamplesCount = UTIL_SAMPLES;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
   uint64_t now = sim_now_ns(), now_us = realtime_us();
   /* lastSeenTimeStamp is CPU time in microseconds; the window runs from it to now
    * (the last second when it is 0 or in the future). */
   uint64_t window = UTIL_WINDOW_NS;
   if (lastSeenTimeStamp && lastSeenTimeStamp < now_us)
     window = (now_us - lastSeenTimeStamp) * 1000;
+  if (lastSeenTimeStamp >= now_us)
+    return NVML_ERROR_NOT_FOUND; /* nothing can be newer than now */
   sim_lock(m);
   sim_reap(m, 0);
-  if (!utilization) {
-    unsigned n = 0;
-    for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
-      if (m->proc[i].pid && m->proc[i].contexts[d])
-        n++;
-    sim_unlock(m);
-    *processSamplesCount = n;
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
   unsigned n = 0;
-  rc = NVML_SUCCESS;
-  for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+  for (unsigned i = 0; i < SIM_MAX_PROCS && n < *processSamplesCount && !nv.hide_pids; i++) {
     const struct sim_proc *p = &m->proc[i];
     if (!p->pid)
       continue;
     uint64_t from = now > window ? now - window : 0;
     if (sim_busy_between(m, d, (int)i, from, now) == 0)
       continue;
-    if (n >= *processSamplesCount) {
-      rc = NVML_ERROR_INSUFFICIENT_SIZE;
-      n++;
-      continue;
-    }
     nvmlProcessUtilizationSample_t *s = &utilization[n++];
     memset(s, 0, sizeof(*s));
-    s->pid = (unsigned)p->pid;
+    s->pid = shown_pid(p->pid);
     s->timeStamp = now_us;
     s->smUtil = sim_util_percent(m, d, (int)i, window);
   }
   sim_unlock(m);
-  *processSamplesCount = n;
-  if (rc == NVML_SUCCESS && n == 0)
+  if (n == 0)
     return NVML_ERROR_NOT_FOUND;
-  return rc;
+  *processSamplesCount = n;
+  return NVML_SUCCESS;
 }

@@ -68,7 +68,8 @@ static int machine_valid(const struct sim_machine *m) {
 
 static int config_matches(const struct sim_machine *m, const struct sim_config *cfg) {
   return m->devices == cfg->devices && m->memory == cfg->memory &&
-         m->context_memory == cfg->context_memory && m->sms == cfg->sms;
+         m->context_memory == cfg->context_memory && m->sms == cfg->sms &&
+         m->reserved == cfg->reserved;
 }
 
 static int machine_init(struct sim_machine *m, const struct sim_config *cfg) {
@@ -80,6 +81,7 @@ static int machine_init(struct sim_machine *m, const struct sim_config *cfg) {
   m->sms = cfg->sms;
   m->memory = cfg->memory;
   m->context_memory = cfg->context_memory;
+  m->reserved = cfg->reserved;
   m->created_realtime_ns = realtime_ns();
   m->path_hash = fnv1a(cfg->state_path);
   if (pthread_mutexattr_init(&a) || pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) ||
@@ -152,12 +154,14 @@ int sim_state_open(const struct sim_config *cfg, struct sim_state *ret, char *no
     if ((ex & SIM_EXPLICIT_DEVICES && m->devices != cfg->devices) ||
         (ex & SIM_EXPLICIT_MEMORY && m->memory != cfg->memory) ||
         (ex & SIM_EXPLICIT_CONTEXT_MEMORY && m->context_memory != cfg->context_memory) ||
-        (ex & SIM_EXPLICIT_SMS && m->sms != cfg->sms))
+        (ex & SIM_EXPLICIT_SMS && m->sms != cfg->sms) ||
+        (ex & SIM_EXPLICIT_RESERVED && m->reserved != cfg->reserved))
       snprintf(note, notelen,
                "gslice-sim: note: %s is in use with %u device(s) of %llu bytes (context %llu, "
-               "%u SMs); joining it, this process's GSLICE_SIM_* settings are ignored",
+               "%u SMs, reserved %llu); joining it, this process's GSLICE_SIM_* settings are "
+               "ignored",
                cfg->state_path, m->devices, (unsigned long long)m->memory,
-               (unsigned long long)m->context_memory, m->sms);
+               (unsigned long long)m->context_memory, m->sms, (unsigned long long)m->reserved);
   }
   r = ofd_lock(fd, F_RDLCK, LOCK_PRESENCE, 1);
   if (r < 0)
@@ -355,8 +359,8 @@ uint64_t sim_dev_used(const struct sim_machine *m, unsigned dev) {
 
 int sim_mem_charge(struct sim_machine *m, int slot, unsigned dev, uint64_t bytes) {
   for (int attempt = 0; attempt < 2; attempt++) {
-    uint64_t used = sim_dev_used(m, dev);
-    if (used <= m->memory && bytes <= m->memory - used) {
+    uint64_t used = sim_dev_used(m, dev), room = m->memory - m->reserved;
+    if (used <= room && bytes <= room - used) {
       m->proc[slot].mem[dev] += bytes;
       return 0;
     }

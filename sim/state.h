@@ -9,7 +9,7 @@
 #include "config.h"
 
 #define SIM_MAGIC 0x67736c696365736dull /* "gslicesm" */
-#define SIM_VERSION 2
+#define SIM_VERSION 3
 #define SIM_MAX_PROCS 256
 #define SIM_RING 4096
 
@@ -46,6 +46,7 @@ struct sim_machine {
   uint32_t sms;
   uint64_t memory;
   uint64_t context_memory;
+  uint64_t reserved; /* per device, the driver's own: never allocatable, outside NVML v2's used */
   uint64_t created_realtime_ns;
   uint64_t last_reap_ns;
   uint64_t path_hash; /* UUIDs derive from it: stable per state path and index */

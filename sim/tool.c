@@ -59,10 +59,10 @@ static int info(const char *path, int json) {
   if (json) {
     printf("{\"state\":");
     json_str(path);
-    printf(",\"time_ns\":%llu,\"memory_per_device\":%llu,\"context_memory\":%llu,\"sms\":%u,"
-           "\"devices\":[",
+    printf(",\"time_ns\":%llu,\"memory_per_device\":%llu,\"context_memory\":%llu,"
+           "\"reserved_memory\":%llu,\"sms\":%u,\"devices\":[",
            (unsigned long long)now, (unsigned long long)m->memory,
-           (unsigned long long)m->context_memory, m->sms);
+           (unsigned long long)m->context_memory, (unsigned long long)m->reserved, m->sms);
   } else {
     gs_size_format(m->memory, a, sizeof(a));
     gs_size_format(m->context_memory, b, sizeof(b));
@@ -73,7 +73,8 @@ static int info(const char *path, int json) {
     char uuid[96];
     sim_uuid_text(m, d, uuid, sizeof(uuid));
     uint64_t used = sim_dev_used(m, d);
-    uint64_t free_b = used < m->memory ? m->memory - used : 0;
+    uint64_t room = m->memory - m->reserved;
+    uint64_t free_b = used < room ? room - used : 0;
     uint64_t busy = sim_busy_total(m, d, -1, now);
     unsigned util = sim_util_percent(m, d, -1, 1000000000ull);
     /* Device time already queued: how long a kernel launched now would wait. */

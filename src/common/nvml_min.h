@@ -68,6 +68,8 @@ typedef struct nvmlMemory_st {
   unsigned long long used;
 } nvmlMemory_t;
 
+/* v1's used is reserved + allocated; v2 gives the driver's reservation apart and its used is
+ * only what is allocated (0 on an idle GPU): reserved + used + free = total. */
 typedef struct nvmlMemory_v2_st {
   unsigned int version; /* must be nvmlMemory_v2 */
   unsigned long long total;
@@ -76,6 +78,10 @@ typedef struct nvmlMemory_v2_st {
   unsigned long long used;
 } nvmlMemory_v2_t;
 #define nvmlMemory_v2 NVML_STRUCT_VERSION(Memory, 2)
+#ifndef __cplusplus
+/* The driver checks the version word against its own: 0x2000028 on an H200, driver 580. */
+_Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t is NVML's 40-byte layout");
+#endif
 
 typedef struct nvmlUtilization_st {
   unsigned int gpu;    /* percent of the sample period a kernel was running */
@@ -145,6 +151,9 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
                                                      nvmlProcessInfo_t *infos);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_v2_t *infos);
+/* Call first with utilization NULL: NVML_ERROR_INSUFFICIENT_SIZE and *processSamplesCount = the
+ * entries to allocate (NVML's sample buffer, not the number of processes); a smaller count
+ * later is refused the same way. NVML_ERROR_NOT_FOUND: no sample since lastSeenTimeStamp. */
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              nvmlProcessUtilizationSample_t *utilization,
                                              unsigned int *processSamplesCount,

@@ -23,6 +23,7 @@ static CUresult ctx_begin(struct ctx_op *op, CUdevice dev, const char *what) {
   if (rc != CUDA_SUCCESS)
     return rc;
   gs_probe(dev, &op->before);
+  gs_probe_context_begins(dev);
   return CUDA_SUCCESS;
 }
 

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,6 +29,24 @@ static nvmlDevice_t nvml_device(CUdevice dev) {
   if (r->nvmlDeviceGetHandleByUUID(text, &d) != NVML_SUCCESS)
     return NULL;
   return d;
+}
+
+/* Whether NVML's pids are this process's namespace's. Inside a container NVML may list the
+ * host's pids (or none at all): a line under our pid can then be another process's, whose
+ * memory would be taken for ours — a context measured as costing nothing, overhead charged for
+ * a stranger. A line under our pid on a device where this process has not yet begun to make a
+ * context cannot be ours, so from then on the process trusts only the device's free memory. */
+#define PROBE_DEVICES 64
+static atomic_bool begun[PROBE_DEVICES];
+static atomic_bool pids_foreign;
+
+void gs_probe_context_begins(CUdevice dev) {
+  if (dev >= 0 && dev < PROBE_DEVICES)
+    atomic_store(&begun[dev], true);
+}
+
+static bool may_hold_memory(CUdevice dev) {
+  return dev < 0 || dev >= PROBE_DEVICES || atomic_load(&begun[dev]);
 }
 
 void gs_probe(CUdevice dev, struct gs_probe *p) {
@@ -56,6 +76,10 @@ void gs_probe(CUdevice dev, struct gs_probe *p) {
         p->proc_used = infos[i].usedGpuMemory;
       }
     }
+    if (p->proc_found && !may_hold_memory(dev))
+      atomic_store(&pids_foreign, true);
+    if (atomic_load(&pids_foreign))
+      p->proc_found = 0; /* the line is not ours: no reconciliation, contexts by free memory */
   }
   free(infos);
 }

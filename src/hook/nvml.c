@@ -43,6 +43,6 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
   nvmlReturn_t rc = r->nvmlDeviceGetMemoryInfo_v2(device, memory);
   if (rc == NVML_SUCCESS && memory &&
       slice_figures(device, memory->free, &memory->total, &memory->used, &memory->free) == 0)
-    memory->reserved = 0; /* the driver's share is inside the slice's used (context cost) */
+    memory->reserved = 0; /* the driver's own reservation is no slice's; contexts are in used */
   return rc;
 }

@@ -112,5 +112,9 @@ struct gs_probe {
   uint64_t proc_used, dev_free;
 };
 void gs_probe(CUdevice dev, struct gs_probe *p);
+/* Before the real call that makes this process's first context on `dev` (after the "before"
+ * probe): from now on NVML may list this process there. NVML listing our pid on a device before
+ * that is another namespace's pid: its per-process figures are then never used. */
+void gs_probe_context_begins(CUdevice dev);
 /* What the device gave this process between two probes; -ENODATA if it cannot tell. */
 int gs_probe_delta(const struct gs_probe *before, const struct gs_probe *after, uint64_t *ret);

@@ -64,6 +64,41 @@ int main(void) {
   CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
   CHECK_EQ_U64(c.context_memory, 0);
 
+  /* The driver's reservation: 0 by default, below the memory and leaving room for a context. */
+  set_env("GSLICE_SIM_CONTEXT_MEMORY", "0");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_U64(c.reserved, 0);
+  set_env("GSLICE_SIM_RESERVED_MEMORY", "615MiB");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_U64(c.reserved, 615ull << 20);
+  CHECK(c.explicit_mask & SIM_EXPLICIT_RESERVED);
+  set_env("GSLICE_SIM_RESERVED_MEMORY", "16GiB");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "GSLICE_SIM_RESERVED_MEMORY (17179869184) must be below") != NULL);
+  set_env("GSLICE_SIM_RESERVED_MEMORY", "16128MiB"); /* leaves 256 MiB: no room for a context */
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "GSLICE_SIM_CONTEXT_MEMORY") != NULL);
+
+  /* NVML's process view: hidden (0/1) and a signed pid offset within pid_max. */
+  set_env("GSLICE_SIM_NVML_HIDE_PIDS", "1");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_U64(c.nvml_hide_pids, 1);
+  CHECK_EQ_U64(c.explicit_mask, 0); /* a view, not the machine */
+  set_env("GSLICE_SIM_NVML_HIDE_PIDS", "2");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+  set_env("GSLICE_SIM_NVML_PID_OFFSET", "-4194304");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK(c.nvml_pid_offset == -4194304);
+  set_env("GSLICE_SIM_NVML_PID_OFFSET", "77");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK(c.nvml_pid_offset == 77);
+  const char *bad_offset[] = {"4194305", "-4194305", "", "-", "+3", "1x", "--1"};
+  for (size_t i = 0; i < sizeof(bad_offset) / sizeof(bad_offset[0]); i++) {
+    set_env("GSLICE_SIM_NVML_PID_OFFSET", bad_offset[i]);
+    CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "GSLICE_SIM_NVML_PID_OFFSET=") != NULL);
+  }
+
   set_env("GSLICE_SIM_STATE", "");
   CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
   set_env("GSLICE_SIM_STATE", "/tmp/x");

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The sim's NVML answers as a GPU's driver does (observed on an H200, driver 580):
+# - memory: v1's used includes the driver's reservation (GSLICE_SIM_RESERVED_MEMORY); v2 gives it
+#   apart (used = allocations only, 0 when idle; reserved + used + free = total); cuMemGetInfo's
+#   total leaves it out, cuDeviceTotalMem's keeps it;
+# - nvmlDeviceGetProcessUtilization: the size call and any count below NVML's sample buffer (72)
+#   are INSUFFICIENT_SIZE with the count 72; a full call is NOT_FOUND (count untouched) with no
+#   samples, else SUCCESS with the samples; samples after now are NOT_FOUND.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+PTX="$GSLICE_SRC/tests/gpu/spin.ptx"
+MiB=$((1 << 20))
+export GSLICE_SIM_MEMORY=4GiB GSLICE_SIM_CONTEXT_MEMORY=256MiB GSLICE_SIM_RESERVED_MEMORY=512MiB
+TOTAL=$((4096 * MiB)) RES=$((512 * MiB))
+field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
+nv=$("$TBIN/sim_nvml")
+expect_eq "idle v1 used" "$(field "$nv" used)" $RES
+expect_eq "idle v2 used" "$(field "$nv" used_v2)" 0
+expect_eq "idle v2 reserved" "$(field "$nv" reserved_v2)" $RES
+expect_eq "idle free" "$(field "$nv" free)" $((TOTAL - RES))
+expect_eq "idle total" "$(field "$nv" total)" $TOTAL
+
+"$TBIN/sim_client_linked" hold $((512 * MiB)) >"$T/holder" 2>&1 &
+holder=$!
+for _ in $(seq 300); do grep -q holding "$T/holder" && break; sleep 0.05; done
+nv=$("$TBIN/sim_nvml")
+expect_eq "v1 used" "$(field "$nv" used)" $((RES + 768 * MiB))
+expect_eq "v2 used" "$(field "$nv" used_v2)" $((768 * MiB))
+expect_eq "v2 reserved" "$(field "$nv" reserved_v2)" $RES
+expect_eq "free" "$(field "$nv" free)" $((TOTAL - RES - 768 * MiB))
+grep -q "procs=1 $holder:$((768 * MiB))" <<<"$nv" || fail "process line: $nv"
+json=$("$BIN/gslice-sim" info --json)
+expect_eq "info reserved" "$(jq .reserved_memory <<<"$json")" $RES
+expect_eq "info used" "$(jq '.devices[0].memory_used' <<<"$json")" $((768 * MiB))
+expect_eq "info free" "$(jq '.devices[0].memory_free' <<<"$json")" $((TOTAL - RES - 768 * MiB))
+kill -9 $holder
+wait $holder 2>/dev/null || true
+
+# cuMemGetInfo (total without the reservation) and cuDeviceTotalMem (with it), no hook.
+info=$(echo | "$TBIN/hook_client" --lookup dlsym --script info | grep '^info')
+expect_eq "cuMemGetInfo total" "$(field "$info" total)" $((TOTAL - RES))
+expect_eq "cuMemGetInfo free" "$(field "$info" free)" $((TOTAL - RES - 256 * MiB))
+expect_eq "cuDeviceTotalMem" "$(field "$info" devtotal)" $TOTAL
+
+# A context as large as the device less its reservation is refused at once.
+if GSLICE_SIM_CONTEXT_MEMORY=3584MiB GSLICE_SIM_STATE="$T/other" "$TBIN/sim_nvml" 2>"$T/err"; then
+  fail "a context leaving no room accepted"
+fi
+grep -q "GSLICE_SIM_CONTEXT_MEMORY (3758096384) must be below" "$T/err" || fail "$(cat "$T/err")"
+
+# Process utilization: nothing ran yet.
+p=$("$TBIN/sim_nvml" protocol)
+expect_eq "protocol, idle" "$p" "size rc=7 n=72 short rc=7 n=72 full rc=6 n=72 future rc=6 n=72"
+# While a kernel runs: one sample, the spinning process's.
+"$TBIN/sim_client_linked" spin "$PTX" 2000000 1 >"$T/long" 2>&1 &
+long=$!
+for _ in $(seq 100); do
+  p=$("$TBIN/sim_nvml" protocol)
+  grep -q "full rc=0 n=1 $long:" <<<"$p" && break
+  sleep 0.05
+done
+grep -Eq "^size rc=7 n=72 short rc=7 n=72 full rc=0 n=1 $long:[0-9]+ future rc=6 n=72$" <<<"$p" ||
+  fail "protocol while $long runs: $p"
+# The default client follows the protocol: its sample is listed, no error.
+grep -Eq "sm=$long:[0-9]+$" <<<"$("$TBIN/sim_nvml")" || fail "client: $("$TBIN/sim_nvml")"
+# Hidden pids: no process listed, no samples.
+expect_eq "hidden" "$(GSLICE_SIM_NVML_HIDE_PIDS=1 "$TBIN/sim_nvml" | grep -o 'procs=.*')" "procs=0 sm=none"
+kill -9 $long
+pass "NVML memory v1/v2 with a reservation, the process utilization protocol"
