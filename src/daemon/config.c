@@ -34,6 +34,9 @@ const struct config_entry config_table[] = {
     U64(max_clients, "1024", 4, 65536, false,
         "connections at once (lowered to fit the open-file limit, said in the log)"),
     U64(max_slices, "256", 1, 256, false, "slices at once"),
+    U64(max_clients_per_user, "256", 1, 65536, true,
+        "connections at once from one uid, root included (containers often run as root)"),
+    U64(max_slices_per_user, "64", 1, 256, true, "slices at once owned by one uid, root included"),
     U64(gpus, "0", 0, 16, false, "GPUs to schedule; 0: as many as NVML reports (1 without NVML)"),
 };
 const unsigned config_table_len = sizeof(config_table) / sizeof(config_table[0]);

@@ -19,6 +19,8 @@ struct config {
   uint64_t hello_timeout_ms;
   uint64_t max_clients;
   uint64_t max_slices;
+  uint64_t max_clients_per_user;
+  uint64_t max_slices_per_user;
   uint64_t gpus; /* 0: ask NVML */
 };
 

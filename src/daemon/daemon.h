@@ -73,6 +73,7 @@ struct daemon {
   int listen_fd;
   int spare_fd; /* kept open to accept-and-close when out of file descriptors */
   bool said_nofile;
+  uint64_t said_user_clients_at; /* last log of a max_clients_per_user refusal */
   int signal_fd;
   int lock_fd;
   struct registry reg;

@@ -269,6 +269,19 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
     send_error(d, c, m->hdr.seq, r, why);
     return;
   }
+  /* One uid must not take every slice of the node (max_slices) from the others. A full node
+   * is said as such (registry_add), whoever holds its slices. */
+  uint32_t owned = 0;
+  for (uint32_t i = 0; i < d->reg.n; i++)
+    owned += d->reg.slices[i]->uid == c->uid;
+  if (d->reg.n < d->reg.max_slices && owned >= d->cfg.max_slices_per_user) {
+    snprintf(why, sizeof(why),
+             "uid %u has %u slices, the most one user may have (max_slices_per_user = %" PRIu64
+             "); end one, or raise max_slices_per_user in gsliced's config (SIGHUP reloads it)",
+             (unsigned)c->uid, owned, d->cfg.max_slices_per_user);
+    send_error(d, c, m->hdr.seq, -EUSERS, why);
+    return;
+  }
   /* The slice lives as long as the peer that registered it (SO_PEERCRED, not
    * what the message claims). */
   gs_proc_identity(c->pid, &start, &exited);
@@ -645,6 +658,39 @@ static void conn_cb(struct loop *l, int fd, uint32_t events, void *data) {
     conn_close(d, c, NULL);
 }
 
+/* One uid must not hold every connection of max_clients (idle after HELLO, or before it within
+ * hello_timeout_ms). Counted at accept, before anything is allocated; the refused client gets
+ * the reason as an ERROR if it reads before it sees the close, and the log says it, at most once
+ * a second. */
+static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid) {
+  uint32_t n = 0;
+  uint64_t now;
+
+  for (struct conn *c = d->conns; c; c = c->next)
+    n += c->uid == uid;
+  if (n < d->cfg.max_clients_per_user)
+    return false;
+  struct gs_msg_error e = {.code = -EUSERS};
+  unsigned char buf[sizeof(struct gs_msg_hdr) + sizeof(e)];
+  size_t len;
+  snprintf(e.text, sizeof(e.text),
+           "uid %u has %u connections to gsliced, the most one user may have "
+           "(max_clients_per_user = %" PRIu64 "); close some, or raise max_clients_per_user "
+           "in gsliced's config (SIGHUP reloads it)",
+           (unsigned)uid, n, d->cfg.max_clients_per_user);
+  if (gs_msg_encode(buf, sizeof(buf), GS_MSG_ERROR, 0, &e, sizeof(e), &len) == 0 &&
+      send(cfd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    /* Best effort: the close says it too. */
+  }
+  close(cfd);
+  now = loop_now();
+  if (now - d->said_user_clients_at >= 1000000000ull || !d->said_user_clients_at) {
+    dlog("warning", "refusing a connection: %s", e.text);
+    d->said_user_clients_at = now;
+  }
+  return true;
+}
+
 static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
   struct daemon *d = data;
 
@@ -683,7 +729,13 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       close(cfd);
       continue;
     }
-    if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || !(c = calloc(1, sizeof(*c)))) {
+    if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+      close(cfd);
+      continue;
+    }
+    if (uid_over_limit(d, cfd, cred.uid))
+      continue;
+    if (!(c = calloc(1, sizeof(*c)))) {
       close(cfd);
       continue;
     }

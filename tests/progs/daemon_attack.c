@@ -1,6 +1,7 @@
 /* Clients of gsliced that attack it the way a careless or hostile process could: never say
  * hello, lie about a length, flood token requests, hold a token and stop, open a thousand
- * connections, register slices in a loop. One mode per run; each prints what it saw. */
+ * connections, register slices in a loop, sit idle after hello. One mode per run; each prints what
+ * it saw. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -106,7 +107,8 @@ static void raise_nofile(void) {
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: daemon_attack SOCKET nohello N WAIT_MS | biglen | many N | flood N |\n"
-                    "       hold | grants SECONDS | holdloop SECONDS | register N ROUNDS\n");
+                    "       hold | grants SECONDS | holdloop SECONDS | register N ROUNDS |\n"
+                    "       idle N SECONDS\n");
     return 2;
   }
   path = argv[1];
@@ -167,6 +169,35 @@ int main(int argc, char **argv) {
     int ok = good_client() == 0;
     printf("many: good client after %s\n", ok ? "served" : "NOT served");
     return ok ? 0 : 1;
+  }
+  if (!strcmp(mode, "idle")) {
+    /* Up to n connections that say hello and then sit idle for argv[4] seconds; stops at the
+     * first the daemon refuses, and prints its reason. */
+    int secs = argc > 4 ? atoi(argv[4]) : 3, held = 0;
+    char why[GS_PROTO_TEXT_MAX] = "";
+    static unsigned char buf[4096] __attribute__((aligned(8)));
+    for (int i = 0; i < n; i++) {
+      struct gs_msg_hello h = {.role = GS_ROLE_CLI};
+      struct gs_msg m;
+      int fd = conn();
+      /* The refusal may come before our hello is sent, or instead of its answer. */
+      if (fd >= 0)
+        gs_client_send(fd, GS_MSG_HELLO, 1, &h, sizeof(h));
+      int r = fd < 0 ? fd : gs_client_recv(fd, buf, sizeof(buf), 2000, &m);
+      if (r == 0 && m.hdr.type == GS_MSG_HELLO_OK) {
+        held++;
+        continue;
+      }
+      if (r == 0 && m.hdr.type == GS_MSG_ERROR)
+        snprintf(why, sizeof(why), "%s", m.u.error.text);
+      else
+        snprintf(why, sizeof(why), "%s", strerror(r < 0 ? -r : EPROTO));
+      break;
+    }
+    printf("idle: %d connections said hello; refused: %s\n", held, why);
+    fflush(stdout);
+    sleep((unsigned)secs);
+    return 0;
   }
   if (!strcmp(mode, "flood")) {
     /* n token requests, never reading a reply: dropped once replies pile up, or served. */
