@@ -14,6 +14,8 @@
 #define CONN_IN_MAX 512
 /* A reader that lets this much pile up is dropped (status replies are ~700 KiB at most). */
 #define CONN_OUT_MAX (4u << 20)
+/* Refused connections held open at once (daemon.refused); within main.c's FDS_RESERVED. */
+#define REFUSED_MAX 16
 
 struct conn {
   int fd;
@@ -74,6 +76,13 @@ struct daemon {
   int spare_fd; /* kept open to accept-and-close when out of file descriptors */
   bool said_nofile;
   uint64_t said_user_clients_at; /* last log of a max_clients_per_user refusal */
+  /* Connections refused over max_clients_per_user, their ERROR sent and their write side shut,
+   * kept open a moment so the client's HELLO does not fail with EPIPE before it reads why. */
+  struct {
+    int fd;
+    uint64_t at;
+  } refused[REFUSED_MAX];
+  uint32_t nrefused;
   int signal_fd;
   int lock_fd;
   struct registry reg;

@@ -678,12 +678,23 @@ static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid) {
            "(max_clients_per_user = %" PRIu64 "); close some, or raise max_clients_per_user "
            "in gsliced's config (SIGHUP reloads it)",
            (unsigned)uid, n, d->cfg.max_clients_per_user);
-  if (gs_msg_encode(buf, sizeof(buf), GS_MSG_ERROR, 0, &e, sizeof(e), &len) == 0 &&
-      send(cfd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-    /* Best effort: the close says it too. */
-  }
-  close(cfd);
   now = loop_now();
+  if (gs_msg_encode(buf, sizeof(buf), GS_MSG_ERROR, 0, &e, sizeof(e), &len) == 0 &&
+      send(cfd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len &&
+      shutdown(cfd, SHUT_WR) == 0) {
+    /* Closed at once, the client's HELLO would fail with EPIPE before it reads the reason:
+     * held (write side shut: it reads the ERROR, then end of file) until the next
+     * housekeeping, at most REFUSED_MAX of them, the oldest closed first. */
+    if (d->nrefused == REFUSED_MAX) {
+      close(d->refused[0].fd);
+      memmove(&d->refused[0], &d->refused[1], (REFUSED_MAX - 1) * sizeof(d->refused[0]));
+      d->nrefused--;
+    }
+    d->refused[d->nrefused].fd = cfd;
+    d->refused[d->nrefused++].at = now;
+  } else {
+    close(cfd);
+  }
   if (now - d->said_user_clients_at >= 1000000000ull || !d->said_user_clients_at) {
     dlog("warning", "refusing a connection: %s", e.text);
     d->said_user_clients_at = now;
@@ -802,7 +813,21 @@ int server_listen(struct daemon *d) {
   return 0;
 }
 
+/* Refused connections held since at least `before` (all with UINT64_MAX). */
+static void close_refused(struct daemon *d, uint64_t before) {
+  uint32_t k = 0;
+
+  for (uint32_t i = 0; i < d->nrefused; i++) {
+    if (d->refused[i].at < before)
+      close(d->refused[i].fd);
+    else
+      d->refused[k++] = d->refused[i];
+  }
+  d->nrefused = k;
+}
+
 void server_close_all(struct daemon *d) {
+  close_refused(d, UINT64_MAX);
   while (d->conns)
     conn_close(d, d->conns, NULL);
   if (d->listen_fd >= 0) {
@@ -858,6 +883,7 @@ void server_housekeeping(struct daemon *d) {
   bool removed = false;
 
   close_idle_conns(d);
+  close_refused(d, loop_now() - 100000000ull);
 
   for (uint32_t i = 0; i < d->reg.n; i++) {
     struct slice *s = d->reg.slices[i];
