@@ -88,9 +88,13 @@ int cli_connect(unsigned role, int autostart, int *ret_fd) {
     fprintf(stderr, "gslice: cannot reach the daemon on %s: %s\n", path, strerror(-r));
     return r;
   }
-  r = gs_client_hello(fd, role, 0, NULL);
+  char why[256] = "";
+  r = gs_client_hello_err(fd, role, 0, NULL, why, sizeof(why));
   if (r < 0) {
-    fprintf(stderr, "gslice: the daemon on %s did not answer hello: %s\n", path, strerror(-r));
+    if (why[0])
+      fprintf(stderr, "gslice: the daemon on %s refused us: %s\n", path, why);
+    else
+      fprintf(stderr, "gslice: the daemon on %s did not answer hello: %s\n", path, strerror(-r));
     close(fd);
     return r;
   }

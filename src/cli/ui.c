@@ -25,10 +25,14 @@ static int ui_connect(int *ret_fd, char *err, size_t errlen) {
     return r;
   }
   struct gs_msg_hello_ok ok;
-  r = gs_client_hello(fd, GS_ROLE_CLI, 0, &ok);
+  char why[256] = "";
+  r = gs_client_hello_err(fd, GS_ROLE_CLI, 0, &ok, why, sizeof(why));
   if (r < 0) {
-    snprintf(err, errlen, "gsliced at %s did not accept us: %s (is it the same gslice version?)",
-             path, strerror(-r));
+    if (why[0])
+      snprintf(err, errlen, "gsliced at %s refused us: %s", path, why);
+    else
+      snprintf(err, errlen, "gsliced at %s did not accept us: %s (is it the same gslice version?)",
+               path, strerror(-r));
     close(fd);
     return r;
   }

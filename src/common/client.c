@@ -146,10 +146,15 @@ static int call(int fd, uint32_t type, const void *body, size_t len, void *buf, 
 }
 
 int gs_client_hello(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret) {
+  return gs_client_hello_err(fd, role, slice_id, ret, NULL, 0);
+}
+
+int gs_client_hello_err(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret,
+                        char *err, size_t err_len) {
   struct gs_msg_hello h = {.role = role, .slice_id = slice_id, .pid = (int32_t)getpid()};
   uint64_t buf[64];
   struct gs_msg m;
-  int r = call(fd, GS_MSG_HELLO, &h, sizeof(h), buf, sizeof(buf), &m, NULL, 0);
+  int r = call(fd, GS_MSG_HELLO, &h, sizeof(h), buf, sizeof(buf), &m, err, err_len);
 
   if (r < 0)
     return r;

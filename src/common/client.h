@@ -28,6 +28,10 @@ int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg 
  * carries the slice's spec. Returns 0, -ENOENT (no such slice for this
  * user) or another -errno. */
 int gs_client_hello(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret);
+/* The same, and a refusal's reason from the daemon (e.g. a per-user connection limit) is
+ * copied into err (NUL-terminated; left empty when the daemon gave none). */
+int gs_client_hello_err(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret,
+                        char *err, size_t err_len);
 
 /* Each call below sends one request and waits for its answer. On a refusal
  * the daemon's reason is copied into err (when not NULL) and the daemon's

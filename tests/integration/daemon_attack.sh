@@ -61,7 +61,9 @@ P=$!
 gsrun --name worker -- "$TBIN/compute_spin" --warmup 1 --duration 3 --label w > "$T/w" || fail "worker failed"
 wait $P
 cat "$T/sitter" "$T/w"
-within "a workload next to a hook that never releases" "$(pct "$T/w")" 30 100
+# Before the revoke fix it got 1.6%; a loaded 2-core CI box can shave a few points off the
+# ~50% it gets when the machine is quiet, so the bound only says it is not starved.
+within "a workload next to a hook that never releases" "$(pct "$T/w")" 15 100
 
 kill -0 "$DAEMON_PID" || fail "the daemon died"
 "$BIN/gslice" status > /dev/null || fail "status does not answer after the attacks"
