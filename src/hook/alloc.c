@@ -24,6 +24,33 @@ static uint64_t sat_round_up(uint64_t v, uint64_t to) {
   return sat_mul(sat_add(v, to - 1) / to, to);
 }
 
+/* The last step of a create under ticket t, once the real call has made the handle: it is
+ * recorded as (kind, key), or, when the record cannot be made, destroyed again with `destroy`
+ * and the create fails as out of memory. */
+static CUresult ticket_keep(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key,
+                            CUresult (*destroy)(uint64_t key)) {
+  if (gs_ticket_commit(t, kind, key) < 0) {
+    destroy(key);
+    gs_ticket_abort(t);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* The real destroy of each kind, by key, for ticket_keep. */
+static CUresult free_ptr(uint64_t key) {
+  return gs_real()->cuMemFree_v2(key);
+}
+static CUresult release_vmm(uint64_t key) {
+  return gs_real()->cuMemRelease(key);
+}
+static CUresult destroy_array(uint64_t key) {
+  return gs_real()->cuArrayDestroy((CUarray)(uintptr_t)key);
+}
+static CUresult destroy_mipmap(uint64_t key) {
+  return gs_real()->cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)key);
+}
+
 /* ---- linear memory ---- */
 
 GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
@@ -37,12 +64,7 @@ GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     gs_ticket_abort(&t);
     return rc;
   }
-  if (gs_ticket_commit(&t, GS_ALLOC_PTR, *dptr) < 0) {
-    r->cuMemFree_v2(*dptr);
-    gs_ticket_abort(&t);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return rc;
+  return ticket_keep(&t, GS_ALLOC_PTR, *dptr, free_ptr);
 }
 
 GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
@@ -56,12 +78,7 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
     gs_ticket_abort(&t);
     return rc;
   }
-  if (gs_ticket_commit(&t, GS_ALLOC_PTR, *dptr) < 0) {
-    r->cuMemFree_v2(*dptr);
-    gs_ticket_abort(&t);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return rc;
+  return ticket_keep(&t, GS_ALLOC_PTR, *dptr, free_ptr);
 }
 
 /* The pitch is the driver's choice: reserve with the usual 512-byte alignment, then re-count at
@@ -309,12 +326,7 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     gs_ticket_abort(&t);
     return rc;
   }
-  if (gs_ticket_commit(&t, GS_ALLOC_VMM, *handle) < 0) {
-    r->cuMemRelease(*handle);
-    gs_ticket_abort(&t);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return rc;
+  return ticket_keep(&t, GS_ALLOC_VMM, *handle, release_vmm);
 }
 
 /* A released handle's memory lives on while mapped (cuda.h: freed once released and unmapped):
@@ -541,12 +553,7 @@ GS_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTO
     gs_ticket_abort(&t);
     return rc;
   }
-  if (gs_ticket_commit(&t, GS_ALLOC_ARRAY, (uint64_t)(uintptr_t)*pHandle) < 0) {
-    r->cuArrayDestroy(*pHandle);
-    gs_ticket_abort(&t);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return rc;
+  return ticket_keep(&t, GS_ALLOC_ARRAY, (uint64_t)(uintptr_t)*pHandle, destroy_array);
 }
 
 GS_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
@@ -560,12 +567,7 @@ GS_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCR
     gs_ticket_abort(&t);
     return rc;
   }
-  if (gs_ticket_commit(&t, GS_ALLOC_ARRAY, (uint64_t)(uintptr_t)*pHandle) < 0) {
-    r->cuArrayDestroy(*pHandle);
-    gs_ticket_abort(&t);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return rc;
+  return ticket_keep(&t, GS_ALLOC_ARRAY, (uint64_t)(uintptr_t)*pHandle, destroy_array);
 }
 
 GS_EXPORT CUresult cuArrayDestroy(CUarray hArray) {
@@ -591,12 +593,7 @@ GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
     gs_ticket_abort(&t);
     return rc;
   }
-  if (gs_ticket_commit(&t, GS_ALLOC_MIPMAP, (uint64_t)(uintptr_t)*pHandle) < 0) {
-    r->cuMipmappedArrayDestroy(*pHandle);
-    gs_ticket_abort(&t);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return rc;
+  return ticket_keep(&t, GS_ALLOC_MIPMAP, (uint64_t)(uintptr_t)*pHandle, destroy_mipmap);
 }
 
 GS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
