@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "progs_common.h"
 
 typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
@@ -19,12 +20,6 @@ static CUcontext ctx;
 static CUfunction fn;
 static unsigned long long kernel_us = 1000, batch = 8;
 static double m0, m1;
-
-static double real_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void *worker(void *arg) {
   unsigned long long *counted = arg;
@@ -70,11 +65,7 @@ int main(int argc, char **argv) {
   if (nthreads < 1 || nthreads > 64)
     return 2;
   char ptx_default[4096];
-  if (!ptx) {
-    const char *src = getenv("GSLICE_SRC");
-    snprintf(ptx_default, sizeof(ptx_default), "%s/tests/gpu/spin.ptx", src ? src : ".");
-    ptx = ptx_default;
-  }
+  ptx = spin_ptx_path(ptx, ptx_default, sizeof(ptx_default));
   /* As libcudart finds them: by name, from whatever libcuda.so.1 the process sees first
    * (the hook, when preloaded). */
   launch_ptsz = (launch_fn)dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz");

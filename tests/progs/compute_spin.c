@@ -4,14 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static double real_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "progs_common.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -58,20 +53,9 @@ int main(int argc, char **argv) {
     }
   }
   char ptx_default[4096];
-  if (!ptx) {
-    const char *src = getenv("GSLICE_SRC");
-    snprintf(ptx_default, sizeof(ptx_default), "%s/tests/gpu/spin.ptx", src ? src : ".");
-    ptx = ptx_default;
-  }
-  CUdevice dev;
-  CUcontext ctx;
-  CUmodule mod;
+  ptx = spin_ptx_path(ptx, ptx_default, sizeof(ptx_default));
   CUfunction fn;
-  if (check(cuInit(0), "cuInit") || check(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
-      check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
-      check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
-      check(cuModuleLoad(&mod, ptx), "cuModuleLoad") ||
-      check(cuModuleGetFunction(&fn, mod, "spin"), "cuModuleGetFunction"))
+  if (spin_setup(ptx, &fn, check) < 0)
     return 1;
   if (start == 0)
     start = real_s();

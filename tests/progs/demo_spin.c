@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "progs_common.h"
 #include "size.h"
 
 static volatile sig_atomic_t stop, late_now;
@@ -86,15 +87,8 @@ int main(int argc, char **argv) {
   signal(SIGINT, on_term);
   signal(SIGUSR1, on_usr1);
 
-  CUdevice dev;
-  CUcontext ctx;
-  CUmodule mod;
   CUfunction fn;
-  if (check(cuInit(0), "cuInit") || check(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
-      check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
-      check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent") ||
-      check(cuModuleLoad(&mod, ptx), "cuModuleLoad") ||
-      check(cuModuleGetFunction(&fn, mod, "spin"), "cuModuleGetFunction"))
+  if (spin_setup(ptx, &fn, check) < 0)
     return 1;
 
   /* Take memory chunk by chunk: the slice's cap decides where it stops. */
