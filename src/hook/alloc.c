@@ -400,32 +400,30 @@ static int import_end(struct import_op *op, CUdevice dev, enum gs_alloc_kind kin
   return 0;
 }
 
-GS_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
-                                         unsigned int Flags) {
-  GS_REAL_OR_NOT_FOUND(cuIpcOpenMemHandle_v2);
+/* Both versions of cuIpcOpenMemHandle: `real_open` is the driver's own of the one called. */
+static CUresult ipc_open(CUresult (*real_open)(CUdeviceptr *, CUipcMemHandle, unsigned int),
+                         CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) {
   struct import_op op;
   import_begin(&op);
-  CUresult rc = r->cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+  CUresult rc = real_open(pdptr, handle, Flags);
   if (rc == CUDA_SUCCESS &&
       import_end(&op, op.dev, GS_ALLOC_IPC, *pdptr, op.ctx, "cuIpcOpenMemHandle") < 0) {
-    r->cuIpcCloseMemHandle(*pdptr);
+    gs_real()->cuIpcCloseMemHandle(*pdptr);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   return rc;
 }
 
+GS_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                         unsigned int Flags) {
+  GS_REAL_OR_NOT_FOUND(cuIpcOpenMemHandle_v2);
+  return ipc_open(r->cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
+}
+
 GS_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle,
                                       unsigned int Flags) {
   GS_REAL_OR_NOT_FOUND(cuIpcOpenMemHandle);
-  struct import_op op;
-  import_begin(&op);
-  CUresult rc = r->cuIpcOpenMemHandle(pdptr, handle, Flags);
-  if (rc == CUDA_SUCCESS &&
-      import_end(&op, op.dev, GS_ALLOC_IPC, *pdptr, op.ctx, "cuIpcOpenMemHandle") < 0) {
-    r->cuIpcCloseMemHandle(*pdptr);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  return rc;
+  return ipc_open(r->cuIpcOpenMemHandle, pdptr, handle, Flags);
 }
 
 GS_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
