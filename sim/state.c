@@ -227,34 +227,35 @@ void sim_lock(struct sim_machine *m) {
 
 void sim_unlock(struct sim_machine *m) { pthread_mutex_unlock(&m->lock); }
 
+/* The start of /proc/<pid>/<name>, NUL-terminated in buf: 0, or -1 if none could be read. */
+static int read_proc_file(pid_t pid, const char *name, char *buf, size_t size) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n <= 0)
+    return -1;
+  buf[n] = 0;
+  return 0;
+}
+
 /* A zombie leader can still have live threads (the main thread called pthread_exit):
  * that process is alive. A killed, unreaped one has only its leader left. */
 static int zombie_leader_of_live_threads(pid_t pid) {
-  char path[64], buf[2048];
-  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  char buf[2048];
+  if (read_proc_file(pid, "status", buf, sizeof(buf)) < 0)
     return 0;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0)
-    return 0;
-  buf[n] = 0;
   const char *t = strstr(buf, "\nThreads:");
   return t && strtoul(t + 9, NULL, 10) > 1;
 }
 
 uint64_t sim_proc_starttime(pid_t pid, char *comm, size_t commlen) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  char buf[1024];
+  if (read_proc_file(pid, "stat", buf, sizeof(buf)) < 0)
     return 0;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0)
-    return 0;
-  buf[n] = 0;
   char *open_paren = strchr(buf, '(');
   char *close_paren = strrchr(buf, ')');
   if (!open_paren || !close_paren || close_paren[1] != ' ')
