@@ -20,9 +20,21 @@ for p in $GSLICE_EXTRA_PKGS; do pkgs="$pkgs $p"; done
 # that need them say so); promtool is fetched by scripts/promtool.sh when a test needs it.
 command -v pkg-config >/dev/null 2>&1 || pkgs="$pkgs pkg-config"
 pkg-config --exists libmicrohttpd 2>/dev/null || pkgs="$pkgs libmicrohttpd-dev"
+# Kubernetes parts: gRPC core C API + protobuf-c (gslice-node's device plugin),
+# jansson (JSON) and libcurl (the API server) for gslice-node and gslice-extender.
+pkg-config --exists grpc 2>/dev/null || pkgs="$pkgs libgrpc-dev"
+pkg-config --exists libprotobuf-c 2>/dev/null || pkgs="$pkgs libprotobuf-c-dev"
+command -v protoc-c >/dev/null 2>&1 || pkgs="$pkgs protobuf-c-compiler"
+pkg-config --exists jansson 2>/dev/null || pkgs="$pkgs libjansson-dev"
+pkg-config --exists libcurl 2>/dev/null || pkgs="$pkgs libcurl4-openssl-dev"
 test_pkgs=""
-for tp in jq:jq curl:curl tmux:tmux; do
+for tp in jq:jq curl:curl tmux:tmux clang-format:clang-format protoc:protobuf-compiler; do
   command -v "${tp%%:*}" >/dev/null 2>&1 || test_pkgs="$test_pkgs ${tp#*:}"
+done
+# The Kubernetes stand-ins (tests/k8s/) run on Debian's python3 (/usr/bin/python3),
+# which is where python3-grpcio and python3-protobuf install.
+for mp in grpc:python3-grpcio google.protobuf:python3-protobuf; do
+  /usr/bin/python3 -c "import ${mp%%:*}" >/dev/null 2>&1 || test_pkgs="$test_pkgs ${mp#*:}"
 done
 if [ -n "$test_pkgs" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
