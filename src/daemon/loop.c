@@ -164,23 +164,30 @@ void loop_del_timer(struct loop *l, uint64_t id) {
     }
 }
 
-/* Fires every timer due; a callback may add or delete timers. */
+/* Fires the timers due, earliest deadline first (ties in the order they were added: ids
+ * grow). The array is unordered, so each pick scans it: firing in array order ran a later
+ * deadline before an earlier one whenever both were due in one turn, as on a loaded machine.
+ * A callback may add or delete timers. One added during this run waits for the next turn even
+ * if already due: a callback re-arming itself at "now" would otherwise starve the fds. */
 static void run_timers(struct loop *l) {
-  uint64_t now = loop_now();
-  bool fired;
+  uint64_t now = loop_now(), last_id = l->next_timer_id;
 
-  do {
-    fired = false;
+  while (!l->stop) {
+    uint32_t pick = UINT32_MAX;
     for (uint32_t i = 0; i < l->ntimers; i++) {
-      if (l->timers[i].when > now)
+      const struct timer *t = &l->timers[i];
+      if (t->when > now || t->id > last_id)
         continue;
-      struct timer t = l->timers[i];
-      l->timers[i] = l->timers[--l->ntimers];
-      t.cb(l, t.id, t.data);
-      fired = true;
-      break;
+      if (pick == UINT32_MAX || t->when < l->timers[pick].when ||
+          (t->when == l->timers[pick].when && t->id < l->timers[pick].id))
+        pick = i;
     }
-  } while (fired && !l->stop);
+    if (pick == UINT32_MAX)
+      return;
+    struct timer t = l->timers[pick];
+    l->timers[pick] = l->timers[--l->ntimers];
+    t.cb(l, t.id, t.data);
+  }
 }
 
 static void arm(struct loop *l) {
