@@ -6,10 +6,7 @@ source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/hook_lib.sh"
 export GSLICE_MEMORY_LIMIT=1GiB
 
-if ! unshare -m true 2> /dev/null; then
-  echo "SKIP: no private mount namespace (not root)"
-  exit 0
-fi
+unshare -m true 2> /dev/null || skip "no private mount namespace (not root)"
 mkdir "$T/full"
 rc=0
 unshare -m bash -c '
@@ -18,7 +15,7 @@ unshare -m bash -c '
   dd if=/dev/zero of="$1/filler" bs=4k count=64 2> /dev/null
   GSLICE_STATE_DIR="$1/slice" LD_PRELOAD="$2" "$3" --lookup dlsym --path alloc --chunk 256MiB \
     --script "alloc 1"' _ "$T/full" "$HOOK_PRELOAD" "$TBIN/hook_client" > "$T/out" 2> "$T/err" || rc=$?
-[ "$rc" = 77 ] && { echo "SKIP: cannot mount a tmpfs"; exit 0; }
+[ "$rc" = 77 ] && skip "cannot mount a tmpfs"
 expect_eq "exit status on a full file system" "$rc" 1
 grep -q 'No space left on device' "$T/err" || fail "no line saying why: $(cat "$T/err")"
 pass "a full file system stops the program with a line, not SIGBUS"

@@ -22,14 +22,13 @@ grep -q '^  topped ' "$T/plain" || fail "slice missing from top: $(cat "$T/plain
 grep -q ' NOW ' "$T/plain" || fail "no NOW column in later snapshots"
 
 if ! command -v tmux > /dev/null; then
-  echo "SKIP: tmux not installed (scripts/deps.sh installs it); terminal mode not checked"
   pass "top off a terminal"
-  exit 0
+  skip "tmux not installed (scripts/deps.sh installs it): terminal mode not checked"
 fi
 sock="$T/tmux.sock"
 tmux -S "$sock" new-session -d -x 120 -y 30 -s top \
   "env GSLICE_SOCKET='$GSLICE_SOCKET' '$GSLICE' top --interval 0.2; echo \"TOP EXITED \$?\"; stty -a; sleep 30"
-trap 'tmux -S "$sock" kill-server 2> /dev/null || true; _gs_cleanup' EXIT
+at_exit 'tmux -S "$sock" kill-server 2> /dev/null'
 for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top | grep -q '^  topped ' && break; sleep 0.1; done
 tmux -S "$sock" capture-pane -p -t top > "$T/screen"
 grep -q 'q quits' "$T/screen" || fail "no header on the terminal: $(cat "$T/screen")"
