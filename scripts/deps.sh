@@ -27,6 +27,8 @@ pkg-config --exists libprotobuf-c 2>/dev/null || pkgs="$pkgs libprotobuf-c-dev"
 command -v protoc-c >/dev/null 2>&1 || pkgs="$pkgs protobuf-c-compiler"
 pkg-config --exists jansson 2>/dev/null || pkgs="$pkgs libjansson-dev"
 pkg-config --exists libcurl 2>/dev/null || pkgs="$pkgs libcurl4-openssl-dev"
+# libyaml: kubeconfig files are YAML (src/k8s/common/kube.c).
+pkg-config --exists yaml-0.1 2>/dev/null || pkgs="$pkgs libyaml-dev"
 test_pkgs=""
 for tp in jq:jq curl:curl tmux:tmux clang-format:clang-format protoc:protobuf-compiler; do
   command -v "${tp%%:*}" >/dev/null 2>&1 || test_pkgs="$test_pkgs ${tp#*:}"

@@ -1,0 +1,31 @@
+# Kubernetes parts (issues 10 and 11): unit tests of src/k8s/, and the integration tests in
+# tests/k8s/ that drive the real programs through stand-ins of the API server, kube-scheduler
+# and kubelet (run with Debian's /usr/bin/python3; see tests/k8s/*.py).
+if(TARGET gslice_k8s_common)
+  gslice_unit_test(test_k8s_quantity SOURCES unit/test_k8s_quantity.c LIBS gslice_k8s_common)
+  gslice_unit_test(test_k8s_annot SOURCES unit/test_k8s_annot.c LIBS gslice_k8s_common)
+  gslice_unit_test(test_k8s_kube SOURCES unit/test_k8s_kube.c LIBS gslice_k8s_common)
+  # A client of the API server stand-in, driven by tests/k8s/kube_client.sh.
+  add_executable(k8s_kube_client k8s/kube_client.c)
+  target_link_libraries(k8s_kube_client PRIVATE gslice_k8s_common)
+  set_target_properties(k8s_kube_client PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+endif()
+
+# gslice_k8s_test(NAME [TIMEOUT secs]): tests/k8s/NAME.sh, skipped (77) where it cannot run.
+function(gslice_k8s_test name)
+  cmake_parse_arguments(T "" "TIMEOUT" "" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_test(NAME k8s.${name} COMMAND bash ${CMAKE_SOURCE_DIR}/tests/k8s/${name}.sh)
+  set_tests_properties(k8s.${name} PROPERTIES LABELS k8s TIMEOUT ${T_TIMEOUT}
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${GSLICE_TEST_ENV}")
+endfunction()
+
+file(GLOB GSLICE_K8S_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/k8s/*.sh)
+foreach(script ${GSLICE_K8S_SCRIPTS})
+  get_filename_component(name ${script} NAME_WE)
+  if(NOT name STREQUAL "lib")
+    gslice_k8s_test(${name})
+  endif()
+endforeach()

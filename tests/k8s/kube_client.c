@@ -1,0 +1,81 @@
+/* A command-line client of src/k8s/common/kube.c for tests/k8s/kube_client.sh:
+ *   k8s_kube_client KUBECONFIG get|list|patch|post|watch PATH [ARG...]
+ * prints what it got, exits 0 or the errno of the failure (and prints the error). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube.h"
+
+struct seen {
+  int left;
+};
+
+static int on_event(const char *type, json_t *obj, void *user) {
+  struct seen *s = user;
+  const char *name = kube_meta_str(obj, "name");
+  printf("%s %s %s\n", type, name ? name : "-", kube_meta_str(obj, "resourceVersion"));
+  fflush(stdout);
+  return --s->left <= 0 ? 1 : 0;
+}
+
+static int done(int rc, const char *err) {
+  if (rc < 0)
+    fprintf(stderr, "error %d: %s\n", rc, err);
+  return rc < 0 ? -rc : rc;
+}
+
+int main(int argc, char **argv) {
+  char err[KUBE_ERR_MAX] = "";
+  struct kube *k;
+  json_t *out = NULL, *in = NULL;
+  int rc;
+
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s KUBECONFIG get|list|patch|post|watch PATH [ARG...]\n", argv[0]);
+    return 2;
+  }
+  rc = kube_open(argv[1], &k, err, sizeof err);
+  if (rc)
+    return done(rc, err);
+  kube_set_timeout(k, 3000);
+  const char *op = argv[2], *path = argv[3];
+  if ((strcmp(op, "patch") == 0 || strcmp(op, "post") == 0) && argc > 4) {
+    in = json_loads(argv[4], 0, NULL);
+    if (!in)
+      return 2;
+  }
+  if (strcmp(op, "get") == 0) {
+    rc = kube_get(k, path, &out, err, sizeof err);
+  } else if (strcmp(op, "patch") == 0) {
+    rc = kube_merge_patch(k, path, in, &out, err, sizeof err);
+  } else if (strcmp(op, "post") == 0) {
+    rc = kube_post(k, path, in, &out, err, sizeof err);
+  } else if (strcmp(op, "list") == 0) {
+    char *rv = NULL;
+    rc = kube_list(k, path, &out, &rv, err, sizeof err);
+    if (!rc)
+      printf("items %zu rv %s\n", json_array_size(out), rv);
+    free(rv);
+    json_decref(out);
+    out = NULL;
+  } else if (strcmp(op, "watch") == 0 && argc >= 7) {
+    struct seen s = {atoi(argv[6])};
+    char *rv = NULL;
+    rc = kube_watch(k, path, argv[4], atoi(argv[5]), on_event, &s, &rv, err, sizeof err);
+    printf("end %d rv %s\n", rc, rv ? rv : "-");
+    free(rv);
+  } else {
+    return 2;
+  }
+  if (out) {
+    char *t = json_dumps(out, JSON_COMPACT | JSON_SORT_KEYS);
+    printf("%s\n", t);
+    free(t);
+  }
+  json_decref(out);
+  json_decref(in);
+  kube_close(k);
+  return done(rc, err);
+}

@@ -1,0 +1,184 @@
+/* The gslice.io/gpus and gslice.io/assigned codecs: round trips, the contract's exact
+ * examples, unknown fields ignored, newer versions and malformed values refused by name. */
+#include <errno.h>
+
+#include "annot.h"
+#include "test.h"
+
+static const char *node_example =
+    "{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":16,"
+    "\"gpus\":[{\"index\":0,\"uuid\":\"GPU-aaaa\",\"memory\":85899345920,\"healthy\":true,"
+    "\"slots\":16},{\"index\":1,\"uuid\":\"GPU-bbbb\",\"memory\":17179869184,\"healthy\":false,"
+    "\"slots\":16,\"futureField\":[1,2]}],\"another\":{}}";
+
+static const char *assigned_example =
+    "{\"version\":1,\"node\":\"node-a\",\"containers\":[{\"name\":\"main\",\"init\":false,"
+    "\"gpus\":[{\"uuid\":\"GPU-aaaa\",\"index\":0,\"memory\":1610612736,\"compute\":15}],"
+    "\"computeLimit\":60,\"priority\":\"normal\",\"weight\":1}]}";
+
+static void node_bad(const char *text, int want, const char *word) {
+  struct k8s_node_gpus g;
+  char err[K8S_ERR_MAX] = "";
+  memset(&g, 0x5a, sizeof g);
+  int rc = k8s_node_gpus_decode(text, &g, err, sizeof err);
+  CHECK_EQ_INT(rc, want);
+  CHECK(g.version == 0x5a5a5a5a); /* untouched */
+  if (!strstr(err, word))
+    fprintf(stderr, "error \"%s\" does not name \"%s\" (input %s)\n", err, word, text);
+  CHECK(strstr(err, word) != NULL);
+}
+
+static void assigned_bad(const char *text, int want, const char *word) {
+  struct k8s_assigned a = {.version = 99};
+  char err[K8S_ERR_MAX] = "";
+  int rc = k8s_assigned_decode(text, &a, err, sizeof err);
+  CHECK_EQ_INT(rc, want);
+  CHECK_EQ_INT(a.version, 99);
+  if (!strstr(err, word))
+    fprintf(stderr, "error \"%s\" does not name \"%s\" (input %s)\n", err, word, text);
+  CHECK(strstr(err, word) != NULL);
+}
+
+int main(void) {
+  char err[K8S_ERR_MAX];
+  struct k8s_node_gpus g, g2;
+  char *text = NULL;
+
+  /* The contract's node example, with fields added by a later writer. */
+  CHECK_EQ_INT(k8s_node_gpus_decode(node_example, &g, err, sizeof err), 0);
+  CHECK_EQ_INT(g.version, 1);
+  CHECK_EQ_INT(g.ngpus, 2);
+  CHECK_EQ_INT(g.slots_per_gpu, 16);
+  CHECK_EQ_U64(g.gpus[0].memory, 85899345920ULL);
+  CHECK_STR(g.gpus[1].uuid, "GPU-bbbb");
+  CHECK(g.gpus[0].healthy && !g.gpus[1].healthy);
+  CHECK_EQ_INT(g.heartbeat, 1796061600); /* date -u -d 2026-11-30T18:00:00Z +%s */
+  CHECK_EQ_INT(k8s_node_gpus_encode(&g, &text), 0);
+  CHECK_EQ_INT(k8s_node_gpus_decode(text, &g2, err, sizeof err), 0);
+  CHECK(memcmp(&g.gpus, &g2.gpus, sizeof g.gpus) == 0 && g2.heartbeat == g.heartbeat);
+  CHECK(strstr(text, "\"slotsPerGpu\":16") &&
+        strstr(text, "\"heartbeat\":\"2026-11-30T18:00:00Z\""));
+  free(text);
+
+  /* Times: offsets and fractions. */
+  time_t t;
+  CHECK_EQ_INT(k8s_time_parse("2026-11-30T19:30:00.123+01:30", &t), 0);
+  CHECK_EQ_INT(t, 1796061600);
+  CHECK_EQ_INT(k8s_time_parse("2026-11-30 18:00:00Z", &t), -EINVAL);
+  CHECK_EQ_INT(k8s_time_parse("2026-11-30T18:00:00", &t), -EINVAL);
+  CHECK_EQ_INT(k8s_time_parse("2026-13-30T18:00:00Z", &t), -EINVAL);
+
+  /* Node: refusals name the field. */
+  node_bad("", -EINVAL, "empty");
+  node_bad("{", -EINVAL, "not JSON");
+  node_bad("[1]", -EINVAL, "object");
+  node_bad("{\"version\":2,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,\"gpus\":[]}",
+           -EPROTONOSUPPORT, "version 2");
+  node_bad("{\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,\"gpus\":[]}", -EINVAL,
+           "version");
+  node_bad("{\"version\":\"1\",\"heartbeat\":\"x\",\"slotsPerGpu\":1,\"gpus\":[]}", -EINVAL,
+           "version");
+  node_bad("{\"version\":1,\"heartbeat\":\"yesterday\",\"slotsPerGpu\":1,\"gpus\":[]}", -EINVAL,
+           "heartbeat");
+  node_bad("{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":0,\"gpus\":[]}",
+           -EINVAL, "slotsPerGpu");
+  node_bad("{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,\"gpus\":{}}",
+           -EINVAL, "gpus");
+  node_bad("{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,"
+           "\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"memory\":-1}]}",
+           -EINVAL, "memory");
+  node_bad("{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,"
+           "\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"memory\":1.5e9}]}",
+           -EINVAL, "memory");
+  node_bad("{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,"
+           "\"gpus\":[{\"index\":0,\"memory\":5}]}",
+           -EINVAL, "uuid");
+  node_bad("{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,"
+           "\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"memory\":5},"
+           "{\"index\":0,\"uuid\":\"H\",\"memory\":5}]}",
+           -EINVAL, "twice");
+  node_bad("{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,"
+           "\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"memory\":5,\"healthy\":\"yes\"}]}",
+           -EINVAL, "healthy");
+  node_bad("{\"version\":1,\"version\":1}", -EINVAL, "not JSON"); /* duplicate keys */
+
+  /* Assigned: the contract's example, round trip, equality. */
+  struct k8s_assigned a, b;
+  CHECK_EQ_INT(k8s_assigned_decode(assigned_example, &a, err, sizeof err), 0);
+  CHECK_STR(a.node, "node-a");
+  CHECK_EQ_INT(a.ncontainers, 1);
+  CHECK_STR(a.containers[0].name, "main");
+  CHECK_EQ_INT(a.containers[0].compute_limit, 60);
+  CHECK_EQ_INT(a.containers[0].priority, K8S_PRIO_NORMAL);
+  CHECK_EQ_INT(a.containers[0].ngpus, 1);
+  CHECK_EQ_U64(a.containers[0].gpus[0].memory, 1610612736ULL);
+  CHECK_EQ_INT(a.containers[0].gpus[0].compute, 15);
+  CHECK_EQ_INT(k8s_assigned_encode(&a, &text), 0);
+  CHECK_STR(text, assigned_example); /* byte for byte, field order as in the contract */
+  CHECK_EQ_INT(k8s_assigned_decode(text, &b, err, sizeof err), 0);
+  CHECK(k8s_assigned_equal(&a, &b));
+  b.containers[0].gpus[0].memory++;
+  CHECK(!k8s_assigned_equal(&a, &b));
+  k8s_assigned_free(&b);
+  free(text);
+  k8s_assigned_free(&a);
+
+  /* Defaults when optional fields are missing; unknown fields ignored. */
+  CHECK_EQ_INT(k8s_assigned_decode("{\"version\":1,\"node\":\"n\",\"extra\":1,\"containers\":"
+                                   "[{\"name\":\"c\",\"gpus\":[{\"uuid\":\"G\",\"index\":3,"
+                                   "\"memory\":0,\"compute\":0,\"x\":{}}]},"
+                                   "{\"name\":\"c\",\"init\":true,\"priority\":\"high\","
+                                   "\"weight\":5,\"gpus\":[{\"uuid\":\"G\",\"index\":3,"
+                                   "\"memory\":1,\"compute\":100}]}]}",
+                                   &a, err, sizeof err),
+               0);
+  CHECK_EQ_INT(a.ncontainers, 2);
+  CHECK(!a.containers[0].init && a.containers[1].init);
+  CHECK_EQ_INT(a.containers[0].compute_limit, 100);
+  CHECK_EQ_INT(a.containers[0].weight, 1);
+  CHECK_EQ_INT(a.containers[0].priority, K8S_PRIO_NORMAL);
+  CHECK_EQ_INT(a.containers[1].priority, K8S_PRIO_HIGH);
+  CHECK_EQ_INT(a.containers[1].weight, 5);
+  k8s_assigned_free(&a);
+
+  /* Assigned: refusals. */
+  assigned_bad("{\"version\":3,\"node\":\"n\",\"containers\":[]}", -EPROTONOSUPPORT, "upgrade");
+  assigned_bad("{\"version\":1,\"containers\":[]}", -EINVAL, "node");
+  assigned_bad("{\"version\":1,\"node\":\"n\"}", -EINVAL, "containers");
+  assigned_bad("{\"version\":1,\"node\":\"n\",\"containers\":[{\"name\":\"c\",\"gpus\":[]}]}",
+               -EINVAL, "containers[0]: \"gpus\"");
+  assigned_bad("{\"version\":1,\"node\":\"n\",\"containers\":[{\"name\":\"c\",\"gpus\":"
+               "[{\"uuid\":\"G\",\"index\":0,\"memory\":1,\"compute\":101}]}]}",
+               -EINVAL, "compute");
+  assigned_bad("{\"version\":1,\"node\":\"n\",\"containers\":[{\"name\":\"c\",\"computeLimit\":20,"
+               "\"gpus\":[{\"uuid\":\"G\",\"index\":0,\"memory\":1,\"compute\":30}]}]}",
+               -EINVAL, "computeLimit");
+  assigned_bad(
+      "{\"version\":1,\"node\":\"n\",\"containers\":[{\"name\":\"c\",\"priority\":\"urgent\","
+      "\"gpus\":[{\"uuid\":\"G\",\"index\":0,\"memory\":1,\"compute\":3}]}]}",
+      -EINVAL, "priority");
+  assigned_bad("{\"version\":1,\"node\":\"n\",\"containers\":[{\"name\":\"c\",\"gpus\":"
+               "[{\"uuid\":\"G\",\"index\":0,\"memory\":1,\"compute\":3},"
+               "{\"uuid\":\"G\",\"index\":1,\"memory\":1,\"compute\":3}]}]}",
+               -EINVAL, "twice");
+  assigned_bad("{\"version\":1,\"node\":\"n\",\"containers\":[{\"name\":\"c\",\"gpus\":"
+               "[{\"uuid\":\"G\",\"index\":0,\"memory\":1,\"compute\":3}]},{\"name\":\"c\","
+               "\"gpus\":[{\"uuid\":\"G\",\"index\":0,\"memory\":1,\"compute\":3}]}]}",
+               -EINVAL, "twice");
+  assigned_bad("{\"version\":1,\"node\":\"n\",\"containers\":[{\"name\":\"c\",\"gpus\":"
+               "[{\"uuid\":\"G\",\"index\":0,\"memory\":\"1Gi\",\"compute\":3}]}]}",
+               -EINVAL, "memory");
+
+  /* Encoders refuse what a decoder would refuse. */
+  struct k8s_assigned_gpu gp = {.uuid = "G", .memory = 1, .compute = 80};
+  struct k8s_assigned_container c = {
+      .name = "c", .ngpus = 1, .gpus = &gp, .compute_limit = 50, .weight = 1};
+  struct k8s_assigned bad = {.node = "n", .ncontainers = 1, .containers = &c};
+  CHECK_EQ_INT(k8s_assigned_encode(&bad, &text), -EINVAL);
+
+  enum k8s_priority p;
+  CHECK_EQ_INT(k8s_priority_parse("low", &p), 0);
+  CHECK_EQ_INT(p, K8S_PRIO_LOW);
+  CHECK_EQ_INT(k8s_priority_parse("High", &p), -EINVAL);
+  return test_done();
+}
