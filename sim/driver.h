@@ -157,38 +157,86 @@ extern struct sim_driver sim;
       return CUDA_ERROR_NOT_INITIALIZED;                                                  \
   } while (0)
 
+/* An entry point taking a stream and its per-thread-default-stream twin (suffix _ptsz
+ * or _ptds, the ABI's names), both over one implementation whose last argument says
+ * whether stream 0 means the calling thread's default stream. params is the entry
+ * point's parameter list as cuda.h declares it (so the compiler checks both against
+ * their prototypes); the rest are the arguments passed on. */
+#define SIM_TWINS(name, suffix, impl, params, ...)                                        \
+  SIM_API CUresult name params { return impl(__VA_ARGS__, 0); }                           \
+  SIM_API CUresult name##suffix params { return impl(__VA_ARGS__, 1); }
+
 static inline unsigned sim_pdev(int dev) { return sim.pdev[dev]; }
 
 static inline uint64_t sim_round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 /* core.c */
+int sim_dev_ok(CUdevice d);
+/* Counts a live context of this process on dev (delta +1 / -1) on the machine. */
+void sim_count_context(int dev, int delta);
+CUresult sim_charge(int dev, uint64_t bytes);
+void sim_uncharge(int dev, uint64_t bytes);
+void sim_wait_until(uint64_t t);
+
+/* context.c */
 struct sim_ctx *sim_ctx_current(void);
 /* The current context, or why there is none: CUDA_ERROR_INVALID_CONTEXT (none bound),
  * CUDA_ERROR_CONTEXT_IS_DESTROYED (the bound one was destroyed / released to zero). */
 CUresult sim_ctx_current_rc(struct sim_ctx **ret);
 int sim_ctx_alive(const struct sim_ctx *c);
-CUresult sim_charge(int dev, uint64_t bytes);
-void sim_uncharge(int dev, uint64_t bytes);
-void sim_wait_until(uint64_t t);
-/* ranges (sim.mu held) */
+CUresult sim_ctx_sync(struct sim_ctx *c);
+
+/* mem.c: this process's ranges (sim.mu held) */
 int sim_range_add(struct sim_range *r);
 struct sim_range *sim_range_find(uintptr_t p, size_t n);
 void sim_range_remove(struct sim_range *r);
 void *sim_backing_map(size_t size, size_t *ret_len);
+/* Maps fresh backing and records a range; charged bytes go to the device first. ctx:
+ * the context that owns it (plain, pitched, managed), NULL for pool memory. */
+CUresult sim_alloc_range(struct sim_ctx *ctx, int dev, size_t size, uint64_t charge,
+                         enum sim_range_kind kind, struct sim_pool *pool, CUdeviceptr *dptr);
+/* Frees a pool or plain allocation; sim.mu held by nobody. */
+CUresult sim_free_range(CUdeviceptr dptr);
+/* CUDA_SUCCESS if [p, p + n) lies in one live range, else CUDA_ERROR_INVALID_VALUE. */
+CUresult sim_check_dev_range(CUdeviceptr p, size_t n);
+/* sim.mu held: a context's allocations (plain, pitched, managed, host) and arrays go
+ * with it. */
+void sim_ctx_memory_reset(struct sim_ctx *c);
 
-CUresult sim_ctx_sync(struct sim_ctx *c);
+/* copy.c */
+CUresult sim_do_copy(void *dst, const void *src, size_t n, int kind);
+CUresult sim_do_memset(CUdeviceptr dst, unsigned value, size_t elem, size_t n);
 
-/* exec.c */
-const char *sim_func_name(CUfunction f); /* NULL if not a live function */
+/* pool.c */
+void sim_pools_trim(int dev);
+void sim_pools_init(void);
+/* sim.mu held: gives bytes of p's reservation back to the device. */
+void sim_pool_release_locked(struct sim_pool *p, uint64_t bytes);
+
+/* array.c: sim.mu held; a context's arrays go with it. */
+void sim_ctx_arrays_reset(struct sim_ctx *c);
+
+/* stream.c */
 CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret);
 uint64_t sim_stream_ready(const struct sim_stream *s);
 /* Sleep until the stream's work is done (sync copies wait this way). */
 CUresult sim_stream_wait(CUstream h, int ptds);
 void sim_ctx_streams_reset(struct sim_ctx *c);
-/* sim.mu held: a context's events and modules go with it. */
-void sim_ctx_exec_reset(struct sim_ctx *c);
+/* sim.mu held: a context's events go with it. */
+void sim_ctx_events_reset(struct sim_ctx *c);
 
-/* graphs (exec.c): a captured copy or memset replays its bytes at each launch. */
+/* module.c */
+const char *sim_func_name(CUfunction f); /* NULL if not a live function */
+/* sim.mu held: a context's modules go with it. */
+void sim_ctx_modules_reset(struct sim_ctx *c);
+
+/* launch.c */
+/* Device time of one launch of f with these parameters. */
+uint64_t sim_kernel_ns(const struct sim_func *f, void **params, void **extra);
+/* sim.mu held: queues dur ns of kernel on s. */
+void sim_enqueue_locked(struct sim_stream *s, uint64_t dur);
+
+/* graph.c: a captured copy or memset replays its bytes at each launch. */
 enum sim_node_type { SIM_NODE_KERNEL, SIM_NODE_COPY, SIM_NODE_MEMSET };
 struct sim_node {
   enum sim_node_type type;
@@ -202,12 +250,8 @@ struct sim_node {
 };
 /* sim.mu held: appends to s's capture; -ENOMEM. */
 int sim_capture_add(struct sim_stream *s, const struct sim_node *node);
+/* An unfinished capture goes with its stream. */
+void sim_graph_free(struct sim_graph *g);
 
-/* mem.c */
-CUresult sim_do_copy(void *dst, const void *src, size_t n, int kind);
-CUresult sim_do_memset(CUdeviceptr dst, unsigned value, size_t elem, size_t n);
-void sim_pools_trim(int dev);
-void sim_pools_init(void);
-/* sim.mu held: a context's allocations (plain, pitched, managed, host) and arrays go
- * with it. */
-void sim_ctx_memory_reset(struct sim_ctx *c);
+/* A device pointer as the host address backing it. */
+#define SIM_DP(x) ((void *)(uintptr_t)(x))

@@ -183,12 +183,7 @@ static CUresult stream_get_device(CUstream h, CUdevice *device, int ptsz) {
   return rc;
 }
 
-SIM_API CUresult cuStreamGetDevice(CUstream h, CUdevice *device) {
-  return stream_get_device(h, device, 0);
-}
-SIM_API CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice *device) {
-  return stream_get_device(h, device, 1);
-}
+SIM_TWINS(cuStreamGetDevice, _ptsz, stream_get_device, (CUstream h, CUdevice *device), h, device)
 
 /* Host functions run on the calling thread once the stream's earlier work is done;
  * later work on the stream starts after they return. Blocking the caller is the
@@ -222,17 +217,15 @@ static void call_callback(CUstream h, void *fn, void *data) {
   ((CUstreamCallback)fn)(h, CUDA_SUCCESS, data);
 }
 
-SIM_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *userData) {
-  return host_func(h, 0, call_host_fn, (void *)fn, userData);
+static CUresult launch_host_func(CUstream h, CUhostFn fn, void *userData, int ptsz) {
+  return host_func(h, ptsz, call_host_fn, (void *)fn, userData);
 }
-SIM_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void *userData) {
-  return host_func(h, 1, call_host_fn, (void *)fn, userData);
+static CUresult add_callback(CUstream h, CUstreamCallback callback, void *userData, int ptsz) {
+  return host_func(h, ptsz, call_callback, (void *)callback, userData);
 }
-SIM_API CUresult cuStreamAddCallback(CUstream h, CUstreamCallback callback, void *userData,
-                                     unsigned int flags) {
-  return host_func(h, 0, call_callback, (void *)callback, userData);
-}
-SIM_API CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback callback, void *userData,
-                                          unsigned int flags) {
-  return host_func(h, 1, call_callback, (void *)callback, userData);
-}
+
+SIM_TWINS(cuLaunchHostFunc, _ptsz, launch_host_func, (CUstream h, CUhostFn fn, void *userData),
+          h, fn, userData)
+SIM_TWINS(cuStreamAddCallback, _ptsz, add_callback,
+          (CUstream h, CUstreamCallback callback, void *userData, unsigned int flags), h,
+          callback, userData)

@@ -1,5 +1,6 @@
-/* cuGetProcAddress and cuGetProcAddress_v2 over one table mapping public names and CUDA
- * versions to the ABI variants this driver exports. */
+/* How programs find entry points: cuGetProcAddress and cuGetProcAddress_v2 over one table
+ * mapping public names and CUDA versions to the ABI variants this driver exports, and
+ * cuGetExportTable's refusal. */
 #include "procaddr.h"
 
 #include <stdio.h>
@@ -224,3 +225,17 @@ SIM_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
                                   cuuint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }
+
+/* The runtime asks for private export tables through here; they are undocumented, so the
+ * sim refuses them (GSLICE_SIM_TRACE shows which one was asked for). */
+SIM_API CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId) {
+  if (secure_getenv("GSLICE_SIM_TRACE") && pExportTableId) {
+    const unsigned char *u = (const unsigned char *)pExportTableId->bytes;
+    fprintf(stderr, "gslice-sim: cuGetExportTable(");
+    for (int i = 0; i < 16; i++)
+      fprintf(stderr, "%02x", u[i]);
+    fprintf(stderr, ")\n");
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+

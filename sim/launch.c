@@ -1,0 +1,87 @@
+/* Kernel launches: a function's device time (spin(us), GSLICE_SIM_KERNEL_US) and the
+ * one place work is put on the shared engine timeline. */
+#include "driver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- launches ---- */
+
+/* Device time of one launch: spin(us) takes us microseconds, others what
+ * GSLICE_SIM_KERNEL_US says (default 0). */
+uint64_t sim_kernel_ns(const struct sim_func *f, void **params, void **extra) {
+  if (!f->spin)
+    return f->fixed_ns;
+  uint64_t us = 0;
+  if (params && params[0]) {
+    memcpy(&us, params[0], sizeof(us));
+  } else if (extra) {
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2)
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER && extra[i + 1])
+        memcpy(&us, extra[i + 1], sizeof(us));
+  }
+  if (us > 3600ull * 1000000ull)
+    us = 3600ull * 1000000ull; /* an hour: past that it is surely a bad argument */
+  return us * 1000;
+}
+
+/* sim.mu held: queue dur ns of kernel on s. */
+void sim_enqueue_locked(struct sim_stream *s, uint64_t dur) {
+  uint64_t earliest = sim_stream_ready(s);
+  struct sim_machine *m = sim.st.m;
+  sim_lock(m);
+  sim_reap(m, 0);
+  uint64_t end = sim_schedule(m, sim.slot, sim_pdev(s->ctx->dev), earliest, dur);
+  sim_unlock(m);
+  s->tail = end;
+}
+
+static CUresult launch(CUfunction hf, CUstream h, void **params, void **extra, int ptsz) {
+  SIM_REQUIRE_INIT();
+  struct sim_func *f = (struct sim_func *)hf;
+  if (!f || f->magic != SIM_FUNC_MAGIC)
+    return CUDA_ERROR_INVALID_HANDLE;
+  struct sim_stream *s;
+  CUresult rc = sim_stream_get(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  uint64_t dur = sim_kernel_ns(f, params, extra);
+  pthread_mutex_lock(&sim.mu);
+  if (s->capture) {
+    struct sim_node node = {.type = SIM_NODE_KERNEL, .dur = dur};
+    if (sim_capture_add(s, &node) < 0)
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    sim_enqueue_locked(s, dur);
+  }
+  pthread_mutex_unlock(&sim.mu);
+  return rc;
+}
+
+SIM_TWINS(cuLaunchKernel, _ptsz, launch,
+          (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+           unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+           unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra),
+          f, hStream, kernelParams, extra)
+
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra, int ptsz) {
+  if (!config)
+    return CUDA_ERROR_INVALID_VALUE;
+  return launch(f, config->hStream, kernelParams, extra, ptsz);
+}
+
+SIM_TWINS(cuLaunchKernelEx, _ptsz, launch_ex,
+          (const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra), config,
+          f, kernelParams, extra)
+
+SIM_TWINS(cuLaunchCooperativeKernel, _ptsz, launch,
+          (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+           unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+           unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),
+          f, hStream, kernelParams, NULL)

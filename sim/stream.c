@@ -1,0 +1,431 @@
+/* Streams (legacy, per-thread, user) and events: what work each stream waits for and
+ * when it completes on the device clock. Kernels reach the engine only through
+ * launch.c; graphs and captures are graph.c's. */
+#include "driver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- streams ---- */
+
+struct ptds_slot {
+  struct sim_ctx *ctx;
+  uint64_t generation;
+  struct sim_stream *s;
+};
+#define PTDS_SLOTS 8
+static __thread struct ptds_slot ptds_slots[PTDS_SLOTS];
+
+/* Destroyed streams and events are recycled, never freed: a stale handle then reads
+ * a cleared magic (CUDA_ERROR_INVALID_HANDLE), not freed memory. sim.mu guards both. */
+static struct sim_stream *stream_free_list;
+static struct sim_event *event_free_list;
+
+/* sim.mu held: s is no longer a stream. */
+static void stream_recycle_locked(struct sim_stream *s) {
+  memset(s, 0, sizeof(*s));
+  s->next = stream_free_list;
+  stream_free_list = s;
+}
+
+/* sim.mu held. */
+static struct sim_stream *stream_new_locked(struct sim_ctx *c, enum sim_stream_kind kind,
+                                            unsigned flags, int priority) {
+  static unsigned long long next_id = 1;
+  struct sim_stream *s = stream_free_list;
+  if (s) {
+    stream_free_list = s->next;
+    memset(s, 0, sizeof(*s));
+  } else if (!(s = calloc(1, sizeof(*s)))) {
+    return NULL;
+  }
+  s->magic = SIM_STREAM_MAGIC;
+  s->kind = kind;
+  s->ctx = c;
+  s->flags = flags;
+  s->priority = priority;
+  s->id = next_id++;
+  s->next = c->streams;
+  c->streams = s;
+  return s;
+}
+
+/* The calling thread's default stream in c (a blocking stream, made on first use). */
+static struct sim_stream *per_thread_stream(struct sim_ctx *c) {
+  for (int i = 0; i < PTDS_SLOTS; i++)
+    if (ptds_slots[i].ctx == c && ptds_slots[i].generation == c->generation && ptds_slots[i].s &&
+        ptds_slots[i].s->magic == SIM_STREAM_MAGIC)
+      return ptds_slots[i].s;
+  pthread_mutex_lock(&sim.mu);
+  struct sim_stream *s = stream_new_locked(c, SIM_STREAM_PER_THREAD, 0, 0);
+  pthread_mutex_unlock(&sim.mu);
+  if (!s)
+    return NULL;
+  int victim = 0;
+  for (int i = 0; i < PTDS_SLOTS; i++)
+    if (!ptds_slots[i].s || !sim_ctx_alive(ptds_slots[i].ctx)) {
+      victim = i;
+      break;
+    }
+  ptds_slots[victim] = (struct ptds_slot){c, c->generation, s};
+  return s;
+}
+
+CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret) {
+  struct sim_stream *s;
+  if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+    struct sim_ctx *c;
+    CUresult rc = sim_ctx_current_rc(&c);
+    if (rc != CUDA_SUCCESS)
+      return rc;
+    int per_thread = h == CU_STREAM_PER_THREAD || (h == NULL && ptds);
+    s = per_thread ? per_thread_stream(c) : &c->legacy;
+    if (!s)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    s = (struct sim_stream *)h;
+    if (s->magic != SIM_STREAM_MAGIC || !sim_ctx_alive(s->ctx))
+      return CUDA_ERROR_INVALID_HANDLE;
+  }
+  *ret = s;
+  return CUDA_SUCCESS;
+}
+
+/* sim.mu held: earliest device time new work on s may start. The legacy stream waits
+ * for every blocking stream of its context, and they wait for it. */
+uint64_t sim_stream_ready(const struct sim_stream *s) {
+  const struct sim_ctx *c = s->ctx;
+  uint64_t t = s->tail;
+  if (s->kind == SIM_STREAM_LEGACY) {
+    for (const struct sim_stream *o = c->streams; o; o = o->next)
+      if (!(o->flags & CU_STREAM_NON_BLOCKING) && o->tail > t)
+        t = o->tail;
+  } else if (!(s->flags & CU_STREAM_NON_BLOCKING) && c->legacy.tail > t) {
+    t = c->legacy.tail;
+  }
+  return t;
+}
+
+/* sim.mu held: when everything queued on s so far is done. */
+static uint64_t stream_done(const struct sim_stream *s) {
+  return s->kind == SIM_STREAM_LEGACY ? sim_stream_ready(s) : s->tail;
+}
+
+CUresult sim_stream_wait(CUstream h, int ptds) {
+  struct sim_stream *s;
+  CUresult rc = sim_stream_get(h, ptds, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&sim.mu);
+  uint64_t t = stream_done(s);
+  pthread_mutex_unlock(&sim.mu);
+  sim_wait_until(t);
+  return CUDA_SUCCESS;
+}
+
+/* sim.mu held: a context goes away; so do its streams. */
+void sim_ctx_streams_reset(struct sim_ctx *c) {
+  struct sim_stream *s = c->streams;
+  while (s) {
+    struct sim_stream *next = s->next;
+    if (s->capture) /* an unfinished capture goes with its stream */
+      sim_graph_free(s->capture);
+    stream_recycle_locked(s);
+    s = next;
+  }
+  c->streams = NULL;
+  c->legacy.tail = 0;
+}
+
+static CUresult stream_create(CUstream *phStream, unsigned int flags, int priority) {
+  SIM_REQUIRE_INIT();
+  if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (priority > 0)
+    priority = 0;
+  if (priority < -5)
+    priority = -5;
+  pthread_mutex_lock(&sim.mu);
+  struct sim_stream *s = stream_new_locked(c, SIM_STREAM_USER, flags, priority);
+  pthread_mutex_unlock(&sim.mu);
+  if (!s)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *phStream = (CUstream)s;
+  return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+  return stream_create(phStream, Flags, 0);
+}
+
+SIM_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority) {
+  return stream_create(phStream, flags, priority);
+}
+
+SIM_API CUresult cuStreamDestroy_v2(CUstream hStream) {
+  SIM_REQUIRE_INIT();
+  struct sim_stream *s = (struct sim_stream *)hStream;
+  pthread_mutex_lock(&sim.mu);
+  if (!s || s->magic != SIM_STREAM_MAGIC || s->kind != SIM_STREAM_USER) {
+    pthread_mutex_unlock(&sim.mu);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  /* Work already queued still runs (it is on the device timeline); only the handle goes. */
+  struct sim_stream **pp = &s->ctx->streams;
+  while (*pp && *pp != s)
+    pp = &(*pp)->next;
+  if (*pp)
+    *pp = s->next;
+  if (s->capture)
+    sim_graph_free(s->capture);
+  stream_recycle_locked(s);
+  pthread_mutex_unlock(&sim.mu);
+  return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuStreamDestroy(CUstream hStream) {
+  return cuStreamDestroy_v2(hStream);
+}
+
+static CUresult stream_query(CUstream h, int ptsz) {
+  SIM_REQUIRE_INIT();
+  struct sim_stream *s;
+  CUresult rc = sim_stream_get(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&sim.mu);
+  uint64_t t = stream_done(s);
+  pthread_mutex_unlock(&sim.mu);
+  return sim_now_ns() >= t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+SIM_TWINS(cuStreamQuery, _ptsz, stream_query, (CUstream h), h)
+
+static CUresult stream_sync(CUstream h, int ptsz) {
+  SIM_REQUIRE_INIT();
+  struct sim_stream *s;
+  CUresult rc = sim_stream_get(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (s->capture)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  rc = sim_stream_wait(h, ptsz);
+  if (rc == CUDA_SUCCESS)
+    sim_pools_trim(s->ctx->dev);
+  return rc;
+}
+
+SIM_TWINS(cuStreamSynchronize, _ptsz, stream_sync, (CUstream h), h)
+
+/* The stream an attribute query names, its output pointer checked. */
+static CUresult stream_query_arg(CUstream h, int ptsz, const void *out, struct sim_stream **ret) {
+  SIM_REQUIRE_INIT();
+  CUresult rc = sim_stream_get(h, ptsz, ret);
+  if (rc == CUDA_SUCCESS && !out)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  return rc;
+}
+
+static CUresult stream_get_flags(CUstream h, unsigned int *flags, int ptsz) {
+  struct sim_stream *s;
+  CUresult rc = stream_query_arg(h, ptsz, flags, &s);
+  if (rc == CUDA_SUCCESS)
+    *flags = s->flags;
+  return rc;
+}
+
+SIM_TWINS(cuStreamGetFlags, _ptsz, stream_get_flags, (CUstream h, unsigned int *flags), h, flags)
+
+static CUresult stream_get_priority(CUstream h, int *priority, int ptsz) {
+  struct sim_stream *s;
+  CUresult rc = stream_query_arg(h, ptsz, priority, &s);
+  if (rc == CUDA_SUCCESS)
+    *priority = s->priority;
+  return rc;
+}
+
+SIM_TWINS(cuStreamGetPriority, _ptsz, stream_get_priority, (CUstream h, int *priority), h, priority)
+
+static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, int ptsz) {
+  struct sim_stream *s;
+  CUresult rc = stream_query_arg(h, ptsz, pctx, &s);
+  if (rc == CUDA_SUCCESS)
+    *pctx = (CUcontext)s->ctx;
+  return rc;
+}
+
+SIM_TWINS(cuStreamGetCtx, _ptsz, stream_get_ctx, (CUstream h, CUcontext *pctx), h, pctx)
+
+static CUresult stream_get_id(CUstream h, unsigned long long *id, int ptsz) {
+  struct sim_stream *s;
+  CUresult rc = stream_query_arg(h, ptsz, id, &s);
+  if (rc == CUDA_SUCCESS)
+    *id = s->kind == SIM_STREAM_LEGACY ? 0 : s->id;
+  return rc;
+}
+
+SIM_TWINS(cuStreamGetId, _ptsz, stream_get_id, (CUstream h, unsigned long long *id), h, id)
+
+/* ---- events ---- */
+
+SIM_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+  SIM_REQUIRE_INIT();
+  if (!phEvent)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&sim.mu);
+  struct sim_event *e = event_free_list;
+  if (e)
+    event_free_list = e->next;
+  else
+    e = malloc(sizeof(*e));
+  if (e) {
+    memset(e, 0, sizeof(*e));
+    e->magic = SIM_EVENT_MAGIC;
+    e->flags = Flags;
+    e->ctx = c;
+    e->next = c->events;
+    if (c->events)
+      c->events->prev = e;
+    c->events = e;
+  }
+  pthread_mutex_unlock(&sim.mu);
+  if (!e)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *phEvent = (CUevent)e;
+  return CUDA_SUCCESS;
+}
+
+static struct sim_event *event_arg(CUevent h) {
+  struct sim_event *e = (struct sim_event *)h;
+  return e && e->magic == SIM_EVENT_MAGIC ? e : NULL;
+}
+
+/* sim.mu held: out of its context's list, onto the free list. */
+static void event_recycle_locked(struct sim_event *e) {
+  if (e->prev)
+    e->prev->next = e->next;
+  else if (e->ctx && e->ctx->events == e)
+    e->ctx->events = e->next;
+  if (e->next)
+    e->next->prev = e->prev;
+  memset(e, 0, sizeof(*e));
+  e->next = event_free_list;
+  event_free_list = e;
+}
+
+void sim_ctx_events_reset(struct sim_ctx *c) {
+  while (c->events)
+    event_recycle_locked(c->events);
+}
+
+SIM_API CUresult cuEventDestroy_v2(CUevent hEvent) {
+  SIM_REQUIRE_INIT();
+  pthread_mutex_lock(&sim.mu);
+  struct sim_event *e = event_arg(hEvent);
+  if (e)
+    event_recycle_locked(e);
+  pthread_mutex_unlock(&sim.mu);
+  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIM_API CUresult cuEventDestroy(CUevent hEvent) {
+  return cuEventDestroy_v2(hEvent);
+}
+
+static CUresult event_record(CUevent hEvent, CUstream h, int ptsz) {
+  SIM_REQUIRE_INIT();
+  struct sim_event *e = event_arg(hEvent);
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  struct sim_stream *s;
+  CUresult rc = sim_stream_get(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (e->ctx != s->ctx)
+    return CUDA_ERROR_INVALID_HANDLE; /* cuda.h: event and stream of one context */
+  pthread_mutex_lock(&sim.mu);
+  if (!s->capture) {
+    /* The event completes when the work queued before it does, or now if none is. */
+    uint64_t t = sim_stream_ready(s), now = sim_now_ns();
+    e->t = t > now ? t : now;
+    e->recorded = 1;
+  }
+  pthread_mutex_unlock(&sim.mu);
+  return CUDA_SUCCESS;
+}
+
+SIM_TWINS(cuEventRecord, _ptsz, event_record, (CUevent hEvent, CUstream hStream), hEvent, hStream)
+SIM_TWINS(cuEventRecordWithFlags, _ptsz, event_record,
+          (CUevent hEvent, CUstream hStream, unsigned int flags), hEvent, hStream)
+
+SIM_API CUresult cuEventQuery(CUevent hEvent) {
+  SIM_REQUIRE_INIT();
+  struct sim_event *e = event_arg(hEvent);
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  return !e->recorded || sim_now_ns() >= e->t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
+  SIM_REQUIRE_INIT();
+  struct sim_event *e = event_arg(hEvent);
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (e->recorded)
+    sim_wait_until(e->t);
+  struct sim_ctx *c = sim_ctx_current();
+  if (c)
+    sim_pools_trim(c->dev);
+  return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+  SIM_REQUIRE_INIT();
+  struct sim_event *a = event_arg(hStart), *b = event_arg(hEnd);
+  if (!pMilliseconds)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!a || !b || (a->flags & CU_EVENT_DISABLE_TIMING) || (b->flags & CU_EVENT_DISABLE_TIMING) ||
+      !a->recorded || !b->recorded)
+    return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t now = sim_now_ns();
+  if (now < a->t || now < b->t)
+    return CUDA_ERROR_NOT_READY;
+  *pMilliseconds = (float)(((double)b->t - (double)a->t) / 1e6);
+  return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+  return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
+}
+
+static CUresult stream_wait_event(CUstream h, CUevent hEvent, unsigned int flags, int ptsz) {
+  SIM_REQUIRE_INIT();
+  struct sim_event *e = event_arg(hEvent);
+  if (!e)
+    return CUDA_ERROR_INVALID_HANDLE;
+  struct sim_stream *s;
+  CUresult rc = sim_stream_get(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&sim.mu);
+  if (e->recorded && e->t > s->tail)
+    s->tail = e->t;
+  pthread_mutex_unlock(&sim.mu);
+  return CUDA_SUCCESS;
+}
+
+SIM_TWINS(cuStreamWaitEvent, _ptsz, stream_wait_event,
+          (CUstream h, CUevent hEvent, unsigned int Flags), h, hEvent, Flags)
