@@ -14,6 +14,11 @@
 #define CONN_IN_MAX 512
 /* A reader that lets this much pile up is dropped (status replies are ~700 KiB at most). */
 #define CONN_OUT_MAX (4u << 20)
+/* One connection's share of a loop turn: so many requests handled, one of them at most a STATUS
+ * (a node snapshot is the one expensive request), before the other connections get theirs. A
+ * client writing STATUS without pause held the loop for as long as it wrote (another slice's
+ * launch waited 4.2 s). */
+#define CONN_TURN_MSGS 16u
 /* Refused connections held open at once (daemon.refused); within main.c's FDS_RESERVED. */
 #define REFUSED_MAX 16
 
@@ -39,6 +44,8 @@ struct conn {
   size_t inlen;
   unsigned char *out;
   size_t outlen, outcap;
+  uint64_t resume_timer; /* requests left over from its turn: handled at the next one */
+  struct daemon *d;
   struct conn *next;
 };
 

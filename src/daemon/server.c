@@ -576,6 +576,8 @@ static void conn_close(struct daemon *d, struct conn *c, const char *why) {
       break;
     }
   d->nconns--;
+  if (c->resume_timer)
+    loop_del_timer(d->loop, c->resume_timer);
   loop_del_fd(d->loop, c->fd);
   close(c->fd);
   /* A killed token holder: its burst is over as far as anyone can tell. */
@@ -596,64 +598,98 @@ static void conn_close(struct daemon *d, struct conn *c, const char *why) {
   free(c);
 }
 
-static void conn_cb(struct loop *l, int fd, uint32_t events, void *data) {
-  struct daemon *d = data;
-  struct conn *c;
+static void resume_cb(struct loop *l, uint64_t id, void *data);
 
-  (void)l;
-  for (c = d->conns; c; c = c->next)
-    if (c->fd == fd)
-      break;
-  if (!c)
-    return;
-  if (events & EPOLLOUT)
-    conn_flush(d, c);
-  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
-    return;
+/* Requests left in c->in (or in its socket) when its share of the turn ran out: handled at the
+ * next turn, after the connections that were waiting. A timer due now runs after this turn's fd
+ * events; the socket alone would not do, its data may already all be in c->in. */
+static void conn_resume_later(struct daemon *d, struct conn *c) {
+  if (!c->resume_timer && loop_add_timer(d->loop, 0, resume_cb, c, &c->resume_timer) < 0)
+    c->resume_timer = 0; /* no timer: the next byte it sends wakes it, as before */
+}
+
+/* Handles what c sent, within its share of one loop turn (CONN_TURN_MSGS requests, one STATUS).
+ * Returns false when c was closed. */
+static bool conn_serve(struct daemon *d, struct conn *c) {
+  uint32_t msgs = 0, statuses = 0;
+
   for (;;) {
-    ssize_t n = recv(fd, c->in + c->inlen, sizeof(c->in) - c->inlen, MSG_DONTWAIT);
-    if (n == 0) {
-      conn_close(d, c, NULL);
-      return;
-    }
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN)
-        break;
-      /* A reset is how a process that exits with replies unread says goodbye. */
-      conn_close(d, c, errno == ECONNRESET ? NULL : strerror(errno));
-      return;
-    }
-    c->inlen += (size_t)n;
+    /* The whole requests already in first: c->in holds at most CONN_IN_MAX bytes. */
     for (;;) {
-      size_t len;
+      struct gs_msg_hdr h;
       struct gs_msg m;
+      size_t len;
       int r = gs_msg_peek(c->in, c->inlen, &len);
       if (r == -EAGAIN)
         break;
       if (r < 0 || len > sizeof(c->in)) {
         conn_close(d, c, "malformed message");
-        return;
+        return false;
       }
       if (c->inlen < len)
         break;
+      memcpy(&h, c->in, sizeof(h));
+      if (msgs == CONN_TURN_MSGS || (statuses && h.type == GS_MSG_STATUS)) {
+        conn_resume_later(d, c);
+        return true;
+      }
       if (gs_msg_decode(c->in, len, &m) < 0) {
         conn_close(d, c, "invalid message");
-        return;
+        return false;
       }
       memmove(c->in, c->in + len, c->inlen - len);
       c->inlen -= len;
+      msgs++;
+      statuses += h.type == GS_MSG_STATUS;
       if (!handle(d, c, &m)) {
         conn_close(d, c, "message out of protocol");
-        return;
+        return false;
       }
       if (c->dropped) {
         conn_close(d, c, "does not read its replies");
-        return;
+        return false;
       }
     }
+    ssize_t n = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen, MSG_DONTWAIT);
+    if (n == 0) {
+      conn_close(d, c, NULL);
+      return false;
+    }
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN)
+        return true;
+      /* A reset is how a process that exits with replies unread says goodbye. */
+      conn_close(d, c, errno == ECONNRESET ? NULL : strerror(errno));
+      return false;
+    }
+    c->inlen += (size_t)n;
   }
+}
+
+static void resume_cb(struct loop *l, uint64_t id, void *data) {
+  struct conn *c = data;
+
+  (void)l;
+  (void)id;
+  c->resume_timer = 0;
+  conn_serve(c->d, c);
+}
+
+/* Dispatched to the connection itself (the loop's per-fd data), not found by walking them. */
+static void conn_cb(struct loop *l, int fd, uint32_t events, void *data) {
+  struct conn *c = data;
+  struct daemon *d = c->d;
+
+  (void)l;
+  (void)fd;
+  if (events & EPOLLOUT)
+    conn_flush(d, c);
+  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+    return;
+  if (!conn_serve(d, c))
+    return;
   if (events & (EPOLLHUP | EPOLLERR))
     conn_close(d, c, NULL);
 }
@@ -751,11 +787,12 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       continue;
     }
     c->fd = cfd;
+    c->d = d;
     c->accepted_at = loop_now();
     c->pid = cred.pid;
     c->uid = cred.uid;
     c->gid = cred.gid;
-    if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, conn_cb, d) < 0) {
+    if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, conn_cb, c) < 0) {
       free(c);
       close(cfd);
       continue;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -108,7 +109,7 @@ int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: daemon_attack SOCKET nohello N WAIT_MS | biglen | many N | flood N |\n"
                     "       hold | grants SECONDS | holdloop SECONDS | register N ROUNDS |\n"
-                    "       idle N SECONDS\n");
+                    "       idle N SECONDS | statusflood CONNS SECONDS\n");
     return 2;
   }
   path = argv[1];
@@ -215,6 +216,74 @@ int main(int argc, char **argv) {
     printf("flood: %d requests sent, connection %s\n", sent, c ? "closed" : "open");
     close(fd);
     return 0;
+  }
+  if (!strcmp(mode, "statusflood")) {
+    /* n connections (one process each) writing STATUS without pause for argv[4] seconds, and
+     * reading the replies as they come, so that none is dropped for not reading. First argv[5]
+     * slices with a memory cap are registered (each has a region the snapshot reads): the more
+     * slices, the longer each STATUS takes the daemon. */
+    int seconds = argc > 4 ? atoi(argv[4]) : 3, nslices = argc > 5 ? atoi(argv[5]) : 0;
+    int cfd = conn();
+    if (cfd < 0 || gs_client_hello(cfd, GS_ROLE_CLI, 0, NULL) < 0)
+      return 1;
+    for (int i = 0; i < nslices; i++) {
+      struct gs_slice_spec spec = {.gpu_mask = 1, .compute_limit = 100, .weight = 1,
+                                   .memory_cap = 1ull << 30};
+      struct gs_msg_registered reg;
+      char err[GS_PROTO_TEXT_MAX];
+      snprintf(spec.name, sizeof(spec.name), "bulk%d", i);
+      if (gs_client_register(cfd, &spec, &reg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "statusflood: register %d: %s\n", i, err);
+        return 1;
+      }
+    }
+    for (int k = 0; k < n; k++) {
+      if (fork() != 0)
+        continue;
+      int fd = conn();
+      unsigned long sent = 0;
+      static unsigned char sink[1 << 20];
+      struct gs_msg_status st = {0};
+      /* 64 requests per write: the daemon's socket always has more waiting. */
+      enum { BATCH = 64 };
+      unsigned char msg[BATCH * (sizeof(struct gs_msg_hdr) + sizeof(st))];
+      size_t len, off = 0;
+      double end = mono_s() + seconds;
+      if (fd < 0 || gs_client_hello(fd, GS_ROLE_CLI, 0, NULL) < 0 ||
+          gs_msg_encode(msg, sizeof(msg), GS_MSG_STATUS, 1, &st, sizeof(st), &len) < 0)
+        _exit(1);
+      for (int b = 1; b < BATCH; b++)
+        memcpy(msg + (size_t)b * len, msg, len);
+      len *= BATCH;
+      /* A reader process drains the replies; this one writes and never waits for them. */
+      pid_t reader = fork();
+      if (reader == 0) {
+        while (recv(fd, sink, sizeof(sink), 0) > 0) {
+        }
+        _exit(0);
+      }
+      struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+      while (mono_s() < end) {
+        ssize_t w = send(fd, msg + off, len - off, MSG_NOSIGNAL);
+        if (w < 0 && errno != EAGAIN && errno != EINTR)
+          break;
+        if (w > 0 && (off += (size_t)w) == len) {
+          off = 0;
+          sent += BATCH;
+        }
+      }
+      shutdown(fd, SHUT_RDWR);
+      waitpid(reader, NULL, 0);
+      printf("statusflood: connection %d wrote %lu STATUS in %d s\n", k, sent, seconds);
+      fflush(stdout);
+      _exit(0);
+    }
+    int ok = 1, st;
+    while (wait(&st) > 0)
+      ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    close(cfd);
+    return ok ? 0 : 1;
   }
   if (!strcmp(mode, "hold")) {
     /* Takes the token and stops, reading nothing more: SIGSTOP on itself. */
