@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define U64(field, def, lo, hi, rt, help)                                                          \
@@ -121,9 +122,24 @@ int config_load_file(struct config *c, const char *path, char *why, size_t why_l
     snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
     return r;
   }
+  /* A directory opens and reads as nothing: it would pass for an empty file. */
+  struct stat st;
+  if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+    snprintf(why, why_len, "%s is not a regular file: give the path of a config file", path);
+    fclose(f);
+    return -EINVAL;
+  }
   while (fgets(line, sizeof(line), f)) {
-    char *s = trim(line), *eq;
+    size_t len = strlen(line);
     n++;
+    /* A longer line would be read in pieces and its tail applied as a line of its own. */
+    if (len == sizeof(line) - 1 && line[len - 1] != '\n' && !feof(f)) {
+      snprintf(why, why_len, "%s:%u: line longer than %zu bytes; shorten it", path, n,
+               sizeof(line) - 2);
+      r = -EINVAL;
+      break;
+    }
+    char *s = trim(line), *eq;
     if (!*s || *s == '#')
       continue;
     eq = strchr(s, '=');
@@ -139,6 +155,10 @@ int config_load_file(struct config *c, const char *path, char *why, size_t why_l
       r = -EINVAL;
       break;
     }
+  }
+  if (r == 0 && ferror(f)) {
+    r = -EIO;
+    snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
   }
   fclose(f);
   return r;
