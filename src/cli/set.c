@@ -69,7 +69,7 @@ int cmd_set(int argc, char **argv) {
       } else if (gs_size_parse(optarg, &req.spec.memory_cap) < 0 || req.spec.memory_cap == 0) {
         fprintf(stderr,
                 "gslice set: bad --memory '%s': give a size like 2GiB, 512MiB or "
-                "1073741824, or 'none' to remove the cap\n",
+                "1073741824 (at most " GS_SIZE_MAX_TEXT "), or 'none' to remove the cap\n",
                 optarg);
         return 2;
       }

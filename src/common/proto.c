@@ -1,6 +1,8 @@
 /* Encoding, framing checks and validation of the gsliced wire protocol (proto.h). */
 #include "proto.h"
 
+#include "size.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,6 +108,8 @@ int gs_slice_spec_check(const struct gs_slice_spec *spec, char *why, size_t why_
     reason = "weight must be 1..1000";
   else if (GS_MAX_GPUS < 32 && (spec->gpu_mask >> GS_MAX_GPUS) != 0)
     reason = "GPU index out of range";
+  else if (spec->memory_cap > GS_SIZE_MAX)
+    reason = "memory cap is over " GS_SIZE_MAX_TEXT;
   if (!reason)
     return 0;
   if (why && why_len)

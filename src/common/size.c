@@ -37,6 +37,8 @@ int gs_size_parse(const char *text, uint64_t *ret_bytes) {
     unsigned shift = units[i].shift;
     if (shift && value > (UINT64_MAX >> shift))
       return -ERANGE;
+    if ((value << shift) > GS_SIZE_MAX)
+      return -ERANGE;
     *ret_bytes = value << shift;
     return 0;
   }

@@ -13,10 +13,18 @@
 static int parse_limit(const char *text, struct gs_config *c, char *err, size_t err_len) {
   if (!strchr(text, '=')) {
     uint64_t v;
-    if (gs_size_parse(text, &v) < 0 || v == 0) {
+    int e = gs_size_parse(text, &v);
+    if (e == -ERANGE) {
+      snprintf(err, err_len,
+               "GSLICE_MEMORY_LIMIT=\"%s\" is out of range: at most " GS_SIZE_MAX_TEXT
+               " (unset it for no cap)",
+               text);
+      return -EINVAL;
+    }
+    if (e < 0 || v == 0) {
       snprintf(err, err_len,
                "GSLICE_MEMORY_LIMIT=\"%s\" is malformed: want a size > 0 like 4GiB, or per device "
-               "index like 0=4GiB,1=2GiB (unset it for no cap)",
+               "index like 0=4GiB,1=2GiB, no spaces (unset it for no cap)",
                text);
       return -EINVAL;
     }
@@ -37,12 +45,14 @@ static int parse_limit(const char *text, struct gs_config *c, char *err, size_t 
     char *end = NULL;
     uint64_t v;
     errno = 0;
-    long idx = eq && eq != item ? strtol(item, &end, 10) : -1;
+    /* strtol alone would take " 1" and "+1": spaces are refused on both sides, as in sizes. */
+    long idx = eq && item[0] >= '0' && item[0] <= '9' ? strtol(item, &end, 10) : -1;
     if (!eq || end != eq || errno || idx < 0 || idx >= GS_CONFIG_MAX_ORDINALS ||
         gs_size_parse(eq + 1, &v) < 0 || v == 0 || (c->limit_set >> idx & 1)) {
       snprintf(err, err_len,
                "GSLICE_MEMORY_LIMIT=\"%s\" is malformed at \"%s\": want INDEX=SIZE items like "
-               "0=4GiB,1=2GiB (index 0-%d, each once, size > 0), or one size for every device",
+               "0=4GiB,1=2GiB (index 0-%d, each once, size 1B.." GS_SIZE_MAX_TEXT
+               ", no spaces), or one size for every device",
                text, item, GS_CONFIG_MAX_ORDINALS - 1);
       return -EINVAL;
     }

@@ -42,6 +42,7 @@ static struct {
   uint64_t overhead[GS_REGION_MAX_DEVICES];
   uint64_t reconciled_ns[GS_REGION_MAX_DEVICES];
   int reconciling;
+  int ordinals_checked; /* GSLICE_MEMORY_LIMIT's device indexes checked against the devices */
   uint64_t serials; /* numbers for released-but-alive VMM handles and destroyed-but-held pools */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -155,11 +156,33 @@ static int attach_locked(void) {
   return 0;
 }
 
+/* Under S.lock, once, at the first device the process uses (the driver is initialised by then):
+ * a per-device cap for an index this process has no device at caps nothing; said, not silent
+ * (a typo, or CUDA_VISIBLE_DEVICES renumbering the devices). A warning, not a stop: the caps
+ * of the devices that are there still hold. */
+static void check_ordinals_locked(void) {
+  const struct gs_real *r = gs_real();
+  int n = 0;
+
+  if (S.ordinals_checked || !S.config.limit_set || !r->cuDeviceGetCount ||
+      r->cuDeviceGetCount(&n) != CUDA_SUCCESS)
+    return;
+  S.ordinals_checked = 1;
+  for (int i = n < 0 ? 0 : n; i < GS_CONFIG_MAX_ORDINALS; i++)
+    if (S.config.limit_set >> i & 1)
+      gs_log(GS_LOG_WARN,
+             "GSLICE_MEMORY_LIMIT gives device %d a cap, but this process sees %d device%s "
+             "(0..%d): that cap holds nothing (CUDA_VISIBLE_DEVICES numbers the devices a "
+             "process sees from 0)",
+             i, n, n == 1 ? "" : "s", n - 1);
+}
+
 /* Under S.lock: the region slot of device ordinal `dev`, registering the device (and the cap
  * GSLICE_MEMORY_LIMIT gives it) the first time this process sees it. */
 static int slot_locked(CUdevice dev, unsigned *ret_slot) {
   if (dev < 0 || dev >= GS_CONFIG_MAX_ORDINALS)
     return -EINVAL;
+  check_ordinals_locked();
   if (S.dev_known[dev]) {
     *ret_slot = S.dev_slot[dev];
     return 0;

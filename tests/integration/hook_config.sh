@@ -112,3 +112,12 @@ done
 out=$(LD_PRELOAD="$HOOK_PRELOAD $TBIN/libhook_next_lib.so" "$TBIN/hook_next")
 expect_eq "RTLD_NEXT through the hook" "$out" "wrapped: hello"
 pass "configuration, live cap, daemon precedence, NVML view, refusal"
+
+# A cap for a device index this process does not have caps nothing: said on stderr (issue 8),
+# while the caps of the devices that are there still hold.
+unset GSLICE_MEMORY_LIMIT
+out=$(GSLICE_STATE_DIR="$T/ordinals" GSLICE_MEMORY_LIMIT=0=512MiB,1=1GiB SCRIPT="fill" run 2>"$T/err" | grep '^fill')
+expect_eq "0=512MiB,1=1GiB chunks on device 0" "$(field "$out" n)" 1
+grep -q "GSLICE_MEMORY_LIMIT gives device 1 a cap, but this process sees 1 device" "$T/err" ||
+  fail "no warning for a cap of a missing device: $(cat "$T/err")"
+pass "a cap for a missing device is a warning line"

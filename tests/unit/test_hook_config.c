@@ -83,6 +83,17 @@ int main(void) {
                        "0=1GiB,,1=1GiB",
                        "0=1GiB,",
                        " 1GiB",
+                       "1GiB ",
+                       " 0=1GiB",
+                       "0=1GiB, 1=1GiB",
+                       "0=1GiB ,1=1GiB",
+                       "+0=1GiB",
+                       "0=1GiB,1= 1GiB",
+                       /* 2^64-1 is the region's "no cap": it must not pass as a cap that
+                        * silently caps nothing (issue 8), nor anything above 1 EiB. */
+                       "18446744073709551615",
+                       "0=18446744073709551615",
+                       "1048577TiB",
                        "99999999999999999999GiB"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     set_env(bad[i], NULL, NULL);
@@ -93,6 +104,11 @@ int main(void) {
     CHECK_EQ_INT(rc, -EINVAL);
     CHECK(strstr(err, "GSLICE_MEMORY_LIMIT") != NULL);
   }
+  /* The largest size is exactly GS_SIZE_MAX and means what it says. */
+  set_env("1048576TiB", NULL, NULL);
+  CHECK_EQ_INT(parse(&c, err), 0);
+  CHECK_EQ_INT(gs_config_limit(&c, 0, &v), 1);
+  CHECK_EQ_U64(v, 1ull << 60);
   set_env("1GiB", "relative/dir", NULL);
   CHECK_EQ_INT(parse(&c, err), -EINVAL);
   CHECK(strstr(err, "GSLICE_STATE_DIR") != NULL);

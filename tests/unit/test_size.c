@@ -35,7 +35,15 @@ int main(void) {
   CHECK_EQ_INT(gs_size_parse("4GiBx", &v), -EINVAL);
   CHECK_EQ_INT(gs_size_parse("99999999999999999999", &v), -ERANGE);
   CHECK_EQ_INT(gs_size_parse("16777216TiB", &v), -ERANGE);
+  /* Nothing above 1 EiB: 2^64-1 is how the region says "no cap". */
+  CHECK_EQ_INT(gs_size_parse("18446744073709551615", &v), -ERANGE);
+  CHECK_EQ_INT(gs_size_parse("1048577TiB", &v), -ERANGE);
+  CHECK_EQ_INT(gs_size_parse("1152921504606846977", &v), -ERANGE);
+  CHECK_EQ_INT(gs_size_parse("2GiB ", &v), -EINVAL);
+  CHECK_EQ_INT(gs_size_parse(" 2GiB", &v), -EINVAL);
   CHECK_EQ_U64(v, 99);
+  CHECK_EQ_INT(gs_size_parse("1048576TiB", &v), 0);
+  CHECK_EQ_U64(v, 1ull << 60);
 
   char buf[32];
   gs_size_format(256ULL << 20, buf, sizeof buf);
