@@ -359,7 +359,8 @@ void gs_region_forget_open(void) {
   opening.r = NULL;
 }
 
-static int region_open(const char *dir, int create, struct gs_region **ret_region) {
+static int region_open(const char *dir, int create, uid_t owner, gid_t group,
+                       struct gs_region **ret_region) {
   if (!dir || dir[0] != '/')
     return -EINVAL;
   struct gs_region *r = calloc(1, sizeof(*r));
@@ -420,6 +421,17 @@ static int region_open(const char *dir, int create, struct gs_region **ret_regio
     r->map = NULL;
     goto fail;
   }
+  if (owner != (uid_t)-1 && (st.st_uid != owner || st.st_gid != group)) {
+    if (st.st_nlink != 1)
+      e = -EMLINK;
+    else if (fchown(fd, owner, group) < 0)
+      e = -errno;
+    if (e < 0) {
+      munmap(m, map_size);
+      r->map = NULL;
+      goto fail;
+    }
+  }
   opening.r = NULL;
   close(fd);
   r->pidns = own_pidns();
@@ -434,11 +446,15 @@ fail:
 }
 
 int gs_region_open(const char *dir, struct gs_region **ret_region) {
-  return region_open(dir, 1, ret_region);
+  return region_open(dir, 1, (uid_t)-1, (gid_t)-1, ret_region);
+}
+
+int gs_region_open_as(const char *dir, uid_t uid, gid_t gid, struct gs_region **ret_region) {
+  return region_open(dir, 1, uid, gid, ret_region);
 }
 
 int gs_region_open_existing(const char *dir, struct gs_region **ret_region) {
-  return region_open(dir, 0, ret_region);
+  return region_open(dir, 0, (uid_t)-1, (gid_t)-1, ret_region);
 }
 
 void gs_region_close(struct gs_region *region) {

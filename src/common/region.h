@@ -59,6 +59,11 @@ struct gs_region_denial {
  * Returns 0, -EBADMSG (not a gslice region, or a corrupt one), -EPROTONOSUPPORT (another layout
  * version), or another -errno. */
 int gs_region_open(const char *dir, struct gs_region **ret_region);
+/* gs_region_open for a root daemon in a directory a user owns: the file is then given to
+ * uid:gid through the descriptor it was opened and checked on (O_NOFOLLOW, fchown), never by
+ * path: the user could swap the name for a link to any file between a check and a chown by
+ * path. A file with other hard links is refused (-EMLINK): giving it away gives them too. */
+int gs_region_open_as(const char *dir, uid_t uid, gid_t gid, struct gs_region **ret_region);
 /* Opens an existing region only (the daemon's read side): -ENOENT when the slice has none. */
 int gs_region_open_existing(const char *dir, struct gs_region **ret_region);
 void gs_region_close(struct gs_region *region);

@@ -33,7 +33,11 @@ typedef int (*region_fn)(struct daemon *d, struct slice *s, struct gs_region *rg
 static int region_call(struct daemon *d, struct slice *s, int create, region_fn fn, void *arg,
                        struct gs_region *volatile *ret_rg) {
   struct gs_region *rg;
-  int r = create ? gs_region_open(s->dir, &rg) : gs_region_open_existing(s->dir, &rg);
+  /* The slice's processes run as its owner and write the region: a root daemon gives it to
+   * them through the descriptor it checked (gs_region_open_as), never by path. */
+  int r = !create             ? gs_region_open_existing(s->dir, &rg)
+          : geteuid() == 0 ? gs_region_open_as(s->dir, s->uid, s->gid, &rg)
+                              : gs_region_open(s->dir, &rg);
 
   if (r < 0)
     return r;
@@ -74,9 +78,6 @@ static int with_region(struct daemon *d, struct slice *s, int create, region_fn 
 
 static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
   (void)arg;
-  if (s->spec.memory_cap && geteuid() == 0 && chown(gs_region_path(rg), s->uid, s->gid) < 0)
-    dlog("warning", "slice %u: cannot give %s to uid %u", s->id, gs_region_path(rg),
-         (unsigned)s->uid);
   for (uint32_t i = 0; i < d->ngpus; i++) {
     unsigned slot;
     if (!(slice_mask(s) & (1u << i)) || region_slot(rg, &d->gpus[i], 1, &slot) < 0)
