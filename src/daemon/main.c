@@ -61,15 +61,54 @@ static int mkdirs(const char *path, mode_t mode) {
   return 0;
 }
 
-static int take_lock(struct daemon *d) {
+/* The state dir holds the lock, the log, the registry and every slice's dir: whoever can write
+ * in it can point those names at other files (a non-root daemon's default sits in a shared
+ * /tmp, where another user can make it first, with symlinks in it). It must be a directory
+ * itself, not a link to one, owned by this daemon's user, writable by no one else. Kept open:
+ * the lock and the log are opened relative to it, never following a link. */
+static int open_state_dir(struct daemon *d, int *ret_fd) {
+  const char *dir = d->cfg.state_dir;
+  struct stat st;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+  if (fd < 0) {
+    int e = errno;
+    fprintf(stderr, "gsliced: cannot open state dir %s: %s%s\n", dir, strerror(e),
+            e == ELOOP || e == ENOTDIR
+                ? " (it is a symbolic link or not a directory: remove it, or give another "
+                  "--state-dir)"
+                : "");
+    return -e;
+  }
+  if (fstat(fd, &st) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  if (st.st_uid != geteuid() || (st.st_mode & 022)) {
+    fprintf(stderr,
+            "gsliced: refusing state dir %s: it is owned by uid %u with mode %04o, and must be "
+            "this daemon's (uid %u) and writable by no one else, or another user could plant "
+            "files in it; remove it (if another user made it, they or root must) and start "
+            "again, or give another --state-dir\n",
+            dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+    close(fd);
+    return -EPERM;
+  }
+  *ret_fd = fd;
+  return 0;
+}
+
+static int take_lock(struct daemon *d, int dir_fd) {
   char path[CONFIG_STR_MAX + 16], pid[32] = "";
   int fd;
 
   snprintf(path, sizeof(path), "%s/gsliced.lock", d->cfg.state_dir);
-  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd = openat(dir_fd, "gsliced.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    fprintf(stderr, "gsliced: cannot open %s: %s\n", path, strerror(errno));
-    return -errno;
+    int e = errno;
+    fprintf(stderr, "gsliced: cannot open %s: %s\n", path, strerror(e));
+    return -e;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
     ssize_t n = read(fd, pid, sizeof(pid) - 1);
@@ -93,17 +132,23 @@ static void write_pid(struct daemon *d) {
 
 /* Goes to the background once the socket answers, so whoever started us
  * can connect as soon as we return. */
-static int background(struct daemon *d) {
+static int background(struct daemon *d, int dir_fd) {
   char log[CONFIG_STR_MAX + 16];
   int p[2], fd;
   pid_t pid;
 
+  /* 0600: the log names slices, their users and processes. */
   snprintf(log, sizeof(log), "%s/gsliced.log", d->cfg.state_dir);
-  fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd = openat(dir_fd, "gsliced.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+              0600);
   if (fd < 0) {
-    fprintf(stderr, "gsliced: cannot open log %s: %s\n", log, strerror(errno));
-    return -errno;
+    int e = errno;
+    fprintf(stderr, "gsliced: cannot open log %s: %s\n", log, strerror(e));
+    return -e;
   }
+  /* One made 0644 by an earlier daemon is narrowed too. */
+  if (fchmod(fd, 0600) < 0)
+    dlog("warning", "cannot make %s mode 0600: %s", log, strerror(errno));
   if (pipe2(p, O_CLOEXEC) < 0)
     return -errno;
   pid = fork();
@@ -273,7 +318,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gsliced: cannot create state dir %s: %s\n", d->cfg.state_dir, strerror(-r));
     return 1;
   }
-  if (take_lock(d) < 0)
+  int dir_fd = -1;
+  if (open_state_dir(d, &dir_fd) < 0 || take_lock(d, dir_fd) < 0)
     return 1;
   r = registry_load(&d->reg, d->cfg.state_dir, (uint32_t)d->cfg.max_slices, why, sizeof(why));
   if (r < 0) {
@@ -298,8 +344,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gsliced: cannot listen on %s: %s\n", d->cfg.socket, strerror(-r));
     return 1;
   }
-  if (!foreground && background(d) < 0)
+  if (!foreground && background(d, dir_fd) < 0)
     return 1;
+  close(dir_fd);
   write_pid(d);
   d->started = loop_now();
   sigset_t mask;
