@@ -18,6 +18,7 @@ static uint64_t burst_ns = 50000;
 
 struct worker {
   uint32_t slice;
+  uint64_t nonce;
   uint64_t *lat;
   size_t n, cap;
 };
@@ -35,7 +36,7 @@ static void *run(void *arg) {
   int fd;
 
   if (gs_client_connect(gs_client_socket_path(), &fd) < 0 ||
-      gs_client_hello(fd, GS_ROLE_HOOK, w->slice, NULL) < 0) {
+      gs_client_hello_slice(fd, GS_ROLE_HOOK, w->slice, w->nonce, NULL, NULL, 0) < 0) {
     fprintf(stderr, "compute_grant: client of slice %u cannot connect\n", w->slice);
     return NULL;
   }
@@ -97,6 +98,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     w[i].slice = reg.slice_id;
+    w[i].nonce = reg.slice_nonce;
   }
   for (int i = 0; i < n; i++)
     pthread_create(&t[i], NULL, run, &w[i]);
@@ -110,7 +112,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; i++) {
     memcpy(all + k, w[i].lat, w[i].n * sizeof(uint64_t));
     k += w[i].n;
-    gs_client_unregister(cfd, w[i].slice, NULL, 0);
+    gs_client_unregister(cfd, w[i].slice, w[i].nonce, NULL, 0);
     free(w[i].lat);
   }
   qsort(all, total, sizeof(uint64_t), cmp);

@@ -93,6 +93,11 @@ int cli_connect(unsigned role, int autostart, int *ret_fd) {
   if (r < 0) {
     if (why[0])
       fprintf(stderr, "gslice: the daemon on %s refused us: %s\n", path, why);
+    else if (r == -ETIMEDOUT)
+      fprintf(stderr,
+              "gslice: gsliced at %s did not answer within %d s; is it stopped (SIGSTOP) or "
+              "hung? (kill -CONT it, or restart it)\n",
+              path, GS_CLIENT_HELLO_TIMEOUT_MS / 1000);
     else
       fprintf(stderr, "gslice: the daemon on %s did not answer hello: %s\n", path, strerror(-r));
     close(fd);

@@ -95,9 +95,9 @@ static void set_env(const char *name, const char *value) {
     fprintf(stderr, "gslice: cannot set %s\n", name);
 }
 
-static void unregister(int fd, uint32_t id) {
+static void unregister(int fd, uint32_t id, uint64_t nonce) {
   char err[GS_PROTO_TEXT_MAX] = "";
-  int r = fd >= 0 ? gs_client_unregister(fd, id, err, sizeof(err)) : -ENOTCONN;
+  int r = fd >= 0 ? gs_client_unregister(fd, id, nonce, err, sizeof(err)) : -ENOTCONN;
 
   if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN) {
     /* The daemon restarted meanwhile: a fresh connection; if none answers,
@@ -109,7 +109,7 @@ static void unregister(int fd, uint32_t id) {
     if (gs_client_connect(gs_client_socket_path(), &nfd) == 0) {
       fd = nfd;
       if (gs_client_hello(fd, GS_ROLE_RUNNER, 0, NULL) == 0)
-        r = gs_client_unregister(fd, id, err, sizeof(err));
+        r = gs_client_unregister(fd, id, nonce, err, sizeof(err));
     }
   }
   if (r < 0 && r != -ENOENT && r != -ECONNREFUSED && r != -EPIPE && r != -ECONNRESET && r != -ENOTCONN)
@@ -141,7 +141,7 @@ int cmd_run(int argc, char **argv) {
       break;
     case 'm':
       if (gs_size_parse(optarg, &spec.memory_cap) < 0 || spec.memory_cap == 0) {
-        fprintf(stderr, "gslice: --memory wants a size like 4GiB, 512MiB or bytes\n");
+        fprintf(stderr, "gslice: --memory wants a size like 4GiB, 512MiB or bytes (at most " GS_SIZE_MAX_TEXT ")\n");
         return 2;
       }
       break;
@@ -216,7 +216,7 @@ int cmd_run(int argc, char **argv) {
   const char *pre = secure_getenv("LD_PRELOAD");
   char *ld = malloc(strlen(hook) + (pre ? strlen(pre) : 0) + 3);
   if (!ld) {
-    unregister(fd, reg.slice_id);
+    unregister(fd, reg.slice_id, reg.slice_nonce);
     return 1;
   }
   /* The hook goes first, except behind a sanitizer runtime, which must
@@ -239,6 +239,8 @@ int cmd_run(int argc, char **argv) {
   set_env("GSLICE_STATE_DIR", reg.state_dir);
   snprintf(num, sizeof(num), "%" PRIu32, reg.slice_id);
   set_env("GSLICE_SLICE", num);
+  snprintf(num, sizeof(num), "%016" PRIx64, reg.slice_nonce);
+  set_env("GSLICE_SLICE_NONCE", num);
   char sock[PATH_MAX];
   if (!realpath(gs_client_socket_path(), sock))
     snprintf(sock, sizeof(sock), "%s", gs_client_socket_path());
@@ -262,7 +264,7 @@ int cmd_run(int argc, char **argv) {
   pid_t pid = fork();
   if (pid < 0) {
     fprintf(stderr, "gslice: fork: %s\n", strerror(errno));
-    unregister(fd, reg.slice_id);
+    unregister(fd, reg.slice_id, reg.slice_nonce);
     return 1;
   }
   if (pid == 0) {
@@ -292,7 +294,7 @@ int cmd_run(int argc, char **argv) {
       run_child = 0;
     }
   }
-  unregister(fd, reg.slice_id);
+  unregister(fd, reg.slice_id, reg.slice_nonce);
   if (!have_status)
     return 1;
   if (WIFEXITED(status))

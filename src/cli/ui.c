@@ -30,9 +30,16 @@ static int ui_connect(int *ret_fd, char *err, size_t errlen) {
   if (r < 0) {
     if (why[0])
       snprintf(err, errlen, "gsliced at %s refused us: %s", path, why);
-    else
+    else if (r == -ETIMEDOUT)
+      snprintf(err, errlen,
+               "gsliced at %s did not answer within %d s; is it stopped (SIGSTOP) or hung? "
+               "(kill -CONT it, or restart it)",
+               path, GS_CLIENT_HELLO_TIMEOUT_MS / 1000);
+    else if (r == -EPROTO)
       snprintf(err, errlen, "gsliced at %s did not accept us: %s (is it the same gslice version?)",
                path, strerror(-r));
+    else
+      snprintf(err, errlen, "gsliced at %s did not accept us: %s", path, strerror(-r));
     close(fd);
     return r;
   }

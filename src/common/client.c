@@ -118,10 +118,9 @@ int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg 
 }
 
 /* One request, one answer. A 10 s timeout keeps a wedged daemon from
- * hanging a CLI forever. */
-static int call(int fd, uint32_t type, const void *body, size_t len, void *buf, size_t cap,
-                struct gs_msg *ret, char *err, size_t err_len) {
-  static const int timeout_ms = 10000;
+ * hanging a CLI forever (HELLO: GS_CLIENT_HELLO_TIMEOUT_MS). */
+static int call_within(int fd, uint32_t type, const void *body, size_t len, void *buf, size_t cap,
+                       int timeout_ms, struct gs_msg *ret, char *err, size_t err_len) {
   struct gs_msg m;
   int r;
 
@@ -145,16 +144,29 @@ static int call(int fd, uint32_t type, const void *body, size_t len, void *buf, 
   return 0;
 }
 
+static int call(int fd, uint32_t type, const void *body, size_t len, void *buf, size_t cap,
+                struct gs_msg *ret, char *err, size_t err_len) {
+  return call_within(fd, type, body, len, buf, cap, 10000, ret, err, err_len);
+}
+
 int gs_client_hello(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret) {
   return gs_client_hello_err(fd, role, slice_id, ret, NULL, 0);
 }
 
 int gs_client_hello_err(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret,
                         char *err, size_t err_len) {
-  struct gs_msg_hello h = {.role = role, .slice_id = slice_id, .pid = (int32_t)getpid()};
+  return gs_client_hello_slice(fd, role, slice_id, 0, ret, err, err_len);
+}
+
+int gs_client_hello_slice(int fd, uint32_t role, uint32_t slice_id, uint64_t nonce,
+                          struct gs_msg_hello_ok *ret, char *err, size_t err_len) {
+  struct gs_msg_hello h = {
+      .role = role, .slice_id = slice_id, .pid = (int32_t)getpid(), .slice_nonce = nonce};
   uint64_t buf[64];
   struct gs_msg m;
-  int r = call(fd, GS_MSG_HELLO, &h, sizeof(h), buf, sizeof(buf), &m, err, err_len);
+  /* The daemon answers HELLO at once: a silence is a stopped or wedged daemon, said soon. */
+  int r = call_within(fd, GS_MSG_HELLO, &h, sizeof(h), buf, sizeof(buf),
+                      GS_CLIENT_HELLO_TIMEOUT_MS, &m, err, err_len);
 
   if (r < 0)
     return r;
@@ -180,8 +192,8 @@ int gs_client_register(int fd, const struct gs_slice_spec *spec, struct gs_msg_r
   return 0;
 }
 
-int gs_client_unregister(int fd, uint32_t slice_id, char *err, size_t err_len) {
-  struct gs_msg_unregister u = {.slice_id = slice_id};
+int gs_client_unregister(int fd, uint32_t slice_id, uint64_t nonce, char *err, size_t err_len) {
+  struct gs_msg_unregister u = {.slice_id = slice_id, .slice_nonce = nonce};
   uint64_t buf[64];
   struct gs_msg m;
   int r = call(fd, GS_MSG_UNREGISTER, &u, sizeof(u), buf, sizeof(buf), &m, err, err_len);

@@ -23,6 +23,10 @@ int gs_client_send(int fd, uint32_t type, uint32_t seq, const void *body, size_t
  * -EPROTO (malformed), -EMSGSIZE (larger than cap) or -errno. */
 int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg *ret);
 
+/* How long HELLO waits for its answer: the daemon answers it at once, so a longer silence is a
+ * stopped (SIGSTOP) or wedged daemon, said to the user within this, not 10 s later. */
+#define GS_CLIENT_HELLO_TIMEOUT_MS 3000
+
 /* HELLO: the first message of every connection. role: enum gs_role;
  * slice_id 0 unless the caller belongs to a slice. The reply (HELLO_OK)
  * carries the slice's spec. Returns 0, -ENOENT (no such slice for this
@@ -32,6 +36,11 @@ int gs_client_hello(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hell
  * copied into err (NUL-terminated; left empty when the daemon gave none). */
 int gs_client_hello_err(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret,
                         char *err, size_t err_len);
+/* The same for a slice's process: nonce is the slice's (GSLICE_SLICE_NONCE), which the daemon
+ * checks so that a process never joins another slice that got its id (docs/protocol.md);
+ * -ESTALE when the daemon's slice of that id is not this one. */
+int gs_client_hello_slice(int fd, uint32_t role, uint32_t slice_id, uint64_t nonce,
+                          struct gs_msg_hello_ok *ret, char *err, size_t err_len);
 
 /* Each call below sends one request and waits for its answer. On a refusal
  * the daemon's reason is copied into err (when not NULL) and the daemon's
@@ -40,7 +49,8 @@ int gs_client_hello_err(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_
  * slice, or not yours), -ENOSPC (too many slices). */
 int gs_client_register(int fd, const struct gs_slice_spec *spec, struct gs_msg_registered *ret,
                        char *err, size_t err_len);
-int gs_client_unregister(int fd, uint32_t slice_id, char *err, size_t err_len);
+/* nonce: the slice's, from REGISTERED; a slice of that id with another nonce is not removed. */
+int gs_client_unregister(int fd, uint32_t slice_id, uint64_t nonce, char *err, size_t err_len);
 
 /* The node snapshot. On success *ret owns a malloc'd slice array: free it
  * with gs_status_free. */

@@ -10,7 +10,7 @@
  * `length` counts the whole message, header included, and must equal the size
  * the type defines (STATUS_REPLY: the fixed part plus nslices entries). */
 #define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
-#define GS_PROTO_VERSION 1u
+#define GS_PROTO_VERSION 2u /* 2: slice nonces in HELLO, REGISTERED, UNREGISTER */
 #define GS_PROTO_MAX_SLICES 256u
 #define GS_PROTO_TEXT_MAX 256u
 #define GS_PROTO_PATH_MAX 256u
@@ -62,8 +62,11 @@ struct gs_msg_hello {
   uint32_t slice_id; /* 0: not a slice's process */
   int32_t pid;       /* informational; the daemon trusts SO_PEERCRED */
   uint32_t reserved;
+  /* The slice's identity beyond its id (GSLICE_SLICE_NONCE): a daemon that lost its state
+   * reuses ids, and a process of the old slice must not join the new one of the same id. */
+  uint64_t slice_nonce;
 };
-_Static_assert(sizeof(struct gs_msg_hello) == 16, "hello size");
+_Static_assert(sizeof(struct gs_msg_hello) == 24, "hello size");
 
 struct gs_msg_hello_ok {
   uint32_t daemon_version; /* GS_PROTO_VERSION the daemon speaks */
@@ -96,14 +99,16 @@ struct gs_msg_registered {
   uint32_t slice_id;
   uint32_t reserved;
   char state_dir[GS_PROTO_PATH_MAX]; /* the slice's own dir: GSLICE_STATE_DIR */
+  uint64_t slice_nonce;              /* random, never 0: GSLICE_SLICE_NONCE */
 };
-_Static_assert(sizeof(struct gs_msg_registered) == 264, "registered size");
+_Static_assert(sizeof(struct gs_msg_registered) == 272, "registered size");
 
 struct gs_msg_unregister {
   uint32_t slice_id;
   uint32_t reserved;
+  uint64_t slice_nonce; /* 0: any (the CLI by id); else only the slice with this nonce */
 };
-_Static_assert(sizeof(struct gs_msg_unregister) == 8, "unregister size");
+_Static_assert(sizeof(struct gs_msg_unregister) == 16, "unregister size");
 
 struct gs_msg_token_request {
   uint32_t gpu; /* the device ordinal as the process sees it */

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STATE_MAGIC "gslice-state 1"
@@ -94,6 +96,26 @@ int registry_admit(const struct registry *reg, const struct gs_slice_spec *spec,
   return 0;
 }
 
+/* The dir's files are the slice user's: unlinked by name (a link is removed, not followed),
+ * the dir itself opened without following one. */
+static void remove_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  struct dirent *e;
+
+  if (!d) {
+    if (fd >= 0)
+      close(fd);
+    return;
+  }
+  while ((e = readdir(d))) {
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
 static int make_dir(const struct registry *reg, struct slice *s) {
   char parent[GS_PROTO_PATH_MAX + 16];
 
@@ -102,27 +124,45 @@ static int make_dir(const struct registry *reg, struct slice *s) {
     return -errno;
   if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%" PRIu32, parent, s->id) >= sizeof(s->dir))
     return -ENAMETOOLONG;
-  if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
-    return -errno;
-  /* The slice's processes run as its owner and share files there (the
-   * memory region): the dir is theirs. */
-  if (geteuid() == 0 && chown(s->dir, s->uid, s->gid) < 0)
-    return -errno;
+  /* A dir of that id left by an earlier daemon is its old owner's, with their files in it:
+   * emptied and made again. */
+  if (mkdir(s->dir, 0700) < 0) {
+    if (errno != EEXIST)
+      return -errno;
+    remove_dir(s->dir);
+    if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
+      return -errno;
+  }
+  /* The slice's processes run as its owner and share files there (the memory region): the dir
+   * is theirs, given through a descriptor that did not follow a link. */
+  if (geteuid() == 0) {
+    struct stat st;
+    int r = 0, fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+      return -errno;
+    if (fstat(fd, &st) < 0 || fchown(fd, s->uid, s->gid) < 0 || fchmod(fd, 0700) < 0)
+      r = -errno;
+    close(fd);
+    return r;
+  }
   return 0;
 }
 
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
 
-  if (!d)
-    return;
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-      unlinkat(dirfd(d), e->d_name, 0);
+/* A slice's nonce: random, so that a daemon started over an empty state dir (ids from 1 again)
+ * never hands out one that a running slice of an earlier daemon carries. */
+static uint64_t new_nonce(void) {
+  uint64_t v = 0;
+
+  while (v == 0) {
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+          ((uint64_t)getpid() << 32);
+    }
   }
-  closedir(d);
-  rmdir(dir);
+  return v;
 }
 
 int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uid_t uid, gid_t gid,
@@ -135,7 +175,8 @@ int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uid_t u
   s = calloc(1, sizeof(*s));
   if (!s)
     return -ENOMEM;
-  *s = (struct slice){.id = reg->next_id++, .spec = *spec, .uid = uid, .gid = gid,
+  *s = (struct slice){.id = reg->next_id++, .nonce = new_nonce(), .spec = *spec, .uid = uid,
+                      .gid = gid,
                       .runner_pid = runner_pid, .runner_start = runner_start};
   if (reg->next_id == 0)
     reg->next_id = 1;
@@ -173,7 +214,9 @@ int registry_save(const struct registry *reg) {
 
   snprintf(path, sizeof(path), "%s/%s", reg->state_dir, REGISTRY_FILE);
   snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", reg->state_dir, REGISTRY_FILE);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  /* Never through a link: a fresh file (a leftover of a crash is removed first). */
+  unlink(tmp);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return -errno;
   f = fdopen(fd, "w");
@@ -189,10 +232,10 @@ int registry_save(const struct registry *reg) {
     fprintf(f,
             "slice %" PRIu32 " uid=%u gid=%u runner=%d start=%" PRIu64 " gpus=%" PRIu32
             " request=%" PRIu32 " limit=%" PRIu32 " priority=%" PRId32 " weight=%" PRIu32
-            " memory=%" PRIu64 " force=%" PRIu32 " name=%s\n",
+            " memory=%" PRIu64 " force=%" PRIu32 " nonce=%016" PRIx64 " name=%s\n",
             s->id, (unsigned)s->uid, (unsigned)s->gid, (int)s->runner_pid, s->runner_start,
             s->spec.gpu_mask, s->spec.compute_request, s->spec.compute_limit, s->spec.priority,
-            s->spec.weight, s->spec.memory_cap, s->memory_force, s->spec.name);
+            s->spec.weight, s->spec.memory_cap, s->memory_force, s->nonce, s->spec.name);
   }
   if (fflush(f) != 0 || fsync(fd) != 0)
     r = -errno;
@@ -212,13 +255,28 @@ static int parse_slice(char *line, struct slice *s) {
   if (sscanf(line,
              "slice %" SCNu32 " uid=%u gid=%u runner=%d start=%" SCNu64 " gpus=%" SCNu32
              " request=%" SCNu32 " limit=%" SCNu32 " priority=%" SCNd32 " weight=%" SCNu32
-             " memory=%" SCNu64 " force=%" SCNu32 " name=%n",
+             " memory=%" SCNu64 " force=%" SCNu32 "%n",
              &s->id, &uid, &gid, &pid, &s->runner_start, &s->spec.gpu_mask,
              &s->spec.compute_request, &s->spec.compute_limit, &s->spec.priority, &s->spec.weight,
              &s->spec.memory_cap, &s->memory_force, &used) != 12 ||
       used == 0)
     return -EBADMSG;
-  char *name = line + used;
+  /* Files written before nonces have none: such a slice gets a new one, which no process of
+   * it carries (they spoke protocol 1 and must be restarted anyway). */
+  char *name = NULL, *rest = line + used;
+  int nused = 0;
+  s->nonce = 0;
+  if (strncmp(rest, " nonce=", 7) == 0) {
+    if (sscanf(rest, " nonce=%16" SCNx64 " name=%n", &s->nonce, &nused) != 1 || nused == 0)
+      return -EBADMSG;
+    name = rest + nused;
+  } else if (strncmp(rest, " name=", 6) == 0) {
+    name = rest + 6;
+  } else {
+    return -EBADMSG;
+  }
+  if (s->nonce == 0)
+    s->nonce = new_nonce();
   name[strcspn(name, "\n")] = 0;
   if (strlen(name) >= sizeof(s->spec.name))
     return -EBADMSG;

@@ -12,6 +12,7 @@
 
 struct slice {
   uint32_t id;
+  uint64_t nonce;         /* random, never 0: the slice's identity beyond its id (proto.h) */
   struct gs_slice_spec spec;
   uid_t uid;              /* owner: SO_PEERCRED of the registering client */
   gid_t gid;

@@ -79,6 +79,8 @@ struct compute {
   pthread_mutex_t init_mu;
   _Atomic int mode; /* enum mode: the fast path reads it, the helper changes it */
   uint32_t slice_id;
+  uint64_t slice_nonce; /* GSLICE_SLICE_NONCE: the slice's identity beyond its id */
+  bool stale;           /* the daemon's slice of this id is another one: never reconnect */
   uint32_t limit_pct;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -151,12 +153,20 @@ static int try_connect(bool locked) {
     pthread_mutex_unlock(&C.mu);
   r = gs_client_connect(gs_client_socket_path(), &fd);
   if (r == 0) {
-    r = gs_client_hello(fd, GS_ROLE_HOOK, C.slice_id, &ok);
+    r = gs_client_hello_slice(fd, GS_ROLE_HOOK, C.slice_id, C.slice_nonce, &ok, NULL, 0);
     if (r < 0)
       close(fd);
   }
   if (locked)
     pthread_mutex_lock(&C.mu);
+  if (r == -ESTALE && !C.stale) {
+    /* A daemon that lost this slice's state gave its id to another slice: joining it would
+     * run under a stranger's limits. Paced at our own limit from here on, said once. */
+    C.stale = true;
+    gs_log(GS_LOG_WARN, "the gslice daemon's slice %u is not this process's slice (the daemon "
+                        "lost its state): running unscheduled at no more than the %u%% limit; "
+                        "run the program again under gslice run", C.slice_id, C.limit_pct);
+  }
   if (r < 0)
     return r;
   C.fd = fd;
@@ -485,7 +495,7 @@ static void *helper(void *arg) {
           wake = t;
       }
     }
-    if (C.fd < 0 && C.slice_id) {
+    if (C.fd < 0 && C.slice_id && !C.stale) {
       if (now >= C.next_connect && try_connect(true) < 0)
         C.next_connect = now + RECONNECT_NS;
       if (C.fd < 0 && C.next_connect < wake)
@@ -562,10 +572,14 @@ static void compute_setup(void) {
     return;
   }
   C.slice_id = (uint32_t)strtoul(slice, NULL, 10);
+  const char *nonce = secure_getenv("GSLICE_SLICE_NONCE");
+  C.slice_nonce = nonce ? strtoull(nonce, NULL, 16) : 0;
   C.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (try_connect(false) < 0) {
     C.mode = MODE_SELF;
     C.next_connect = mono_ns() + RECONNECT_NS;
+  }
+  if (C.mode == MODE_SELF && !C.stale) {
     gs_log(GS_LOG_WARN, "no gslice daemon answers on %s: slice %u runs at no more than its %u%% "
                         "limit and keeps trying to connect", gs_client_socket_path(), C.slice_id,
            C.limit_pct);

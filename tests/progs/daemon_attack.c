@@ -70,9 +70,14 @@ static uint32_t my_slice(void) {
   return s ? (uint32_t)strtoul(s, NULL, 10) : 0;
 }
 
+static uint64_t my_nonce(void) {
+  const char *s = getenv("GSLICE_SLICE_NONCE");
+  return s ? strtoull(s, NULL, 16) : 0;
+}
+
 static int hook_conn(void) {
   int fd = conn();
-  if (fd < 0 || gs_client_hello(fd, GS_ROLE_HOOK, my_slice(), NULL) < 0) {
+  if (fd < 0 || gs_client_hello_slice(fd, GS_ROLE_HOOK, my_slice(), my_nonce(), NULL, NULL, 0) < 0) {
     fprintf(stderr, "daemon_attack: cannot connect as the hook of slice %u\n", my_slice());
     exit(1);
   }
@@ -368,7 +373,7 @@ int main(int argc, char **argv) {
       if (k > most)
         most = k;
       for (int i = 0; i < k; i++)
-        gs_client_unregister(fd, ids[i], NULL, 0);
+        gs_client_unregister(fd, ids[i], 0, NULL, 0);
     }
     printf("register: at most %d slices at once, refused with %d (%s)\n", most, first_err, err);
     close(fd);

@@ -69,7 +69,7 @@ static void test_refusals(void) {
   buf[0] ^= 1;
   CHECK_EQ_INT(gs_msg_peek(buf, len, &want), -EPROTO);
   buf[0] ^= 1;
-  ((struct gs_msg_hdr *)buf)->version = 2;
+  ((struct gs_msg_hdr *)buf)->version = GS_PROTO_VERSION + 1;
   CHECK_EQ_INT(gs_msg_peek(buf, len, &want), -EPROTO);
   memcpy(buf, &h, sizeof(h));
   ((struct gs_msg_hdr *)buf)->type = 0;
