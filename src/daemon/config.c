@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -38,6 +39,15 @@ const struct config_entry config_table[] = {
     U64(max_clients_per_user, "256", 1, 65536, true,
         "connections at once from one uid, root included (containers often run as root)"),
     U64(max_slices_per_user, "64", 1, 256, true, "slices at once owned by one uid, root included"),
+    U64(max_compute_per_user, "50", 0, 100, true,
+        "percent of a GPU one uid's slices may request in all; admins (root, the daemon's "
+        "user, admin_group) are not bounded"),
+    U64(max_memory_per_user, "0", 0, UINT64_MAX, true,
+        "bytes of memory caps one uid's slices may hold on a GPU in all (a slice without a cap "
+        "is then refused); 0: not bounded; admins are not bounded"),
+    STR(admin_group, "", true,
+        "group (name or gid) whose members may raise any slice's limits and run past the "
+        "per-user bounds, as root and the daemon's user may; empty: none"),
     U64(gpus, "0", 0, 16, false, "GPUs to schedule; 0: as many as NVML reports (1 without NVML)"),
 };
 const unsigned config_table_len = sizeof(config_table) / sizeof(config_table[0]);
@@ -164,6 +174,29 @@ int config_load_file(struct config *c, const char *path, char *why, size_t why_l
   return r;
 }
 
+int config_admin_gid(const struct config *c, gid_t *ret_gid) {
+  const struct group *g;
+  char *end;
+  unsigned long v;
+
+  if (!c->admin_group[0])
+    return -ENOENT;
+  /* A name first; digits that name no group are a gid. */
+  g = getgrnam(c->admin_group);
+  if (g) {
+    if (ret_gid)
+      *ret_gid = g->gr_gid;
+    return 0;
+  }
+  errno = 0;
+  v = strtoul(c->admin_group, &end, 10);
+  if (c->admin_group[0] < '0' || c->admin_group[0] > '9' || *end || errno || v > UINT32_MAX - 1)
+    return -ENOENT;
+  if (ret_gid)
+    *ret_gid = (gid_t)v;
+  return 0;
+}
+
 int config_check(const struct config *c, char *why, size_t why_len) {
   if (c->quantum_min_us > c->quantum_max_us || c->quantum_init_us < c->quantum_min_us ||
       c->quantum_init_us > c->quantum_max_us) {
@@ -172,6 +205,10 @@ int config_check(const struct config *c, char *why, size_t why_len) {
   }
   if (c->quantum_max_us > c->window_ms * 1000 / 4) {
     snprintf(why, why_len, "quantum_max_us must be at most a quarter of window_ms");
+    return -EINVAL;
+  }
+  if (c->admin_group[0] && config_admin_gid(c, NULL) < 0) {
+    snprintf(why, why_len, "admin_group: no group named or numbered '%s'", c->admin_group);
     return -EINVAL;
   }
   if (!c->socket[0] || !c->state_dir[0]) {

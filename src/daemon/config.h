@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define CONFIG_STR_MAX 256
 
@@ -21,6 +22,9 @@ struct config {
   uint64_t max_slices;
   uint64_t max_clients_per_user;
   uint64_t max_slices_per_user;
+  uint64_t max_compute_per_user; /* percent of a GPU committed (requests) by one non-admin uid */
+  uint64_t max_memory_per_user;  /* bytes of memory caps on a GPU of one non-admin uid, 0: any */
+  char admin_group[64];          /* group whose members may raise slices' limits; "": none */
   uint64_t gpus; /* 0: ask NVML */
 };
 
@@ -47,6 +51,8 @@ void config_defaults(struct config *ret);
 int config_set(struct config *c, const char *name, const char *value, char *why, size_t why_len);
 /* Reads "name = value" lines (# comments). Returns 0 or -errno, reason in why. */
 int config_load_file(struct config *c, const char *path, char *why, size_t why_len);
+/* The gid admin_group names: 0 and *ret_gid (when not NULL), or -ENOENT (empty, or no such group). */
+int config_admin_gid(const struct config *c, gid_t *ret_gid);
 /* Cross-field checks (quantum bounds against the window). */
 int config_check(const struct config *c, char *why, size_t why_len);
 /* The table with each entry's value in c (or the default when c is NULL). */

@@ -25,6 +25,7 @@
 struct conn {
   int fd;
   pid_t pid;
+  uint64_t start; /* the peer's start time at accept: its pid, if reused later, is not it */
   uid_t uid;
   gid_t gid;
   bool hello;

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "authz.h"
 #include "daemon.h"
 #include "metrics.h"
 #include "region.h"
@@ -235,8 +236,9 @@ static void leave_token(struct daemon *d, struct conn *c, struct gpu *g) {
 
 /* ---- requests ---- */
 
-static bool may_change(const struct conn *c, const struct slice *s) {
-  return c->uid == 0 || c->uid == s->uid;
+/* Its owner or an admin (authz.c); what they may change is authz_set's. */
+static bool may_change(const struct daemon *d, const struct conn *c, const struct slice *s) {
+  return c->uid == s->uid || authz_admin(d, c);
 }
 
 static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
@@ -246,7 +248,7 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   if (m->u.hello.slice_id) {
     struct slice *s = registry_find(&d->reg, m->u.hello.slice_id);
     char why[GS_PROTO_TEXT_MAX];
-    if (!s || !may_change(c, s)) {
+    if (!s || !may_change(d, c, s)) {
       send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
       return;
     }
@@ -280,7 +282,7 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
   int exited = 0, r;
 
   r = registry_admit(&d->reg, &m->u.reg.spec, 0, d->ngpus, why, sizeof(why));
-  if (r < 0) {
+  if (r < 0 || (r = authz_register(d, c, &m->u.reg.spec, why, sizeof(why))) < 0) {
     send_error(d, c, m->hdr.seq, r, why);
     return;
   }
@@ -353,9 +355,15 @@ static void on_unregister(struct daemon *d, struct conn *c, const struct gs_msg 
 
   /* A runner of a slice from an earlier daemon state must not remove the slice that got its
    * id here. */
-  if (!s || !may_change(c, s) ||
+  if (!s || !may_change(d, c, s) ||
       (m->u.unregister.slice_nonce && m->u.unregister.slice_nonce != s->nonce)) {
     send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
+    return;
+  }
+  char why[GS_PROTO_TEXT_MAX];
+  int r = authz_unregister(d, c, s, why, sizeof(why));
+  if (r < 0) {
+    send_error(d, c, m->hdr.seq, r, why);
     return;
   }
   dlog("info", "slice %u '%s' removed", s->id, s->spec.name);
@@ -370,7 +378,7 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   struct gs_slice_spec spec;
   int r;
 
-  if (!s || !may_change(c, s)) {
+  if (!s || !may_change(d, c, s)) {
     send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
     return;
   }
@@ -394,7 +402,10 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   if (st->fields & GS_SET_MEMORY)
     spec.memory_cap = st->spec.memory_cap;
   r = registry_admit(&d->reg, &spec, s->id, d->ngpus, why, sizeof(why));
-  if (r < 0) {
+  if (r < 0 || (r = authz_set(d, c, s, &spec, why, sizeof(why))) < 0) {
+    if (r == -EPERM)
+      dlog("warning", "pid %d (uid %u): SET of slice %u refused: %s", (int)c->pid,
+           (unsigned)c->uid, s->id, why);
     send_error(d, c, m->hdr.seq, r, why);
     return;
   }
@@ -808,6 +819,9 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
     c->d = d;
     c->accepted_at = loop_now();
     c->pid = cred.pid;
+    int exited = 1;
+    if (gs_proc_identity(c->pid, &c->start, &exited) < 0 || exited)
+      c->start = 0;
     c->uid = cred.uid;
     c->gid = cred.gid;
     if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, conn_cb, c) < 0) {

@@ -1,0 +1,247 @@
+/* Who may do what to a slice (authz.h): admins, owners, and a slice's own processes; per-user
+ * bounds on what is committed. */
+#include "authz.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "region.h"
+#include "size.h"
+
+/* Reads /proc/<pid>/<what> whole (at most cap - 1 bytes, NUL-terminated). */
+static int read_proc(pid_t pid, const char *what, char *buf, size_t cap, size_t *ret_len) {
+  char path[64];
+  size_t got = 0;
+  int fd;
+
+  snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  while (got < cap - 1) {
+    ssize_t n = read(fd, buf + got, cap - 1 - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  close(fd);
+  buf[got] = 0;
+  *ret_len = got;
+  return 0;
+}
+
+/* The process's parent, from /proc/<pid>/stat (field 4, after the last ')'). */
+static int parent_of(pid_t pid, pid_t *ret_ppid) {
+  char buf[1024];
+  size_t len;
+  int ppid;
+  int r = read_proc(pid, "stat", buf, sizeof(buf), &len);
+
+  if (r < 0)
+    return r;
+  char *p = strrchr(buf, ')');
+  if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+    return -EINVAL;
+  *ret_ppid = ppid;
+  return 0;
+}
+
+/* Whether the process is in group gid: its gid, or one of its supplementary groups (which
+ * SO_PEERCRED does not carry: /proc/<pid>/status, "Groups:"). */
+static bool in_group(pid_t pid, gid_t peer_gid, gid_t gid) {
+  char buf[8192];
+  size_t len;
+
+  if (peer_gid == gid)
+    return true;
+  if (read_proc(pid, "status", buf, sizeof(buf), &len) < 0)
+    return false;
+  char *line = strstr(buf, "\nGroups:");
+  if (!line)
+    return false;
+  line += 8;
+  for (;;) {
+    char *end;
+    unsigned long v = strtoul(line, &end, 10);
+    if (end == line)
+      return false;
+    if (v == gid)
+      return true;
+    line = end;
+  }
+}
+
+bool authz_admin(const struct daemon *d, const struct conn *c) {
+  gid_t gid;
+
+  if (c->uid == 0 || c->uid == geteuid())
+    return true;
+  /* The groups are read from /proc after the fact: only while the process is still the one
+   * that connected (a reused pid could be anyone's). */
+  if (config_admin_gid(&d->cfg, &gid) < 0)
+    return false;
+  uint64_t start = 0;
+  int exited = 1;
+  if (gs_proc_identity(c->pid, &start, &exited) < 0 || exited || start != c->start)
+    return false;
+  return in_group(c->pid, c->gid, gid);
+}
+
+/* Whether /proc/<pid>/environ holds GSLICE_SLICE_NONCE=<the slice's>. */
+static bool environ_names(pid_t pid, uint64_t nonce) {
+  const size_t cap = 1u << 16;
+  char want[64], *buf = malloc(cap);
+  size_t len, n;
+  bool found = false;
+
+  n = (size_t)snprintf(want, sizeof(want), "GSLICE_SLICE_NONCE=%016" PRIx64, nonce);
+  if (!buf || read_proc(pid, "environ", buf, cap, &len) < 0) {
+    free(buf);
+    return false;
+  }
+  for (size_t i = 0; i < len && !found; i += strnlen(buf + i, len - i) + 1)
+    found = len - i >= n && memcmp(buf + i, want, n) == 0 && (i + n == len || buf[i + n] == 0);
+  free(buf);
+  return found;
+}
+
+bool authz_inside(struct daemon *d, const struct conn *c, const struct slice *s) {
+  uint64_t start = 0;
+  int exited = 1;
+
+  /* A peer whose pid this daemon cannot see (another pid namespace) cannot be shown outside. */
+  if (c->pid <= 0)
+    return true;
+  /* The runner is gslice run itself, which made the slice: not one of its workload's. */
+  if (c->pid == s->runner_pid)
+    return false;
+  /* A process that said HELLO as the slice's, on any connection. */
+  for (const struct conn *o = d->conns; o; o = o->next)
+    if (o->slice_id == s->id && o->pid == c->pid && o->role == GS_ROLE_HOOK)
+      return true;
+  /* Gone, or its pid reused since it connected: it cannot be shown to be outside. */
+  if (gs_proc_identity(c->pid, &start, &exited) < 0 || exited || start != c->start)
+    return true;
+  /* A descendant of the runner: gslice run is a child subreaper, so what its workload forks
+   * stays below it even when the parent dies (setsid and double forks do not leave it). */
+  uint64_t rstart = 0;
+  int rexited = 1;
+  if (gs_proc_identity(s->runner_pid, &rstart, &rexited) == 0 && !rexited &&
+      (s->runner_start == 0 || rstart == s->runner_start)) {
+    pid_t p = c->pid;
+    for (int depth = 0; depth < 256 && p > 1; depth++) {
+      pid_t pp;
+      if (parent_of(p, &pp) < 0)
+        break;
+      if (pp == s->runner_pid)
+        return true;
+      p = pp;
+    }
+  }
+  /* The slice's environment: a process may unset it, so it only ever adds to the above. */
+  return environ_names(c->pid, s->nonce);
+}
+
+/* The fields of `to` that ask for more than `from` gives. */
+static int raised(const struct gs_slice_spec *from, const struct gs_slice_spec *to, char *buf,
+                  size_t len) {
+  int n = 0;
+
+  buf[0] = 0;
+#define RAISED(cond, what)                                                                         \
+  if ((cond) && (size_t)n < len)                                                                   \
+  n += snprintf(buf + n, len - (size_t)n, "%s%s", n ? ", " : "", what)
+  RAISED(to->compute_request > from->compute_request, "compute request");
+  RAISED(to->compute_limit > from->compute_limit, "compute limit");
+  RAISED(to->priority > from->priority, "priority");
+  RAISED(to->weight > from->weight, "weight");
+  RAISED(from->memory_cap && (!to->memory_cap || to->memory_cap > from->memory_cap), "memory cap");
+#undef RAISED
+  return n > 0;
+}
+
+int authz_set(struct daemon *d, const struct conn *c, const struct slice *s,
+              const struct gs_slice_spec *spec, char *why, size_t why_len) {
+  char what[128];
+
+  if (!raised(&s->spec, spec, what, sizeof(what)))
+    return 0;
+  if (authz_inside(d, c, s)) {
+    snprintf(why, why_len,
+             "slice %u's own processes may lower its limits, never raise them (%s); ask an "
+             "admin to, from outside the slice",
+             s->id, what);
+    return -EPERM;
+  }
+  if (!authz_admin(d, c)) {
+    snprintf(why, why_len,
+             "raising a slice's limits (%s) needs root, gsliced's user or admin_group (%s); "
+             "uid %u may lower them",
+             what, d->cfg.admin_group[0] ? d->cfg.admin_group : "none set", (unsigned)c->uid);
+    return -EPERM;
+  }
+  return 0;
+}
+
+int authz_unregister(struct daemon *d, const struct conn *c, const struct slice *s, char *why,
+                     size_t why_len) {
+  /* Removing the slice would let its processes run unscheduled and reset what it is charged. */
+  if (authz_inside(d, c, s)) {
+    snprintf(why, why_len, "slice %u's own processes may not remove it; its runner does at exit",
+             s->id);
+    return -EPERM;
+  }
+  return 0;
+}
+
+int authz_register(struct daemon *d, const struct conn *c, const struct gs_slice_spec *spec,
+                   char *why, size_t why_len) {
+  uint32_t mask = spec->gpu_mask ? spec->gpu_mask : 1u;
+
+  if (authz_admin(d, c))
+    return 0;
+  if (d->cfg.max_memory_per_user && !spec->memory_cap) {
+    snprintf(why, why_len,
+             "uid %u must give its slices a memory cap (max_memory_per_user is set); add "
+             "--memory",
+             (unsigned)c->uid);
+    return -EDQUOT;
+  }
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    uint64_t compute = spec->compute_request, memory = spec->memory_cap;
+    if (!(mask & (1u << g)))
+      continue;
+    for (uint32_t i = 0; i < d->reg.n; i++) {
+      const struct slice *o = d->reg.slices[i];
+      if (o->uid != c->uid || !(slice_mask(o) & (1u << g)))
+        continue;
+      compute += o->spec.compute_request;
+      memory += o->spec.memory_cap;
+    }
+    if (compute > d->cfg.max_compute_per_user) {
+      snprintf(why, why_len,
+               "uid %u would request %" PRIu64 "%% of GPU %u in all, more than one user may "
+               "(max_compute_per_user = %" PRIu64 "); ask less, end a slice, or ask an admin",
+               (unsigned)c->uid, compute, g, d->cfg.max_compute_per_user);
+      return -EDQUOT;
+    }
+    if (d->cfg.max_memory_per_user && memory > d->cfg.max_memory_per_user) {
+      char have[32], most[32];
+      gs_size_format(memory, have, sizeof(have));
+      gs_size_format(d->cfg.max_memory_per_user, most, sizeof(most));
+      snprintf(why, why_len,
+               "uid %u would cap %s of GPU %u in all, more than one user may "
+               "(max_memory_per_user = %s); ask less, end a slice, or ask an admin",
+               (unsigned)c->uid, have, g, most);
+      return -EDQUOT;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,32 @@
+/* Authorization of slice changes: admins, owners, a slice's own processes, and per-user bounds
+ * (docs/security.md). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "daemon.h"
+
+/* Root, the daemon's own user, or a member of admin_group (its gid or a supplementary group of
+ * the connected process, while that process is still the one that connected). */
+bool authz_admin(const struct daemon *d, const struct conn *c);
+
+/* Whether the connected process is one of the slice's: it said HELLO as the slice's hook, it
+ * descends from the slice's runner (gslice run, a child subreaper), or its environment names
+ * the slice's nonce. A process that is gone or whose pid was reused counts as inside: it
+ * cannot be shown to be outside. */
+bool authz_inside(struct daemon *d, const struct conn *c, const struct slice *s);
+
+/* SET from c to s's spec `spec` (the owner-or-admin check done): lowering is anyone's who may
+ * change the slice; raising any field (request, limit, priority, weight, memory cap) needs an
+ * admin outside the slice. 0, or -EPERM with the reason in why. */
+int authz_set(struct daemon *d, const struct conn *c, const struct slice *s,
+              const struct gs_slice_spec *spec, char *why, size_t why_len);
+
+/* UNREGISTER: never from the slice's own processes. 0 or -EPERM. */
+int authz_unregister(struct daemon *d, const struct conn *c, const struct slice *s, char *why,
+                     size_t why_len);
+
+/* REGISTER from a non-admin: its slices' requests on a GPU within max_compute_per_user, their
+ * memory caps within max_memory_per_user. 0 or -EDQUOT with the reason. */
+int authz_register(struct daemon *d, const struct conn *c, const struct gs_slice_spec *spec,
+                   char *why, size_t why_len);
