@@ -50,4 +50,6 @@ sleep 0.2
 n=$(nslices)
 [ "$n" -eq 0 ] || fail "$n slice(s) left behind"
 kill "$DAEMON_PID" || fail "the autostarted daemon is gone"
+# Not our child: wait it out by hand, or the cleanup's rm races its last registry save.
+for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
 pass "gslice run: status, signals, children, refusals, autostart"
