@@ -29,3 +29,18 @@ foreach(script ${GSLICE_K8S_SCRIPTS})
     gslice_k8s_test(${name})
   endif()
 endforeach()
+
+if(TARGET gslice_place)
+  gslice_unit_test(test_k8s_place SOURCES unit/test_k8s_place.c LIBS gslice_place)
+endif()
+
+# tests/k8s/ext_*.py: gslice-extender end to end, through the API server and scheduler stand-ins.
+if(TARGET gslice-extender)
+  file(GLOB GSLICE_EXT_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/k8s/ext_*.py)
+  foreach(script ${GSLICE_EXT_TESTS})
+    get_filename_component(name ${script} NAME_WE)
+    add_test(NAME k8s.${name} COMMAND /usr/bin/python3 ${script})
+    set_tests_properties(k8s.${name} PROPERTIES LABELS k8s TIMEOUT 120 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "${GSLICE_TEST_ENV}")
+  endforeach()
+endif()

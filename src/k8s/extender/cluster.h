@@ -1,0 +1,88 @@
+/* The extender's view of the cluster: nodes with their GPUs and what pods hold on them
+ * (assigned, from gslice.io/assigned, or assumed between /bind and the watch's echo).
+ * Fed by the watch (or the bench); read by the verbs under one read-write lock. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "place.h"
+#include "podspec.h"
+
+struct cluster_cfg {
+  enum place_policy policy;  /* when a pod does not say */
+  uint64_t node_timeout_ms;  /* --node-timeout */
+};
+
+struct cluster;
+
+int cluster_new(const struct cluster_cfg *cfg, struct cluster **ret);
+void cluster_free(struct cluster *c);
+
+/* ---- feeding (watch thread, bench) ------------------------------------------------------ */
+
+/* A watch event for a Node or a Pod: type ADDED, MODIFIED or DELETED (others
+ * are ignored). now_ms is the monotonic clock, wall the real time (a new
+ * heartbeat's age is judged by it once; then by when it changes). Malformed
+ * objects are logged (log non-NULL) and skipped; a node with a malformed
+ * gslice.io/gpus is kept out of placement with the reason. */
+void cluster_node_event(struct cluster *c, const char *type, const json_t *node, uint64_t now_ms,
+                        time_t wall, FILE *log);
+void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, FILE *log);
+
+/* A relist: items replace what was known (objects not in it are gone, except
+ * pods assumed after since_ms, whose binding may be newer than the list). */
+void cluster_node_relist(struct cluster *c, const json_t *items, uint64_t now_ms, time_t wall,
+                         FILE *log);
+void cluster_pod_relist(struct cluster *c, const json_t *items, uint64_t since_ms, FILE *log);
+
+/* /filter answers 503 until both lists have been read once. */
+void cluster_set_synced(struct cluster *c, bool nodes, bool pods);
+bool cluster_synced(struct cluster *c);
+
+/* ---- the verbs ---------------------------------------------------------------------------- */
+
+/* The pod's request, for the verbs: 0, or -EINVAL with err (a malformed
+ * request), or 1 when the pod asks for no gslice.io/gpu. */
+int cluster_request(struct cluster *c, const json_t *pod, struct place_pod *ret, char *err,
+                    size_t errlen);
+
+/* Evaluates req on each named node at now_ms (verdicts[i] for names[i]). */
+void cluster_eval(struct cluster *c, const struct place_pod *req, const char *const *names,
+                  size_t n, uint64_t now_ms, struct place_verdict *verdicts);
+
+/* /bind's first half, under the node's bind lock (cluster_node_lock): re-checks
+ * req on node_name, chooses the GPUs and holds them for the pod as assumed.
+ * Returns 0 and the assignment, -ENOENT (unknown node), -ENOSPC (no longer
+ * fits: err says why) or -ENOMEM. */
+int cluster_reserve(struct cluster *c, const struct pod_id *id, const struct place_pod *req,
+                    const char *node_name, uint64_t now_ms, struct k8s_assigned *ret, char *err,
+                    size_t errlen);
+/* Drops what cluster_reserve held (the binding failed). */
+void cluster_unreserve(struct cluster *c, const struct pod_id *id);
+
+/* The per-node lock /bind holds from re-check to the Binding's answer, so two
+ * binds to one node never race for its last room. NULL for unknown nodes. */
+void *cluster_node_lock(struct cluster *c, const char *node_name);
+void cluster_node_unlock(void *lock);
+
+/* A pending pod's request as last seen by the watch (so /bind needs no GET):
+ * 0, -ENOENT (not seen), or the parse's error. */
+int cluster_pending_request(struct cluster *c, const char *ns, const char *name,
+                            struct pod_id *ret_id, struct place_pod *ret_req, char *err,
+                            size_t errlen);
+
+/* ---- reporting -------------------------------------------------------------------------- */
+
+/* Prometheus text: per-namespace assigned memory and compute, nodes, GPUs. */
+void cluster_metrics(struct cluster *c, FILE *out, uint64_t now_ms);
+
+/* For tests and the bench: totals over every GPU of every node. */
+struct cluster_totals {
+  uint32_t nodes, stale_nodes, gpus, pods, assumed;
+  uint64_t memory, mem_used;
+  uint64_t compute_used;
+};
+void cluster_totals(struct cluster *c, uint64_t now_ms, struct cluster_totals *ret);

@@ -1,0 +1,138 @@
+/* gslice-extender: the kube-scheduler extender that places gslice slices on GPUs
+ * (docs/kubernetes.md). Flags, signals, and wiring of the watch and the server. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "server.h"
+#include "watch.h"
+
+static const char usage[] =
+    "usage: gslice-extender [--listen [HOST:]PORT] [--kubeconfig FILE]\n"
+    "                       [--policy binpack|spread] [--node-timeout SECS]\n"
+    "\n"
+    "The kube-scheduler extender of gslice: places pods that ask for gslice.io/gpu,\n"
+    "gslice.io/gpu-memory and gslice.io/gpu-compute on a node and GPUs where they fit,\n"
+    "and binds them with their gslice.io/assigned annotation.\n"
+    "\n"
+    "  --listen [HOST:]PORT  where the verbs are served (default 8765, all IPv4\n"
+    "                        addresses; port 0 picks a free one, logged at start)\n"
+    "  --kubeconfig FILE     reach the API server as FILE says (default: in-cluster\n"
+    "                        service account)\n"
+    "  --policy P            binpack (default: fill used GPUs first, keep whole GPUs\n"
+    "                        free) or spread (emptiest GPU first); a pod may choose\n"
+    "                        with the annotation gslice.io/policy\n"
+    "  --node-timeout SECS   a node whose gslice-node heartbeat is older is out of\n"
+    "                        placement (default 60)\n"
+    "  --help                this text\n"
+    "\n"
+    "Serves POST /filter, /prioritize, /bind (nodeCacheCapable: true) and GET /healthz,\n"
+    "/metrics. See deploy/ for the KubeSchedulerConfiguration.\n";
+
+static int bad(const char *fmt, const char *what) {
+  fprintf(stderr, "gslice-extender: ");
+  fprintf(stderr, fmt, what);
+  fprintf(stderr, "\n(gslice-extender --help shows the usage)\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
+                                       {"kubeconfig", required_argument, NULL, 'k'},
+                                       {"policy", required_argument, NULL, 'p'},
+                                       {"node-timeout", required_argument, NULL, 't'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  struct cluster_cfg ccfg = {.policy = PLACE_BINPACK, .node_timeout_ms = 60000};
+  const char *listen_at = "8765", *kubeconfig = NULL;
+  char host[256], err[KUBE_ERR_MAX];
+  struct cluster *c = NULL;
+  struct ext_watch *w = NULL;
+  struct ext_server *s = NULL;
+  struct kube *k = NULL;
+  uint16_t port;
+  sigset_t sigs;
+  int opt, sig, rc;
+
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (opt) {
+    case 'l':
+      if (ext_listen_parse(optarg, host, sizeof host, &port))
+        return bad("--listen \"%s\" is not [HOST:]PORT (e.g. 8765 or 127.0.0.1:8765)", optarg);
+      listen_at = optarg;
+      break;
+    case 'k':
+      kubeconfig = optarg;
+      break;
+    case 'p':
+      if (place_policy_parse(optarg, &ccfg.policy))
+        return bad("--policy \"%s\": use binpack or spread", optarg);
+      break;
+    case 't': {
+      char *end;
+      errno = 0;
+      unsigned long v = strtoul(optarg, &end, 10);
+      if (!*optarg || *end || errno || v < 1 || v > 86400 || optarg[0] == '-')
+        return bad("--node-timeout \"%s\" must be whole seconds, 1..86400", optarg);
+      ccfg.node_timeout_ms = v * 1000;
+      break;
+    }
+    case 'h':
+      fputs(usage, stdout);
+      return 0;
+    case ':':
+      return bad("%s needs a value", argv[optind - 1]);
+    default:
+      return bad("unknown option \"%s\"", argv[optind - 1]);
+    }
+  }
+  if (optind < argc)
+    return bad("unexpected argument \"%s\"", argv[optind]);
+
+  setvbuf(stderr, NULL, _IOLBF, 0);
+  /* Signals are taken by sigwait below; every thread started after this inherits the mask. */
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  rc = kube_open(kubeconfig, &k, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "gslice-extender: %s\n", err);
+    return 1;
+  }
+  rc = cluster_new(&ccfg, &c);
+  if (rc)
+    goto out;
+  rc = ext_watch_start(c, kubeconfig, stderr, &w, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "gslice-extender: %s\n", err);
+    goto out;
+  }
+  struct ext_server_cfg scfg = {.listen = listen_at, .cluster = c, .kube = k, .log = stderr};
+  rc = ext_server_start(&scfg, &s, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "gslice-extender: %s\n", err);
+    goto out;
+  }
+  fprintf(stderr,
+          "gslice-extender: listening on port %u (policy %s, node timeout %llu s, API server "
+          "%s)\n",
+          ext_server_port(s), place_policy_name(ccfg.policy),
+          (unsigned long long)(ccfg.node_timeout_ms / 1000), kube_server(k));
+  sigwait(&sigs, &sig);
+  fprintf(stderr, "gslice-extender: %s, stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  rc = 0;
+out:
+  ext_server_stop(s);
+  ext_watch_stop(w);
+  cluster_free(c);
+  kube_close(k);
+  return rc ? 1 : 0;
+}

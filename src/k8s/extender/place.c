@@ -1,0 +1,373 @@
+/* Placement (place.h): which GPUs of a node take a pod's slices, why a node cannot, and
+ * how much the policy likes the node. */
+#include "place.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "size.h"
+
+/* ---- small helpers -------------------------------------------------------------------- */
+
+uint64_t place_split_u64(uint64_t total, uint32_t n, uint32_t j) {
+  return total / n + (j < total % n ? 1 : 0);
+}
+
+uint32_t place_split_u32(uint32_t total, uint32_t n, uint32_t j) {
+  return total / n + (j < total % n ? 1 : 0);
+}
+
+int place_policy_parse(const char *text, enum place_policy *ret) {
+  if (text && strcmp(text, "binpack") == 0)
+    *ret = PLACE_BINPACK;
+  else if (text && strcmp(text, "spread") == 0)
+    *ret = PLACE_SPREAD;
+  else
+    return -EINVAL;
+  return 0;
+}
+
+const char *place_policy_name(enum place_policy p) {
+  return p == PLACE_SPREAD ? "spread" : p == PLACE_FIRSTFIT ? "first-fit" : "binpack";
+}
+
+/* Appends to a reason, keeping it NUL-terminated and cut at its size. */
+struct text {
+  char *p;
+  size_t len, cap;
+};
+
+static void say(struct text *t, const char *fmt, ...) {
+  va_list ap;
+  int n;
+  if (t->len + 1 >= t->cap)
+    return;
+  va_start(ap, fmt);
+  n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    t->len = t->len + (size_t)n >= t->cap ? t->cap - 1 : t->len + (size_t)n;
+}
+
+static const char *bytes(uint64_t v, char *buf, size_t len) {
+  gs_size_format(v, buf, len);
+  return buf;
+}
+
+int place_pod_check(const struct place_pod *pod, char *err, size_t errlen) {
+  uint32_t shares = 0;
+  for (uint32_t i = 0; i < pod->ncontainers; i++) {
+    const struct place_container *c = &pod->containers[i];
+    if (c->ngpus < 1 || c->ngpus > K8S_MAX_GPUS) {
+      snprintf(err, errlen, "container %s: %s is %u, must be 1..%d", c->name, K8S_RES_GPU,
+               c->ngpus, K8S_MAX_GPUS);
+      return -EINVAL;
+    }
+    if (c->memory < c->ngpus) {
+      snprintf(err, errlen, "container %s: %s must be set, at least 1 byte per GPU", c->name,
+               K8S_RES_MEMORY);
+      return -EINVAL;
+    }
+    if (c->compute > 100 * c->ngpus) {
+      snprintf(err, errlen, "container %s: %s is %u, more than 100 per GPU over %u GPU(s)",
+               c->name, K8S_RES_COMPUTE, c->compute, c->ngpus);
+      return -EINVAL;
+    }
+    if (c->compute_limit < 1 || c->compute_limit > 100 ||
+        c->compute_limit < place_split_u32(c->compute, c->ngpus, 0)) {
+      snprintf(err, errlen,
+               "container %s: %s %u%% is below the %u%% of each GPU it asks for (or outside "
+               "1..100)",
+               c->name, K8S_ANNOT_COMPUTE_LIMIT, c->compute_limit,
+               place_split_u32(c->compute, c->ngpus, 0));
+      return -EINVAL;
+    }
+    shares += c->ngpus;
+  }
+  if (shares > PLACE_MAX_SHARES) {
+    snprintf(err, errlen, "the pod asks for %u GPU parts in all, more than %d", shares,
+             PLACE_MAX_SHARES);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* ---- one container on a node ---------------------------------------------------------- */
+
+struct usage {
+  uint64_t mem;
+  uint32_t compute;
+  uint32_t slices;
+};
+
+/* Whether GPU g can take a part of (mem, compute) on top of u. */
+static bool gpu_fits(const struct place_gpu *g, const struct usage *u, uint64_t mem,
+                     uint32_t compute) {
+  return g->healthy && u->mem <= g->memory && g->memory - u->mem >= mem &&
+         u->compute + compute <= 100 && u->slices < g->slots;
+}
+
+static void gpu_why(struct text *t, const struct place_gpu *g, const struct usage *u,
+                    uint64_t mem, uint32_t compute) {
+  char a[32], b[32], c[32];
+  uint64_t free_mem = u->mem <= g->memory ? g->memory - u->mem : 0;
+  say(t, "; gpu %u: ", g->index);
+  if (!g->healthy)
+    say(t, "unhealthy");
+  else if (free_mem < mem)
+    say(t, "%s of %s free, %s asked", bytes(free_mem, a, sizeof a), bytes(g->memory, b, sizeof b),
+        bytes(mem, c, sizeof c));
+  else if (u->compute + compute > 100)
+    say(t, "%u%% of compute free, %u%% asked", 100 - u->compute, compute);
+  else
+    say(t, "all %u slots taken", g->slots);
+}
+
+/* How the policy orders candidate GPUs: lower key first. Fractions are kept
+ * in parts per million so the order is exact and the same on every machine. */
+static int64_t gpu_key(enum place_policy policy, const struct place_gpu *g, const struct usage *u,
+                       uint64_t mem, uint32_t compute) {
+  int64_t mem_free = (int64_t)((double)(g->memory - u->mem - mem) / (double)g->memory * 1e6);
+  int64_t cpu_free = (int64_t)(100 - u->compute - compute) * 10000;
+  int64_t free_after = mem_free + cpu_free; /* 0 .. 2e6 */
+  switch (policy) {
+  case PLACE_BINPACK:
+    return free_after; /* the tightest fit first */
+  case PLACE_SPREAD:
+    return -free_after;
+  default:
+    return 0;
+  }
+}
+
+struct cand {
+  uint32_t pos;
+  int64_t key;
+};
+
+static int cand_cmp(const void *a, const void *b) {
+  const struct cand *x = a, *y = b;
+  if (x->key != y->key)
+    return x->key < y->key ? -1 : 1;
+  return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Chooses c's GPUs on top of usage u (updated), appending shares; false (and the
+ * reason) when fewer than c->ngpus GPUs have room. */
+static bool place_container(const struct place_node *node, enum place_policy policy,
+                            const struct place_container *c, uint32_t ci, struct usage *u,
+                            struct place_choice *ch, struct text *why) {
+  struct cand cands[K8S_MAX_GPUS];
+  uint32_t n = 0;
+  /* Every GPU must take the largest part (the first, with the remainder). */
+  uint64_t mem = place_split_u64(c->memory, c->ngpus, 0);
+  uint32_t compute = place_split_u32(c->compute, c->ngpus, 0);
+
+  for (uint32_t i = 0; i < node->ngpus; i++)
+    if (gpu_fits(&node->gpus[i], &u[i], mem, compute))
+      cands[n++] = (struct cand){i, gpu_key(policy, &node->gpus[i], &u[i], mem, compute)};
+  if (n < c->ngpus) {
+    char a[32];
+    if (why) {
+      if (c->ngpus == 1)
+        say(why, "container %s asks %s and %u%% compute on one GPU", c->name,
+            bytes(mem, a, sizeof a), compute);
+      else
+        say(why, "container %s asks %s and %u%% compute on each of %u GPUs, %u have room",
+            c->name, bytes(mem, a, sizeof a), compute, c->ngpus, n);
+      if (node->ngpus == 0)
+        say(why, "; the node has no GPUs");
+      for (uint32_t i = 0; i < node->ngpus; i++)
+        if (!gpu_fits(&node->gpus[i], &u[i], mem, compute))
+          gpu_why(why, &node->gpus[i], &u[i], mem, compute);
+    }
+    return false;
+  }
+  qsort(cands, n, sizeof cands[0], cand_cmp);
+  for (uint32_t j = 0; j < c->ngpus; j++) {
+    struct place_share *s = &ch->shares[ch->nshares++];
+    s->container = ci;
+    s->gpu = cands[j].pos;
+    s->memory = place_split_u64(c->memory, c->ngpus, j);
+    s->compute = place_split_u32(c->compute, c->ngpus, j);
+    u[s->gpu].mem += s->memory;
+    u[s->gpu].compute += s->compute;
+    u[s->gpu].slices++;
+  }
+  return true;
+}
+
+/* Places every container of pod on top of base (one usage per GPU). */
+static bool place_all(const struct place_node *node, const struct place_pod *pod,
+                      const struct usage *base, struct place_choice *ch, struct text *why) {
+  struct usage app[K8S_MAX_GPUS], init[K8S_MAX_GPUS];
+
+  ch->nshares = 0;
+  memcpy(app, base, node->ngpus * sizeof app[0]);
+  for (uint32_t i = 0; i < pod->ncontainers; i++)
+    if (!pod->containers[i].init &&
+        !place_container(node, pod->policy, &pod->containers[i], i, app, ch, why))
+      return false;
+  /* Each init container runs alone before the app containers: it needs room
+   * next to the other pods only. */
+  for (uint32_t i = 0; i < pod->ncontainers; i++) {
+    if (!pod->containers[i].init)
+      continue;
+    memcpy(init, base, node->ngpus * sizeof init[0]);
+    if (!place_container(node, pod->policy, &pod->containers[i], i, init, ch, why))
+      return false;
+  }
+  return true;
+}
+
+/* ---- usage of a placed pod ------------------------------------------------------------ */
+
+static void pod_usage(const struct place_node *node, const struct place_pod *pod,
+                      const struct place_share *shares, uint32_t nshares, struct usage *ret) {
+  struct usage app[K8S_MAX_GPUS] = {0};
+
+  memset(ret, 0, node->ngpus * sizeof ret[0]);
+  for (uint32_t i = 0; i < nshares; i++) {
+    const struct place_share *s = &shares[i];
+    if (s->gpu >= node->ngpus || s->container >= pod->ncontainers ||
+        pod->containers[s->container].init)
+      continue;
+    app[s->gpu].mem += s->memory;
+    app[s->gpu].compute += s->compute;
+    app[s->gpu].slices++;
+  }
+  memcpy(ret, app, node->ngpus * sizeof ret[0]);
+  for (uint32_t i = 0; i < nshares; i++) {
+    const struct place_share *s = &shares[i];
+    if (s->gpu >= node->ngpus || s->container >= pod->ncontainers ||
+        !pod->containers[s->container].init)
+      continue;
+    struct usage *r = &ret[s->gpu];
+    if (s->memory > r->mem)
+      r->mem = s->memory;
+    if (s->compute > r->compute)
+      r->compute = s->compute;
+    if (r->slices < 1)
+      r->slices = 1;
+  }
+}
+
+void place_apply(struct place_node *node, const struct place_pod *pod,
+                 const struct place_share *shares, uint32_t nshares, int sign) {
+  struct usage u[K8S_MAX_GPUS];
+
+  pod_usage(node, pod, shares, nshares, u);
+  for (uint32_t i = 0; i < node->ngpus; i++) {
+    struct place_gpu *g = &node->gpus[i];
+    if (sign > 0) {
+      g->mem_used += u[i].mem;
+      g->compute_used += u[i].compute;
+      g->slices += u[i].slices;
+    } else {
+      /* A pod removed twice would be a bug of the caller's bookkeeping;
+       * clamp rather than wrap so one bug cannot block a GPU forever. */
+      g->mem_used = g->mem_used >= u[i].mem ? g->mem_used - u[i].mem : 0;
+      g->compute_used = g->compute_used >= u[i].compute ? g->compute_used - u[i].compute : 0;
+      g->slices = g->slices >= u[i].slices ? g->slices - u[i].slices : 0;
+    }
+  }
+}
+
+/* ---- scores ------------------------------------------------------------------------------ */
+
+static int round_div(uint64_t num, uint64_t den) {
+  return den ? (int)((num * 2 + den) / (den * 2)) : 0;
+}
+
+/* binpack: 2..10 by how full the chosen GPUs end up when they all held slices
+ * already; 1 when it opens a GPU on a node in use; 0 when it opens a node.
+ * spread: 0..10 by how much of the node stays free. Fractions of memory and
+ * compute count half each. */
+static int score(const struct place_node *node, const struct place_pod *pod,
+                 const struct usage *base, const struct place_choice *ch) {
+  struct usage add[K8S_MAX_GPUS];
+  uint64_t num = 0, den = 0;
+  bool node_used = false, all_used = true;
+
+  if (pod->policy == PLACE_FIRSTFIT)
+    return PLACE_SCORE_MAX;
+  pod_usage(node, pod, ch->shares, ch->nshares, add);
+  for (uint32_t i = 0; i < node->ngpus; i++) {
+    const struct place_gpu *g = &node->gpus[i];
+    bool chosen = add[i].slices > 0;
+    if (base[i].slices > 0)
+      node_used = true;
+    if (chosen && base[i].slices == 0)
+      all_used = false;
+    if (!g->healthy || g->memory == 0)
+      continue;
+    /* Parts per million of the GPU's memory and of its compute. */
+    uint64_t mem_after = base[i].mem + add[i].mem;
+    uint64_t mem_ppm = (uint64_t)((double)mem_after / (double)g->memory * 1e6);
+    uint64_t cpu_ppm = (uint64_t)(base[i].compute + add[i].compute) * 10000;
+    if (mem_ppm > 1000000)
+      mem_ppm = 1000000;
+    if (pod->policy == PLACE_BINPACK) {
+      if (chosen) {
+        num += mem_ppm + cpu_ppm;
+        den += 2000000;
+      }
+    } else {
+      num += 2000000 - mem_ppm - cpu_ppm;
+      den += 2000000;
+    }
+  }
+  if (pod->policy == PLACE_SPREAD)
+    return round_div(num * PLACE_SCORE_MAX, den);
+  if (all_used)
+    return 2 + round_div(num * (PLACE_SCORE_MAX - 2), den);
+  return node_used ? 1 : 0;
+}
+
+/* ---- a node's verdict --------------------------------------------------------------------- */
+
+void place_eval(const struct place_cfg *cfg, const struct place_node *node,
+                const struct place_pod *pod, uint64_t now_ms, struct place_verdict *ret,
+                struct place_choice *ret_choice) {
+  struct usage base[K8S_MAX_GPUS], empty[K8S_MAX_GPUS];
+  struct place_choice local, *ch = ret_choice ? ret_choice : &local;
+  struct text why = {ret->reason, 0, sizeof ret->reason};
+
+  ret->fits = false;
+  ret->unresolvable = true;
+  ret->score = 0;
+  ret->reason[0] = 0;
+  ch->nshares = 0;
+  if (node->unusable) {
+    say(&why, "%s", node->unusable);
+    return;
+  }
+  if (now_ms > node->heartbeat_ms && now_ms - node->heartbeat_ms > cfg->node_timeout_ms) {
+    say(&why, "gslice-node heartbeat is %llu s old (more than --node-timeout %llu s)",
+        (unsigned long long)((now_ms - node->heartbeat_ms) / 1000),
+        (unsigned long long)(cfg->node_timeout_ms / 1000));
+    return;
+  }
+  if (node->ngpus > K8S_MAX_GPUS) {
+    say(&why, "more than %d GPUs", K8S_MAX_GPUS);
+    return;
+  }
+  for (uint32_t i = 0; i < node->ngpus; i++)
+    base[i] = (struct usage){node->gpus[i].mem_used, node->gpus[i].compute_used,
+                             node->gpus[i].slices};
+  if (place_all(node, pod, base, ch, NULL)) {
+    ret->fits = true;
+    ret->unresolvable = false;
+    ret->score = score(node, pod, base, ch);
+    return;
+  }
+  /* The reason is the one of the node as it is; whether it is resolvable is
+   * whether the pod would fit with no other pod on the node. */
+  place_all(node, pod, base, &local, &why);
+  memset(empty, 0, sizeof empty);
+  ret->unresolvable = !place_all(node, pod, empty, &local, NULL);
+  ch->nshares = 0;
+}

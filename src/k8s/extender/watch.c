@@ -1,0 +1,154 @@
+/* List + watch threads (watch.h). */
+#include "watch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The server ends each watch after this long; a fresh one resumes from the last
+ * version seen, as client-go's reflector does. */
+#define WATCH_TIMEOUT_S 300
+#define BACKOFF_MAX_MS 5000
+
+struct watcher {
+  struct ext_watch *w;
+  const char *kind; /* "nodes" | "pods" */
+  const char *path;
+  struct kube *k;
+  pthread_t thread;
+  bool started;
+};
+
+struct ext_watch {
+  struct cluster *c;
+  FILE *log;
+  atomic_int stop;
+  struct watcher nodes, pods;
+};
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void nap(struct ext_watch *w, unsigned ms) {
+  for (unsigned t = 0; t < ms && !atomic_load(&w->stop); t += 50)
+    usleep(50000);
+}
+
+static int on_event(const char *type, json_t *obj, void *user) {
+  struct watcher *x = user;
+  if (strcmp(type, "BOOKMARK") == 0)
+    return 0;
+  if (x == &x->w->nodes)
+    cluster_node_event(x->w->c, type, obj, mono_ms(), time(NULL), x->w->log);
+  else
+    cluster_pod_event(x->w->c, type, obj, x->w->log);
+  return atomic_load(&x->w->stop) ? -ECANCELED : 0;
+}
+
+static void *run(void *arg) {
+  struct watcher *x = arg;
+  struct ext_watch *w = x->w;
+  char err[KUBE_ERR_MAX];
+  unsigned backoff = 100;
+
+  while (!atomic_load(&w->stop)) {
+    json_t *items = NULL;
+    char *rv = NULL;
+    uint64_t since = mono_ms();
+    int rc = kube_list(x->k, x->path, &items, &rv, err, sizeof err);
+    if (rc) {
+      if (w->log && !atomic_load(&w->stop))
+        fprintf(w->log, "gslice-extender: listing %s: %s; retrying in %u ms\n", x->kind, err,
+                backoff);
+      nap(w, backoff);
+      backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+      continue;
+    }
+    if (x == &w->nodes) {
+      cluster_node_relist(w->c, items, mono_ms(), time(NULL), w->log);
+      cluster_set_synced(w->c, true, false);
+    } else {
+      cluster_pod_relist(w->c, items, since, w->log);
+      cluster_set_synced(w->c, false, true);
+    }
+    if (w->log)
+      fprintf(w->log, "gslice-extender: listed %zu %s at resourceVersion %s\n",
+              json_array_size(items), x->kind, rv);
+    json_decref(items);
+    backoff = 100;
+    while (!atomic_load(&w->stop)) {
+      rc = kube_watch(x->k, x->path, rv, WATCH_TIMEOUT_S, on_event, x, &rv, err, sizeof err);
+      if (rc == 0) {
+        backoff = 100;
+        continue; /* the server's timeout: resume */
+      }
+      if (atomic_load(&w->stop))
+        break;
+      if (w->log)
+        fprintf(w->log, "gslice-extender: watching %s: %s; %s\n", x->kind, err,
+                rc == -ESTALE ? "listing again" : "resuming");
+      if (rc == -ESTALE)
+        break;
+      nap(w, backoff);
+      backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+    }
+    free(rv);
+  }
+  return NULL;
+}
+
+void ext_watch_stop(struct ext_watch *w) {
+  if (!w)
+    return;
+  atomic_store(&w->stop, 1);
+  struct watcher *xs[2] = {&w->nodes, &w->pods};
+  for (int i = 0; i < 2; i++) {
+    if (xs[i]->k)
+      kube_cancel(xs[i]->k);
+    if (xs[i]->started)
+      pthread_join(xs[i]->thread, NULL);
+    kube_close(xs[i]->k);
+  }
+  free(w);
+}
+
+int ext_watch_start(struct cluster *c, const char *kubeconfig, FILE *log, struct ext_watch **ret,
+                    char *err, size_t errlen) {
+  struct ext_watch *w = calloc(1, sizeof(*w));
+  int rc;
+
+  if (!w)
+    return -ENOMEM;
+  w->c = c;
+  w->log = log;
+  atomic_init(&w->stop, 0);
+  w->nodes = (struct watcher){.w = w, .kind = "nodes", .path = "/api/v1/nodes"};
+  w->pods = (struct watcher){.w = w, .kind = "pods", .path = "/api/v1/pods"};
+  struct watcher *xs[2] = {&w->nodes, &w->pods};
+  for (int i = 0; i < 2; i++) {
+    rc = kube_open(kubeconfig, &xs[i]->k, err, errlen);
+    if (rc)
+      goto fail;
+    kube_set_timeout(xs[i]->k, 60000); /* a list of many pods takes a while */
+  }
+  for (int i = 0; i < 2; i++) {
+    rc = -pthread_create(&xs[i]->thread, NULL, run, xs[i]);
+    if (rc) {
+      snprintf(err, errlen, "cannot start a thread: %s", strerror(-rc));
+      goto fail;
+    }
+    xs[i]->started = true;
+  }
+  *ret = w;
+  return 0;
+fail:
+  ext_watch_stop(w);
+  return rc;
+}

@@ -1,0 +1,239 @@
+"""Helpers of the gslice-extender tests (tests/k8s/ext_*.py): a private API server
+stand-in, gslice-extender against it, nodes with a gslice.io/gpus inventory and a
+heartbeat, pods, and the kube-scheduler stand-in. Run by ctest with /usr/bin/python3;
+GSLICE_BUILD and GSLICE_SRC come from the environment."""
+
+import atexit
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scheduler  # noqa: E402
+
+GiB = 1 << 30
+BUILD = os.environ.get("GSLICE_BUILD")
+SRC = os.environ.get("GSLICE_SRC")
+if not BUILD or not SRC:
+    sys.exit("run through ctest (make test), which sets GSLICE_BUILD and GSLICE_SRC")
+EXTENDER = os.path.join(BUILD, "bin", "gslice-extender")
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def passed(msg):
+    print("PASS: " + msg, flush=True)
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def wait_for(what, fn, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    fail("timed out (%.0f s) waiting for %s" % (timeout, what))
+
+
+class Cluster:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="gslice-ext.")
+        self.procs = []
+        self.ext = None
+        self.ext_url = None
+        self.hb_nodes = {}  # name -> gpus annotation dict (heartbeat refreshed)
+        self.hb_stop = threading.Event()
+        self.hb_lock = threading.Lock()
+        atexit.register(self.close)
+        port_file = os.path.join(self.dir, "api.port")
+        self.api_log = open(os.path.join(self.dir, "apiserver.log"), "w")
+        p = subprocess.Popen(["/usr/bin/python3", os.path.join(SRC, "tests/k8s/apiserver.py"),
+                              "--port", "0", "--port-file", port_file, "--bookmark-s", "0.5"],
+                             stdout=self.api_log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        wait_for("the API server stand-in", lambda: os.path.exists(port_file))
+        self.api = "http://127.0.0.1:%s" % open(port_file).read().strip()
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            f.write("current-context: t\nclusters:\n- name: c\n  cluster:\n    server: %s\n"
+                    "contexts:\n- name: t\n  context: {cluster: c}\n" % self.api)
+        self.hb_thread = threading.Thread(target=self._heartbeats, daemon=True)
+        self.hb_thread.start()
+
+    def close(self):
+        self.hb_stop.set()
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if os.environ.get("KEEP_TMP"):
+            print("kept", self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def dump_logs(self):
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(".log"):
+                print("--- " + name, file=sys.stderr)
+                print(open(os.path.join(self.dir, name)).read()[-4000:], file=sys.stderr)
+
+    # ---- the API server ----------------------------------------------------------------
+    def req(self, method, path, body=None, ok=(200, 201)):
+        ctype = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        st, obj = scheduler.http(method, self.api + path, body, ctype=ctype)
+        if st not in ok:
+            fail("%s %s: HTTP %d: %s" % (method, path, st, obj))
+        return obj
+
+    def add_node(self, name, gpus, slots=16, heartbeat=True, annotation=None):
+        """gpus: list of memory sizes in bytes (or (memory, healthy))."""
+        inv = {"version": 1, "heartbeat": now_rfc3339(), "slotsPerGpu": slots, "gpus": []}
+        for i, g in enumerate(gpus):
+            mem, healthy = g if isinstance(g, tuple) else (g, True)
+            inv["gpus"].append({"index": i, "uuid": "GPU-%s-%d" % (name, i), "memory": mem,
+                                "healthy": healthy, "slots": slots})
+        ann = {"gslice.io/gpus": json.dumps(inv) if annotation is None else annotation}
+        self.req("POST", "/api/v1/nodes", {
+            "metadata": {"name": name, "annotations": ann},
+            "status": {"allocatable": {"gslice.io/gpu": str(slots * len(gpus))},
+                       "capacity": {"gslice.io/gpu": str(slots * len(gpus))}}})
+        if heartbeat and annotation is None:
+            with self.hb_lock:
+                self.hb_nodes[name] = inv
+
+    def stop_heartbeat(self, name):
+        with self.hb_lock:
+            self.hb_nodes.pop(name, None)
+
+    def _heartbeats(self):
+        # gslice-node refreshes the heartbeat every 10 s; the tests use a short
+        # --node-timeout, so every 0.5 s here (a new value each second).
+        while not self.hb_stop.wait(0.5):
+            with self.hb_lock:
+                todo = list(self.hb_nodes.items())
+            for name, inv in todo:
+                inv["heartbeat"] = now_rfc3339()
+                try:
+                    scheduler.http("PATCH", self.api + "/api/v1/nodes/" + name,
+                                   {"metadata": {"annotations": {"gslice.io/gpus": json.dumps(inv)}}},
+                                   ctype="application/merge-patch+json")
+                except OSError:
+                    pass
+
+    def add_pod(self, ns, name, containers, annotations=None, init=None):
+        """containers: [(name, gpus, memory, compute)] with memory/compute as quantities."""
+        def ctr(c):
+            cname, n, mem, cpu = c
+            lim = {"gslice.io/gpu": str(n)}
+            if mem is not None:
+                lim["gslice.io/gpu-memory"] = str(mem)
+            if cpu is not None:
+                lim["gslice.io/gpu-compute"] = str(cpu)
+            return {"name": cname, "image": "x", "resources": {"limits": lim}}
+        pod = {"metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
+               "spec": {"containers": [ctr(c) for c in containers],
+                        "schedulerName": "default-scheduler"},
+               "status": {"phase": "Pending"}}
+        if init:
+            pod["spec"]["initContainers"] = [ctr(c) for c in init]
+        return self.req("POST", "/api/v1/namespaces/%s/pods" % ns, pod)
+
+    def pod(self, ns, name):
+        return self.req("GET", "/api/v1/namespaces/%s/pods/%s" % (ns, name))
+
+    def assigned(self, ns, name):
+        a = (self.pod(ns, name)["metadata"].get("annotations") or {}).get("gslice.io/assigned")
+        return json.loads(a) if a else None
+
+    def delete_pod(self, ns, name):
+        self.req("DELETE", "/api/v1/namespaces/%s/pods/%s" % (ns, name))
+
+    def finish_pod(self, ns, name):
+        self.req("PATCH", "/api/v1/namespaces/%s/pods/%s" % (ns, name),
+                 {"status": {"phase": "Succeeded"}})
+
+    def requests_log(self):
+        return self.req("GET", "/_test/requests")
+
+    # ---- gslice-extender --------------------------------------------------------------
+    def start_extender(self, *args, wait_ready=True):
+        log_path = os.path.join(self.dir, "extender.log")
+        self.ext_log = open(log_path, "a")
+        start = self.ext_log.tell()
+        self.ext = subprocess.Popen([EXTENDER, "--listen", "127.0.0.1:0", "--kubeconfig",
+                                     self.kubeconfig] + list(args),
+                                    stdout=self.ext_log, stderr=subprocess.STDOUT)
+        self.procs.append(self.ext)
+
+        def port():
+            with open(log_path) as f:
+                f.seek(start)
+                m = re.search(r"listening on port (\d+)", f.read())
+            if self.ext.poll() is not None:
+                fail("gslice-extender exited with %s" % self.ext.returncode)
+            return m and m.group(1)
+        self.ext_url = "http://127.0.0.1:%s" % wait_for("gslice-extender to listen", port)
+        if wait_ready:
+            wait_for("gslice-extender's first sync",
+                     lambda: "gslice_extender_ready 1" in self.metrics())
+        return self.ext_url
+
+    def stop_extender(self, sig=signal.SIGKILL):
+        self.ext.send_signal(sig)
+        self.ext.wait()
+        self.ext = None
+
+    def metrics(self):
+        with urllib.request.urlopen(self.ext_url + "/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def metric(self, name, labels=""):
+        m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), self.metrics(), re.M)
+        return float(m.group(1)) if m else None
+
+    def wait_metric(self, name, labels, value, timeout=10.0):
+        """Until the extender's /metrics shows value (its view caught up with the watch)."""
+        wait_for("%s%s == %s (now %s)" % (name, labels, value, self.metric(name, labels)),
+                 lambda: self.metric(name, labels) == value, timeout)
+
+    def scheduler(self, **kw):
+        return scheduler.Scheduler(self.api, self.ext_url, **kw)
+
+    def schedule(self, ns, name, **kw):
+        s = self.scheduler(**kw)
+        return s.schedule_one(self.pod(ns, name))
+
+
+def run(test):
+    """Runs test(cluster); on failure shows the logs."""
+    c = Cluster()
+    try:
+        test(c)
+    except SystemExit as e:
+        if e.code:
+            c.dump_logs()
+        raise
+    except BaseException:
+        c.dump_logs()
+        raise
