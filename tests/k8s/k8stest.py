@@ -29,7 +29,7 @@ EXTENDER = os.path.join(BUILD, "bin", "gslice-extender")
 
 
 def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
+    print("FAIL: %s" % (msg,), file=sys.stderr)
     sys.exit(1)
 
 

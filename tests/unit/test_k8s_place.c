@@ -24,8 +24,12 @@ static void node_init(struct place_node *n, const char *name, struct place_gpu *
 
 static struct place_container ctr(const char *name, uint32_t ngpus, uint64_t mem,
                                   uint32_t compute) {
-  struct place_container c = {.ngpus = ngpus, .memory = mem, .compute = compute,
-                              .compute_limit = 100, .priority = K8S_PRIO_NORMAL, .weight = 1};
+  struct place_container c = {.ngpus = ngpus,
+                              .memory = mem,
+                              .compute = compute,
+                              .compute_limit = 100,
+                              .priority = K8S_PRIO_NORMAL,
+                              .weight = 1};
   snprintf(c.name, sizeof c.name, "%s", name);
   return c;
 }

@@ -90,9 +90,9 @@ static void smap_del(struct smap *m, const char *key) {
   }
 }
 
-#define SMAP_EACH(m, e)                                                                          \
-  for (size_t i_##e = 0; i_##e < (m)->nb; i_##e++)                                               \
-    for (struct entry *e = (m)->b[i_##e], *e##_next = e ? e->next : NULL; e;                     \
+#define SMAP_EACH(m, e)                                                                            \
+  for (size_t i_##e = 0; i_##e < (m)->nb; i_##e++)                                                 \
+    for (struct entry *e = (m)->b[i_##e], *e##_next = e ? e->next : NULL; e;                       \
          e = e##_next, e##_next = e ? e->next : NULL)
 
 /* ---- records ------------------------------------------------------------------------------ */
@@ -528,7 +528,8 @@ bool cluster_synced(struct cluster *c) {
   return s;
 }
 
-/* ---- verbs -------------------------------------------------------------------------------------- */
+/* ---- verbs --------------------------------------------------------------------------------------
+ */
 
 int cluster_request(struct cluster *c, const json_t *pod, struct place_pod *ret, char *err,
                     size_t errlen) {
@@ -682,7 +683,8 @@ int cluster_pending_request(struct cluster *c, const char *ns, const char *name,
   return rc;
 }
 
-/* ---- reporting ------------------------------------------------------------------------------------ */
+/* ---- reporting
+ * ------------------------------------------------------------------------------------ */
 
 struct ns_sum {
   char ns[K8S_NAME_MAX];

@@ -12,8 +12,8 @@
 #include "podspec.h"
 
 struct cluster_cfg {
-  enum place_policy policy;  /* when a pod does not say */
-  uint64_t node_timeout_ms;  /* --node-timeout */
+  enum place_policy policy; /* when a pod does not say */
+  uint64_t node_timeout_ms; /* --node-timeout */
 };
 
 struct cluster;

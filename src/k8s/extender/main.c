@@ -41,12 +41,10 @@ static int bad(const char *fmt, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
-                                       {"kubeconfig", required_argument, NULL, 'k'},
-                                       {"policy", required_argument, NULL, 'p'},
-                                       {"node-timeout", required_argument, NULL, 't'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {
+      {"listen", required_argument, NULL, 'l'}, {"kubeconfig", required_argument, NULL, 'k'},
+      {"policy", required_argument, NULL, 'p'}, {"node-timeout", required_argument, NULL, 't'},
+      {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
   struct cluster_cfg ccfg = {.policy = PLACE_BINPACK, .node_timeout_ms = 60000};
   const char *listen_at = "8765", *kubeconfig = NULL;
   char host[256], err[KUBE_ERR_MAX];

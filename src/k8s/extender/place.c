@@ -62,8 +62,8 @@ int place_pod_check(const struct place_pod *pod, char *err, size_t errlen) {
   for (uint32_t i = 0; i < pod->ncontainers; i++) {
     const struct place_container *c = &pod->containers[i];
     if (c->ngpus < 1 || c->ngpus > K8S_MAX_GPUS) {
-      snprintf(err, errlen, "container %s: %s is %u, must be 1..%d", c->name, K8S_RES_GPU,
-               c->ngpus, K8S_MAX_GPUS);
+      snprintf(err, errlen, "container %s: %s is %u, must be 1..%d", c->name, K8S_RES_GPU, c->ngpus,
+               K8S_MAX_GPUS);
       return -EINVAL;
     }
     if (c->memory < c->ngpus) {
@@ -72,8 +72,8 @@ int place_pod_check(const struct place_pod *pod, char *err, size_t errlen) {
       return -EINVAL;
     }
     if (c->compute > 100 * c->ngpus) {
-      snprintf(err, errlen, "container %s: %s is %u, more than 100 per GPU over %u GPU(s)",
-               c->name, K8S_RES_COMPUTE, c->compute, c->ngpus);
+      snprintf(err, errlen, "container %s: %s is %u, more than 100 per GPU over %u GPU(s)", c->name,
+               K8S_RES_COMPUTE, c->compute, c->ngpus);
       return -EINVAL;
     }
     if (c->compute_limit < 1 || c->compute_limit > 100 ||
@@ -110,8 +110,8 @@ static bool gpu_fits(const struct place_gpu *g, const struct usage *u, uint64_t 
          u->compute + compute <= 100 && u->slices < g->slots;
 }
 
-static void gpu_why(struct text *t, const struct place_gpu *g, const struct usage *u,
-                    uint64_t mem, uint32_t compute) {
+static void gpu_why(struct text *t, const struct place_gpu *g, const struct usage *u, uint64_t mem,
+                    uint32_t compute) {
   char a[32], b[32], c[32];
   uint64_t free_mem = u->mem <= g->memory ? g->memory - u->mem : 0;
   say(t, "; gpu %u: ", g->index);
@@ -176,8 +176,8 @@ static bool place_container(const struct place_node *node, enum place_policy pol
         say(why, "container %s asks %s and %u%% compute on one GPU", c->name,
             bytes(mem, a, sizeof a), compute);
       else
-        say(why, "container %s asks %s and %u%% compute on each of %u GPUs, %u have room",
-            c->name, bytes(mem, a, sizeof a), compute, c->ngpus, n);
+        say(why, "container %s asks %s and %u%% compute on each of %u GPUs, %u have room", c->name,
+            bytes(mem, a, sizeof a), compute, c->ngpus, n);
       if (node->ngpus == 0)
         say(why, "; the node has no GPUs");
       for (uint32_t i = 0; i < node->ngpus; i++)
@@ -356,8 +356,8 @@ void place_eval(const struct place_cfg *cfg, const struct place_node *node,
     return;
   }
   for (uint32_t i = 0; i < node->ngpus; i++)
-    base[i] = (struct usage){node->gpus[i].mem_used, node->gpus[i].compute_used,
-                             node->gpus[i].slices};
+    base[i] =
+        (struct usage){node->gpus[i].mem_used, node->gpus[i].compute_used, node->gpus[i].slices};
   if (place_all(node, pod, base, ch, NULL)) {
     ret->fits = true;
     ret->unresolvable = false;

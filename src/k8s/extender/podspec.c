@@ -76,8 +76,8 @@ static int resource(const json_t *ctr, const char *cname, const char *res, int64
       return -EINVAL;
     }
     if (got[i] < 0) {
-      snprintf(err, errlen, "container %s: resources.%s[%s] is negative (%s)", cname, from[i],
-               res, text);
+      snprintf(err, errlen, "container %s: resources.%s[%s] is negative (%s)", cname, from[i], res,
+               text);
       return -EINVAL;
     }
     set[i] = true;
@@ -94,8 +94,8 @@ static int resource(const json_t *ctr, const char *cname, const char *res, int64
   return 0;
 }
 
-static int annot_uint(const json_t *pod, const char *key, uint32_t min, uint32_t max,
-                      uint32_t dflt, uint32_t *ret, char *err, size_t errlen) {
+static int annot_uint(const json_t *pod, const char *key, uint32_t min, uint32_t max, uint32_t dflt,
+                      uint32_t *ret, char *err, size_t errlen) {
   const char *v = kube_annotation(pod, key);
   char *end;
   unsigned long n;
@@ -191,8 +191,9 @@ int podspec_request(const json_t *pod, enum place_policy dflt, struct place_pod 
           snprintf(err, errlen, "container %s: %s is %lld, at most %d", cname, K8S_RES_GPU,
                    (long long)gpus, K8S_MAX_GPUS);
         else if (!mset || mem < gpus)
-          snprintf(err, errlen, "container %s: %s must be given (e.g. 3Gi), at least 1 byte per GPU",
-                   cname, K8S_RES_MEMORY);
+          snprintf(err, errlen,
+                   "container %s: %s must be given (e.g. 3Gi), at least 1 byte per GPU", cname,
+                   K8S_RES_MEMORY);
         else
           snprintf(err, errlen, "container %s: %s is %lld, more than 100 per GPU over %lld GPU(s)",
                    cname, K8S_RES_COMPUTE, (long long)compute, (long long)gpus);

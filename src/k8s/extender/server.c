@@ -181,14 +181,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   if (r->too_big)
     return reply_text(conn, 413, "request body over 64 MiB\n");
   if (strcmp(url, "/filter") == 0)
-    status = verb_filter(s->cluster, r->p ? r->p : "", r->len, mono_ms(), s->log, &s->stats,
-                         &body, &len);
+    status = verb_filter(s->cluster, r->p ? r->p : "", r->len, mono_ms(), s->log, &s->stats, &body,
+                         &len);
   else if (strcmp(url, "/prioritize") == 0)
     status = verb_prioritize(s->cluster, r->p ? r->p : "", r->len, mono_ms(), s->log, &s->stats,
                              &body, &len);
   else if (strcmp(url, "/bind") == 0)
-    status = verb_bind(s->cluster, s->kube, r->p ? r->p : "", r->len, mono_ms(), s->log,
-                       &s->stats, &body, &len);
+    status = verb_bind(s->cluster, s->kube, r->p ? r->p : "", r->len, mono_ms(), s->log, &s->stats,
+                       &body, &len);
   else
     return reply_text(conn, 404, "not found: the verbs are /filter, /prioritize and /bind\n");
   if (!body)

@@ -10,10 +10,10 @@
 struct ext_server;
 
 struct ext_server_cfg {
-  const char *listen;  /* "[HOST:]PORT"; port 0: any free one (see ext_server_port) */
+  const char *listen; /* "[HOST:]PORT"; port 0: any free one (see ext_server_port) */
   struct cluster *cluster;
-  struct kube *kube;   /* for /bind; NULL: /bind answers an error (bench) */
-  FILE *log;           /* may be NULL */
+  struct kube *kube; /* for /bind; NULL: /bind answers an error (bench) */
+  FILE *log;         /* may be NULL */
 };
 
 /* Parses "[HOST:]PORT" (HOST: an address or name, "[v6]" for IPv6; default all
@@ -25,4 +25,3 @@ int ext_server_start(const struct ext_server_cfg *cfg, struct ext_server **ret, 
                      size_t errlen);
 uint16_t ext_server_port(const struct ext_server *s);
 void ext_server_stop(struct ext_server *s);
-

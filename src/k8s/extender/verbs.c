@@ -162,8 +162,9 @@ static int args_read(const char *body, size_t len, struct args *a, char *err, si
     return -EINVAL;
   }
   if (!json_is_array(items)) {
-    snprintf(err, errlen, "ExtenderArgs has neither NodeNames (nodeCacheCapable: true) nor "
-                          "Nodes.items");
+    snprintf(err, errlen,
+             "ExtenderArgs has neither NodeNames (nodeCacheCapable: true) nor "
+             "Nodes.items");
     return -EINVAL;
   }
   a->n = json_array_size(items);
@@ -318,7 +319,8 @@ int verb_prioritize(struct cluster *c, const char *body, size_t len, uint64_t no
   return eval_verb(PRIORITIZE, c, body, len, now_ms, log, st, ret_body, ret_len);
 }
 
-/* ---- /bind ------------------------------------------------------------------------------------ */
+/* ---- /bind ------------------------------------------------------------------------------------
+ */
 
 static const char *arg_str(const json_t *root, const char *key) {
   return json_string_value(kube_json_get(root, key));
@@ -419,8 +421,8 @@ int verb_bind(struct cluster *c, struct kube *k, const char *body, size_t len, u
    * no pod is ever bound without its GPUs. */
   binding = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s, s:s, s:s}}", "apiVersion",
                       "v1", "kind", "Binding", "metadata", "name", name, "namespace", ns, "uid",
-                      uid && *uid ? uid : id.uid, "annotations", K8S_ANNOT_ASSIGNED, text,
-                      "target", "apiVersion", "v1", "kind", "Node", "name", node);
+                      uid && *uid ? uid : id.uid, "annotations", K8S_ANNOT_ASSIGNED, text, "target",
+                      "apiVersion", "v1", "kind", "Node", "name", node);
   if (!binding) {
     snprintf(err, sizeof err, "out of memory");
     goto out;

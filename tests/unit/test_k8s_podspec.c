@@ -1,0 +1,147 @@
+/* Reading a pod's gslice request (quantities, limits vs requests, init containers, the
+ * annotations; every malformed value refused by name) and writing its assignment. */
+#include <errno.h>
+
+#include "podspec.h"
+#include "test.h"
+
+#define GiB (1ULL << 30)
+
+static json_t *pod(const char *text) {
+  json_error_t je;
+  json_t *p = json_loads(text, 0, &je);
+  if (!p)
+    fprintf(stderr, "bad test JSON: %s\n", je.text);
+  return p;
+}
+
+static void bad(const char *text, const char *word) {
+  struct place_pod p = {.ncontainers = 77};
+  char err[512] = "";
+  json_t *o = pod(text);
+  CHECK_EQ_INT(podspec_request(o, PLACE_BINPACK, &p, err, sizeof err), -EINVAL);
+  CHECK_EQ_INT(p.ncontainers, 77);
+  if (!strstr(err, word))
+    fprintf(stderr, "error \"%s\" does not say \"%s\"\n", err, word);
+  CHECK(strstr(err, word) != NULL);
+  json_decref(o);
+}
+
+int main(void) {
+  struct place_pod p;
+  struct pod_id id;
+  char err[512];
+  json_t *o;
+
+  o = pod("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"u1\",\"annotations\":{"
+          "\"gslice.io/compute-limit\":\"60\",\"gslice.io/priority\":\"high\","
+          "\"gslice.io/weight\":\"3\",\"gslice.io/policy\":\"spread\"}},"
+          "\"spec\":{\"nodeName\":\"n\",\"initContainers\":[{\"name\":\"setup\",\"resources\":{"
+          "\"limits\":{\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"500Mi\"}}}],"
+          "\"containers\":[{\"name\":\"main\",\"resources\":{\"limits\":{\"gslice.io/gpu\":\"2\","
+          "\"gslice.io/gpu-memory\":\"3Gi\",\"gslice.io/gpu-compute\":\"30\"},\"requests\":{"
+          "\"gslice.io/gpu-memory\":\"3221225472\"}}},{\"name\":\"side\",\"resources\":{"
+          "\"limits\":{\"cpu\":\"1\"}}}]},\"status\":{\"phase\":\"Running\"}}");
+  CHECK_EQ_INT(podspec_id(o, &id, err, sizeof err), 0);
+  CHECK_STR(id.ns, "ns");
+  CHECK_STR(id.uid, "u1");
+  CHECK_STR(id.node, "n");
+  CHECK(!id.done);
+  CHECK_EQ_INT(podspec_request(o, PLACE_BINPACK, &p, err, sizeof err), 0);
+  CHECK_EQ_INT(p.ncontainers, 2); /* "side" asks for no GPU */
+  CHECK_EQ_INT(p.policy, PLACE_SPREAD);
+  CHECK_STR(p.containers[0].name, "setup");
+  CHECK(p.containers[0].init);
+  CHECK_EQ_U64(p.containers[0].memory, 500ULL << 20);
+  CHECK_EQ_INT(p.containers[0].compute, 0);
+  CHECK_STR(p.containers[1].name, "main");
+  CHECK_EQ_INT(p.containers[1].ngpus, 2);
+  CHECK_EQ_U64(p.containers[1].memory, 3 * GiB);
+  CHECK_EQ_INT(p.containers[1].compute, 30);
+  CHECK_EQ_INT(p.containers[1].compute_limit, 60);
+  CHECK_EQ_INT(p.containers[1].priority, K8S_PRIO_HIGH);
+  CHECK_EQ_INT(p.containers[1].weight, 3);
+
+  /* The assignment of a placement, and back. */
+  struct place_gpu g[2] = {
+      {.index = 0, .uuid = "GPU-0", .memory = 16 * GiB, .healthy = true, .slots = 4},
+      {.index = 1, .uuid = "GPU-1", .memory = 16 * GiB, .healthy = true, .slots = 4}};
+  struct place_node node = {.name = "n", .heartbeat_ms = 1, .ngpus = 2, .gpus = g};
+  struct place_cfg cfg = {.node_timeout_ms = 60000};
+  struct place_verdict v;
+  struct place_choice ch;
+  struct k8s_assigned a;
+  p.containers[1].memory = 3 * GiB + 1;
+  p.containers[1].compute = 31;
+  place_eval(&cfg, &node, &p, 1, &v, &ch);
+  CHECK(v.fits);
+  CHECK_EQ_INT(podspec_assignment("n", &node, &p, &ch, &a), 0);
+  CHECK_EQ_INT(a.ncontainers, 2);
+  CHECK_EQ_INT(a.containers[1].ngpus, 2);
+  CHECK_EQ_U64(a.containers[1].gpus[0].memory + a.containers[1].gpus[1].memory, 3 * GiB + 1);
+  CHECK_EQ_INT(a.containers[1].gpus[0].compute + a.containers[1].gpus[1].compute, 31);
+  CHECK(strcmp(a.containers[1].gpus[0].uuid, a.containers[1].gpus[1].uuid) != 0);
+  CHECK_EQ_INT(a.containers[1].compute_limit, 60);
+  char *text;
+  CHECK_EQ_INT(k8s_assigned_encode(&a, &text), 0);
+  free(text);
+  struct place_pod back;
+  struct place_share shares[PLACE_MAX_SHARES];
+  uint32_t n;
+  CHECK_EQ_INT(podspec_from_assignment(&a, &node, &back, shares, &n), 0);
+  CHECK_EQ_INT(n, 3);
+  CHECK_EQ_U64(back.containers[1].memory, 3 * GiB + 1);
+  place_apply(&node, &back, shares, n, +1);
+  CHECK_EQ_U64(g[0].mem_used + g[1].mem_used, 3 * GiB + 1); /* init's 500Mi within the max */
+  podspec_request_free(&back);
+  k8s_assigned_free(&a);
+  podspec_request_free(&p);
+  json_decref(o);
+
+  /* A pod asking for nothing of gslice. */
+  o = pod("{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}");
+  CHECK_EQ_INT(podspec_request(o, PLACE_BINPACK, &p, err, sizeof err), 0);
+  CHECK_EQ_INT(p.ncontainers, 0);
+  CHECK_EQ_INT(podspec_id(o, &id, err, sizeof err), 0);
+  CHECK_STR(id.ns, "default");
+  json_decref(o);
+
+  /* Refusals name the container, field and value. */
+#define C(lim)                                                                                     \
+  "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{" lim   \
+  "}}]}}"
+  bad(C("\"limits\":{\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"3GB\"}"), "3GB");
+  bad(C("\"limits\":{\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"3GB\"}"),
+      "container c: resources.limits[gslice.io/gpu-memory]");
+  bad(C("\"limits\":{\"gslice.io/gpu\":\"1\"}"), "gslice.io/gpu-memory must be given");
+  bad(C("\"limits\":{\"gslice.io/gpu-memory\":\"1Gi\"}"), "need gslice.io/gpu");
+  bad(C("\"limits\":{\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"1Gi\","
+        "\"gslice.io/gpu-compute\":\"101\"}"),
+      "more than 100 per GPU");
+  bad(C("\"limits\":{\"gslice.io/gpu\":\"65\",\"gslice.io/gpu-memory\":\"1Gi\"}"), "at most 64");
+  bad(C("\"limits\":{\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"-1Gi\"}"), "negative");
+  bad(C("\"limits\":{\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"1Gi\"},"
+        "\"requests\":{\"gslice.io/gpu-memory\":\"2Gi\"}"),
+      "differ");
+  bad(C("\"limits\":{\"gslice.io/gpu\":true}"), "quantity string");
+  bad("{\"metadata\":{\"name\":\"p\",\"annotations\":{\"gslice.io/compute-limit\":\"60%\"}},"
+      "\"spec\":{\"containers\":[]}}",
+      "gslice.io/compute-limit is \"60%\"");
+  bad("{\"metadata\":{\"name\":\"p\",\"annotations\":{\"gslice.io/priority\":\"urgent\"}},"
+      "\"spec\":{\"containers\":[]}}",
+      "high, normal or low");
+  bad("{\"metadata\":{\"name\":\"p\",\"annotations\":{\"gslice.io/policy\":\"pack\"}},"
+      "\"spec\":{\"containers\":[]}}",
+      "binpack or spread");
+  bad("{\"metadata\":{\"name\":\"p\",\"annotations\":{\"gslice.io/weight\":\"0\"}},"
+      "\"spec\":{\"containers\":[]}}",
+      "1..1000");
+  bad("{\"metadata\":{\"name\":\"p\",\"annotations\":{\"gslice.io/compute-limit\":\"20\"}},"
+      "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{"
+      "\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"1Gi\",\"gslice.io/"
+      "gpu-compute\":\"30\"}}}]}}",
+      "compute-limit 20%");
+  bad("{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":{}}}", "not a list");
+  CHECK_EQ_INT(podspec_id(pod("{\"metadata\":{}}"), &id, err, sizeof err), -EINVAL);
+  return test_done();
+}
