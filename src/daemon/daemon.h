@@ -12,8 +12,13 @@
 
 /* A client sends only small messages; anything longer is hostile. */
 #define CONN_IN_MAX 512
-/* A reader that lets this much pile up is dropped (status replies are ~700 KiB at most). */
+/* A reader that lets this much pile up is dropped (status replies are ~700 KiB at most). The
+ * daemon takes no request of a connection while a reply to it waits (conn_serve), so only what
+ * the daemon pushes unasked (grants, revokes) could come near. */
 #define CONN_OUT_MAX (4u << 20)
+/* An output buffer larger than this is freed once drained: a STATUS reply's worth stays with
+ * each connection otherwise, forever. */
+#define CONN_OUT_KEEP (16u << 10)
 /* One connection's share of a loop turn: so many requests handled, one of them at most a STATUS
  * (a node snapshot is the one expensive request), before the other connections get theirs. A
  * client writing STATUS without pause held the loop for as long as it wrote (another slice's
@@ -100,6 +105,7 @@ struct daemon {
   uint32_t nconns;
   uint64_t started;
   uint64_t housekeeping_timer;
+  size_t freed_since_trim; /* bytes of big buffers freed since the heap was last trimmed */
   struct nvml *nvml;
   struct gs_metrics *metrics;
 };

@@ -31,6 +31,20 @@ static uint64_t mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU time a process has run, ns (/proc/PID/schedstat), or 0. */
+static uint64_t cpu_ns(long pid) {
+  char file[64];
+  unsigned long long ns = 0;
+  snprintf(file, sizeof(file), "/proc/%ld/schedstat", pid);
+  FILE *f = fopen(file, "re");
+  if (f) {
+    if (fscanf(f, "%llu", &ns) != 1)
+      ns = 0;
+    fclose(f);
+  }
+  return ns;
+}
+
 static int conn(void) {
   int fd;
   int r = gs_client_connect(path, &fd);
@@ -114,7 +128,8 @@ int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: daemon_attack SOCKET nohello N WAIT_MS | biglen | many N | flood N |\n"
                     "       hold | grants SECONDS | holdloop SECONDS | register N ROUNDS |\n"
-                    "       idle N SECONDS | statusflood CONNS SECONDS\n");
+                    "       idle N SECONDS | statusflood CONNS SECONDS [SLICES] |\n"
+                    "       nonreaders N HOLD_SECONDS\n");
     return 2;
   }
   path = argv[1];
@@ -290,6 +305,76 @@ int main(int argc, char **argv) {
     close(cfd);
     return ok ? 0 : 1;
   }
+  if (!strcmp(mode, "nonreaders")) {
+    /* n connections that say hello, then write STATUS and never read a reply; held open argv[4]
+     * seconds ("holding" is printed when they are all written), then closed. Each writes as
+     * many as make 3.5 MiB of replies (with no slice), just under the 4 MiB after which an old
+     * daemon dropped a reader: what piles up is the daemon's to bound. */
+    int hold = argc > 4 ? atoi(argv[4]) : 3, *fds = calloc((size_t)n, sizeof(int)), closed = 0;
+    unsigned long sent = 0,
+                  per = (7ul << 19) / (sizeof(struct gs_msg_hdr) + sizeof(struct gs_msg_status_reply));
+    unsigned long *left = calloc((size_t)n, sizeof(*left));
+    struct gs_msg_status st = {0};
+    unsigned char msg[sizeof(struct gs_msg_hdr) + sizeof(st)];
+    size_t len;
+    raise_nofile();
+    if (!fds || !left ||
+        gs_msg_encode(msg, sizeof(msg), GS_MSG_STATUS, 1, &st, sizeof(st), &len) < 0)
+      return 1;
+    for (int i = 0; i < n; i++) {
+      left[i] = per;
+      fds[i] = conn();
+      if (fds[i] < 0 || gs_client_hello(fds[i], GS_ROLE_CLI, 0, NULL) < 0) {
+        fprintf(stderr, "nonreaders: connection %d refused\n", i);
+        return 1;
+      }
+    }
+    /* Round after round, each writes until its socket is full; done when a whole round wrote
+     * nothing for 300 ms (the daemon stopped taking requests, or closed them). */
+    double quiet_since = mono_s();
+    while (mono_s() - quiet_since < 0.3) {
+      int wrote = 0;
+      for (int i = 0; i < n; i++) {
+        if (fds[i] < 0)
+          continue;
+        while (left[i]) {
+          ssize_t w = send(fds[i], msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (w == (ssize_t)len) {
+            sent++;
+            left[i]--;
+            wrote = 1;
+            continue;
+          }
+          if (w < 0 && errno != EAGAIN) {
+            close(fds[i]);
+            fds[i] = -1;
+            closed++;
+          }
+          break;
+        }
+      }
+      if (wrote)
+        quiet_since = mono_s();
+      else
+        usleep(20000);
+    }
+    /* A closed connection shows when written to: one more try each. */
+    for (int i = 0; i < n; i++)
+      if (fds[i] >= 0 && send(fds[i], msg, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+          errno != EAGAIN) {
+        close(fds[i]);
+        fds[i] = -1;
+        closed++;
+      }
+    printf("nonreaders: %d connections, %lu STATUS written, %d closed by the daemon; holding\n", n,
+           sent, closed);
+    fflush(stdout);
+    sleep((unsigned)hold);
+    for (int i = 0; i < n; i++)
+      if (fds[i] >= 0)
+        close(fds[i]);
+    return 0;
+  }
   if (!strcmp(mode, "hold")) {
     /* Takes the token and stops, reading nothing more: SIGSTOP on itself. */
     int fd = hook_conn();
@@ -305,9 +390,13 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(mode, "grants")) {
     /* Asks, takes, gives back at once, for n seconds: the longest gap between two grants
-     * is how long someone else kept the GPU from it. */
+     * is how long someone else kept the GPU from it. With GSLICE_TEST_DAEMON_PID, also the most
+     * CPU time the daemon ran between two grants: the work it did for others while this one
+     * waited, which a loaded machine stretches in wall time but does not add to. */
     int fd = hook_conn();
     double end = mono_s() + n, last = 0, worst = 0;
+    const char *dpid = getenv("GSLICE_TEST_DAEMON_PID");
+    uint64_t cpu_last = 0, cpu_worst = 0;
     unsigned grants = 0;
     while (mono_s() < end) {
       struct gs_msg m;
@@ -315,9 +404,13 @@ int main(int argc, char **argv) {
       if (wait_for(fd, GS_MSG_TOKEN_GRANT, 5000, &m) < 0)
         break;
       double t = mono_s();
+      uint64_t cpu = dpid ? cpu_ns(atol(dpid)) : 0;
       if (last && t - last > worst)
         worst = t - last;
+      if (last && cpu - cpu_last > cpu_worst)
+        cpu_worst = cpu - cpu_last;
       last = t;
+      cpu_last = cpu;
       grants++;
       struct gs_msg_token_release rl = {.gpu = m.u.token_grant.gpu,
                                         .generation = m.u.token_grant.generation,
@@ -326,6 +419,8 @@ int main(int argc, char **argv) {
       usleep(2000);
     }
     printf("grants: %u, longest gap %.0f ms\n", grants, worst * 1000);
+    if (dpid)
+      printf("grants: most daemon CPU between two grants %.1f ms\n", (double)cpu_worst / 1e6);
     return 0;
   }
   if (!strcmp(mode, "holdloop")) {
