@@ -2,6 +2,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,28 @@ int gs_client_register(int fd, const struct gs_slice_spec *spec, struct gs_msg_r
     return r;
   if (m.hdr.type != GS_MSG_REGISTERED)
     return -EPROTO;
+  *ret = m.u.registered;
+  return 0;
+}
+
+int gs_client_register_flags(int fd, const struct gs_slice_spec *spec, uint32_t flags,
+                             struct gs_msg_registered *ret, char *err, size_t err_len) {
+  struct gs_msg_register reg = {.spec = *spec, .runner_pid = (int32_t)getpid(), .flags = flags};
+  uint64_t buf[64];
+  struct gs_msg m;
+  int r = call(fd, GS_MSG_REGISTER, &reg, sizeof(reg), buf, sizeof(buf), &m, err, err_len);
+
+  if (r < 0)
+    return r;
+  if (m.hdr.type != GS_MSG_REGISTERED)
+    return -EPROTO;
+  if ((m.u.registered.flags & flags) != flags) {
+    gs_client_unregister(fd, m.u.registered.slice_id, m.u.registered.slice_nonce, NULL, 0);
+    if (err && err_len)
+      snprintf(err, err_len, "gsliced does not keep slices for Kubernetes (REGISTER flags 0x%x "
+               "not honoured): upgrade gsliced to this gslice's version", flags);
+    return -EPROTONOSUPPORT;
+  }
   *ret = m.u.registered;
   return 0;
 }

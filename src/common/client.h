@@ -50,6 +50,10 @@ int gs_client_hello_slice(int fd, uint32_t role, uint32_t slice_id, uint64_t non
 int gs_client_register(int fd, const struct gs_slice_spec *spec, struct gs_msg_registered *ret,
                        char *err, size_t err_len);
 /* nonce: the slice's, from REGISTERED; a slice of that id with another nonce is not removed. */
+/* The same with REGISTER flags (enum gs_register_flag); -EPROTONOSUPPORT when the daemon did
+ * not honour them all (an older gsliced): the slice it made is removed again. */
+int gs_client_register_flags(int fd, const struct gs_slice_spec *spec, uint32_t flags,
+                             struct gs_msg_registered *ret, char *err, size_t err_len);
 int gs_client_unregister(int fd, uint32_t slice_id, uint64_t nonce, char *err, size_t err_len);
 
 /* The node snapshot. On success *ret owns a malloc'd slice array: free it

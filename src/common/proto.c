@@ -132,6 +132,8 @@ static int check_body(const struct gs_msg *m) {
       return -EPROTO;
     return 0;
   case GS_MSG_REGISTER:
+    if (m->u.reg.flags & ~(uint32_t)GS_REGISTER_KNOWN)
+      return -EPROTO;
     return gs_slice_spec_check(&m->u.reg.spec, NULL, 0) ? -EPROTO : 0;
   case GS_MSG_REGISTERED:
     if (m->u.registered.slice_id == 0 ||

@@ -88,16 +88,24 @@ struct gs_msg_ok {
 };
 _Static_assert(sizeof(struct gs_msg_ok) == 8, "ok size");
 
+/* REGISTER flags (0 from `gslice run`). A daemon that knows them echoes the ones it honoured in
+ * REGISTERED.flags; one that predates them leaves it 0, which tells the client (gslice-node). */
+enum gs_register_flag {
+  GS_REGISTER_HELD = 1u << 0,    /* kept until UNREGISTER, not tied to runner_pid's life */
+  GS_REGISTER_ANY_UID = 1u << 1, /* hooks of any uid may join it (a container's user) */
+  GS_REGISTER_KNOWN = (1u << 2) - 1,
+};
+
 struct gs_msg_register {
   struct gs_slice_spec spec;
   int32_t runner_pid; /* the `gslice run` process whose life is the slice's */
-  uint32_t reserved;
+  uint32_t flags;     /* enum gs_register_flag */
 };
 _Static_assert(sizeof(struct gs_msg_register) == 104, "register size");
 
 struct gs_msg_registered {
   uint32_t slice_id;
-  uint32_t reserved;
+  uint32_t flags; /* the REGISTER flags honoured */
   char state_dir[GS_PROTO_PATH_MAX]; /* the slice's own dir: GSLICE_STATE_DIR */
   uint64_t slice_nonce;              /* random, never 0: GSLICE_SLICE_NONCE */
 };

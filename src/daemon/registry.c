@@ -232,10 +232,11 @@ int registry_save(const struct registry *reg) {
     fprintf(f,
             "slice %" PRIu32 " uid=%u gid=%u runner=%d start=%" PRIu64 " gpus=%" PRIu32
             " request=%" PRIu32 " limit=%" PRIu32 " priority=%" PRId32 " weight=%" PRIu32
-            " memory=%" PRIu64 " force=%" PRIu32 " nonce=%016" PRIx64 " name=%s\n",
+            " memory=%" PRIu64 " force=%" PRIu32 " nonce=%016" PRIx64 " flags=%" PRIu32
+            " name=%s\n",
             s->id, (unsigned)s->uid, (unsigned)s->gid, (int)s->runner_pid, s->runner_start,
             s->spec.gpu_mask, s->spec.compute_request, s->spec.compute_limit, s->spec.priority,
-            s->spec.weight, s->spec.memory_cap, s->memory_force, s->nonce, s->spec.name);
+            s->spec.weight, s->spec.memory_cap, s->memory_force, s->nonce, s->flags, s->spec.name);
   }
   if (fflush(f) != 0 || fsync(fd) != 0)
     r = -errno;
@@ -262,19 +263,27 @@ static int parse_slice(char *line, struct slice *s) {
       used == 0)
     return -EBADMSG;
   /* Files written before nonces have none: such a slice gets a new one, which no process of
-   * it carries (they spoke protocol 1 and must be restarted anyway). */
+   * it carries (they spoke protocol 1 and must be restarted anyway). Flags came later still:
+   * without them a slice has none (0, as every slice was then). */
   char *name = NULL, *rest = line + used;
   int nused = 0;
   s->nonce = 0;
   if (strncmp(rest, " nonce=", 7) == 0) {
-    if (sscanf(rest, " nonce=%16" SCNx64 " name=%n", &s->nonce, &nused) != 1 || nused == 0)
+    if (sscanf(rest, " nonce=%16" SCNx64 "%n", &s->nonce, &nused) != 1 || nused == 0)
       return -EBADMSG;
-    name = rest + nused;
-  } else if (strncmp(rest, " name=", 6) == 0) {
-    name = rest + 6;
-  } else {
-    return -EBADMSG;
+    rest += nused;
   }
+  s->flags = 0;
+  if (strncmp(rest, " flags=", 7) == 0) {
+    nused = 0;
+    if (sscanf(rest, " flags=%" SCNu32 "%n", &s->flags, &nused) != 1 || nused == 0 ||
+        (s->flags & ~(uint32_t)GS_REGISTER_KNOWN))
+      return -EBADMSG;
+    rest += nused;
+  }
+  if (strncmp(rest, " name=", 6) != 0)
+    return -EBADMSG;
+  name = rest + 6;
   if (s->nonce == 0)
     s->nonce = new_nonce();
   name[strcspn(name, "\n")] = 0;

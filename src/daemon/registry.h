@@ -19,6 +19,7 @@ struct slice {
   pid_t runner_pid;       /* the `gslice run` whose life is the slice's */
   uint64_t runner_start;  /* its start time, so a reused pid is not mistaken for it */
   uint32_t memory_force;  /* the cap was set below use with force */
+  uint32_t flags;         /* enum gs_register_flag: held (no runner), any uid's hooks */
   bool region_broken;     /* truncated under the daemon: never read again (snapshot.c) */
   char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id> */
 };

@@ -268,7 +268,9 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   if (m->u.hello.slice_id) {
     struct slice *s = registry_find(&d->reg, m->u.hello.slice_id);
     char why[GS_PROTO_TEXT_MAX];
-    if (!s || !may_change(d, c, s)) {
+    /* A Kubernetes slice's processes run as whatever user the container's image says. */
+    bool joins = s && (s->flags & GS_REGISTER_ANY_UID) && m->u.hello.role == GS_ROLE_HOOK;
+    if (!s || (!may_change(d, c, s) && !joins)) {
       send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
       return;
     }
@@ -295,6 +297,19 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   conn_send(d, c, GS_MSG_HELLO_OK, m->hdr.seq, &ok, sizeof(ok));
 }
 
+/* A slice any uid's processes join: its dir and memory region are made usable by them (the dir
+ * is mounted into that one container only: docs/kubernetes.md). By path: the dir is made by
+ * and belongs to an admin (authz_admin above), so no one else can swap what is in it. */
+static void open_slice_dir(struct daemon *d, struct slice *s) {
+  char path[GS_PROTO_PATH_MAX + 32];
+
+  (void)d;
+  snprintf(path, sizeof(path), "%s/%s", s->dir, GS_REGION_FILE);
+  if (chmod(s->dir, 0755) < 0 || (access(path, F_OK) == 0 && chmod(path, 0666) < 0))
+    dlog("warn", "slice %u: cannot open %s to its container's user: %s", s->id, s->dir,
+         strerror(errno));
+}
+
 static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   char why[GS_PROTO_TEXT_MAX];
   struct slice *s;
@@ -306,12 +321,22 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
     send_error(d, c, m->hdr.seq, r, why);
     return;
   }
+  /* Held and any-uid slices outlive their registrant and take other users' processes: only an
+   * admin (root, the daemon's user, admin_group) may make them — gslice-node, which makes one
+   * per container of the node and so is not bound by max_slices_per_user. */
+  uint32_t flags = m->u.reg.flags;
+  if (flags && !authz_admin(d, c)) {
+    send_error(d, c, m->hdr.seq, -EPERM,
+               "only root, gsliced's own user or admin_group may register held or any-user "
+               "slices (gslice-node does)");
+    return;
+  }
   /* One uid must not take every slice of the node (max_slices) from the others. A full node
    * is said as such (registry_add), whoever holds its slices. */
   uint32_t owned = 0;
   for (uint32_t i = 0; i < d->reg.n; i++)
-    owned += d->reg.slices[i]->uid == c->uid;
-  if (d->reg.n < d->reg.max_slices && owned >= d->cfg.max_slices_per_user) {
+    owned += d->reg.slices[i]->uid == c->uid && !d->reg.slices[i]->flags;
+  if (!flags && d->reg.n < d->reg.max_slices && owned >= d->cfg.max_slices_per_user) {
     snprintf(why, sizeof(why),
              "uid %u has %u slices, the most one user may have (max_slices_per_user = %" PRIu64
              "); end one, or raise max_slices_per_user in gsliced's config (SIGHUP reloads it)",
@@ -332,12 +357,15 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
     send_error(d, c, m->hdr.seq, r, why);
     return;
   }
+  s->flags = m->u.reg.flags;
   for (uint32_t g = 0; g < d->ngpus; g++) {
     struct sched_params p = slice_params(s);
     if (slice_mask(s) & (1u << g))
       sched_add(&d->gpus[g].s, s->id, &p, loop_now());
   }
   daemon_apply_memory_cap(d, s);
+  if (s->flags & GS_REGISTER_ANY_UID)
+    open_slice_dir(d, s);
   r = registry_save(&d->reg);
   if (r < 0)
     dlog("error", "cannot save %s/%s: %s (slices will not survive a restart)", d->reg.state_dir,
@@ -345,7 +373,7 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
   dlog("info", "slice %u '%s' registered by pid %d: gpus 0x%x request %u%% limit %u%% memory %" PRIu64,
        s->id, s->spec.name, (int)c->pid, slice_mask(s), s->spec.compute_request,
        s->spec.compute_limit, s->spec.memory_cap);
-  struct gs_msg_registered ok = {.slice_id = s->id, .slice_nonce = s->nonce};
+  struct gs_msg_registered ok = {.slice_id = s->id, .flags = s->flags, .slice_nonce = s->nonce};
   snprintf(ok.state_dir, sizeof(ok.state_dir), "%s", s->dir);
   conn_send(d, c, GS_MSG_REGISTERED, m->hdr.seq, &ok, sizeof(ok));
 }
@@ -979,6 +1007,8 @@ void server_housekeeping(struct daemon *d) {
     int exited = 1;
     bool live_procs = false;
 
+    if (s->flags & GS_REGISTER_HELD)
+      continue; /* its registrant (gslice-node) removes it when its pod is gone */
     if (gs_proc_identity(s->runner_pid, &start, &exited) == 0 && !exited &&
         (s->runner_start == 0 || start == s->runner_start))
       continue;

@@ -5,6 +5,7 @@
 /* Entry points the hook exports and wraps: (name). Each one's real address is also recognized
  * in dlsym and cuGetProcAddress results and swapped for the wrapper. */
 #define GS_CUDA_WRAPPED(X)                                                                         \
+  X(cuInit)                                                                                        \
   X(cuGetProcAddress)                                                                              \
   X(cuGetProcAddress_v2)                                                                           \
   X(cuMemAlloc_v2)                                                                                 \
@@ -59,7 +60,6 @@
 
 /* Real entry points the hook (and the compute gate) call but do not wrap. */
 #define GS_CUDA_CALLED(X)                                                                          \
-  X(cuInit)                                                                                        \
   X(cuDriverGetVersion)                                                                            \
   X(cuGetErrorString)                                                                              \
   X(cuDeviceGet)                                                                                   \

@@ -1,0 +1,96 @@
+/* A Kubernetes container's slice: gslice-node's device plugin gives the container
+ * GSLICE_K8S_SLOTS and a directory (GSLICE_K8S_DIR) that it fills before the container starts
+ * (PreStartContainer) with slice.env — the slice id, memory caps, compute limit and the GPUs —
+ * or with why the container has no slice. Read once, before main (the hook is in
+ * /etc/ld.so.preload), into the environment the rest of the hook and the driver read. */
+#include "hook.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define K8S_ENV_MAX 4096
+
+static char refused[512];
+
+static const char *const allowed[] = {"GSLICE_SLICE", "GSLICE_SLICE_NONCE", "GSLICE_MEMORY_LIMIT", "GSLICE_COMPUTE_LIMIT",
+                                      "CUDA_VISIBLE_DEVICES", "GSLICE_K8S_ERROR"};
+
+static int apply(char *text) {
+  char *save = NULL;
+  bool any = false;
+
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    char *eq = strchr(line, '=');
+    bool ok = false;
+    if (!eq)
+      return -EBADMSG;
+    *eq = 0;
+    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+      ok |= !strcmp(line, allowed[i]);
+    if (!ok)
+      return -EBADMSG;
+    if (!strcmp(line, "GSLICE_K8S_ERROR")) {
+      snprintf(refused, sizeof(refused), "%s", eq + 1);
+      return 0;
+    }
+    if (setenv(line, eq + 1, 1) < 0)
+      return -errno;
+    any = true;
+  }
+  return any ? 0 : -EBADMSG;
+}
+
+__attribute__((constructor)) static void k8s_setup(void) {
+  const char *slots = secure_getenv("GSLICE_K8S_SLOTS");
+  const char *dir = secure_getenv("GSLICE_K8S_DIR");
+  char path[4200], text[K8S_ENV_MAX + 1];
+
+  if (!slots || !*slots)
+    return;
+  if (!dir || dir[0] != '/') {
+    snprintf(refused, sizeof(refused), "GSLICE_K8S_SLOTS=%s without GSLICE_K8S_DIR", slots);
+    return;
+  }
+  snprintf(path, sizeof(path), "%s/slice.env", dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  ssize_t n = fd >= 0 ? read(fd, text, K8S_ENV_MAX + 1) : -1;
+  if (fd >= 0)
+    close(fd);
+  if (n < 0 || n > K8S_ENV_MAX) {
+    snprintf(refused, sizeof(refused),
+             "no slice for this container (%.200s: %s): gslice-node did not prepare it (is "
+             "gslice-node running, and did the kubelet call PreStartContainer?)",
+             path, n < 0 ? strerror(errno) : "too large");
+    return;
+  }
+  text[n] = 0;
+  if (apply(text) < 0)
+    snprintf(refused, sizeof(refused),
+             "%.300s is malformed: not the KEY=VALUE lines gslice-node writes", path);
+  if (refused[0]) {
+    /* Nothing must run on the GPU: the driver shows no device, and cuInit says so too. */
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    unsetenv("GSLICE_SLICE");
+    unsetenv("GSLICE_SLICE_NONCE");
+  }
+}
+
+GS_EXPORT CUresult cuInit(unsigned int flags) {
+  static int said;
+  const struct gs_real *r = gs_real();
+
+  if (refused[0]) {
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
+      gs_log(GS_LOG_ERROR, "this container has no GPU slice: %s (slots %s)", refused,
+             secure_getenv("GSLICE_K8S_SLOTS") ? secure_getenv("GSLICE_K8S_SLOTS") : "?");
+    return CUDA_ERROR_NO_DEVICE;
+  }
+  if (!r->cuInit)
+    return CUDA_ERROR_NOT_FOUND;
+  return r->cuInit(flags);
+}

@@ -1,0 +1,92 @@
+/* gslice-node and the API server (src/k8s/common/kube.h): its pods' assignments, and the node's
+ * inventory annotation gslice.io/gpus with its heartbeat. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "annot.h"
+#include "kube.h"
+#include "node.h"
+
+int node_kube_init(struct node *n, char *err, size_t err_len) {
+  int r = kube_open(n->cfg.kubeconfig[0] ? n->cfg.kubeconfig : NULL, &n->kube, err, err_len);
+  if (r < 0 && !n->cfg.kubeconfig[0]) {
+    char why[KUBE_ERR_MAX];
+    snprintf(why, sizeof(why), "%s", err);
+    snprintf(err, err_len,
+             "no API server: %s (outside a cluster give --kubeconfig FILE, or --no-api-server "
+             "to run the device plugin alone)",
+             why);
+  }
+  return r;
+}
+
+/* Path segments are names the kubelet gave us: DNS labels and subdomains, nothing to escape. */
+static bool name_ok(const char *s) {
+  size_t l = strlen(s);
+  return l > 0 && l < 254 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-.") == l;
+}
+
+int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_assigned, char *uid,
+                  size_t uid_len, char *phase, size_t phase_len, char *err, size_t err_len) {
+  char path[640];
+  json_t *pod = NULL;
+
+  *ret_assigned = NULL;
+  if (!name_ok(ns) || !name_ok(name)) {
+    snprintf(err, err_len, "\"%s/%s\" is not a pod name", ns, name);
+    return -EINVAL;
+  }
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+  int r = kube_get(n->kube, path, &pod, err, err_len);
+  if (r < 0)
+    return r;
+  const char *u = kube_meta_str(pod, "uid");
+  const char *a = kube_annotation(pod, K8S_ANNOT_ASSIGNED);
+  json_t *status = kube_json_get(pod, "status");
+  json_t *ph = status ? kube_json_get(status, "phase") : NULL;
+  snprintf(uid, uid_len, "%s", u ? u : "");
+  snprintf(phase, phase_len, "%s", json_is_string(ph) ? json_string_value(ph) : "");
+  if (a && !(*ret_assigned = strdup(a)))
+    r = -ENOMEM;
+  json_decref(pod);
+  return r;
+}
+
+int node_kube_heartbeat(struct node *n, char *err, size_t err_len) {
+  static struct k8s_node_gpus g;
+  char path[NODE_NAME_MAX + 32], *text = NULL;
+
+  memset(&g, 0, sizeof(g));
+  g.version = K8S_ANNOT_VERSION;
+  g.heartbeat = time(NULL);
+  g.slots_per_gpu = n->cfg.slots_per_gpu;
+  g.ngpus = n->ngpus < K8S_MAX_GPUS ? n->ngpus : K8S_MAX_GPUS;
+  for (uint32_t i = 0; i < g.ngpus; i++) {
+    g.gpus[i].index = n->gpus[i].index;
+    snprintf(g.gpus[i].uuid, sizeof(g.gpus[i].uuid), "%s", n->gpus[i].uuid);
+    g.gpus[i].memory = n->gpus[i].memory;
+    g.gpus[i].healthy = n->daemon_up;
+    g.gpus[i].slots = n->cfg.slots_per_gpu;
+  }
+  int r = k8s_node_gpus_encode(&g, &text);
+  if (r < 0) {
+    snprintf(err, err_len, "cannot encode %s: %s", K8S_ANNOT_GPUS, strerror(-r));
+    return r;
+  }
+  json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", K8S_ANNOT_GPUS, text);
+  free(text);
+  if (!patch)
+    return -ENOMEM;
+  if (!name_ok(n->cfg.node_name)) {
+    json_decref(patch);
+    snprintf(err, err_len, "\"%s\" is not a node name", n->cfg.node_name);
+    return -EINVAL;
+  }
+  snprintf(path, sizeof(path), "/api/v1/nodes/%s", n->cfg.node_name);
+  r = kube_merge_patch(n->kube, path, patch, NULL, err, err_len);
+  json_decref(patch);
+  return r;
+}

@@ -1,0 +1,421 @@
+/* gslice-node: command line and the main loop — gsliced's GPUs, the plugin's server and its
+ * registration (again after a kubelet or gsliced restart), the inventory heartbeat, cleanup. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "node.h"
+#include "rpc.h"
+
+#define HEARTBEAT_NS 10000000000ull
+#define RECONCILE_NS 2000000000ull
+#define INVENTORY_NS 1000000000ull
+
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop(int sig) {
+  stop_sig = sig;
+}
+
+uint64_t node_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void node_log(const char *level, const char *fmt, ...) {
+  char ts[32];
+  time_t t = time(NULL);
+  struct tm tm;
+  va_list ap;
+
+  gmtime_r(&t, &tm);
+  strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  fprintf(stderr, "%s gslice-node %s: ", ts, level);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static void usage(FILE *out) {
+  fprintf(
+      out,
+      "usage: gslice-node [--kubelet-dir DIR] [--slots-per-gpu N] [--kubeconfig FILE]\n"
+      "                   [--node-name NAME] [--socket PATH] [--state-dir DIR] [--hook FILE]\n"
+      "                   [--pod-resources-socket PATH] [--nvidia-visible-devices VALUE]\n"
+      "                   [--no-api-server]\n"
+      "  --kubelet-dir        the kubelet's device plugin directory\n"
+      "                       (default /var/lib/kubelet/device-plugins)\n"
+      "  --slots-per-gpu      gslice.io/gpu slots advertised per GPU, the most slices one GPU\n"
+      "                       takes (default 16)\n"
+      "  --kubeconfig         API server access (default: in-cluster service account)\n"
+      "  --node-name          this node (default: $NODE_NAME)\n"
+      "  --socket             gsliced's socket (default $GSLICE_SOCKET or %s)\n"
+      "  --state-dir          gslice-node's records and per-container directories\n"
+      "                       (default /var/lib/gslice/k8s)\n"
+      "  --hook               libgslice.so on this host (default ../lib/libgslice.so from here)\n"
+      "  --pod-resources-socket  the kubelet's PodResources API\n"
+      "                       (default /var/lib/kubelet/pod-resources/kubelet.sock)\n"
+      "  --nvidia-visible-devices  NVIDIA_VISIBLE_DEVICES for containers (default all; \"\"\n"
+      "                       to leave it to the runtime)\n"
+      "  --no-api-server      no API server: no inventory, every container is refused\n",
+      GS_DEFAULT_SOCKET);
+}
+
+static int copy_opt(char *dst, size_t len, const char *v, const char *name) {
+  if (strlen(v) >= len || !*v) {
+    fprintf(stderr, "gslice-node: --%s wants a value of 1..%zu characters\n", name, len - 1);
+    return -EINVAL;
+  }
+  snprintf(dst, len, "%s", v);
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, struct node_cfg *c) {
+  static const struct option opts[] = {{"kubelet-dir", required_argument, NULL, 'k'},
+                                       {"slots-per-gpu", required_argument, NULL, 's'},
+                                       {"kubeconfig", required_argument, NULL, 'c'},
+                                       {"node-name", required_argument, NULL, 'n'},
+                                       {"socket", required_argument, NULL, 'S'},
+                                       {"state-dir", required_argument, NULL, 'd'},
+                                       {"hook", required_argument, NULL, 'H'},
+                                       {"pod-resources-socket", required_argument, NULL, 'p'},
+                                       {"nvidia-visible-devices", required_argument, NULL, 'v'},
+                                       {"no-api-server", no_argument, NULL, 'N'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  const char *env_node = secure_getenv("NODE_NAME");
+  char self[PATH_MAX];
+  int o;
+
+  memset(c, 0, sizeof(*c));
+  snprintf(c->kubelet_dir, sizeof(c->kubelet_dir), "/var/lib/kubelet/device-plugins");
+  snprintf(c->pod_resources, sizeof(c->pod_resources),
+           "/var/lib/kubelet/pod-resources/kubelet.sock");
+  snprintf(c->socket, sizeof(c->socket), "%s", gs_client_socket_path());
+  snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/gslice/k8s");
+  snprintf(c->nvidia_visible, sizeof(c->nvidia_visible), "all");
+  if (env_node)
+    snprintf(c->node_name, sizeof(c->node_name), "%s", env_node);
+  c->slots_per_gpu = 16;
+  ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (l > 0) {
+    self[l] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+      *slash = 0;
+    snprintf(c->hook, sizeof(c->hook), "%.*s/../lib/libgslice.so", (int)(sizeof(c->hook) - 32),
+             self);
+  }
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (o) {
+    case 'k':
+      if (copy_opt(c->kubelet_dir, sizeof(c->kubelet_dir), optarg, "kubelet-dir") < 0)
+        return 2;
+      break;
+    case 's': {
+      char *end;
+      errno = 0;
+      unsigned long v = strtoul(optarg, &end, 10);
+      if (errno || *end || end == optarg || optarg[0] == '-' || v < 1 ||
+          v > NODE_MAX_SLOTS_PER_GPU) {
+        fprintf(stderr, "gslice-node: --slots-per-gpu wants 1..%d, not \"%s\"\n",
+                NODE_MAX_SLOTS_PER_GPU, optarg);
+        return 2;
+      }
+      c->slots_per_gpu = (unsigned)v;
+      break;
+    }
+    case 'c':
+      if (copy_opt(c->kubeconfig, sizeof(c->kubeconfig), optarg, "kubeconfig") < 0)
+        return 2;
+      break;
+    case 'n':
+      if (copy_opt(c->node_name, sizeof(c->node_name), optarg, "node-name") < 0)
+        return 2;
+      break;
+    case 'S':
+      if (copy_opt(c->socket, sizeof(c->socket), optarg, "socket") < 0)
+        return 2;
+      break;
+    case 'd':
+      if (copy_opt(c->state_dir, sizeof(c->state_dir), optarg, "state-dir") < 0)
+        return 2;
+      break;
+    case 'H':
+      if (copy_opt(c->hook, sizeof(c->hook), optarg, "hook") < 0)
+        return 2;
+      break;
+    case 'p':
+      if (copy_opt(c->pod_resources, sizeof(c->pod_resources), optarg, "pod-resources-socket") < 0)
+        return 2;
+      break;
+    case 'v':
+      if (strlen(optarg) >= sizeof(c->nvidia_visible)) {
+        fprintf(stderr, "gslice-node: --nvidia-visible-devices is too long\n");
+        return 2;
+      }
+      snprintf(c->nvidia_visible, sizeof(c->nvidia_visible), "%s", optarg);
+      break;
+    case 'N':
+      c->no_api = true;
+      break;
+    case 'h':
+      usage(stdout);
+      return 1;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "gslice-node: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+    return 2;
+  }
+  if (!c->node_name[0] && !c->no_api) {
+    fprintf(stderr, "gslice-node: no node name: set NODE_NAME (the DaemonSet passes "
+                    "spec.nodeName) or give --node-name\n");
+    return 2;
+  }
+  char real[PATH_MAX];
+  if (!realpath(c->hook, real) || access(real, R_OK) < 0) {
+    fprintf(stderr, "gslice-node: the hook %s is not there: give --hook /path/to/libgslice.so\n",
+            c->hook);
+    return 2;
+  }
+  snprintf(c->hook, sizeof(c->hook), "%s", real);
+  for (const char *p = c->kubelet_dir; p; p = NULL) {
+    struct stat st;
+    if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
+      fprintf(stderr,
+              "gslice-node: --kubelet-dir %s is not a directory (the kubelet's "
+              "device-plugins directory, mounted from the host)\n",
+              p);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+/* ---- gsliced ---- */
+
+static void daemon_down(struct node *n, const char *why) {
+  if (n->dfd >= 0)
+    close(n->dfd);
+  n->dfd = -1;
+  if (n->daemon_up)
+    node_log("warn", "gsliced on %s is gone (%s): slots are Unhealthy until it is back",
+             n->cfg.socket, why);
+  n->daemon_up = false;
+}
+
+/* Returns 1 when the GPUs or their health changed (publish again), 2 when gsliced came back. */
+static int inventory(struct node *n) {
+  struct gs_status st;
+  int r, changed = 0;
+
+  if (n->dfd < 0) {
+    int fd;
+    if (gs_client_connect(n->cfg.socket, &fd) < 0)
+      return 0;
+    if (gs_client_hello(fd, GS_ROLE_CLI, 0, NULL) < 0) {
+      close(fd);
+      return 0;
+    }
+    n->dfd = fd;
+  }
+  r = gs_client_status(n->dfd, &st);
+  if (r < 0) {
+    bool was = n->daemon_up;
+    daemon_down(n, strerror(-r));
+    return was ? 1 : 0;
+  }
+  if (st.ngpus != n->ngpus)
+    changed = 1;
+  n->ngpus = st.ngpus > GS_MAX_GPUS ? GS_MAX_GPUS : st.ngpus;
+  for (uint32_t i = 0; i < n->ngpus; i++) {
+    struct node_gpu g = {.index = st.gpus[i].index, .memory = st.gpus[i].memory_total_bytes};
+    snprintf(g.uuid, sizeof(g.uuid), "%s", st.gpus[i].uuid);
+    if (memcmp(&g, &n->gpus[i], sizeof(g)))
+      changed = 1;
+    n->gpus[i] = g;
+  }
+  gs_status_free(&st);
+  if (!n->daemon_up) {
+    node_log("info", "gsliced on %s answers: %u GPU(s)", n->cfg.socket, n->ngpus);
+    n->daemon_up = true;
+    return 2;
+  }
+  return changed;
+}
+
+static void publish(struct node *n) {
+  uint8_t *msg;
+  size_t len;
+  if (!n->srv || node_plugin_devices(n, &msg, &len) < 0)
+    return;
+  rpc_server_publish(n->srv, msg, len);
+  free(msg);
+}
+
+/* ---- the kubelet ---- */
+
+static void server_restart(struct node *n, const char *why) {
+  char path[PATH_MAX + 32], err[512];
+
+  if (n->srv) {
+    node_log("info", "restarting the plugin server: %s", why);
+    rpc_server_stop(n->srv);
+    n->srv = NULL;
+  }
+  n->registered = false;
+  snprintf(path, sizeof(path), "%s/%s", n->cfg.kubelet_dir, NODE_ENDPOINT);
+  if (rpc_server_start(path, "/v1beta1.DevicePlugin/ListAndWatch", node_plugin_unary, n, &n->srv,
+                       err, sizeof(err)) < 0) {
+    node_log("error", "%s", err);
+    return;
+  }
+  publish(n);
+}
+
+static void kubelet_check(struct node *n) {
+  char path[PATH_MAX + 32], err[512];
+  struct stat st, own;
+
+  snprintf(path, sizeof(path), "%s/%s", n->cfg.kubelet_dir, NODE_ENDPOINT);
+  /* The kubelet removes every socket in its directory when it starts: ours gone is a restart. */
+  if (!n->srv || lstat(path, &own) < 0) {
+    server_restart(n, "its socket was removed (kubelet restart)");
+    if (!n->srv)
+      return;
+  }
+  snprintf(path, sizeof(path), "%s/kubelet.sock", n->cfg.kubelet_dir);
+  if (lstat(path, &st) < 0) {
+    if (n->registered)
+      node_log("warn", "%s is gone: the kubelet stopped; registering again when it is back", path);
+    n->registered = false;
+    return;
+  }
+  if (n->registered && (st.st_ino != n->kubelet_ino || st.st_dev != n->kubelet_dev)) {
+    server_restart(n, "kubelet.sock was made anew (kubelet restart)");
+    if (!n->srv)
+      return;
+  }
+  if (n->registered || node_now() < n->register_at)
+    return;
+  int r = node_plugin_register(n, err, sizeof(err));
+  if (r < 0) {
+    node_log("warn", "cannot register with the kubelet: %s (trying again in 1 s)", err);
+    n->register_at = node_now() + 1000000000ull;
+    return;
+  }
+  n->registered = true;
+  n->kubelet_ino = st.st_ino;
+  n->kubelet_dev = st.st_dev;
+  node_log("info", "registered %s with the kubelet (%u GPU(s) x %u slots, %s)", NODE_RESOURCE,
+           n->ngpus, n->cfg.slots_per_gpu, n->daemon_up ? "healthy" : "unhealthy: no gsliced");
+}
+
+static int write_preload(const struct node *n) {
+  char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
+  FILE *f;
+
+  snprintf(path, sizeof(path), "%s/ld.so.preload", n->cfg.state_dir);
+  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+  f = fopen(tmp, "we");
+  if (!f)
+    return -errno;
+  fprintf(f, "%s\n", NODE_CTR_HOOK);
+  if (fclose(f) != 0 || rename(tmp, path) < 0)
+    return -errno;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static struct node n;
+  uint64_t next_inv = 0, next_rec = 0, next_hb = 0;
+  char err[512], path[PATH_MAX + 32];
+  int r;
+
+  r = parse_args(argc, argv, &n.cfg);
+  if (r)
+    return r == 1 ? 0 : r;
+  n.dfd = -1;
+  signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa = {.sa_handler = on_stop};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  snprintf(path, sizeof(path), "%s/records", n.cfg.state_dir);
+  if ((mkdir(n.cfg.state_dir, 0755) < 0 && errno != EEXIST) ||
+      (mkdir(path, 0700) < 0 && errno != EEXIST)) {
+    fprintf(stderr, "gslice-node: cannot make %s: %s (give --state-dir)\n", path, strerror(errno));
+    return 1;
+  }
+  snprintf(path, sizeof(path), "%s/alloc", n.cfg.state_dir);
+  if ((mkdir(path, 0755) < 0 && errno != EEXIST) || write_preload(&n) < 0) {
+    fprintf(stderr, "gslice-node: cannot write in %s: %s\n", n.cfg.state_dir, strerror(errno));
+    return 1;
+  }
+  rpc_global_init();
+  if (!n.cfg.no_api && node_kube_init(&n, err, sizeof(err)) < 0) {
+    fprintf(stderr, "gslice-node: %s\n", err);
+    return 1;
+  }
+  r = node_recs_load(&n);
+  if (r < 0)
+    node_log("warn", "cannot read all records in %s/records: %s", n.cfg.state_dir, strerror(-r));
+  node_log("info", "starting: node %s, kubelet dir %s, gsliced %s, %u slots per GPU, %u record(s)",
+           n.cfg.node_name[0] ? n.cfg.node_name : "(none)", n.cfg.kubelet_dir, n.cfg.socket,
+           n.cfg.slots_per_gpu, n.nrecs);
+  inventory(&n);
+  while (!stop_sig) {
+    uint64_t now = node_now();
+    if (now >= next_inv) {
+      int c = inventory(&n);
+      if (c == 2 && n.registered) {
+        /* A gsliced restart may bring other GPUs: the kubelet hears of them from scratch. */
+        server_restart(&n, "gsliced restarted");
+      } else if (c) {
+        publish(&n);
+      }
+      next_inv = now + (n.daemon_up ? INVENTORY_NS : INVENTORY_NS / 5);
+    }
+    kubelet_check(&n);
+    if (now >= next_rec) {
+      node_reconcile(&n);
+      next_rec = now + RECONCILE_NS;
+    }
+    if (!n.cfg.no_api && n.daemon_up && now >= next_hb) {
+      if (node_kube_heartbeat(&n, err, sizeof(err)) < 0) {
+        node_log("warn", "cannot write the node's %s annotation: %s", "gslice.io/gpus", err);
+        next_hb = now + HEARTBEAT_NS / 5;
+      } else {
+        next_hb = now + HEARTBEAT_NS;
+      }
+    }
+    if (n.srv)
+      rpc_server_poll(n.srv, 100);
+    else
+      usleep(100000);
+  }
+  node_log("info", "stopping (signal %d); slices stay with gsliced for the next gslice-node",
+           (int)stop_sig);
+  if (n.srv)
+    rpc_server_stop(n.srv);
+  snprintf(path, sizeof(path), "%s/%s", n.cfg.kubelet_dir, NODE_ENDPOINT);
+  unlink(path);
+  return 0;
+}

@@ -1,0 +1,451 @@
+/* The gRPC core C API, used directly: a completion queue per server polled from the node's loop,
+ * and a pluck queue per client call. The API is batch based: each step of a call is a batch of
+ * operations whose completion comes back on the queue with the tag given. */
+#include "rpc.h"
+
+#include <errno.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void rpc_global_init(void) {
+  grpc_init();
+}
+
+static gpr_timespec deadline_ms(int ms) {
+  return gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+static int buf_to_bytes(grpc_byte_buffer *bb, uint8_t **ret, size_t *ret_len) {
+  grpc_byte_buffer_reader rd;
+  if (!grpc_byte_buffer_reader_init(&rd, bb))
+    return -EPROTO;
+  grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+  grpc_byte_buffer_reader_destroy(&rd);
+  size_t n = GRPC_SLICE_LENGTH(all);
+  uint8_t *p = malloc(n ? n : 1);
+  if (!p) {
+    grpc_slice_unref(all);
+    return -ENOMEM;
+  }
+  memcpy(p, GRPC_SLICE_START_PTR(all), n);
+  grpc_slice_unref(all);
+  *ret = p;
+  *ret_len = n;
+  return 0;
+}
+
+static grpc_byte_buffer *bytes_to_buf(const uint8_t *p, size_t n) {
+  grpc_slice s = grpc_slice_from_copied_buffer((const char *)p, n);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  return bb;
+}
+
+int rpc_call(const char *target, const char *method, const uint8_t *req, size_t req_len,
+             int timeout_ms, uint8_t **ret_reply, size_t *ret_len, char *err, size_t err_len) {
+  grpc_channel_credentials *cred = grpc_insecure_credentials_create();
+  grpc_channel *ch = grpc_channel_create(target, cred, NULL);
+  grpc_channel_credentials_release(cred);
+  grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+  grpc_slice m = grpc_slice_from_copied_string(method);
+  gpr_timespec dl = deadline_ms(timeout_ms);
+  grpc_call *call =
+      grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL, dl, NULL);
+  grpc_metadata_array init_md, trail_md;
+  grpc_byte_buffer *send = bytes_to_buf(req, req_len), *recv = NULL;
+  grpc_status_code status = GRPC_STATUS_UNKNOWN;
+  grpc_slice details = grpc_empty_slice();
+  grpc_op ops[6];
+  int r = 0;
+
+  grpc_metadata_array_init(&init_md);
+  grpc_metadata_array_init(&trail_md);
+  memset(ops, 0, sizeof(ops));
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &recv;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+  ops[5].data.recv_status_on_client.status = &status;
+  ops[5].data.recv_status_on_client.status_details = &details;
+  if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) != GRPC_CALL_OK) {
+    snprintf(err, err_len, "%s: cannot start the call", method);
+    r = -EIO;
+    goto out;
+  }
+  grpc_event ev =
+      grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  if (ev.type != GRPC_OP_COMPLETE || !ev.success) {
+    snprintf(err, err_len, "%s: the call did not complete", method);
+    r = -EIO;
+    goto out;
+  }
+  if (status != GRPC_STATUS_OK) {
+    char *text = grpc_slice_to_c_string(details);
+    snprintf(err, err_len, "%s on %s: status %d: %s", method, target, (int)status, text);
+    gpr_free(text);
+    r = status == GRPC_STATUS_DEADLINE_EXCEEDED ? -ETIMEDOUT
+        : status == GRPC_STATUS_UNAVAILABLE     ? -ECONNREFUSED
+                                                : -EPROTO;
+    goto out;
+  }
+  if (!recv) {
+    snprintf(err, err_len, "%s: no reply message", method);
+    r = -EPROTO;
+    goto out;
+  }
+  r = buf_to_bytes(recv, ret_reply, ret_len);
+  if (r < 0)
+    snprintf(err, err_len, "%s: unreadable reply", method);
+out:
+  if (recv)
+    grpc_byte_buffer_destroy(recv);
+  grpc_byte_buffer_destroy(send);
+  grpc_slice_unref(details);
+  grpc_metadata_array_destroy(&init_md);
+  grpc_metadata_array_destroy(&trail_md);
+  grpc_call_unref(call);
+  grpc_slice_unref(m);
+  grpc_completion_queue_shutdown(cq);
+  while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN)
+    ;
+  grpc_completion_queue_destroy(cq);
+  grpc_channel_destroy(ch);
+  return r;
+}
+
+/* ---- server ---- */
+
+enum tag_kind { TAG_NEW, TAG_RECV, TAG_DONE, TAG_SEND, TAG_CLOSE };
+
+struct call;
+struct tag {
+  struct call *c;
+  enum tag_kind kind;
+};
+
+struct call {
+  struct rpc_server *srv;
+  grpc_call *call;
+  grpc_call_details details;
+  grpc_metadata_array md;
+  grpc_byte_buffer *recv;
+  grpc_byte_buffer *send;
+  grpc_slice status_text;
+  int cancelled;
+  int pending; /* batches started and not completed: the call is freed at 0 */
+  bool stream, sending, closed;
+  uint64_t sent_gen; /* the published generation this stream has sent */
+  struct tag t_new, t_recv, t_done, t_send, t_close;
+  struct call *next; /* open streams */
+};
+
+struct rpc_server {
+  grpc_server *server;
+  grpc_completion_queue *cq;
+  char stream_method[128];
+  rpc_unary_fn unary;
+  void *ctx;
+  uint8_t *msg;
+  size_t msg_len;
+  uint64_t gen;
+  struct call *streams;
+  int nstreams;
+  bool stopping;
+};
+
+static void call_free(struct call *c) {
+  if (c->call)
+    grpc_call_unref(c->call);
+  grpc_call_details_destroy(&c->details);
+  grpc_metadata_array_destroy(&c->md);
+  if (c->recv)
+    grpc_byte_buffer_destroy(c->recv);
+  if (c->send)
+    grpc_byte_buffer_destroy(c->send);
+  grpc_slice_unref(c->status_text);
+  free(c);
+}
+
+static void call_put(struct call *c) {
+  if (--c->pending > 0)
+    return;
+  if (c->stream) {
+    struct rpc_server *s = c->srv;
+    for (struct call **pp = &s->streams; *pp; pp = &(*pp)->next)
+      if (*pp == c) {
+        *pp = c->next;
+        s->nstreams--;
+        break;
+      }
+  }
+  call_free(c);
+}
+
+static int request_next(struct rpc_server *s) {
+  struct call *c = calloc(1, sizeof(*c));
+  if (!c)
+    return -ENOMEM;
+  c->srv = s;
+  c->t_new = (struct tag){c, TAG_NEW};
+  c->t_recv = (struct tag){c, TAG_RECV};
+  c->t_done = (struct tag){c, TAG_DONE};
+  c->t_send = (struct tag){c, TAG_SEND};
+  c->t_close = (struct tag){c, TAG_CLOSE};
+  c->status_text = grpc_empty_slice();
+  grpc_call_details_init(&c->details);
+  grpc_metadata_array_init(&c->md);
+  c->pending = 1;
+  if (grpc_server_request_call(s->server, &c->call, &c->details, &c->md, s->cq, s->cq, &c->t_new) !=
+      GRPC_CALL_OK) {
+    call_free(c);
+    return -EIO;
+  }
+  return 0;
+}
+
+static void stream_flush(struct call *c) {
+  struct rpc_server *s = c->srv;
+  if (!c->stream || c->sending || c->closed || !s->msg || c->sent_gen == s->gen)
+    return;
+  if (c->send)
+    grpc_byte_buffer_destroy(c->send);
+  c->send = bytes_to_buf(s->msg, s->msg_len);
+  grpc_op op;
+  memset(&op, 0, sizeof(op));
+  op.op = GRPC_OP_SEND_MESSAGE;
+  op.data.send_message.send_message = c->send;
+  c->pending++;
+  if (grpc_call_start_batch(c->call, &op, 1, &c->t_send, NULL) != GRPC_CALL_OK) {
+    c->pending--;
+    return;
+  }
+  c->sending = true;
+  c->sent_gen = s->gen;
+}
+
+static void finish_unary(struct call *c, int status, const uint8_t *reply, size_t len,
+                         const char *text) {
+  grpc_op ops[4];
+  int n = 0;
+
+  memset(ops, 0, sizeof(ops));
+  ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  if (status == 0) {
+    c->send = bytes_to_buf(reply, len);
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = c->send;
+  }
+  grpc_slice_unref(c->status_text);
+  c->status_text = grpc_slice_from_copied_string(text);
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.status = (grpc_status_code)status;
+  ops[n++].data.send_status_from_server.status_details = &c->status_text;
+  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+  c->pending++;
+  if (grpc_call_start_batch(c->call, ops, (size_t)n, &c->t_done, NULL) != GRPC_CALL_OK)
+    c->pending--;
+}
+
+static void on_recv(struct call *c) {
+  struct rpc_server *s = c->srv;
+  char *method = grpc_slice_to_c_string(c->details.method);
+  uint8_t *req = NULL, *reply = NULL;
+  size_t len = 0, reply_len = 0;
+  char err[512] = "";
+  int st;
+
+  if (!c->recv) {
+    finish_unary(c, GRPC_STATUS_INVALID_ARGUMENT, NULL, 0, "no request message");
+    goto out;
+  }
+  if (buf_to_bytes(c->recv, &req, &len) < 0) {
+    finish_unary(c, GRPC_STATUS_INTERNAL, NULL, 0, "unreadable request");
+    goto out;
+  }
+  if (!strcmp(method, s->stream_method)) {
+    grpc_op ops[2];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[1].data.recv_close_on_server.cancelled = &c->cancelled;
+    c->pending++;
+    if (grpc_call_start_batch(c->call, ops, 2, &c->t_close, NULL) != GRPC_CALL_OK) {
+      c->pending--;
+      goto out;
+    }
+    c->stream = true;
+    c->next = s->streams;
+    s->streams = c;
+    s->nstreams++;
+    stream_flush(c);
+    goto out;
+  }
+  st = s->unary(s->ctx, method, req, len, &reply, &reply_len, err, sizeof(err));
+  finish_unary(c, st, reply, reply_len, st ? err : "");
+out:
+  free(req);
+  free(reply);
+  gpr_free(method);
+}
+
+static void handle(struct rpc_server *s, grpc_event ev) {
+  struct tag *t = ev.tag;
+  struct call *c = t->c;
+
+  switch (t->kind) {
+  case TAG_NEW:
+    if (!ev.success || s->stopping) {
+      call_put(c);
+      return;
+    }
+    request_next(s);
+    {
+      grpc_op op;
+      memset(&op, 0, sizeof(op));
+      op.op = GRPC_OP_RECV_MESSAGE;
+      op.data.recv_message.recv_message = &c->recv;
+      c->pending++;
+      if (grpc_call_start_batch(c->call, &op, 1, &c->t_recv, NULL) != GRPC_CALL_OK)
+        c->pending--;
+    }
+    call_put(c); /* the request_call reference */
+    return;
+  case TAG_RECV:
+    if (ev.success)
+      on_recv(c);
+    call_put(c);
+    return;
+  case TAG_SEND:
+    c->sending = false;
+    if (!ev.success)
+      c->closed = true;
+    else
+      stream_flush(c);
+    call_put(c);
+    return;
+  case TAG_CLOSE:
+    c->closed = true;
+    call_put(c);
+    return;
+  case TAG_DONE:
+    call_put(c);
+    return;
+  }
+}
+
+int rpc_server_start(const char *path, const char *stream_method, rpc_unary_fn unary, void *ctx,
+                     struct rpc_server **ret, char *err, size_t err_len) {
+  struct rpc_server *s = calloc(1, sizeof(*s));
+  char addr[4200];
+  struct stat st;
+
+  if (!s)
+    return -ENOMEM;
+  if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+    unlink(path);
+  snprintf(addr, sizeof(addr), "unix:%s", path);
+  snprintf(s->stream_method, sizeof(s->stream_method), "%s", stream_method);
+  s->unary = unary;
+  s->ctx = ctx;
+  s->cq = grpc_completion_queue_create_for_next(NULL);
+  s->server = grpc_server_create(NULL, NULL);
+  grpc_server_register_completion_queue(s->server, s->cq, NULL);
+  grpc_server_credentials *cred = grpc_insecure_server_credentials_create();
+  int port = grpc_server_add_http2_port(s->server, addr, cred);
+  grpc_server_credentials_release(cred);
+  if (port == 0) {
+    snprintf(err, err_len, "cannot serve on %s (is the directory there and writable?)", path);
+    grpc_server_destroy(s->server);
+    grpc_completion_queue_shutdown(s->cq);
+    while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+      ;
+    grpc_completion_queue_destroy(s->cq);
+    free(s);
+    return -EADDRNOTAVAIL;
+  }
+  grpc_server_start(s->server);
+  for (int i = 0; i < 4; i++)
+    request_next(s);
+  *ret = s;
+  return 0;
+}
+
+void rpc_server_poll(struct rpc_server *s, int timeout_ms) {
+  gpr_timespec dl = deadline_ms(timeout_ms);
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(s->cq, dl, NULL);
+    if (ev.type != GRPC_OP_COMPLETE)
+      return;
+    handle(s, ev);
+    dl = gpr_time_0(GPR_CLOCK_REALTIME);
+  }
+}
+
+int rpc_server_publish(struct rpc_server *s, const uint8_t *msg, size_t len) {
+  uint8_t *p = malloc(len ? len : 1);
+  if (!p)
+    return -ENOMEM;
+  memcpy(p, msg, len);
+  free(s->msg);
+  s->msg = p;
+  s->msg_len = len;
+  s->gen++;
+  for (struct call *c = s->streams; c; c = c->next)
+    stream_flush(c);
+  return 0;
+}
+
+int rpc_server_streams(const struct rpc_server *s) {
+  int n = 0;
+  for (const struct call *c = s->streams; c; c = c->next)
+    n += !c->closed;
+  return n;
+}
+
+void rpc_server_stop(struct rpc_server *s) {
+  static int shutdown_tag;
+  bool down = false;
+
+  s->stopping = true;
+  grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
+  grpc_server_cancel_all_calls(s->server);
+  while (!down) {
+    grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type != GRPC_OP_COMPLETE)
+      break;
+    if (ev.tag == &shutdown_tag)
+      down = true;
+    else
+      handle(s, ev);
+  }
+  grpc_server_destroy(s->server);
+  grpc_completion_queue_shutdown(s->cq);
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN)
+      break;
+    if (ev.type == GRPC_OP_COMPLETE && ev.tag != &shutdown_tag)
+      handle(s, ev);
+  }
+  grpc_completion_queue_destroy(s->cq);
+  free(s->msg);
+  free(s);
+}

@@ -1,0 +1,427 @@
+#!/usr/bin/python3
+"""A kubelet stand-in for gslice-node's tests (python3-grpcio + python3-protobuf, Debian's).
+
+It plays the parts of the kubelet a device plugin meets, as the device plugin API (v1beta1)
+and the PodResources API (v1) document them:
+
+  - the Registration service on DIR/kubelet.sock; on Register it dials the plugin's endpoint
+    DIR/<endpoint>, asks GetDevicePluginOptions and reads ListAndWatch for as long as it lasts;
+  - admission of a pod: for each container asking for the resource (init containers first, in
+    order, then the others), GetPreferredAllocation when the plugin offers it, then Allocate;
+    devices of init containers are reused by the containers after them, as the kubelet's
+    device manager does (devicesToReuse); only Healthy, unallocated devices are given;
+  - starting each container: PreStartContainer when the plugin asked for it, then the
+    "container": a process with the Allocate response's environment, and its mounts mapped to
+    the host paths (an env value under a mount's container path is rewritten to the host path;
+    the /etc/ld.so.preload mount becomes LD_PRELOAD of the libraries it names). Init containers
+    run one after the other to completion before the others start;
+  - PodResourcesLister.List on --pod-resources: pods and their (non-init) containers with the
+    devices allocated to them, as the kubelet lists them;
+  - a restart: the Registration server stops, every socket in DIR is deleted (as the kubelet
+    does when it starts), a new kubelet.sock comes up a moment later; allocations survive (the
+    kubelet checkpoints them), the plugin must register again.
+
+Control interface, HTTP JSON on 127.0.0.1 (--port 0 and --port-file FILE: the port chosen):
+  POST   /pods   {"namespace","name","containers":[{"name","init":false,"devices":N,
+                  "command":[..],"env":{..}}]}
+                 admits and starts the pod; 201 {"containers":[{"name","devices":[..],
+                 "env":{..},"mounts":[..]}]}; 409 {"error"} when it cannot be admitted
+  DELETE /pods/NS/NAME   kills its processes, frees its devices
+  GET    /pods/NS/NAME   {"containers":[{"name","pid","exit","log"}]}
+  POST   /restart        {"down_s": 0.3} acts a kubelet restart
+  GET    /state          {"registrations","endpoint","options","devices":{id: health},
+                          "streams","allocated":{id: "ns/pod/container"}}
+"""
+
+import argparse
+import http.server
+import json
+import os
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+
+def load_pb(pb_dir):
+    sys.path.insert(0, pb_dir)
+    import deviceplugin_pb2  # noqa: E402
+    import podresources_pb2  # noqa: E402
+    return deviceplugin_pb2, podresources_pb2
+
+
+class Kubelet:
+    def __init__(self, args, dp, pr):
+        self.args = args
+        self.dp = dp
+        self.pr = pr
+        self.lock = threading.RLock()
+        self.registrations = 0
+        self.endpoint = None
+        self.resource = None
+        self.options = None
+        self.devices = {}  # id -> health
+        self.streams = 0
+        self.stream_gen = 0
+        self.pods = {}  # "ns/name" -> pod dict
+        self.allocated = {}  # device id -> "ns/pod/container"
+        self.reg_server = None
+        self.pr_server = None
+        self.channel = None
+
+    # ---- Registration ----
+    def register(self, req, ctx):
+        if req.version != "v1beta1":
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "unsupported version " + req.version)
+        with self.lock:
+            self.registrations += 1
+            self.endpoint = req.endpoint
+            self.resource = req.resource_name
+            self.options = {"pre_start_required": req.options.pre_start_required,
+                            "get_preferred_allocation_available":
+                                req.options.get_preferred_allocation_available}
+            self.stream_gen += 1
+            gen = self.stream_gen
+            if self.channel:
+                self.channel.close()
+            self.channel = grpc.insecure_channel("unix:" + os.path.join(self.args.dir, req.endpoint))
+        log("registered %s at %s options %s" % (req.resource_name, req.endpoint, self.options))
+        threading.Thread(target=self.watch, args=(gen,), daemon=True).start()
+        return self.dp.Empty()
+
+    def call(self, method, req, resp_cls, timeout=30):
+        with self.lock:
+            ch = self.channel
+        if ch is None:
+            raise RuntimeError("no plugin registered")
+        fn = ch.unary_unary("/v1beta1.DevicePlugin/" + method,
+                            request_serializer=req.SerializeToString,
+                            response_deserializer=resp_cls.FromString)
+        return fn(req, timeout=timeout)
+
+    def watch(self, gen):
+        time.sleep(0.05)
+        try:
+            opts = self.call("GetDevicePluginOptions", self.dp.Empty(), self.dp.DevicePluginOptions)
+            log("options %s" % str(opts).replace("\n", " "))
+        except Exception as e:  # noqa: BLE001
+            log("GetDevicePluginOptions failed: %s" % e)
+        with self.lock:
+            ch = self.channel
+        stream = ch.unary_stream("/v1beta1.DevicePlugin/ListAndWatch",
+                                 request_serializer=self.dp.Empty.SerializeToString,
+                                 response_deserializer=self.dp.ListAndWatchResponse.FromString)
+        with self.lock:
+            self.streams += 1
+        try:
+            for resp in stream(self.dp.Empty()):
+                with self.lock:
+                    if gen != self.stream_gen:
+                        break
+                    self.devices = {d.ID: d.health for d in resp.devices}
+                log("ListAndWatch: %d devices, %d healthy" % (
+                    len(resp.devices), sum(d.health == "Healthy" for d in resp.devices)))
+        except grpc.RpcError as e:
+            log("ListAndWatch ended: %s" % e.code())
+        finally:
+            with self.lock:
+                self.streams -= 1
+                if gen == self.stream_gen:
+                    # The endpoint is gone: its devices are not allocatable until it is back.
+                    self.devices = {k: "Unhealthy" for k in self.devices}
+
+    # ---- PodResources ----
+    def list_pods(self, req, ctx):
+        resp = self.pr.ListPodResourcesResponse()
+        with self.lock:
+            for pod in self.pods.values():
+                p = resp.pod_resources.add(name=pod["name"], namespace=pod["namespace"])
+                for c in pod["containers"]:
+                    if c.get("init"):
+                        continue  # regular init containers are not listed by the kubelet
+                    cr = p.containers.add(name=c["name"])
+                    if c.get("devices_given"):
+                        cr.devices.add(resource_name=self.resource, device_ids=c["devices_given"])
+        return resp
+
+    # ---- servers ----
+    def start_servers(self):
+        reg = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        reg.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("v1beta1.Registration", {
+            "Register": grpc.unary_unary_rpc_method_handler(
+                self.register, request_deserializer=self.dp.RegisterRequest.FromString,
+                response_serializer=self.dp.Empty.SerializeToString)}),))
+        reg.add_insecure_port("unix:" + os.path.join(self.args.dir, "kubelet.sock"))
+        reg.start()
+        pr = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        pr.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
+            "List": grpc.unary_unary_rpc_method_handler(
+                self.list_pods, request_deserializer=self.pr.ListPodResourcesRequest.FromString,
+                response_serializer=self.pr.ListPodResourcesResponse.SerializeToString)}),))
+        if os.path.exists(self.args.pod_resources):
+            os.unlink(self.args.pod_resources)
+        pr.add_insecure_port("unix:" + self.args.pod_resources)
+        pr.start()
+        self.reg_server, self.pr_server = reg, pr
+
+    def restart(self, down_s):
+        log("acting a restart")
+        self.reg_server.stop(0)
+        self.pr_server.stop(0)
+        with self.lock:
+            self.stream_gen += 1
+            self.devices = {k: "Unhealthy" for k in self.devices}
+            if self.channel:
+                self.channel.close()
+                self.channel = None
+        for f in os.listdir(self.args.dir):
+            p = os.path.join(self.args.dir, f)
+            if not os.path.isdir(p) and f != "kubelet_internal_checkpoint":
+                os.unlink(p)
+        time.sleep(down_s)
+        self.start_servers()
+        log("back up")
+
+    # ---- pods ----
+    def admit(self, spec):
+        key = "%s/%s" % (spec["namespace"], spec["name"])
+        with self.lock:
+            if key in self.pods:
+                return 409, {"error": "pod %s exists" % key}
+            pod = {"namespace": spec["namespace"], "name": spec["name"], "containers": []}
+            order = [c for c in spec["containers"] if c.get("init")] + \
+                    [c for c in spec["containers"] if not c.get("init")]
+            reusable = []
+            taken = []
+            for c in order:
+                c = dict(c)
+                want = int(c.get("devices", 0))
+                c["devices_given"] = []
+                if want:
+                    free = sorted(d for d, h in self.devices.items()
+                                  if h == "Healthy" and d not in self.allocated and d not in taken)
+                    give = reusable[:want]
+                    if len(give) < want:
+                        need = want - len(give)
+                        avail = [d for d in free if d not in give]
+                        if len(avail) < need:
+                            for d in taken:
+                                self.allocated.pop(d, None)
+                            return 409, {"error": "UnexpectedAdmissionError: %d of %s wanted, %d "
+                                                  "healthy and free" % (want, self.resource, len(avail))}
+                        if self.options and self.options["get_preferred_allocation_available"]:
+                            req = self.dp.PreferredAllocationRequest()
+                            req.container_requests.add(available_deviceIDs=avail,
+                                                       must_include_deviceIDs=give,
+                                                       allocation_size=want)
+                            pref = self.call("GetPreferredAllocation", req,
+                                             self.dp.PreferredAllocationResponse)
+                            chosen = [d for d in pref.container_responses[0].deviceIDs
+                                      if d in avail][:need]
+                            chosen += [d for d in avail if d not in chosen][:need - len(chosen)]
+                        else:
+                            chosen = avail[:need]
+                        give = give + chosen
+                        taken += chosen
+                    req = self.dp.AllocateRequest()
+                    req.container_requests.add(devices_ids=give)
+                    try:
+                        resp = self.call("Allocate", req, self.dp.AllocateResponse)
+                    except grpc.RpcError as e:
+                        for d in taken:
+                            self.allocated.pop(d, None)
+                        return 409, {"error": "Allocate failed: %s %s" % (e.code(), e.details())}
+                    cr = resp.container_responses[0]
+                    c["devices_given"] = give
+                    c["env_given"] = dict(cr.envs)
+                    c["mounts_given"] = [{"container_path": m.container_path,
+                                          "host_path": m.host_path, "read_only": m.read_only}
+                                         for m in cr.mounts]
+                    for d in give:
+                        self.allocated[d] = "%s/%s" % (key, c["name"])
+                    if c.get("init"):
+                        reusable = [d for d in give if d not in reusable] + reusable
+                    else:
+                        reusable = [d for d in reusable if d not in give]
+                pod["containers"].append(c)
+            self.pods[key] = pod
+        threading.Thread(target=self.run_pod, args=(pod,), daemon=True).start()
+        return 201, {"containers": [{"name": c["name"], "devices": c["devices_given"],
+                                     "env": c.get("env_given", {}),
+                                     "mounts": c.get("mounts_given", [])}
+                                    for c in pod["containers"]]}
+
+    def start_container(self, pod, c):
+        if c["devices_given"] and self.options and self.options["pre_start_required"]:
+            req = self.dp.PreStartContainerRequest(devices_ids=c["devices_given"])
+            for attempt in range(100):
+                try:
+                    self.call("PreStartContainer", req, self.dp.PreStartContainerResponse)
+                    break
+                except Exception as e:  # noqa: BLE001
+                    # The kubelet retries a container whose start failed (back-off).
+                    log("PreStartContainer %s failed: %s (retrying)" % (c["name"], e))
+                    time.sleep(0.2)
+        env = dict(os.environ)
+        env.update(c.get("env", {}))
+        mounts = c.get("mounts_given", [])
+
+        def host(v):
+            for m in sorted(mounts, key=lambda m: -len(m["container_path"])):
+                cp = m["container_path"]
+                if v == cp or v.startswith(cp + "/"):
+                    return m["host_path"] + v[len(cp):]
+            return v
+        for k, v in c.get("env_given", {}).items():
+            env[k] = ",".join(host(x) for x in v.split(",")) if k != "GSLICE_K8S_SLOTS" else v
+        for m in mounts:
+            if m["container_path"] == "/etc/ld.so.preload":
+                with open(m["host_path"]) as f:
+                    libs = [host(line.strip()) for line in f if line.strip()]
+                pre = env.get("LD_PRELOAD", "")
+                env["LD_PRELOAD"] = ":".join(libs + ([pre] if pre else []))
+        logf = os.path.join(self.args.log_dir, "%s_%s_%s.log" % (pod["namespace"], pod["name"],
+                                                                 c["name"]))
+        c["log"] = logf
+        with open(logf, "ab") as out:
+            c["proc"] = subprocess.Popen(c["command"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        log("started %s/%s/%s pid %d" % (pod["namespace"], pod["name"], c["name"], c["proc"].pid))
+
+    def run_pod(self, pod):
+        for c in pod["containers"]:
+            if pod.get("deleted"):
+                return
+            if c.get("command") is None:
+                continue
+            self.start_container(pod, c)
+            if c.get("init"):
+                c["proc"].wait()
+
+    def delete(self, key):
+        with self.lock:
+            pod = self.pods.pop(key, None)
+            if not pod:
+                return 404, {"error": "no pod " + key}
+            pod["deleted"] = True
+            for c in pod["containers"]:
+                for d in c.get("devices_given", []):
+                    self.allocated.pop(d, None)
+        for c in pod["containers"]:
+            p = c.get("proc")
+            if p and p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        return 200, {}
+
+    def pod_status(self, key):
+        with self.lock:
+            pod = self.pods.get(key)
+            if not pod:
+                return 404, {"error": "no pod " + key}
+            out = []
+            for c in pod["containers"]:
+                p = c.get("proc")
+                out.append({"name": c["name"], "pid": p.pid if p else None,
+                            "exit": p.poll() if p else None, "log": c.get("log")})
+            return 200, {"containers": out}
+
+    def state(self):
+        with self.lock:
+            return 200, {"registrations": self.registrations, "endpoint": self.endpoint,
+                         "resource": self.resource, "options": self.options,
+                         "devices": self.devices, "streams": self.streams,
+                         "allocated": self.allocated}
+
+
+def log(msg):
+    sys.stderr.write("%.3f kubelet: %s\n" % (time.time(), msg))
+    sys.stderr.flush()
+
+
+def make_handler(k):
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def reply(self, code, obj):
+            body = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def body(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(n) or b"{}")
+
+        def do_GET(self):
+            parts = self.path.strip("/").split("/")
+            if parts == ["state"]:
+                return self.reply(*k.state())
+            if len(parts) == 3 and parts[0] == "pods":
+                return self.reply(*k.pod_status(parts[1] + "/" + parts[2]))
+            self.reply(404, {"error": "no such endpoint"})
+
+        def do_POST(self):
+            try:
+                if self.path == "/pods":
+                    return self.reply(*k.admit(self.body()))
+                if self.path == "/restart":
+                    k.restart(float(self.body().get("down_s", 0.3)))
+                    return self.reply(200, {})
+            except Exception as e:  # noqa: BLE001
+                return self.reply(500, {"error": repr(e)})
+            self.reply(404, {"error": "no such endpoint"})
+
+        def do_DELETE(self):
+            parts = self.path.strip("/").split("/")
+            if len(parts) == 3 and parts[0] == "pods":
+                return self.reply(*k.delete(parts[1] + "/" + parts[2]))
+            self.reply(404, {"error": "no such endpoint"})
+    return H
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", required=True, help="the device plugin directory (kubelet.sock)")
+    ap.add_argument("--pod-resources", required=True, help="PodResources socket path")
+    ap.add_argument("--pb-dir", required=True, help="where protoc --python_out put the messages")
+    ap.add_argument("--log-dir", required=True, help="containers' output goes here")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file", required=True)
+    args = ap.parse_args()
+    dp, pr = load_pb(args.pb_dir)
+    k = Kubelet(args, dp, pr)
+    k.start_servers()
+    srv = Server(("127.0.0.1", args.port), make_handler(k))
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, args.port_file)
+    log("up: %s, control port %d" % (args.dir, srv.server_address[1]))
+
+    def stop(*_):
+        for key in list(k.pods):
+            k.delete(key)
+        os._exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

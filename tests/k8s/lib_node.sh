@@ -1,0 +1,72 @@
+# gslice-node's tests (sourced after tests/k8s/lib.sh): a private simulated machine and gsliced,
+# the kubelet stand-in, gslice-node, and helpers to drive them. Sockets live in the test's own
+# temp dir, so tests of several worktrees run side by side.
+PB="$GSLICE_BUILD/tests/k8s-pb"
+[ -f "$PB/deviceplugin_pb2.py" ] || { echo "SKIP: no $PB (protoc missing at build time)"; exit 77; }
+"$PY" -c 'import grpc, google.protobuf' 2>/dev/null || { echo "SKIP: $PY lacks python3-grpcio/python3-protobuf"; exit 77; }
+export GSLICE_SIM_STATE="$T/sim-state"
+export GSLICE_SOCKET="$T/run/gsliced.sock"
+export LD_LIBRARY_PATH="$GSLICE_BUILD/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export GSLICE_SIM_DEVICES="${GSLICE_SIM_DEVICES:-2}"
+HOOK="$GSLICE_BUILD/lib/libgslice.so"
+DP="$T/device-plugins"
+PODRES="$T/pod-resources.sock"
+NSTATE="$T/node"
+mkdir -p "$T/run" "$DP" "$T/logs"
+
+start_gsliced() {
+  "$BIN/gsliced" --state-dir "$T/daemon" --foreground "$@" 2>>"$T/gsliced.log" &
+  GSLICED_PID=$!
+  for _ in $(seq 200); do
+    "$BIN/gslice" status >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  fail "gsliced did not come up"
+}
+stop_gsliced() { kill "$GSLICED_PID" 2>/dev/null || true; wait "$GSLICED_PID" 2>/dev/null || true; }
+
+start_kubelet() {
+  rm -f "$T/kubelet.port"
+  "$PY" "$K8S/kubelet.py" --dir "$DP" --pod-resources "$PODRES" --pb-dir "$PB" \
+    --log-dir "$T/logs" --port-file "$T/kubelet.port" 2>>"$T/kubelet.log" &
+  KUBELET_PID=$!
+  wait_file "$T/kubelet.port"
+  KUBELET="http://127.0.0.1:$(cat "$T/kubelet.port")"
+}
+
+# start_node [ARGS...]: gslice-node on this test's kubelet dir and gsliced.
+start_node() {
+  "$BIN/gslice-node" --kubelet-dir "$DP" --pod-resources-socket "$PODRES" --state-dir "$NSTATE" \
+    --socket "$GSLICE_SOCKET" --hook "$HOOK" --nvidia-visible-devices "" "$@" 2>>"$T/node.log" &
+  NODE_PID=$!
+}
+stop_node() { kill "$NODE_PID" 2>/dev/null || true; wait "$NODE_PID" 2>/dev/null || true; }
+
+# kl METHOD PATH [JSON]: the kubelet stand-in's control interface; prints the body.
+kl() {
+  "$PY" - "$KUBELET" "$@" <<'PYEOF'
+import sys, urllib.request, urllib.error
+base, method, path = sys.argv[1:4]
+body = sys.argv[4].encode() if len(sys.argv) > 4 else None
+req = urllib.request.Request(base + path, data=body, method=method,
+                             headers={"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(req, timeout=60) as r:
+        print(r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.read().decode())
+PYEOF
+}
+
+# until_true SECONDS CMD...: polls CMD every 50 ms; fails the test after SECONDS.
+until_true() {
+  local secs=$1 i
+  shift
+  for ((i = 0; i < secs * 20; i++)); do "$@" && return 0; sleep 0.05; done
+  fail "timed out after ${secs}s waiting for: $*"
+}
+# kstate EXPR: a Python expression over the kubelet's /state `d`.
+kstate() { jget "$(kl GET /state)" "$1"; }
+healthy() { [ "$(kstate "sum(v == 'Healthy' for v in d['devices'].values())")" = "$1" ]; }
+registrations_over() { [ "$(kstate "d['registrations']")" -gt "$1" ]; }
+now_ms() { date +%s%3N; }

@@ -1,0 +1,70 @@
+#!/bin/bash
+# gslice-node as a device plugin alone (no API server): registration, ListAndWatch of S slots per
+# GPU with health from gsliced, Allocate's environment and mounts, a container with no
+# assignment refused at its first CUDA call, re-registration after a kubelet restart and after
+# a gsliced restart, and clear errors for a bad command line.
+source "$GSLICE_SRC/tests/k8s/lib.sh"
+source "$GSLICE_SRC/tests/k8s/lib_node.sh"
+
+# Bad command lines say what is wrong.
+out=$("$BIN/gslice-node" --slots-per-gpu 0 2>&1) && fail "--slots-per-gpu 0 accepted"
+grep -q "slots-per-gpu wants 1..256" <<<"$out" || fail "no reason for --slots-per-gpu 0: $out"
+out=$("$BIN/gslice-node" --bogus 2>&1) && fail "--bogus accepted"
+grep -q "usage: gslice-node" <<<"$out" || fail "no usage for --bogus: $out"
+out=$(NODE_NAME= "$BIN/gslice-node" --kubelet-dir "$DP" --hook "$HOOK" 2>&1) && fail "no node name accepted"
+grep -q "no node name" <<<"$out" || fail "no reason without a node name: $out"
+out=$("$BIN/gslice-node" --no-api-server --kubelet-dir "$T/nope" --hook "$HOOK" 2>&1) && fail "missing kubelet dir accepted"
+grep -q "is not a directory" <<<"$out" || fail "no reason for a missing kubelet dir: $out"
+"$BIN/gslice-node" --help | grep -q -- "--slots-per-gpu" || fail "--help"
+
+start_gsliced
+start_kubelet
+start_node --no-api-server --slots-per-gpu 4
+until_true 10 healthy 8
+expect_eq "options" "$(kstate "d['options']['pre_start_required'] and d['options']['get_preferred_allocation_available']")" True
+expect_eq "resource" "$(kstate "d['resource']")" "gslice.io/gpu"
+pass "registered: 2 GPUs x 4 slots, all Healthy"
+
+# Allocate: the hook, ld.so.preload, gsliced's socket dir, the container's own dir, the slots.
+resp=$(kl POST /pods '{"namespace":"default","name":"p1","containers":[{"name":"main","devices":1,
+  "command":["'"$TBIN"'/compute_spin","--duration","1"]}]}')
+expect_eq "slots in env" "$(jget "$resp" "d['containers'][0]['env']['GSLICE_K8S_SLOTS'] == d['containers'][0]['devices'][0]")" True
+expect_eq "socket in env" "$(jget "$resp" "d['containers'][0]['env']['GSLICE_SOCKET']")" /run/gslice/daemon/gsliced.sock
+expect_eq "mounts" "$(jget "$resp" "sorted(m['container_path'] for m in d['containers'][0]['mounts'])")" \
+  "['/etc/ld.so.preload', '/run/gslice/daemon', '/run/gslice/slice', '/usr/local/lib/gslice/libgslice.so']"
+expect_eq "hook mount" "$(jget "$resp" "[m['host_path'] for m in d['containers'][0]['mounts'] if m['container_path'].endswith('libgslice.so')][0]")" "$(realpath "$HOOK")"
+# No API server: the container starts, its first CUDA call fails with one clear line.
+until_true 10 grep -q "compute_spin:" "$T/logs/default_p1_main.log"
+grep -q "this container has no GPU slice: gslice-node runs without an API server" "$T/logs/default_p1_main.log" ||
+  fail "no clear error in the container: $(cat "$T/logs/default_p1_main.log")"
+grep -q "compute_spin: cuInit: CUDA_ERROR_NO_DEVICE" "$T/logs/default_p1_main.log" ||
+  fail "cuInit was not CUDA_ERROR_NO_DEVICE: $(cat "$T/logs/default_p1_main.log")"
+expect_eq "lines from the hook" "$(grep -c "gslice\[" "$T/logs/default_p1_main.log")" 1
+grep -q "gets no GPU: gslice-node runs without an API server" "$T/node.log" || fail "not in gslice-node's log"
+pass "a container without assignment: CUDA_ERROR_NO_DEVICE and one line, in gslice-node's log too"
+
+# A kubelet restart: sockets deleted, kubelet.sock anew: gslice-node registers again.
+n=$(kstate "d['registrations']")
+t0=$(now_ms)
+kl POST /restart '{"down_s":0.3}' >/dev/null
+until_true 10 registrations_over "$n"
+until_true 10 healthy 8
+echo "kubelet restart: registered again and Healthy in $(( $(now_ms) - t0 )) ms (300 ms of it the kubelet's own downtime)"
+pass "kubelet restart"
+
+# gsliced goes: slots Unhealthy; back: Healthy, registered again.
+n=$(kstate "d['registrations']")
+stop_gsliced
+until_true 10 healthy 0
+t0=$(now_ms)
+start_gsliced
+until_true 10 healthy 8
+until_true 10 registrations_over "$n"
+echo "gsliced restart: Healthy again in $(( $(now_ms) - t0 )) ms after it answered"
+pass "gsliced restart"
+
+# Deleting the pod frees its slot and gslice-node forgets the container.
+kl DELETE /pods/default/p1 >/dev/null
+until_true 10 grep -q "removed: the kubelet no longer lists its container" "$T/node.log"
+[ -z "$(ls "$NSTATE/records")" ] || fail "records left: $(ls "$NSTATE/records")"
+pass "device plugin"
