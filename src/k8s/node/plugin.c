@@ -211,8 +211,10 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
     st = GRPC_STATUS_RESOURCE_EXHAUSTED;
     goto out;
   }
+  /* dirname and basename may write into their argument: each gets its own copy, once. */
   snprintf(sockdir, sizeof(sockdir), "%s", n->cfg.socket);
   snprintf(sockbase, sizeof(sockbase), "%s", n->cfg.socket);
+  const char *sdir = dirname(sockdir), *sbase = basename(sockbase);
   snprintf(preload, sizeof(preload), "%s/ld.so.preload", n->cfg.state_dir);
   for (size_t i = 0; i < nc; i++) {
     struct ctr *t = &c[i];
@@ -225,7 +227,7 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
       goto out;
     }
     node_alloc_dir(n, t->key, t->dir, sizeof(t->dir));
-    snprintf(t->sock, sizeof(t->sock), "%s/%s", NODE_CTR_DAEMON_DIR, basename(sockbase));
+    snprintf(t->sock, sizeof(t->sock), "%s/%s", NODE_CTR_DAEMON_DIR, sbase);
     const char *env[NENV][2] = {
         {"GSLICE_K8S_SLOTS", t->slots},
         {"GSLICE_K8S_DIR", NODE_CTR_SLICE_DIR},
@@ -250,7 +252,7 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
     const char *mnt[NMNT][2] = {
         {NODE_CTR_HOOK, n->cfg.hook},
         {"/etc/ld.so.preload", preload},
-        {NODE_CTR_DAEMON_DIR, dirname(sockdir)},
+        {NODE_CTR_DAEMON_DIR, sdir},
         {NODE_CTR_SLICE_DIR, t->dir},
     };
     for (size_t k = 0; k < NMNT; k++) {
@@ -261,7 +263,6 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
       t->mnt[k] = m;
       t->mntp[k] = &t->mnt[k];
     }
-    snprintf(sockdir, sizeof(sockdir), "%s", n->cfg.socket); /* dirname wrote into it */
     V1beta1__ContainerAllocateResponse r = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
     r.n_envs = ne;
     r.envs = t->envp;

@@ -1,0 +1,169 @@
+#!/bin/bash
+# gslice-node end to end on the simulated GPU, with the API server and kubelet stand-ins: the
+# node's inventory annotation; two pods of one container and one pod of two, each container
+# its own slice held to its memory cap and compute share, with a kubelet restart, a gslice-node
+# restart and a gsliced restart in the middle of the measuring window; nothing double-booked,
+# nothing lost; containers of an unassigned pod and of another node's are refused; deleting
+# the pods removes their slices.
+source "$GSLICE_SRC/tests/k8s/lib.sh"
+source "$GSLICE_SRC/tests/k8s/lib_node.sh"
+export TBIN
+export GSLICE_SIM_MEMORY=8GiB
+
+start_apiserver
+api POST /api/v1/nodes '{"metadata":{"name":"node-a"}}' >/dev/null
+start_gsliced
+start_kubelet
+start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+until_true 20 healthy 32
+
+# The inventory: gslice.io/gpus on the node, as the contract shapes it.
+has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
+until_true 20 has_gpus
+inv=$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")
+expect_eq "inventory" "$(jget "$inv" "(d['version'], d['slotsPerGpu'], len(d['gpus']), [g['index'] for g in d['gpus']], [g['memory'] for g in d['gpus']], all(g['healthy'] and g['slots'] == 16 for g in d['gpus']))")" \
+  "(1, 16, 2, [0, 1], [8589934592, 8589934592], True)"
+U0=$(jget "$inv" "d['gpus'][0]['uuid']")
+U1=$(jget "$inv" "d['gpus'][1]['uuid']")
+hb1=$(jget "$inv" "d['heartbeat']")
+pass "inventory: 2 GPUs x 16 slots, $U0 $U1"
+
+GiB=1073741824
+# assigned GPU MEMORY COMPUTE LIMIT NAME [NAME2 GPU2 MEMORY2 COMPUTE2 LIMIT2]: the annotation.
+assigned() {
+  "$PY" - "$@" <<'PYEOF'
+import json, sys
+a = sys.argv[1:]
+node = a.pop(0)
+cs = []
+while a:
+    name, uuid, idx, mem, comp, lim = a[:6]
+    a = a[6:]
+    cs.append({"name": name, "init": False,
+               "gpus": [{"uuid": uuid, "index": int(idx), "memory": int(mem), "compute": int(comp)}],
+               "computeLimit": int(lim), "priority": "normal", "weight": 1})
+print(json.dumps(json.dumps({"version": 1, "node": node, "containers": cs})))
+PYEOF
+}
+# mkpod NAME ANNOTATION-JSON-STRING|"" CONTAINER...: the pod in the API server, bound to node-a.
+mkpod() {
+  local name=$1 ann=$2 cs="" c
+  shift 2
+  for c in "$@"; do
+    cs="$cs${cs:+,}{\"name\":\"$c\",\"resources\":{\"limits\":{\"gslice.io/gpu\":\"1\"}}}"
+  done
+  local meta="\"name\":\"$name\",\"namespace\":\"default\""
+  [ -z "$ann" ] || meta="$meta,\"annotations\":{\"gslice.io/assigned\":$ann}"
+  api POST /api/v1/namespaces/default/pods "{\"metadata\":{$meta},\"spec\":{\"nodeName\":\"node-a\",\"containers\":[$cs]}}" >/dev/null
+}
+cat >"$T/work.sh" <<'W'
+#!/bin/bash
+# A container's workload: spin kernels in the common window, then fill memory to the cap.
+# Two windows: the restarts happen in the first, the second is after them all.
+"$TBIN/compute_spin" --start "$1" --warmup 1 --duration "$2" --label "$3-during" || exit 1
+"$TBIN/compute_spin" --start "$4" --warmup 1 --duration "$5" --label "$3-after" || exit 1
+exec "$TBIN/hook_client_linked" --lookup link --path alloc --chunk 64MiB --script "fill;info"
+W
+mkpod a "$(assigned node-a main "$U0" 0 $GiB 60 60)" main
+mkpod b "$(assigned node-a main "$U0" 0 $((GiB / 2)) 30 30)" main
+mkpod c "$(assigned node-a x "$U1" 1 $GiB 50 50 y "$U1" 1 $((2 * GiB)) 20 20)" x y
+
+S=$(date +%s.%N | awk '{ printf "%.3f", $1 + 5 }')
+D=8
+S2=$(awk -v s="$S" -v d="$D" 'BEGIN { printf "%.3f", s + 1 + d + 0.5 }')
+D2=6
+run() { echo "[\"bash\",\"$T/work.sh\",\"$S\",\"$D\",\"$1\",\"$S2\",\"$D2\"]"; }
+kl POST /pods '{"namespace":"default","name":"a","containers":[{"name":"main","devices":1,"command":'"$(run a)"'}]}' >/dev/null
+kl POST /pods '{"namespace":"default","name":"b","containers":[{"name":"main","devices":1,"command":'"$(run b)"'}]}' >/dev/null
+kl POST /pods '{"namespace":"default","name":"c","containers":[{"name":"x","devices":1,"command":'"$(run x)"'},{"name":"y","devices":1,"command":'"$(run y)"'}]}' >/dev/null
+nsl() { "$BIN/gslice" status --json | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["slices"]))'; }
+four() { [ "$(nsl)" = 4 ]; }
+until_true 20 four
+slices() { "$BIN/gslice" status --json | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sorted((s["name"], s["compute_request_percent"], s["compute_limit_percent"], [g["index"] for g in s["gpus"]], [g["memory_cap_bytes"] for g in s["gpus"]]) for s in d["slices"]))'; }
+want_slices="[('default.a.main', 60, 60, [0], [$GiB]), ('default.b.main', 30, 30, [0], [$((GiB / 2))]), ('default.c.x', 50, 50, [1], [$GiB]), ('default.c.y', 20, 20, [1], [$((2 * GiB))])]"
+expect_eq "slices" "$(slices)" "$want_slices"
+pass "4 containers, 4 slices with their pods' limits"
+
+# Restarts inside the measuring window [S+1, S+1+D].
+while [ "$(date +%s%N)" -lt "$(awk -v s="$S" 'BEGIN { printf "%d", (s + 2) * 1e9 }')" ]; do sleep 0.1; done
+RESTARTS=${RESTARTS:-kubelet node gsliced}  # all three in `make test`; fewer to study one
+if [[ " $RESTARTS " == *" kubelet "* ]]; then
+n=$(kstate "d['registrations']")
+t0=$(now_ms)
+kl POST /restart '{"down_s":0.3}' >/dev/null
+until_true 10 registrations_over "$n"
+until_true 10 healthy 32
+echo "kubelet restart: plugin registered again, all slots Healthy in $(( $(now_ms) - t0 )) ms (300 ms kubelet downtime included)"
+fi
+
+sleep 1
+if [[ " $RESTARTS " == *" node "* ]]; then
+n=$(kstate "d['registrations']")
+t0=$(now_ms)
+stop_node
+start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+until_true 10 registrations_over "$n"
+until_true 10 healthy 32
+echo "gslice-node restart: registered again, all slots Healthy in $(( $(now_ms) - t0 )) ms"
+grep -q "4 record(s)" "$T/node.log" || fail "the new gslice-node did not find its 4 records"
+fi
+
+sleep 1
+if [[ " $RESTARTS " == *" gsliced "* ]]; then
+t0=$(now_ms)
+stop_gsliced
+start_gsliced
+until_true 10 healthy 32
+echo "gsliced restart: slots Healthy again in $(( $(now_ms) - t0 )) ms (stop + start included)"
+fi
+expect_eq "slices after the restarts" "$(slices)" "$want_slices"
+
+# Every workload held through it all: shares in device time over the common window.
+done_all() { for f in default_a_main default_b_main default_c_x default_c_y; do grep -q "^fill" "$T/logs/$f.log" || return 1; done; }
+until_true 60 done_all
+share() { awk -v l="$2" '/share=/ { for (i = 1; i <= NF; i++) if ($i == "label=" l) ok = 1; if (!ok) next; for (i = 1; i <= NF; i++) if ($i ~ /^share=/) { split($i, a, "="); printf "%d", a[2] * 100 + 0.5 }; ok = 0 }' "$T/logs/$1.log"; }
+within() { [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || fail "$1: got $2%, want $3..$4%"; echo "ok: $1 = $2% (want $3..$4)"; }
+# During the restarts no slice goes over its limit (while gsliced is away each hook paces itself
+# at its limit); after them every slice has its share again.
+for c in "default_a_main a 60" "default_b_main b 30" "default_c_x x 50" "default_c_y y 20"; do
+  set -- $c
+  within "$2 during the restarts (hard $3%)" "$(share "$1" "$2-during")" 0 $(( $3 + 5 ))
+  within "$2 after the restarts (hard $3%)" "$(share "$1" "$2-after")" $(( $3 - 7 )) $(( $3 + 5 ))
+done
+# Memory: each fill stops at its own cap (64 MiB chunks, the context's memory counted too).
+filled() { sed -n 's/^fill n=\([0-9]*\).*/\1/p' "$T/logs/$1.log"; }
+for f in "default_a_main 16" "default_b_main 8" "default_c_x 16" "default_c_y 32"; do
+  set -- $f
+  n=$(filled "$1")
+  [ -n "$n" ] && [ "$n" -le "$2" ] && [ "$n" -ge $(( $2 - 6 )) ] || fail "$1 filled $n x 64 MiB, cap is $2 x 64 MiB"
+  echo "ok: $1 filled $n x 64 MiB under its cap of $2"
+done
+pass "every container held to its own cap and share through the three restarts"
+
+# Refused: no assignment, and an assignment for another node.
+mkpod none "" main
+mkpod other "$(assigned node-b main "$U0" 0 $GiB 10 10)" main
+kl POST /pods '{"namespace":"default","name":"none","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
+kl POST /pods '{"namespace":"default","name":"other","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
+until_true 10 grep -q "compute_spin:" "$T/logs/default_none_main.log"
+until_true 10 grep -q "compute_spin:" "$T/logs/default_other_main.log"
+grep -q "no GPU slice: pod default/none has no gslice.io/assigned annotation" "$T/logs/default_none_main.log" || fail "none: $(cat "$T/logs/default_none_main.log")"
+grep -q "no GPU slice: pod default/other is assigned to node node-b, not this node node-a" "$T/logs/default_other_main.log" || fail "other: $(cat "$T/logs/default_other_main.log")"
+grep -q "CUDA_ERROR_NO_DEVICE" "$T/logs/default_other_main.log" || fail "other ran on the GPU"
+expect_eq "slices with the refused" "$(nsl)" 4
+pass "unassigned and other-node containers refused, nothing registered for them"
+
+# The heartbeat moves on (every 10 s).
+hb_moved() { [ "$(jget "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")" "d['heartbeat']")" != "$hb1" ]; }
+until_true 15 hb_moved
+
+# Pods deleted: their slices go.
+for p in a b c none other; do kl DELETE /pods/default/$p >/dev/null; done
+zero() { [ "$(nsl)" = 0 ]; }
+until_true 10 zero
+no_records() { [ -z "$(ls "$NSTATE/records")" ]; }
+until_true 10 no_records
+pass "gslice-node end to end"
