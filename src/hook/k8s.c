@@ -17,7 +17,8 @@
 
 static char refused[512];
 
-static const char *const allowed[] = {"GSLICE_SLICE", "GSLICE_SLICE_NONCE", "GSLICE_MEMORY_LIMIT", "GSLICE_COMPUTE_LIMIT",
+static const char *const allowed[] = {"GSLICE_SLICE",         "GSLICE_SLICE_NONCE",
+                                      "GSLICE_MEMORY_LIMIT",  "GSLICE_COMPUTE_LIMIT",
                                       "CUDA_VISIBLE_DEVICES", "GSLICE_K8S_ERROR"};
 
 static int apply(char *text) {

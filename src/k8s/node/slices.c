@@ -52,8 +52,9 @@ static int rec_save(const struct node *n, const struct node_rec *r) {
   char path[PATH_MAX + 64], text[4096];
   rec_path(n, r->key, path, sizeof(path));
   snprintf(text, sizeof(text),
-           "slots=%s\nnamespace=%s\npod=%s\ncontainer=%s\nuid=%s\nslice=%" PRIu32 "\n", r->slots,
-           r->ns, r->pod, r->container, r->pod_uid, r->slice_id);
+           "slots=%s\nnamespace=%s\npod=%s\ncontainer=%s\nuid=%s\nslice=%" PRIu32
+           "\nnonce=%016" PRIx64 "\n",
+           r->slots, r->ns, r->pod, r->container, r->pod_uid, r->slice_id, r->nonce);
   return write_atomic(path, text);
 }
 
@@ -79,6 +80,14 @@ static int rec_parse(char *text, struct node_rec *r) {
     F("container", r->container)
     F("uid", r->pod_uid)
 #undef F
+    if (!strcmp(l, "nonce")) {
+      char *end;
+      r->nonce = strtoull(eq, &end, 16);
+      if (*end || !*eq)
+        return -EBADMSG;
+      seen++;
+      continue;
+    }
     if (!strcmp(l, "slice")) {
       char *end;
       unsigned long v = strtoul(eq, &end, 10);
@@ -88,7 +97,7 @@ static int rec_parse(char *text, struct node_rec *r) {
       seen++;
     }
   }
-  return seen == 6 ? 0 : -EBADMSG;
+  return seen == 7 ? 0 : -EBADMSG;
 }
 
 int node_recs_load(struct node *n) {
@@ -156,7 +165,7 @@ static void rec_remove(struct node *n, uint32_t i, const char *why) {
   if (r->slice_id) {
     int e = daemon_conn(n, &fd);
     if (e == 0) {
-      e = gs_client_unregister(fd, r->slice_id, err, sizeof(err));
+      e = gs_client_unregister(fd, r->slice_id, r->nonce, err, sizeof(err));
       close(fd);
     }
     if (e < 0 && e != -ENOENT) {
@@ -329,6 +338,7 @@ static int refuse(struct node *n, struct node_rec *r, const char *why) {
   if (e < 0)
     return e;
   r->slice_id = 0;
+  r->nonce = 0;
   return rec_save(n, r);
 }
 
@@ -434,11 +444,13 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
     goto refused;
   }
   r->slice_id = reg.slice_id;
+  r->nonce = reg.slice_nonce;
   /* slice.env in the slice's own dir (gsliced's, holding its memory region); the container's
    * directory is a link to it, made before the runtime mounts it. */
   char f[GS_PROTO_PATH_MAX + 32], text[2200], dir[PATH_MAX + 64], tmp[PATH_MAX + 80];
   snprintf(f, sizeof(f), "%s/slice.env", reg.state_dir);
-  snprintf(text, sizeof(text), "GSLICE_SLICE=%" PRIu32 "\n%s", reg.slice_id, env);
+  snprintf(text, sizeof(text), "GSLICE_SLICE=%" PRIu32 "\nGSLICE_SLICE_NONCE=%016" PRIx64 "\n%s",
+           reg.slice_id, reg.slice_nonce, env);
   node_alloc_dir(n, r->key, dir, sizeof(dir));
   snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
   unlink(tmp);
@@ -452,7 +464,7 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
   if ((e = write_atomic(f, text)) < 0 || (symlink(reg.state_dir, tmp) < 0 && (e = -errno)) ||
       (rename(tmp, dir) < 0 && (e = -errno)) || (e = rec_save(n, r)) < 0) {
     snprintf(err, err_len, "cannot write the container's directory %s: %s", dir, strerror(-e));
-    gs_client_unregister(fd, reg.slice_id, NULL, 0);
+    gs_client_unregister(fd, reg.slice_id, reg.slice_nonce, NULL, 0);
     ret = e;
     goto out;
   }
