@@ -10,7 +10,7 @@ BUILD ?= build
 endif
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all deps build test demo bench clean format format-check
+.PHONY: all deps build test demo bench clean format install format-check
 
 all: build
 
@@ -23,6 +23,11 @@ $(BUILD)/CMakeCache.txt:
 
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
+
+PREFIX ?= /usr/local
+# DESTDIR (staged installs, packages) is honoured by cmake --install from the environment.
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: build
 	cd $(BUILD) && ctest $(CTEST_FLAGS) -j $(JOBS)
