@@ -36,7 +36,8 @@ grep -q '^  topped ' "$T/screen" || fail "slice missing on the terminal: $(cat "
 # Alternate screen while running.
 expect_eq "alternate screen" "$(tmux -S "$sock" display -p -t top '#{alternate_on}')" 1
 tmux -S "$sock" send-keys -t top q
-for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top | grep -q 'TOP EXITED' && break; sleep 0.1; done
+# Until stty -a has printed too (its line with icanon), not just the echo before it.
+for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top | grep -q 'icanon' && break; sleep 0.1; done
 tmux -S "$sock" capture-pane -p -t top > "$T/after"
 grep -q 'TOP EXITED 0' "$T/after" || fail "q did not quit top cleanly: $(cat "$T/after")"
 expect_eq "alternate screen after q" "$(tmux -S "$sock" display -p -t top '#{alternate_on}')" 0
@@ -51,7 +52,7 @@ shell=$(tmux -S "$sock" display -p -t top:term '#{pane_pid}')
 toppid=$(ps -o pid= --ppid "$shell" | head -1 | tr -d ' ')
 [ -n "$toppid" ] || fail "cannot find top's pid under the tmux shell $shell"
 kill -TERM "$toppid"
-for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top:term | grep -q 'TOP EXITED' && break; sleep 0.1; done
+for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top:term | grep -q 'icanon' && break; sleep 0.1; done
 tmux -S "$sock" capture-pane -p -t top:term > "$T/term"
 grep -q 'TOP EXITED 0' "$T/term" || fail "SIGTERM did not end top cleanly: $(cat "$T/term")"
 expect_eq "alternate screen after SIGTERM" "$(tmux -S "$sock" display -p -t top:term '#{alternate_on}')" 0
