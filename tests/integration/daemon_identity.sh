@@ -9,7 +9,7 @@ source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 
 start_daemon
 gsrun --compute 20 --compute-limit 20 --name old -- "$TBIN/compute_spin" --warmup 0 \
-  --duration 5 --label old >"$T/old" 2>"$T/old.err" &
+  --duration 5 --label old$$ >"$T/old" 2>"$T/old.err" &
 OLD=$!
 for _ in $(seq 100); do
   "$BIN/gslice" status --json | grep -q '"name":"old","[^]]*"pids":\[[0-9]' && break
@@ -29,7 +29,7 @@ done
 "$BIN/gslice" status --json | grep -q '"id":1,"name":"stranger"' || fail "the stranger's slice is not slice 1"
 
 # The old slice's hook tries to reconnect every 200 ms: give it time, then look.
-old_pid=$(pgrep -f "^$TBIN/compute_spin --warmup 0 --duration 5 --label old" || true)
+old_pid=$(pgrep -f "^$TBIN/compute_spin --warmup 0 --duration 5 --label old$$\$" || true)
 [ -n "$old_pid" ] || fail "the old slice's workload is gone already"
 for _ in $(seq 40); do
   st=$("$BIN/gslice" status --json)
