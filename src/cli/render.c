@@ -190,13 +190,46 @@ int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opt
     gs_size_format(gpu->memory_used_bytes, used, sizeof(used));
     gs_size_format(gpu->memory_total_bytes, total, sizeof(total));
     format_percent(gpu->busy_ratio, busy, sizeof(busy));
+    /* The device's own figure beside the slices': a gap is work no slice accounts for. */
+    char device[32] = "";
+    if (gpu->device_known & GS_DEVICE_BUSY)
+      snprintf(device, sizeof(device), " (device %.0f%%)", gpu->device_busy_ratio * 100.0);
     if ((r = line(out, opts.width, "%s", "")) < 0)
       return r;
     r = line(out, opts.width,
-             "GPU %" PRIu32 "  %s  %s  busy %s  memory %s / %s  requested %" PRIu32 "%%",
-             gpu->index, name, uuid, busy, used, total, gpu->compute_requested);
+             "GPU %" PRIu32 "  %s  %s  busy %s%s  memory %s / %s  requested %" PRIu32 "%%",
+             gpu->index, name, uuid, busy, device, used, total, gpu->compute_requested);
     if (r < 0)
       return r;
+    if (gpu->unaccounted_count) {
+      char mem[24], share[32] = "";
+      gs_size_format(gpu->unaccounted_memory_bytes, mem, sizeof(mem));
+      if (gpu->device_known & GS_DEVICE_PROC_BUSY)
+        snprintf(share, sizeof(share), ", %.0f%% of the device",
+                 gpu->unaccounted_busy_ratio * 100.0);
+      r = line(out, opts.width,
+               "  ! %" PRIu32 " process%s on this GPU outside every slice's accounting (no "
+               "hook): %s%s",
+               gpu->unaccounted_count, gpu->unaccounted_count == 1 ? "" : "es", mem, share);
+      if (r < 0)
+        return r;
+      uint32_t n = gpu->unaccounted_count < GS_UNACCOUNTED_MAX ? gpu->unaccounted_count
+                                                               : GS_UNACCOUNTED_MAX;
+      for (uint32_t k = 0; k < n; k++) {
+        const struct gs_unaccounted_proc *p = &gpu->unaccounted[k];
+        char pm[24], where[48], pb[24] = "";
+        gs_size_format(p->memory_bytes, pm, sizeof(pm));
+        if (p->slice_id)
+          snprintf(where, sizeof(where), "inside slice %" PRIu32, p->slice_id);
+        else
+          snprintf(where, sizeof(where), "in no slice");
+        if (gpu->device_known & GS_DEVICE_PROC_BUSY)
+          snprintf(pb, sizeof(pb), "  %.0f%% busy", p->busy_ratio * 100.0);
+        if ((r = line(out, opts.width, "    pid %-8" PRId32 " %-16s %s%s", p->pid, where, pm,
+                      pb)) < 0)
+          return r;
+      }
+    }
     int any = 0;
     for (uint32_t k = 0; k < st->nslices; k++) {
       const struct gs_slice_status *s = &st->slices[k];
@@ -279,8 +312,43 @@ int gs_render_json(const struct gs_status *st, FILE *out) {
     json_number(out, g->window_seconds);
     fprintf(out,
             ",\"memory_used_bytes\":%" PRIu64 ",\"memory_total_bytes\":%" PRIu64
-            ",\"compute_requested_percent\":%" PRIu32 "}",
+            ",\"compute_requested_percent\":%" PRIu32 ",\"device_busy_ratio\":",
             g->memory_used_bytes, g->memory_total_bytes, g->compute_requested);
+    /* null: NVML cannot say (no NVML, or no figure), not "idle". */
+    if (g->device_known & GS_DEVICE_BUSY)
+      json_number(out, g->device_busy_ratio);
+    else
+      fputs("null", out);
+    if (!(g->device_known & GS_DEVICE_PROCS)) {
+      fputs(",\"unaccounted\":null}", out);
+      continue;
+    }
+    fprintf(out,
+            ",\"unaccounted\":{\"processes\":%" PRIu32 ",\"memory_bytes\":%" PRIu64
+            ",\"busy_ratio\":",
+            g->unaccounted_count, g->unaccounted_memory_bytes);
+    if (g->device_known & GS_DEVICE_PROC_BUSY)
+      json_number(out, g->unaccounted_busy_ratio);
+    else
+      fputs("null", out);
+    fputs(",\"pids\":[", out);
+    uint32_t nu = g->unaccounted_count < GS_UNACCOUNTED_MAX ? g->unaccounted_count
+                                                            : GS_UNACCOUNTED_MAX;
+    for (uint32_t k = 0; k < nu; k++) {
+      const struct gs_unaccounted_proc *p = &g->unaccounted[k];
+      fprintf(out, "%s{\"pid\":%" PRId32 ",\"slice\":", k ? "," : "", p->pid);
+      if (p->slice_id)
+        fprintf(out, "%" PRIu32, p->slice_id);
+      else
+        fputs("null", out);
+      fprintf(out, ",\"memory_bytes\":%" PRIu64 ",\"busy_ratio\":", p->memory_bytes);
+      if (g->device_known & GS_DEVICE_PROC_BUSY)
+        json_number(out, p->busy_ratio);
+      else
+        fputs("null", out);
+      fputc('}', out);
+    }
+    fputs("]}}", out);
   }
   fputs("],\"slices\":[", out);
   for (uint32_t k = 0; k < st->nslices; k++) {

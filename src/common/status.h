@@ -11,18 +11,43 @@
 /* Token wait histogram: upper bounds in seconds (Prometheus "le"); one more bucket is +Inf. */
 #define GS_WAIT_BUCKETS 10
 #define GS_WAIT_BUCKET_BOUNDS {0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5}
+/* Processes outside every slice's accounting listed per GPU (all are counted). */
+#define GS_UNACCOUNTED_MAX 8
 
 enum gs_priority { GS_PRIORITY_LOW = -1, GS_PRIORITY_NORMAL = 0, GS_PRIORITY_HIGH = 1 };
+
+/* A process the device (NVML) shows on a GPU that no slice's hook accounts for: it runs without
+ * the hook (LD_PRELOAD unset, or never set), so its memory and device time are nobody's. */
+struct gs_unaccounted_proc {
+  int32_t pid;
+  uint32_t slice_id;     /* the slice whose runner it descends from; 0: none */
+  uint64_t memory_bytes; /* as NVML reports it */
+  double busy_ratio;     /* its share of the device over the last second (NVML) */
+};
+
+/* What the device (NVML) could tell, in gs_gpu_status.device_known: a zeroed status (no NVML,
+ * a hand-built snapshot) says "unknown", never "idle" or "no such process". */
+enum gs_device_known {
+  GS_DEVICE_BUSY = 1u << 0,      /* device_busy_ratio */
+  GS_DEVICE_PROCS = 1u << 1,     /* the unaccounted_* counts and list */
+  GS_DEVICE_PROC_BUSY = 1u << 2, /* unaccounted_busy_ratio and each process's busy_ratio */
+};
 
 struct gs_gpu_status {
   uint32_t index;
   char name[GS_NAME_MAX];
   char uuid[GS_UUID_MAX];
+  uint32_t device_known;       /* enum gs_device_known bits */
   uint64_t memory_used_bytes;  /* whole device, all processes */
   uint64_t memory_total_bytes;
-  double busy_ratio;           /* fraction of the last window the device ran kernels */
+  double busy_ratio;           /* fraction of the last window the slices' tokens ran kernels */
   double window_seconds;       /* the window busy_ratio and shares are over */
   uint32_t compute_requested;  /* sum of slice requests on this GPU, percent */
+  uint32_t unaccounted_count;  /* processes on the GPU outside every slice's accounting */
+  double device_busy_ratio;    /* the device's own utilization (NVML, last second) */
+  uint64_t unaccounted_memory_bytes; /* their memory in all */
+  double unaccounted_busy_ratio;     /* their share of the device in all */
+  struct gs_unaccounted_proc unaccounted[GS_UNACCOUNTED_MAX]; /* the first of them */
 };
 
 /* One slice on one of its GPUs. */

@@ -112,6 +112,34 @@ static bool environ_names(pid_t pid, uint64_t nonce) {
   return found;
 }
 
+/* Whether pid descends from the slice's runner, while that runner lives (start time checked).
+ * gslice run is a child subreaper: what its workload forks stays below it even when the parent
+ * dies (setsid and double forks do not leave it). */
+static bool below_runner(const struct slice *s, pid_t pid) {
+  uint64_t rstart = 0;
+  int rexited = 1;
+
+  if (gs_proc_identity(s->runner_pid, &rstart, &rexited) < 0 || rexited ||
+      (s->runner_start != 0 && rstart != s->runner_start))
+    return false;
+  for (int depth = 0; depth < 256 && pid > 1; depth++) {
+    pid_t pp;
+    if (parent_of(pid, &pp) < 0)
+      return false;
+    if (pp == s->runner_pid)
+      return true;
+    pid = pp;
+  }
+  return false;
+}
+
+uint32_t authz_slice_of_pid(struct daemon *d, pid_t pid) {
+  for (uint32_t i = 0; i < d->reg.n; i++)
+    if (pid > 1 && pid != d->reg.slices[i]->runner_pid && below_runner(d->reg.slices[i], pid))
+      return d->reg.slices[i]->id;
+  return 0;
+}
+
 bool authz_inside(struct daemon *d, const struct conn *c, const struct slice *s) {
   uint64_t start = 0;
   int exited = 1;
@@ -129,22 +157,8 @@ bool authz_inside(struct daemon *d, const struct conn *c, const struct slice *s)
   /* Gone, or its pid reused since it connected: it cannot be shown to be outside. */
   if (gs_proc_identity(c->pid, &start, &exited) < 0 || exited || start != c->start)
     return true;
-  /* A descendant of the runner: gslice run is a child subreaper, so what its workload forks
-   * stays below it even when the parent dies (setsid and double forks do not leave it). */
-  uint64_t rstart = 0;
-  int rexited = 1;
-  if (gs_proc_identity(s->runner_pid, &rstart, &rexited) == 0 && !rexited &&
-      (s->runner_start == 0 || rstart == s->runner_start)) {
-    pid_t p = c->pid;
-    for (int depth = 0; depth < 256 && p > 1; depth++) {
-      pid_t pp;
-      if (parent_of(p, &pp) < 0)
-        break;
-      if (pp == s->runner_pid)
-        return true;
-      p = pp;
-    }
-  }
+  if (below_runner(s, c->pid))
+    return true;
   /* The slice's environment: a process may unset it, so it only ever adds to the above. */
   return environ_names(c->pid, s->nonce);
 }

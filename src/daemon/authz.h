@@ -30,3 +30,7 @@ int authz_unregister(struct daemon *d, const struct conn *c, const struct slice 
  * memory caps within max_memory_per_user. 0 or -EDQUOT with the reason. */
 int authz_register(struct daemon *d, const struct conn *c, const struct gs_slice_spec *spec,
                    char *why, size_t why_len);
+
+/* The slice whose live runner the process descends from; 0 when none (for a process the device
+ * shows that no slice accounts for: run inside a slice without the hook, or outside any). */
+uint32_t authz_slice_of_pid(struct daemon *d, pid_t pid);

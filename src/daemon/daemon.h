@@ -133,6 +133,11 @@ uint64_t daemon_slice_memory_used(struct daemon *d, struct slice *s, uint32_t gp
 int gpus_discover(struct daemon *d);
 void gpus_refresh_memory(struct daemon *d);
 void gpus_close(struct daemon *d);
+/* What the device itself (NVML) says of GPU `gpu` beside the slices' accounting: its busy
+ * ratio, and the processes on it `accounted` does not claim (pid: a slice's hooked process),
+ * into gs's device_busy_ratio and unaccounted_* fields, device_known saying which NVML gave. */
+void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *arg, pid_t pid),
+                      void *arg, struct gs_gpu_status *gs);
 
 /* Logging at the edge: the daemon logs to stderr (its log file when in the background). */
 void dlog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "authz.h"
 #include "daemon.h"
 #include "nvml_min.h"
 #include "region.h"
@@ -17,6 +19,10 @@ struct nvml {
   __typeof__(nvmlDeviceGetName) *name;
   __typeof__(nvmlDeviceGetUUID) *uuid;
   __typeof__(nvmlDeviceGetMemoryInfo) *memory;
+  /* What the device itself says, to see what escapes the hook (optional: NULL when missing). */
+  __typeof__(nvmlDeviceGetUtilizationRates) *utilization;
+  __typeof__(nvmlDeviceGetComputeRunningProcesses_v3) *procs;
+  __typeof__(nvmlDeviceGetProcessUtilization) *proc_util;
 };
 
 static struct nvml *nvml_open(void) {
@@ -34,6 +40,11 @@ static struct nvml *nvml_open(void) {
   n->name = (__typeof__(n->name))dlsym(n->lib, "nvmlDeviceGetName");
   n->uuid = (__typeof__(n->uuid))dlsym(n->lib, "nvmlDeviceGetUUID");
   n->memory = (__typeof__(n->memory))dlsym(n->lib, "nvmlDeviceGetMemoryInfo");
+  n->utilization = (__typeof__(n->utilization))dlsym(n->lib, "nvmlDeviceGetUtilizationRates");
+  n->procs = (__typeof__(n->procs))dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+  if (!n->procs) /* the same layout (nvmlProcessInfo_t) */
+    n->procs = (__typeof__(n->procs))dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v2");
+  n->proc_util = (__typeof__(n->proc_util))dlsym(n->lib, "nvmlDeviceGetProcessUtilization");
   if (!n->init || !n->shutdown || !n->count || !n->handle || !n->name || !n->uuid || !n->memory ||
       n->init() != NVML_SUCCESS)
     goto fail;
@@ -93,6 +104,81 @@ void gpus_refresh_memory(struct daemon *d) {
       d->gpus[i].memory_used = m.used;
     }
   }
+}
+
+/* The process's device share over the last second: the mean of its NVML samples; -1 unknown. */
+static double proc_busy(const nvmlProcessUtilizationSample_t *samples, unsigned n, unsigned pid) {
+  double sum = 0;
+  unsigned k = 0;
+
+  for (unsigned i = 0; i < n; i++)
+    if (samples[i].pid == pid) {
+      sum += samples[i].smUtil;
+      k++;
+    }
+  return k ? sum / k / 100.0 : 0.0;
+}
+
+
+void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *arg, pid_t pid),
+                      void *arg, struct gs_gpu_status *gs) {
+  nvmlDevice_t h;
+  nvmlUtilization_t u;
+  nvmlProcessInfo_t procs[256];
+  nvmlProcessUtilizationSample_t *samples = NULL;
+  unsigned n = sizeof(procs) / sizeof(procs[0]), nsamples = 0;
+
+  if (!d->nvml || d->nvml->handle(gpu, &h) != NVML_SUCCESS)
+    return;
+  if (d->nvml->utilization && d->nvml->utilization(h, &u) == NVML_SUCCESS) {
+    gs->device_busy_ratio = u.gpu > 100 ? 1.0 : u.gpu / 100.0;
+    gs->device_known |= GS_DEVICE_BUSY;
+  }
+  if (!d->nvml->procs)
+    return;
+  nvmlReturn_t rc = d->nvml->procs(h, &n, procs);
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
+    return;
+  gs->device_known |= GS_DEVICE_PROCS;
+  if (n > sizeof(procs) / sizeof(procs[0]))
+    n = sizeof(procs) / sizeof(procs[0]);
+  /* Samples of the last second (the two-call protocol: size, then fill). */
+  if (d->nvml->proc_util &&
+      d->nvml->proc_util(h, NULL, &nsamples, 0) == NVML_ERROR_INSUFFICIENT_SIZE && nsamples &&
+      nsamples < 65536 && (samples = calloc(nsamples, sizeof(*samples)))) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long since = (unsigned long long)ts.tv_sec * 1000000ull +
+                               (unsigned long long)ts.tv_nsec / 1000 - 1000000ull;
+    rc = d->nvml->proc_util(h, samples, &nsamples, since);
+    if (rc == NVML_ERROR_NOT_FOUND)
+      nsamples = 0;
+    else if (rc != NVML_SUCCESS) {
+      free(samples);
+      samples = NULL;
+    }
+  }
+  if (samples)
+    gs->device_known |= GS_DEVICE_PROC_BUSY;
+  for (unsigned i = 0; i < n; i++) {
+    pid_t pid = (pid_t)procs[i].pid;
+    uint64_t mem = procs[i].usedGpuMemory == (unsigned long long)NVML_VALUE_NOT_AVAILABLE
+                       ? 0
+                       : procs[i].usedGpuMemory;
+    double busy = samples ? proc_busy(samples, nsamples, procs[i].pid) : 0;
+    if (accounted(arg, pid))
+      continue;
+    if (gs->unaccounted_count < GS_UNACCOUNTED_MAX)
+      gs->unaccounted[gs->unaccounted_count] = (struct gs_unaccounted_proc){
+          .pid = pid, .slice_id = authz_slice_of_pid(d, pid), .memory_bytes = mem,
+          .busy_ratio = busy};
+    gs->unaccounted_count++;
+    gs->unaccounted_memory_bytes += mem;
+    gs->unaccounted_busy_ratio += busy;
+  }
+  if (gs->unaccounted_busy_ratio > 1)
+    gs->unaccounted_busy_ratio = 1;
+  free(samples);
 }
 
 void gpus_close(struct daemon *d) {

@@ -82,13 +82,28 @@ static uint32_t clamp_gpus(uint32_t n) {
   return n < GS_MAX_GPUS ? n : GS_MAX_GPUS;
 }
 
-enum gpu_field { GPU_MEM_USED, GPU_MEM_TOTAL, GPU_BUSY, GPU_REQUESTED };
+enum gpu_field {
+  GPU_MEM_USED,
+  GPU_MEM_TOTAL,
+  GPU_BUSY,
+  GPU_REQUESTED,
+  GPU_DEVICE_BUSY,
+  GPU_UNACCOUNTED_PROCS,
+  GPU_UNACCOUNTED_MEM,
+  GPU_UNACCOUNTED_BUSY,
+};
 
 static void gpu_family(FILE *out, const struct gs_status *st, const char *name, const char *help,
                        enum gpu_field f) {
   family(out, name, "gauge", help);
   for (uint32_t i = 0; i < clamp_gpus(st->ngpus); i++) {
     const struct gs_gpu_status *g = &st->gpus[i];
+    /* What NVML cannot say is absent, not 0 (idle and unknown are different things). */
+    if ((f == GPU_DEVICE_BUSY && !(g->device_known & GS_DEVICE_BUSY)) ||
+        ((f == GPU_UNACCOUNTED_PROCS || f == GPU_UNACCOUNTED_MEM) &&
+         !(g->device_known & GS_DEVICE_PROCS)) ||
+        (f == GPU_UNACCOUNTED_BUSY && !(g->device_known & GS_DEVICE_PROC_BUSY)))
+      continue;
     fputs(name, out);
     gpu_labels(out, g);
     fputc(' ', out);
@@ -104,6 +119,18 @@ static void gpu_family(FILE *out, const struct gs_status *st, const char *name, 
       break;
     case GPU_REQUESTED:
       value(out, g->compute_requested / 100.0);
+      break;
+    case GPU_DEVICE_BUSY:
+      value(out, g->device_busy_ratio);
+      break;
+    case GPU_UNACCOUNTED_PROCS:
+      fprintf(out, "%" PRIu32, g->unaccounted_count);
+      break;
+    case GPU_UNACCOUNTED_MEM:
+      fprintf(out, "%" PRIu64, g->unaccounted_memory_bytes);
+      break;
+    case GPU_UNACCOUNTED_BUSY:
+      value(out, g->unaccounted_busy_ratio);
       break;
     }
     fputc('\n', out);
@@ -231,6 +258,19 @@ int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_l
   gpu_family(out, st, "gslice_gpu_compute_requested_ratio",
              "Sum of the compute requests of the slices on the GPU (1 = the whole GPU).",
              GPU_REQUESTED);
+  gpu_family(out, st, "gslice_gpu_device_busy_ratio",
+             "The GPU's own utilization over the last second, as NVML reports it (absent without "
+             "NVML); above gslice_gpu_busy_ratio, work no slice accounts for.",
+             GPU_DEVICE_BUSY);
+  gpu_family(out, st, "gslice_unaccounted_processes",
+             "Processes on the GPU (NVML) outside every slice's accounting: run without the hook.",
+             GPU_UNACCOUNTED_PROCS);
+  gpu_family(out, st, "gslice_unaccounted_memory_bytes",
+             "Device memory those processes hold on the GPU (NVML).", GPU_UNACCOUNTED_MEM);
+  gpu_family(out, st, "gslice_unaccounted_busy_ratio",
+             "Fraction of the GPU those processes used over the last second (NVML per-process "
+             "samples; absent when NVML has none).",
+             GPU_UNACCOUNTED_BUSY);
 
   family(out, "gslice_slice_info", "gauge", "Always 1; carries the slice's priority class.");
   for (uint32_t k = 0; k < st->nslices; k++) {

@@ -147,23 +147,59 @@ static void add_pid(struct gs_slice_status *ss, int32_t pid) {
     ss->pids[ss->nprocs++] = pid;
 }
 
+/* Every process some slice accounts for (its hook's connection, its region's entries): a
+ * process the device shows that is none of these runs without the hook. */
+struct accounted {
+  pid_t *pids;
+  size_t n, cap;
+};
+
+static void account(struct accounted *a, pid_t pid) {
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 64;
+    pid_t *p = realloc(a->pids, cap * sizeof(*p));
+    if (!p)
+      return; /* then shown as unaccounted: an overstatement, never a miss */
+    a->pids = p;
+    a->cap = cap;
+  }
+  a->pids[a->n++] = pid;
+}
+
+static bool is_accounted(void *arg, pid_t pid) {
+  const struct accounted *a = arg;
+  for (size_t i = 0; i < a->n; i++)
+    if (a->pids[i] == pid)
+      return true;
+  return false;
+}
+
+struct pids_arg {
+  struct gs_slice_status *ss;
+  struct accounted *acc;
+};
+
 /* Into a copy first: a jump out of the read leaves the status with none of the region's pids
  * rather than some. */
 static int read_pids(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
-  struct gs_region_proc_info procs[GS_SLICE_MAX_PIDS];
+  struct gs_region_proc_info procs[GS_REGION_MAX_PROCS];
+  struct pids_arg *pa = arg;
   unsigned n = 0;
-  int r = gs_region_procs(rg, procs, GS_SLICE_MAX_PIDS, &n);
+  int r = gs_region_procs(rg, procs, GS_REGION_MAX_PROCS, &n);
 
   (void)d;
   (void)s;
   if (r == 0)
-    for (unsigned i = 0; i < n; i++)
-      add_pid(arg, (int32_t)procs[i].pid);
+    for (unsigned i = 0; i < n; i++) {
+      add_pid(pa->ss, (int32_t)procs[i].pid);
+      account(pa->acc, (pid_t)procs[i].pid);
+    }
   return r;
 }
 
 int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
   struct gs_status st = {0};
+  struct accounted acc = {0};
   struct timespec ts;
   uint64_t now = loop_now(), span = now - d->started;
   double window;
@@ -207,11 +243,14 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
     ss->weight = s->spec.weight;
     ss->memory_force = s->memory_force;
     for (struct conn *c = d->conns; c; c = c->next)
-      if (c->slice_id == s->id && c->role == GS_ROLE_HOOK)
+      if (c->slice_id == s->id && c->role == GS_ROLE_HOOK) {
         add_pid(ss, (int32_t)c->pid);
+        account(&acc, c->pid);
+      }
     /* Processes that hold memory but never launched have no connection yet:
      * the slice's region knows them. */
-    with_region(d, s, 0, read_pids, ss);
+    struct pids_arg pa = {.ss = ss, .acc = &acc};
+    with_region(d, s, 0, read_pids, &pa);
     for (uint32_t i = 0; i < d->ngpus; i++) {
       struct sched_slice *sl;
       if (!(slice_mask(s) & (1u << i)))
@@ -235,6 +274,9 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
       }
     }
   }
+  for (uint32_t i = 0; i < d->ngpus; i++)
+    gpus_device_view(d, i, is_accounted, &acc, &st.gpus[i]);
+  free(acc.pids);
   *ret = st;
   return 0;
 }

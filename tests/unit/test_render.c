@@ -155,7 +155,8 @@ static void test_json(void) {
   CHECK(strncmp(j, "{\"version\":1,\"time\":1764496800.500,\"gpus\":[{\"index\":0,", 54) == 0);
   CHECK(strstr(j, "\"name\":\"Simulated GPU 0\",\"uuid\":\"GPU-00000000-sim\",\"busy_ratio\":0.975,"
                   "\"window_seconds\":10,\"memory_used_bytes\":1610612736,"
-                  "\"memory_total_bytes\":17179869184,\"compute_requested_percent\":70}") != NULL);
+                  "\"memory_total_bytes\":17179869184,\"compute_requested_percent\":70,"
+                  "\"device_busy_ratio\":null,\"unaccounted\":null}") != NULL);
   CHECK(strstr(j,
                "{\"id\":1,\"name\":\"train\",\"compute_request_percent\":30,"
                "\"compute_limit_percent\":60,\"priority\":\"high\",\"weight\":2,"
@@ -180,8 +181,47 @@ static void test_json(void) {
   gs_status_free(&st);
 }
 
+/* What NVML says beside the slices: the device's busy ratio and the processes no slice
+ * accounts for, in the table and the JSON; "unknown" stays null, never 0. */
+static void test_unaccounted(void) {
+  struct gs_status st;
+  ui_snapshot(&st);
+  struct gs_gpu_status *g = &st.gpus[0];
+  g->device_known = GS_DEVICE_BUSY | GS_DEVICE_PROCS | GS_DEVICE_PROC_BUSY;
+  g->device_busy_ratio = 1.0;
+  g->unaccounted_count = 2;
+  g->unaccounted_memory_bytes = 15ULL << 30;
+  g->unaccounted_busy_ratio = 0.5;
+  g->unaccounted[0] = (struct gs_unaccounted_proc){.pid = 5151, .slice_id = 1,
+                                                   .memory_bytes = 15ULL << 30, .busy_ratio = 0.5};
+  g->unaccounted[1] = (struct gs_unaccounted_proc){.pid = 6161, .memory_bytes = 0};
+  st.gpus[1].device_known = GS_DEVICE_BUSY | GS_DEVICE_PROCS;
+  st.gpus[1].device_busy_ratio = 0.25;
+  char *t = render_table(&st, NULL);
+  fputs(t, stdout);
+  CHECK(strstr(t, "busy 97.5% (device 100%)  memory") != NULL);
+  CHECK(strstr(t, "  ! 2 processes on this GPU outside every slice's accounting (no hook): 15GiB, "
+                  "50% of the device\n") != NULL);
+  CHECK(strstr(t, "    pid 5151     inside slice 1   15GiB  50% busy\n") != NULL);
+  CHECK(strstr(t, "    pid 6161     in no slice      0B  0% busy\n") != NULL);
+  CHECK(strstr(t, "busy 25.0% (device 25%)") != NULL);
+  free(t);
+  char *j = render_json(&st);
+  fputs(j, stdout);
+  CHECK(json_well_formed(j));
+  CHECK(strstr(j, "\"compute_requested_percent\":70,\"device_busy_ratio\":1,\"unaccounted\":{"
+                  "\"processes\":2,\"memory_bytes\":16106127360,\"busy_ratio\":0.5,\"pids\":["
+                  "{\"pid\":5151,\"slice\":1,\"memory_bytes\":16106127360,\"busy_ratio\":0.5},"
+                  "{\"pid\":6161,\"slice\":null,\"memory_bytes\":0,\"busy_ratio\":0}]}}") != NULL);
+  CHECK(strstr(j, "\"device_busy_ratio\":0.25,\"unaccounted\":{\"processes\":0,"
+                  "\"memory_bytes\":0,\"busy_ratio\":null,\"pids\":[]}}") != NULL);
+  free(j);
+  gs_status_free(&st);
+}
+
 int main(void) {
   test_priority();
+  test_unaccounted();
   test_table();
   test_share_between();
   test_json();
