@@ -55,6 +55,7 @@ struct region_layout {
 
 struct gs_region {
   struct region_layout *map;
+  int nowait; /* gs_region_open_nowait: reads lock-free, writes trylock */
   uint64_t pidns;
   char path[PATH_MAX];
 };
@@ -161,7 +162,8 @@ static int region_lock(struct gs_region *r) {
   struct timespec until;
   clock_gettime(CLOCK_MONOTONIC, &until);
   until.tv_sec += GS_REGION_LOCK_TIMEOUT_S;
-  int e = pthread_mutex_clocklock(&l->lock, CLOCK_MONOTONIC, &until);
+  int e = r->nowait ? pthread_mutex_trylock(&l->lock)
+                    : pthread_mutex_clocklock(&l->lock, CLOCK_MONOTONIC, &until);
   if (e != 0 && e != EOWNERDEAD) {
     pthread_setcancelstate(old, NULL);
     return -e;
@@ -276,6 +278,9 @@ static int layout_validate(struct gs_region *r, size_t file_size) {
       l->max_procs != GS_REGION_MAX_PROCS || l->mutex_size != sizeof(pthread_mutex_t) ||
       l->check != header_check(l))
     return -EBADMSG;
+  /* A reader that never waits checks what it reads as it reads it (bounds, clamped hint). */
+  if (r->nowait)
+    return 0;
   int e = region_lock(r);
   if (e < 0)
     return e;
@@ -359,13 +364,14 @@ void gs_region_forget_open(void) {
   opening.r = NULL;
 }
 
-static int region_open(const char *dir, int create, uid_t owner, gid_t group,
+static int region_open(const char *dir, int create, uid_t owner, gid_t group, int nowait,
                        struct gs_region **ret_region) {
   if (!dir || dir[0] != '/')
     return -EINVAL;
   struct gs_region *r = calloc(1, sizeof(*r));
   if (!r)
     return -ENOMEM;
+  r->nowait = nowait;
   int e = 0, fd = -1;
   if (snprintf(r->path, sizeof(r->path), "%s/%s", dir, GS_REGION_FILE) >= (int)sizeof(r->path)) {
     e = -ENAMETOOLONG;
@@ -446,15 +452,30 @@ fail:
 }
 
 int gs_region_open(const char *dir, struct gs_region **ret_region) {
-  return region_open(dir, 1, (uid_t)-1, (gid_t)-1, ret_region);
+  return region_open(dir, 1, (uid_t)-1, (gid_t)-1, 0, ret_region);
 }
 
 int gs_region_open_as(const char *dir, uid_t uid, gid_t gid, struct gs_region **ret_region) {
-  return region_open(dir, 1, uid, gid, ret_region);
+  return region_open(dir, 1, uid, gid, 0, ret_region);
 }
 
 int gs_region_open_existing(const char *dir, struct gs_region **ret_region) {
-  return region_open(dir, 0, (uid_t)-1, (gid_t)-1, ret_region);
+  return region_open(dir, 0, (uid_t)-1, (gid_t)-1, 0, ret_region);
+}
+
+int gs_region_open_nowait(const char *dir, int create, uid_t owner, gid_t group,
+                          struct gs_region **ret_region) {
+  return region_open(dir, create, owner, group, 1, ret_region);
+}
+
+/* The lock for a reader: none for a nowait handle (see gs_region_open_nowait). */
+static int region_read_lock(struct gs_region *r) {
+  return r->nowait ? 0 : region_lock(r);
+}
+
+static void region_read_unlock(struct gs_region *r) {
+  if (!r->nowait)
+    region_unlock(r);
 }
 
 void gs_region_close(struct gs_region *region) {
@@ -471,6 +492,16 @@ const char *gs_region_path(const struct gs_region *region) {
 int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID_LEN], int create,
                      unsigned *ret_slot) {
   struct region_layout *l = region->map;
+  if (region->nowait) {
+    /* Found without the lock; only adding a device takes it. */
+    for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++)
+      if (l->dev[i].in_use && memcmp(l->dev[i].uuid, uuid, GS_REGION_UUID_LEN) == 0) {
+        *ret_slot = i;
+        return 0;
+      }
+    if (!create)
+      return -ENOENT;
+  }
   int e = region_lock(region);
   if (e < 0)
     return e;
@@ -556,27 +587,27 @@ static void fill_device(const struct region_layout *l, unsigned i,
 
 int gs_region_device_info(struct gs_region *region, unsigned slot,
                           struct gs_region_device_info *ret_info) {
-  int e = region_lock(region);
+  int e = region_read_lock(region);
   if (e < 0)
     return e;
   if (slot_ok(region, slot))
     fill_device(region->map, slot, ret_info);
   else
     e = -ENOENT;
-  region_unlock(region);
+  region_read_unlock(region);
   return e;
 }
 
 int gs_region_devices(struct gs_region *region, struct gs_region_device_info *out, unsigned max,
                       unsigned *ret_n) {
-  int e = region_lock(region);
+  int e = region_read_lock(region);
   if (e < 0)
     return e;
   unsigned n = 0;
   for (unsigned i = 0; i < GS_REGION_MAX_DEVICES && n < max; i++)
     if (region->map->dev[i].in_use)
       fill_device(region->map, i, &out[n++]);
-  region_unlock(region);
+  region_read_unlock(region);
   *ret_n = n;
   return 0;
 }
@@ -584,7 +615,7 @@ int gs_region_devices(struct gs_region *region, struct gs_region_device_info *ou
 int gs_region_procs(struct gs_region *region, struct gs_region_proc_info *out, unsigned max,
                     unsigned *ret_n) {
   struct region_layout *l = region->map;
-  int e = region_lock(region);
+  int e = region_read_lock(region);
   if (e < 0)
     return e;
   unsigned n = 0;
@@ -600,7 +631,7 @@ int gs_region_procs(struct gs_region *region, struct gs_region_proc_info *out, u
     memcpy(out[n].used, p->used, sizeof(p->used));
     n++;
   }
-  region_unlock(region);
+  region_read_unlock(region);
   *ret_n = n;
   return 0;
 }

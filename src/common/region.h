@@ -66,6 +66,16 @@ int gs_region_open(const char *dir, struct gs_region **ret_region);
 int gs_region_open_as(const char *dir, uid_t uid, gid_t gid, struct gs_region **ret_region);
 /* Opens an existing region only (the daemon's read side): -ENOENT when the slice has none. */
 int gs_region_open_existing(const char *dir, struct gs_region **ret_region);
+/* The daemon's handle: it never waits for the lock, which any process of the slice can hold (one
+ * stopped inside its critical section stalled the daemon's loop 3 s per read). Reads take no lock:
+ * each field is one aligned word its writers store whole, so a reader sees every value as some
+ * writer left it, and a sum over entries may miss an update in flight, no more (status and
+ * metrics). The layout's body is then checked by bounds as it is read, not at the open. Writes
+ * (gs_region_device with create, gs_region_set_limit) try the lock once: -EBUSY when it is
+ * held, for the caller to retry. create: as gs_region_open; owner (uid_t)-1: as is, else as
+ * gs_region_open_as. */
+int gs_region_open_nowait(const char *dir, int create, uid_t owner, gid_t group,
+                          struct gs_region **ret_region);
 void gs_region_close(struct gs_region *region);
 /* For a reader that survives SIGBUS (the daemon jumps out of a call when a slice truncates its
  * file under the mapping): frees what the gs_region_open* in progress on this thread held

@@ -21,6 +21,7 @@ struct slice {
   uint32_t memory_force;  /* the cap was set below use with force */
   uint32_t flags;         /* enum gs_register_flag: held (no runner), any uid's hooks */
   bool region_broken;     /* truncated under the daemon: never read again (snapshot.c) */
+  bool cap_pending;       /* its region's lock was held: the cap is written at housekeeping */
   char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id> */
 };
 

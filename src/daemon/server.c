@@ -118,6 +118,7 @@ static uint32_t ordinal_of(const struct slice *s, uint32_t gpu) {
 }
 
 static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
+static bool conn_serve(struct daemon *d, struct conn *c);
 
 /* How long past expiry the holder may take to close its burst: its last kernels finish (a
  * kernel cannot be cut) and its release crosses the socket. One quantum, or two of its
@@ -212,21 +213,44 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
   (void)id;
   g->timer = 0;
   if (g->holder && g->participants && loop_now() >= g->s.valid_until) {
+    uint32_t bit = 1u << g->index;
+    uint64_t gen = g->s.generation;
+    /* The holders' releases may be waiting unread behind a loop that was itself held up: read
+     * first, so that a slice is not revoked for the daemon's delay. */
+    for (struct conn *c = d->conns, *next; c; c = next) {
+      next = c->next; /* conn_serve closes at most c */
+      if (c->holding & bit)
+        conn_serve(d, c);
+    }
+    if (!g->holder || !g->participants || g->s.generation != gen) {
+      if (!g->timer)
+        dispatch(d, g);
+      return;
+    }
     /* A holder that never closed its burst (stuck kernel, stopped process):
      * take the token back so the others run; its late release is charged. */
     struct gs_msg_token_revoke rv = {.generation = g->s.generation};
-    uint32_t bit = 1u << g->index;
     struct slice *s = registry_find(&d->reg, g->holder);
-    uint64_t now = loop_now();
-    dlog("warning", "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked", g->index,
-         g->holder, (now - g->s.valid_until) / 1000000);
-    /* It held the GPU from the grant to now, whatever it reports (if it ever does): charged
-     * so, a hook that never releases gets no device time for free and cannot win every
+    uint64_t now = loop_now(), end = now;
+    /* Charged up to its release deadline at most: a timer that fires later is the daemon's own
+     * delay (a stalled loop), never the slice's. */
+    if (g->timer_when && end > g->timer_when)
+      end = g->timer_when;
+    if (now - end > 50000000ull)
+      dlog("warning",
+           "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked (the daemon "
+           "itself was %" PRIu64 " ms late: not charged to the slice)",
+           g->index, g->holder, (end - g->s.valid_until) / 1000000, (now - end) / 1000000);
+    else
+      dlog("warning", "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked",
+           g->index, g->holder, (end - g->s.valid_until) / 1000000);
+    /* It held the GPU from the grant to its deadline, whatever it reports (if it ever does):
+     * charged so, a hook that never releases gets no device time for free and cannot win every
      * pick on an empty account (it starved a neighbour to 2%). */
     if (!g->span_end || g->s.granted_at < g->span_start)
       g->span_start = g->s.granted_at;
-    if (now > g->span_end)
-      g->span_end = now;
+    if (end > g->span_end)
+      g->span_end = end;
     for (struct conn *c = d->conns; c; c = c->next) {
       if (!(c->holding & bit))
         continue;
@@ -1024,6 +1048,10 @@ void server_housekeeping(struct daemon *d) {
     i--; /* registry_remove moved the last slice here */
   }
   (void)removed;
+  /* Caps not written while a process of the slice held its region's lock. */
+  for (uint32_t i = 0; i < d->reg.n; i++)
+    if (d->reg.slices[i]->cap_pending)
+      daemon_apply_memory_cap(d, d->reg.slices[i]);
   /* Freed buffers of big replies stay in the heap (below the top or in the free lists) unless
    * handed back: 250 closed connections left the daemon at 939 MB. */
   if (d->freed_since_trim >= (1u << 20)) {

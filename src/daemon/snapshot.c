@@ -34,10 +34,13 @@ static int region_call(struct daemon *d, struct slice *s, int create, region_fn 
                        struct gs_region *volatile *ret_rg) {
   struct gs_region *rg;
   /* The slice's processes run as its owner and write the region: a root daemon gives it to
-   * them through the descriptor it checked (gs_region_open_as), never by path. */
-  int r = !create             ? gs_region_open_existing(s->dir, &rg)
-          : geteuid() == 0 ? gs_region_open_as(s->dir, s->uid, s->gid, &rg)
-                              : gs_region_open(s->dir, &rg);
+   * them through the descriptor it checked (gs_region_open_as), never by path. Never waiting
+   * for the region's lock, which any of them can hold (gs_region_open_nowait): one stopped
+   * holding it made every STATUS and housekeeping wait 3 s per read, and every slice's tokens
+   * with them. */
+  int root = create && geteuid() == 0;
+  int r = gs_region_open_nowait(s->dir, create, root ? s->uid : (uid_t)-1,
+                                root ? s->gid : (gid_t)-1, &rg);
 
   if (r < 0)
     return r;
@@ -76,19 +79,26 @@ static int with_region(struct daemon *d, struct slice *s, int create, region_fn 
   return r;
 }
 
+/* -EBUSY when a process of the slice holds the region's lock: tried again at housekeeping. */
 static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
+  int busy = 0;
+
   (void)arg;
   for (uint32_t i = 0; i < d->ngpus; i++) {
     unsigned slot;
-    if (!(slice_mask(s) & (1u << i)) || region_slot(rg, &d->gpus[i], 1, &slot) < 0)
+    if (!(slice_mask(s) & (1u << i)))
       continue;
-    int r =
-        gs_region_set_limit(rg, slot, s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_LIMIT,
-                            GS_LIMIT_FROM_DAEMON);
-    if (r < 0)
+    int r = region_slot(rg, &d->gpus[i], 1, &slot);
+    if (r == 0)
+      r = gs_region_set_limit(rg, slot,
+                              s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_LIMIT,
+                              GS_LIMIT_FROM_DAEMON);
+    if (r == -EBUSY)
+      busy = 1;
+    else if (r < 0 && r != -ENODEV)
       dlog("warning", "slice %u: cannot set its memory cap on GPU %u: %s", s->id, i, strerror(-r));
   }
-  return 0;
+  return busy ? -EBUSY : 0;
 }
 
 int daemon_apply_memory_cap(struct daemon *d, struct slice *s) {
@@ -97,6 +107,9 @@ int daemon_apply_memory_cap(struct daemon *d, struct slice *s) {
    * made already needs "no cap" written into it. */
   int r = with_region(d, s, s->spec.memory_cap != 0, apply_cap, NULL);
 
+  s->cap_pending = r == -EBUSY;
+  if (r == -EBUSY)
+    return 0;
   if (r < 0 && !s->spec.memory_cap && !s->region_broken)
     return 0;
   if (r < 0 && !s->region_broken)
