@@ -39,7 +39,8 @@ static int parse_pct(const char *s, uint32_t *ret) {
   char *end;
   errno = 0;
   unsigned long v = strtoul(s, &end, 10);
-  if (errno || end == s || (*end && strcmp(end, "%")) || v > 100 || s[0] == '-')
+  /* Digits first: strtoul takes " 60", "+60" and "-1"; whitespace is refused on both sides. */
+  if (s[0] < '0' || s[0] > '9' || errno || end == s || (*end && strcmp(end, "%")) || v > 100)
     return -EINVAL;
   *ret = (uint32_t)v;
   return 0;
@@ -56,7 +57,7 @@ static int parse_gpus(const char *s, uint32_t *ret_mask, char *cvd, size_t cvd_l
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     char *end;
     unsigned long v = strtoul(t, &end, 10);
-    if (*end || end == t || v >= GS_MAX_GPUS)
+    if (t[0] < '0' || t[0] > '9' || *end || end == t || v >= GS_MAX_GPUS)
       return -EINVAL;
     mask |= 1u << v;
   }
@@ -167,7 +168,7 @@ int cmd_run(int argc, char **argv) {
     case 'w': {
       char *end;
       unsigned long v = strtoul(optarg, &end, 10);
-      if (*end || end == optarg || v < 1 || v > 1000) {
+      if (optarg[0] < '0' || optarg[0] > '9' || *end || end == optarg || v < 1 || v > 1000) {
         fprintf(stderr, "gslice: --weight wants 1..1000\n");
         return 2;
       }

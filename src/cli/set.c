@@ -28,11 +28,13 @@ static void usage(FILE *f) {
              "  --weight N          1-1000: share of spare time among equals\n");
 }
 
+/* Digits first: strtol alone takes " 60" and "+60" but not "60 "; whitespace is refused on
+ * both sides, as in sizes. */
 static int parse_percent(const char *s, uint32_t min, uint32_t *ret) {
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (errno || end == s || (*end && strcmp(end, "%") != 0) || v < (long)min || v > 100)
+  if (s[0] < '0' || s[0] > '9' || errno || end == s || (*end && strcmp(end, "%") != 0) || v < (long)min || v > 100)
     return -EINVAL;
   *ret = (uint32_t)v;
   return 0;
@@ -100,7 +102,7 @@ int cmd_set(int argc, char **argv) {
       char *end;
       errno = 0;
       long w = strtol(optarg, &end, 10);
-      if (errno || end == optarg || *end || w < 1 || w > 1000) {
+      if (optarg[0] < '0' || optarg[0] > '9' || errno || end == optarg || *end || w < 1 || w > 1000) {
         fprintf(stderr, "gslice set: bad --weight '%s': give a whole number 1-1000\n", optarg);
         return 2;
       }

@@ -74,7 +74,9 @@ static int set_entry(struct config *c, const struct config_entry *e, const char 
   char *end;
   errno = 0;
   unsigned long long v = strtoull(value, &end, 10);
-  if (errno || end == value || *end || value[0] == '-' || v < e->min || v > e->max) {
+  /* Digits first: strtoull takes " 4" and "+4" but not "4 "; both sides are refused alike. */
+  if (value[0] < '0' || value[0] > '9' || errno || end == value || *end || v < e->min ||
+      v > e->max) {
     snprintf(why, why_len, "%s: '%s' is not a number in %" PRIu64 "..%" PRIu64, e->name, value,
              e->min, e->max);
     return -EINVAL;
