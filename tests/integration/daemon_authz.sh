@@ -42,6 +42,26 @@ grep -q "own processes may lower its limits, never raise them" <<<"$out" ||
   fail "a detached process of the slice raised it: $out"
 pass "a detached process without the slice's environment is still the slice's"
 
+# ... nor remove it (its processes would run unscheduled): UNREGISTER by hand, as no CLI sends it.
+out=$(gsrun --name in4 --compute 10 -- /usr/bin/python3 - "$GSLICE_SOCKET" <<'PY'
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+def call(t, body):
+    s.sendall(struct.pack("<IHHII", 0x434c5347, 3, t, 16 + len(body), 1) + body)
+    h = s.recv(16, socket.MSG_WAITALL); n = struct.unpack("<IHHII", h)[3]
+    b = s.recv(n - 16, socket.MSG_WAITALL) if n > 16 else b""
+    return struct.unpack("<H", h[6:8])[0], b
+call(1, struct.pack("<IIiIQ", 1, 0, os.getpid(), 0, 0))               # HELLO as a CLI
+t, b = call(7, struct.pack("<IIQ", int(os.environ["GSLICE_SLICE"]), 0, 0))  # UNREGISTER
+print("type=%d code=%d %s" % (t, struct.unpack("<i", b[:4])[0] if t == 3 else 0,
+                              b[8:].split(b"\0")[0].decode() if t == 3 else ""))
+PY
+)
+echo "$out"
+grep -q "type=3 code=-1 slice [0-9]*'s own processes may not remove it" <<<"$out" ||
+  fail "a slice's own process removed it, or no clear refusal: $out"
+pass "a slice's own process cannot remove it"
+
 # 2. An owner who is not an admin: lowering yes, raising no.
 as_user "$U" "$G_" run --name u1 --compute 20 --memory 1GiB -- sleep 60 >/dev/null 2>&1 &
 for _ in $(seq 100); do slice_json u1 >/dev/null && break; sleep 0.05; done
