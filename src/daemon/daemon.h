@@ -41,11 +41,6 @@ struct conn {
   uint32_t waiting;  /* physical GPUs this process asked a token for */
   uint32_t holding;  /* physical GPUs whose current token it takes part in */
   uint32_t hold_gen[GS_MAX_GPUS];
-  /* Tokens revoked from it, charged their held time: a late release of one is charged only
-   * what it reports beyond that. */
-  uint32_t revoked_mask;
-  uint32_t revoked_gen[GS_MAX_GPUS];
-  uint64_t revoked_charged[GS_MAX_GPUS];
   unsigned char in[CONN_IN_MAX];
   size_t inlen;
   unsigned char *out;

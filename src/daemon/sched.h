@@ -45,12 +45,23 @@ struct sched_slice {
   bool backlogged;        /* asked again before its own token ended: never idle since */
   uint64_t kernel_ns;     /* mean kernel length (EWMA), 0: not measured */
   uint64_t burst_used_ns; /* charged to the token being held */
-  /* Device time used, decaying with time constant cfg.window_ns: the
-   * policy's "used over the window". A hard-edged sliding window echoes a
-   * burst when it slides out (measured: 0.4 s waits at 70/30); a smooth
-   * decay does not. */
-  double usage_ns;
-  uint64_t usage_at;
+  /* The request: device time owed, accrued at request_pct of the clock and
+   * paid by the tokens granted on it (token_on_request). Capped near one
+   * burst: idle time banks no more than that. */
+  double credit_ns;
+  uint64_t credit_at;
+  bool token_on_request; /* its last token was granted for its request */
+  /* Fair share of what the requests leave: start-time fair queueing. The
+   * slice's virtual time is its device time on fair tokens over its weight;
+   * the lowest goes first, and one that comes back (from idle, from its
+   * limit) starts no earlier than the virtual time in service, so it banks
+   * nothing. Exact over any run, whatever the burst lengths. */
+  double vtime;
+  /* A revoked token is charged the time it was held until its late release
+   * says what really ran (held_gen: that token's generation, 0: none). */
+  uint32_t held_gen;
+  uint64_t held_ns;
+  bool held_on_request;
   struct sched_ring stats;  /* 10 s, for status */
   uint64_t used_total_ns;
   uint64_t launches_total;
@@ -77,7 +88,16 @@ struct sched {
   uint32_t generation;
   uint64_t granted_at;
   uint64_t valid_until;
+  double vnow;            /* virtual time of the last fair token (start-time fair queueing) */
   struct sched_ring busy; /* device time charged to anyone, 10 s */
+  /* Device time lost to token switches while a slice was waiting: a token's
+   * time held beyond what it was charged, and the gap from one token to the
+   * next. 10 s, as busy; its total since start. */
+  struct sched_ring lost;
+  uint64_t lost_total_ns;
+  uint64_t done_at;    /* when the token was last freed */
+  bool done_contended; /* another slice was waiting then */
+  double accrual;      /* requests are owed at this fraction of the clock (<= 1) */
 };
 
 /* The defaults, with the reasons in docs/compute.md. */
@@ -119,8 +139,23 @@ uint64_t sched_next_wakeup(const struct sched *s, uint64_t now);
 /* The quantum the slice would get now. */
 uint64_t sched_quantum(const struct sched *s, const struct sched_slice *sl);
 
-/* The slice's decayed usage at now, ns (see usage_ns). */
-double sched_usage(const struct sched *s, struct sched_slice *sl, uint64_t now);
+/* Fraction of the device's time lost to token switches over the last 10 s,
+ * of the time it was busy or switching. */
+double sched_lost_ratio(struct sched *s, uint64_t now);
+
+/* The slice's request credit at now, ns: > 0 while it is below its request. */
+double sched_credit(const struct sched *s, struct sched_slice *sl, uint64_t now);
+
+/* The holder's token is taken back (it did not release in time): until its
+ * late release says what ran, it is charged the time it held the token, so
+ * a hook that never releases gets nothing for free. Call before
+ * sched_token_done. */
+void sched_charge_held(struct sched *s, uint64_t held_ns, uint64_t now);
+
+/* A release for a token that is no longer current: a revoked one's (its
+ * held-time charge is replaced by what it reports) or a late one's. */
+void sched_charge_late(struct sched *s, uint32_t id, uint32_t generation, uint64_t used_ns,
+                       uint64_t launches, uint64_t now);
 
 /* Device time over the window ending at now, in ns. */
 uint64_t sched_ring_sum(struct sched_ring *r, uint64_t now);
