@@ -310,6 +310,10 @@ int gs_render_json(const struct gs_status *st, FILE *out) {
     json_number(out, g->busy_ratio);
     fputs(",\"window_seconds\":", out);
     json_number(out, g->window_seconds);
+    fputs(",\"switch_lost_ratio\":", out);
+    json_number(out, g->switch_lost_ratio);
+    fputs(",\"switch_lost_seconds_total\":", out);
+    json_number(out, g->switch_lost_seconds_total);
     fprintf(out,
             ",\"memory_used_bytes\":%" PRIu64 ",\"memory_total_bytes\":%" PRIu64
             ",\"compute_requested_percent\":%" PRIu32 ",\"device_busy_ratio\":",

@@ -10,7 +10,8 @@
  * `length` counts the whole message, header included, and must equal the size
  * the type defines (STATUS_REPLY: the fixed part plus nslices entries). */
 #define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
-#define GS_PROTO_VERSION 3u /* 2: slice nonces; 3: processes outside every slice in STATUS */
+#define GS_PROTO_VERSION 4u /* 2: slice nonces; 3: processes outside every slice in STATUS;
+                              * 4: time lost to token switches per GPU in STATUS */
 #define GS_PROTO_MAX_SLICES 256u
 #define GS_PROTO_TEXT_MAX 256u
 #define GS_PROTO_PATH_MAX 256u
@@ -163,10 +164,10 @@ struct gs_msg_status_reply {
   uint32_t nslices;
   struct gs_gpu_status gpus[GS_MAX_GPUS];
 };
-_Static_assert(sizeof(struct gs_gpu_status) == 376, "gpu status size");
+_Static_assert(sizeof(struct gs_gpu_status) == 392, "gpu status size");
 _Static_assert(sizeof(struct gs_slice_gpu_status) == 160, "slice gpu status size");
 _Static_assert(sizeof(struct gs_slice_status) == 2784, "slice status size");
-_Static_assert(sizeof(struct gs_msg_status_reply) == 16 + 16 * 376, "status reply size");
+_Static_assert(sizeof(struct gs_msg_status_reply) == 16 + 16 * 392, "status reply size");
 
 /* Fields of SET: which parts of spec to apply. */
 enum gs_set_field {

@@ -48,6 +48,10 @@ struct gs_gpu_status {
   uint64_t unaccounted_memory_bytes; /* their memory in all */
   double unaccounted_busy_ratio;     /* their share of the device in all */
   struct gs_unaccounted_proc unaccounted[GS_UNACCOUNTED_MAX]; /* the first of them */
+  /* Device time lost to token switches while a slice waited (a token held beyond its charge,
+   * the gap to the next grant): fraction of the window busy_ratio is over, and in all. */
+  double switch_lost_ratio;
+  double switch_lost_seconds_total;
 };
 
 /* One slice on one of its GPUs. */

@@ -91,11 +91,13 @@ enum gpu_field {
   GPU_UNACCOUNTED_PROCS,
   GPU_UNACCOUNTED_MEM,
   GPU_UNACCOUNTED_BUSY,
+  GPU_SWITCH_LOST,
+  GPU_SWITCH_LOST_TOTAL,
 };
 
 static void gpu_family(FILE *out, const struct gs_status *st, const char *name, const char *help,
                        enum gpu_field f) {
-  family(out, name, "gauge", help);
+  family(out, name, f == GPU_SWITCH_LOST_TOTAL ? "counter" : "gauge", help);
   for (uint32_t i = 0; i < clamp_gpus(st->ngpus); i++) {
     const struct gs_gpu_status *g = &st->gpus[i];
     /* What NVML cannot say is absent, not 0 (idle and unknown are different things). */
@@ -131,6 +133,12 @@ static void gpu_family(FILE *out, const struct gs_status *st, const char *name, 
       break;
     case GPU_UNACCOUNTED_BUSY:
       value(out, g->unaccounted_busy_ratio);
+      break;
+    case GPU_SWITCH_LOST:
+      value(out, g->switch_lost_ratio);
+      break;
+    case GPU_SWITCH_LOST_TOTAL:
+      value(out, g->switch_lost_seconds_total);
       break;
     }
     fputc('\n', out);
@@ -272,6 +280,13 @@ int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_l
              "samples; absent when NVML has none).",
              GPU_UNACCOUNTED_BUSY);
 
+  gpu_family(out, st, "gslice_gpu_switch_lost_ratio",
+             "Fraction of the last window the GPU stood idle between tokens while a slice waited "
+             "(the cost of switching tokens).",
+             GPU_SWITCH_LOST);
+  gpu_family(out, st, "gslice_gpu_switch_lost_seconds_total",
+             "Device time lost to token switches while a slice waited, since the daemon started.",
+             GPU_SWITCH_LOST_TOTAL);
   family(out, "gslice_slice_info", "gauge", "Always 1; carries the slice's priority class.");
   for (uint32_t k = 0; k < st->nslices; k++) {
     const struct gs_slice_status *s = &st->slices[k];

@@ -238,6 +238,10 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
     if (gs->busy_ratio > 1)
       gs->busy_ratio = 1;
     gs->window_seconds = window;
+    gs->switch_lost_ratio = (double)sched_ring_sum(&g->s.lost, now) / 1e9 / window;
+    if (gs->switch_lost_ratio > 1)
+      gs->switch_lost_ratio = 1;
+    gs->switch_lost_seconds_total = (double)g->s.lost_total_ns / 1e9;
     gs->compute_requested = registry_committed(&d->reg, i, 0);
   }
   if (d->reg.n) {

@@ -23,4 +23,8 @@ cat "$T/be" "$T/new"
 be=$(field "$T/be" device_s) new=$(field "$T/new" device_s)
 pm=$(awk -v a="$be" -v b="$new" 'BEGIN { printf "%d", (a + b > 0 ? 1000 * a / (a + b) : 0) }')
 [ "$pm" -ge 70 ] || fail "the best-effort slice got $pm‰ of the device in the newcomer's first 1.2 s (fair: 200‰)"
+# Two slices took turns: the daemon measured time lost to switching, and says so.
+lost=$("$BIN/gslice" status --json | grep -o '"switch_lost_seconds_total":[0-9.e+-]*' | head -1 | cut -d: -f2)
+awk -v l="${lost:-0}" 'BEGIN { exit !(l > 0 && l < 1.2) }' || fail "switch_lost_seconds_total: '$lost'"
+echo "ok: $lost s lost to switching"
 pass "the best-effort slice got $pm‰ of the device beside a 60% newcomer (fair: 200‰)"

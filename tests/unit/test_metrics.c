@@ -13,10 +13,19 @@
 static void test_render(void) {
   struct gs_status st;
   ui_snapshot(&st);
+  st.gpus[1].switch_lost_ratio = 0.02;
+  st.gpus[1].switch_lost_seconds_total = 7.25;
   char *text = NULL;
   size_t len = 0;
   CHECK_EQ_INT(gs_metrics_render(&st, &text, &len), 0);
   CHECK_EQ_U64(len, strlen(text));
+  /* Time lost to token switches, per GPU: a ratio of the window and a counter. */
+  CHECK(strstr(text, "gslice_gpu_switch_lost_ratio{gpu=\"1\",uuid=\"GPU-00000001-sim\"} 0.02\n") !=
+        NULL);
+  CHECK(strstr(text, "# TYPE gslice_gpu_switch_lost_seconds_total counter\n"
+                     "gslice_gpu_switch_lost_seconds_total{gpu=\"0\",uuid=\"GPU-00000000-sim\"} 0\n"
+                     "gslice_gpu_switch_lost_seconds_total{gpu=\"1\",uuid=\"GPU-00000001-sim\"} "
+                     "7.25\n") != NULL);
   CHECK(strstr(text,
                "# TYPE gslice_gpu_memory_used_bytes gauge\n"
                "gslice_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-00000000-sim\"} 1610612736\n") !=

@@ -148,13 +148,16 @@ static void test_json(void) {
   struct gs_status st;
   ui_snapshot(&st);
   st.slices[1].gpus[1].share_ratio = 0.0 / 0.0; /* a NaN from the daemon must not leak */
+  st.gpus[0].switch_lost_ratio = 0.0125;
+  st.gpus[0].switch_lost_seconds_total = 3.5;
   char *j = render_json(&st);
   fputs(j, stdout);
   CHECK(json_well_formed(j));
   CHECK(j[strlen(j) - 1] == '\n');
   CHECK(strncmp(j, "{\"version\":1,\"time\":1764496800.500,\"gpus\":[{\"index\":0,", 54) == 0);
   CHECK(strstr(j, "\"name\":\"Simulated GPU 0\",\"uuid\":\"GPU-00000000-sim\",\"busy_ratio\":0.975,"
-                  "\"window_seconds\":10,\"memory_used_bytes\":1610612736,"
+                  "\"window_seconds\":10,\"switch_lost_ratio\":0.0125,\"switch_lost_seconds_total\":3.5,"
+                  "\"memory_used_bytes\":1610612736,"
                   "\"memory_total_bytes\":17179869184,\"compute_requested_percent\":70,"
                   "\"device_busy_ratio\":null,\"unaccounted\":null}") != NULL);
   CHECK(strstr(j,
