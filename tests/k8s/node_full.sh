@@ -1,0 +1,65 @@
+#!/bin/bash
+# The whole path on the simulated GPUs: a pod asking for gslice.io/gpu, -memory and -compute
+# goes into the API server; the kube-scheduler stand-in calls gslice-extender, which places it
+# on a GPU from gslice-node's inventory and binds it with gslice.io/assigned; the kubelet
+# stand-in admits it (Allocate, PreStartContainer); the workload is held to the memory and the
+# compute the pod asked for.
+source "$GSLICE_SRC/tests/k8s/lib.sh"
+source "$GSLICE_SRC/tests/k8s/lib_node.sh"
+[ -x "$BIN/gslice-extender" ] || { echo "SKIP: no gslice-extender in this build"; exit 77; }
+export TBIN
+
+start_apiserver
+# The node as the kubelet shows it: its allocatable slots (the kubelet's from ListAndWatch).
+api POST /api/v1/nodes '{"metadata":{"name":"node-a"},"status":{"allocatable":{"gslice.io/gpu":"32"},"capacity":{"gslice.io/gpu":"32"}}}' >/dev/null
+start_gsliced
+start_kubelet
+start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+until_true 20 healthy 32
+has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
+until_true 20 has_gpus
+
+"$BIN/gslice-extender" --listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG_FILE" 2>"$T/extender.log" &
+port() { sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1; }
+has_port() { [ -n "$(port)" ]; }
+until_true 10 has_port
+EXT="http://127.0.0.1:$(port)"
+ready() { curl -sf "$EXT/healthz" >/dev/null 2>&1 || "$PY" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$EXT/healthz" 2>/dev/null; }
+until_true 20 ready
+
+# Two pods: 40% hard and 2 GiB; 30% (limit 60) and 1 GiB. Binpack puts both on one GPU.
+api POST /api/v1/namespaces/default/pods '{"metadata":{"name":"w1","annotations":{"gslice.io/compute-limit":"40"}},"spec":{"containers":[{"name":"main","resources":{"limits":{"gslice.io/gpu":"1","gslice.io/gpu-memory":"2Gi","gslice.io/gpu-compute":"40"}}}]}}' >/dev/null
+api POST /api/v1/namespaces/default/pods '{"metadata":{"name":"w2","annotations":{"gslice.io/compute-limit":"60"}},"spec":{"containers":[{"name":"main","resources":{"limits":{"gslice.io/gpu":"1","gslice.io/gpu-memory":"1Gi","gslice.io/gpu-compute":"30"}}}]}}' >/dev/null
+"$PY" "$K8S/scheduler.py" --api "$API" --extender "$EXT" --once --log "$T/sched.jsonl" >>"$T/scheduler.log" 2>&1 ||
+  fail "the scheduler stand-in failed: $(cat "$T/scheduler.log")"
+for p in w1 w2; do
+  pod=$(api GET /api/v1/namespaces/default/pods/$p)
+  expect_eq "$p bound" "$(jget "$pod" "d['spec'].get('nodeName')")" node-a
+  jget "$pod" "d['metadata']['annotations']['gslice.io/assigned']" >"$T/$p.assigned"
+done
+echo "w1: $(cat "$T/w1.assigned")"
+echo "w2: $(cat "$T/w2.assigned")"
+pass "the extender placed and bound both pods with their assignment"
+
+S=$(date +%s.%N | awk '{ printf "%.3f", $1 + 3 }')
+cat >"$T/work.sh" <<'W'
+#!/bin/bash
+"$TBIN/compute_spin" --start "$1" --warmup 1 --duration 6 --label "$2" || exit 1
+exec "$TBIN/hook_client_linked" --lookup link --path alloc --chunk 64MiB --script "fill;info"
+W
+for p in w1 w2; do
+  kl POST /pods '{"namespace":"default","name":"'$p'","containers":[{"name":"main","devices":1,"command":["bash","'"$T/work.sh"'","'"$S"'","'$p'"]}]}' >"$T/$p.admit"
+  grep -q '"devices"' "$T/$p.admit" || fail "kubelet did not admit $p: $(cat "$T/$p.admit")"
+done
+done_all() { grep -q "^fill" "$T/logs/default_w1_main.log" && grep -q "^fill" "$T/logs/default_w2_main.log"; }
+until_true 40 done_all
+cat "$T/logs/default_w1_main.log" "$T/logs/default_w2_main.log"
+share() { sed -n 's/.*share=\([0-9.]*\).*/\1/p' "$T/logs/$1.log" | awk '{ printf "%d", $1 * 100 + 0.5 }'; }
+within() { [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || fail "$1: got $2%, want $3..$4%"; echo "ok: $1 = $2% (want $3..$4)"; }
+# Both want more than they get: w1 is held at its hard 40%, w2 gets the rest up to its 60%.
+within "w1 (40% hard)" "$(share default_w1_main)" 34 45
+within "w2 (30%, limit 60)" "$(share default_w2_main)" 50 65
+filled() { sed -n 's/^fill n=\([0-9]*\).*/\1/p' "$T/logs/$1.log"; }
+n=$(filled default_w1_main); [ "$n" -le 32 ] && [ "$n" -ge 26 ] || fail "w1 filled $n x 64 MiB, cap 2 GiB"
+n=$(filled default_w2_main); [ "$n" -le 16 ] && [ "$n" -ge 10 ] || fail "w2 filled $n x 64 MiB, cap 1 GiB"
+pass "pod -> extender bind -> kubelet Allocate/PreStart -> slice: memory and compute as asked"
