@@ -15,6 +15,8 @@ and the PodResources API (v1) document them:
     the host paths (an env value under a mount's container path is rewritten to the host path;
     the /etc/ld.so.preload mount becomes LD_PRELOAD of the libraries it names). Init containers
     run one after the other to completion before the others start;
+  - with --api URL, the init containers' states in the pod's status (initContainerStatuses:
+    running, terminated with the exit code), as the kubelet reports them;
   - PodResourcesLister.List on --pod-resources: pods and their (non-init) containers with the
     devices allocated to them, as the kubelet lists them;
   - a restart: the Registration server stops, every socket in DIR is deleted (as the kubelet
@@ -43,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from concurrent import futures
 
 import grpc
@@ -293,6 +296,32 @@ class Kubelet:
                                          start_new_session=True)
         log("started %s/%s/%s pid %d" % (pod["namespace"], pod["name"], c["name"], c["proc"].pid))
 
+    def report_inits(self, pod):
+        """The init containers' states in the pod's status, as the kubelet's status manager
+        writes them (with --api): a merge patch replaces the whole list."""
+        if not self.args.api:
+            return
+        sts = []
+        for c in pod["containers"]:
+            if not c.get("init"):
+                continue
+            p = c.get("proc")
+            if p is None:
+                state = {"waiting": {"reason": "PodInitializing"}}
+            elif p.poll() is None:
+                state = {"running": {}}
+            else:
+                state = {"terminated": {"exitCode": p.returncode}}
+            sts.append({"name": c["name"], "state": state})
+        body = json.dumps({"status": {"initContainerStatuses": sts}}).encode()
+        url = "%s/api/v1/namespaces/%s/pods/%s" % (self.args.api, pod["namespace"], pod["name"])
+        req = urllib.request.Request(url, data=body, method="PATCH",
+                                     headers={"Content-Type": "application/merge-patch+json"})
+        try:
+            urllib.request.urlopen(req, timeout=10).read()
+        except Exception as e:  # noqa: BLE001
+            log("cannot report init container states: %s" % e)
+
     def run_pod(self, pod):
         for c in pod["containers"]:
             if pod.get("deleted"):
@@ -301,7 +330,12 @@ class Kubelet:
                 continue
             self.start_container(pod, c)
             if c.get("init"):
+                self.report_inits(pod)
                 c["proc"].wait()
+                self.report_inits(pod)
+                if c["proc"].returncode != 0:
+                    log("init container %s failed (%d): the pod stops here" % (c["name"], c["proc"].returncode))
+                    return
 
     def delete(self, key):
         with self.lock:
@@ -401,6 +435,7 @@ def main():
     ap.add_argument("--pod-resources", required=True, help="PodResources socket path")
     ap.add_argument("--pb-dir", required=True, help="where protoc --python_out put the messages")
     ap.add_argument("--log-dir", required=True, help="containers' output goes here")
+    ap.add_argument("--api", default="", help="API server URL: init container states are reported there")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file", required=True)
     args = ap.parse_args()

@@ -30,9 +30,12 @@ until_true 20 ready
 # Two pods: 40% hard and 2 GiB; 30% (limit 60) and 1 GiB. Binpack puts both on one GPU.
 api POST /api/v1/namespaces/default/pods '{"metadata":{"name":"w1","annotations":{"gslice.io/compute-limit":"40"}},"spec":{"containers":[{"name":"main","resources":{"limits":{"gslice.io/gpu":"1","gslice.io/gpu-memory":"2Gi","gslice.io/gpu-compute":"40"}}}]}}' >/dev/null
 api POST /api/v1/namespaces/default/pods '{"metadata":{"name":"w2","annotations":{"gslice.io/compute-limit":"60"}},"spec":{"containers":[{"name":"main","resources":{"limits":{"gslice.io/gpu":"1","gslice.io/gpu-memory":"1Gi","gslice.io/gpu-compute":"30"}}}]}}' >/dev/null
+# A pod with an init container: each gets its own assignment and is held to it in turn (the
+# kubelet hands the init container's slot on to the container after it).
+api POST /api/v1/namespaces/default/pods '{"metadata":{"name":"w3"},"spec":{"initContainers":[{"name":"setup","resources":{"limits":{"gslice.io/gpu":"1","gslice.io/gpu-memory":"512Mi","gslice.io/gpu-compute":"10"}}}],"containers":[{"name":"main","resources":{"limits":{"gslice.io/gpu":"1","gslice.io/gpu-memory":"1536Mi","gslice.io/gpu-compute":"10"}}}]}}' >/dev/null
 "$PY" "$K8S/scheduler.py" --api "$API" --extender "$EXT" --once --log "$T/sched.jsonl" >>"$T/scheduler.log" 2>&1 ||
   fail "the scheduler stand-in failed: $(cat "$T/scheduler.log")"
-for p in w1 w2; do
+for p in w1 w2 w3; do
   pod=$(api GET /api/v1/namespaces/default/pods/$p)
   expect_eq "$p bound" "$(jget "$pod" "d['spec'].get('nodeName')")" node-a
   jget "$pod" "d['metadata']['annotations']['gslice.io/assigned']" >"$T/$p.assigned"
@@ -51,6 +54,7 @@ for p in w1 w2; do
   kl POST /pods '{"namespace":"default","name":"'$p'","containers":[{"name":"main","devices":1,"command":["bash","'"$T/work.sh"'","'"$S"'","'$p'"]}]}' >"$T/$p.admit"
   grep -q '"devices"' "$T/$p.admit" || fail "kubelet did not admit $p: $(cat "$T/$p.admit")"
 done
+FILL='["'"$TBIN"'/hook_client_linked","--lookup","link","--path","alloc","--chunk","64MiB","--script","fill;info"]'
 done_all() { grep -q "^fill" "$T/logs/default_w1_main.log" && grep -q "^fill" "$T/logs/default_w2_main.log"; }
 until_true 40 done_all
 cat "$T/logs/default_w1_main.log" "$T/logs/default_w2_main.log"
@@ -62,4 +66,13 @@ within "w2 (30%, limit 60)" "$(share default_w2_main)" 50 65
 filled() { sed -n 's/^fill n=\([0-9]*\).*/\1/p' "$T/logs/$1.log"; }
 n=$(filled default_w1_main); [ "$n" -le 32 ] && [ "$n" -ge 26 ] || fail "w1 filled $n x 64 MiB, cap 2 GiB"
 n=$(filled default_w2_main); [ "$n" -le 16 ] && [ "$n" -ge 10 ] || fail "w2 filled $n x 64 MiB, cap 1 GiB"
+# w3 after the measurement (its processes would load the CPUs the shares are measured on).
+kl POST /pods '{"namespace":"default","name":"w3","containers":[{"name":"setup","init":true,"devices":1,"command":'"$FILL"'},{"name":"main","devices":1,"command":'"$FILL"'}]}' >"$T/w3.admit"
+expect_eq "w3 slots handed on" "$(jget "$(cat "$T/w3.admit")" "d['containers'][0]['devices'] == d['containers'][1]['devices']")" True
+w3_done() { grep -q "^fill" "$T/logs/default_w3_main.log"; }
+until_true 30 w3_done
+n=$(filled default_w3_setup); [ "$n" -le 8 ] && [ "$n" -ge 2 ] || fail "w3's init container filled $n x 64 MiB, cap 512 MiB: $(cat "$T/logs/default_w3_setup.log")"
+echo "ok: w3's init container filled $n x 64 MiB under its own cap of 8"
+n=$(filled default_w3_main); [ "$n" -le 24 ] && [ "$n" -ge 18 ] || fail "w3's container filled $n x 64 MiB, cap 1536 MiB"
+echo "ok: w3's container filled $n x 64 MiB under its own cap of 24"
 pass "pod -> extender bind -> kubelet Allocate/PreStart -> slice: memory and compute as asked"

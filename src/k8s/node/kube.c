@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "annot.h"
 #include "kube.h"
@@ -89,4 +90,76 @@ int node_kube_heartbeat(struct node *n, char *err, size_t err_len) {
   r = kube_merge_patch(n->kube, path, patch, NULL, err, err_len);
   json_decref(patch);
   return r;
+}
+
+/* The state of init container `name` in the pod's status: 1 finished with exit 0, 2 finished
+ * otherwise, 3 running, 0 not started (or not listed). */
+static int init_state(json_t *pod, const char *name) {
+  json_t *status = kube_json_get(pod, "status");
+  json_t *list = status ? kube_json_get(status, "initContainerStatuses") : NULL;
+  size_t i;
+  json_t *st;
+
+  json_array_foreach(list, i, st) {
+    json_t *nm = kube_json_get(st, "name");
+    if (!json_is_string(nm) || strcmp(json_string_value(nm), name))
+      continue;
+    json_t *state = kube_json_get(st, "state");
+    json_t *term = state ? kube_json_get(state, "terminated") : NULL;
+    if (term) {
+      json_t *code = kube_json_get(term, "exitCode");
+      return json_is_integer(code) && json_integer_value(code) == 0 ? 1 : 2;
+    }
+    return state && kube_json_get(state, "running") ? 3 : 0;
+  }
+  return 0;
+}
+
+int node_kube_which(struct node *n, const char *ns, const char *name, const struct k8s_assigned *as,
+                    const char *ctr, const char *prev, char *out, size_t out_len, char *err,
+                    size_t err_len) {
+  char path[640];
+
+  snprintf(out, out_len, "%s", ctr);
+  if (!name_ok(ns) || !name_ok(name))
+    return -EINVAL;
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+  /* The kubelet reports an init container's end to the API server on its own schedule: when
+   * the one these slots last started still shows as running, its end is not there yet. */
+  for (int attempt = 0; attempt < 50; attempt++) {
+    json_t *pod = NULL, *spec, *inits, *c;
+    size_t i;
+    bool lag = false;
+    int r = kube_get(n->kube, path, &pod, err, err_len);
+    if (r < 0)
+      return r;
+    spec = kube_json_get(pod, "spec");
+    inits = spec ? kube_json_get(spec, "initContainers") : NULL;
+    json_array_foreach(inits, i, c) {
+      json_t *nm = kube_json_get(c, "name");
+      bool wants = false;
+      if (!json_is_string(nm))
+        continue;
+      for (uint32_t k = 0; k < as->ncontainers; k++)
+        wants |= as->containers[k].init && !strcmp(as->containers[k].name, json_string_value(nm));
+      if (!wants)
+        continue;
+      int s = init_state(pod, json_string_value(nm));
+      if (s == 1)
+        continue;
+      if (s == 3 && !strcmp(prev, json_string_value(nm))) {
+        lag = true;
+        break;
+      }
+      snprintf(out, out_len, "%s", json_string_value(nm));
+      break;
+    }
+    json_decref(pod);
+    if (!lag)
+      return 0;
+    usleep(100000);
+  }
+  /* Still "running" after 5 s: it ended (the kubelet starts nothing on these slots before),
+   * so what starts now is the next one. */
+  return 0;
 }

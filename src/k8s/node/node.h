@@ -103,5 +103,14 @@ int node_kube_init(struct node *n, char *err, size_t err_len);
 /* The pod's gslice.io/assigned (malloc'd, NULL when absent), uid and phase. -ENOENT: no pod. */
 int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_assigned, char *uid,
                   size_t uid_len, char *phase, size_t phase_len, char *err, size_t err_len);
+/* Init containers run one by one, to success, before the others, and the kubelet hands their
+ * slots on to the containers after them (PodResources lists only those): for slots PodResources
+ * lists under `ctr`, the container starting is the pod's first init container with an entry in
+ * the assignment that has not finished with exit 0, else ctr. prev: the container these slots
+ * were last started for ("" none). The name goes into out. */
+struct k8s_assigned;
+int node_kube_which(struct node *n, const char *ns, const char *name, const struct k8s_assigned *as,
+                    const char *ctr, const char *prev, char *out, size_t out_len, char *err,
+                    size_t err_len);
 /* Writes gslice.io/gpus on the node. */
 int node_kube_heartbeat(struct node *n, char *err, size_t err_len);

@@ -376,6 +376,9 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
   /* A container restarting, or a slot given to a new pod: the old slice goes first. */
   uint32_t old_i;
   struct node_rec *old = rec_find(n, r->key, &old_i);
+  char prev[NODE_NAME_MAX] = "";
+  if (old && !strcmp(old->ns, ns) && !strcmp(old->pod, pod))
+    snprintf(prev, sizeof(prev), "%s", old->container);
   if (old) {
     rec_remove(n, old_i, "its slots start a container again");
     if (rec_find(n, r->key, NULL)) {
@@ -414,6 +417,18 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
     snprintf(why, sizeof(why), "pod %s/%s is assigned to node %s, not this node %s", ns, pod,
              as.node, n->cfg.node_name);
     goto refused;
+  }
+  char which[NODE_NAME_MAX];
+  e = node_kube_which(n, ns, pod, &as, ctr, prev, which, sizeof(which), perr, sizeof(perr));
+  if (e < 0) {
+    snprintf(why, sizeof(why), "cannot read pod %s/%s from the API server: %s", ns, pod, perr);
+    goto refused;
+  }
+  if (strcmp(which, ctr)) {
+    node_log("info", "slots %s of %s/%s: listed under container %s, started for init container %s",
+             r->slots, ns, pod, ctr, which);
+    snprintf(r->container, sizeof(r->container), "%s", which);
+    ctr = r->container;
   }
   const struct k8s_assigned_container *ac = NULL;
   for (uint32_t i = 0; i < as.ncontainers; i++)
@@ -519,8 +534,10 @@ void node_reconcile(struct node *n) {
   for (uint32_t i = 0; i < n->nrecs; i++) {
     struct node_rec *r = n->recs[i];
     const char *ns, *pod, *ctr;
+    /* Slots are the pod's while any of its containers holds them: an init container's are
+     * listed under the container they are handed on to. */
     if (find_container(pl, r->slots, &ns, &pod, &ctr) < 0 || strcmp(ns, r->ns) ||
-        strcmp(pod, r->pod) || strcmp(ctr, r->container)) {
+        strcmp(pod, r->pod)) {
       if (strcmp(r->container, "?") == 0 && find_container(pl, r->slots, &ns, &pod, &ctr) == 0)
         continue;
       uint32_t before = n->nrecs;
