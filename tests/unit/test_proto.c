@@ -102,6 +102,17 @@ static void test_refusals(void) {
   reg.spec.weight = 0;
   CHECK_EQ_INT(gs_slice_spec_check(&reg.spec, why, sizeof(why)), -EINVAL);
   CHECK_STR(why, "weight must be 1..1000");
+  /* REGISTER flags: the known ones pass, an unknown bit is malformed. */
+  reg.spec.weight = 1;
+  reg.flags = GS_REGISTER_HELD | GS_REGISTER_ANY_UID;
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_REGISTER, 1, &reg, sizeof(reg), &len), 0);
+  CHECK_EQ_INT(gs_msg_decode(buf, len, &m), 0);
+  CHECK_EQ_U64(m.u.reg.flags, GS_REGISTER_HELD | GS_REGISTER_ANY_UID);
+  reg.flags = 1u << 7;
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_REGISTER, 1, &reg, sizeof(reg), &len), 0);
+  CHECK_EQ_INT(gs_msg_decode(buf, len, &m), -EPROTO);
+  reg.flags = 0;
+  reg.spec.weight = 0;
   /* Encoding refuses the wrong body size and a small buffer. */
   CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_REGISTER, 1, &reg, 3, &len), -EINVAL);
   CHECK_EQ_INT(gs_msg_encode(buf, 20, GS_MSG_REGISTER, 1, &reg, sizeof(reg), &len), -ENOBUFS);

@@ -27,6 +27,7 @@ static void test_persist(const char *dir) {
   CHECK_EQ_INT(registry_add(&reg, &b, 1000, 1000, 43, 8, &s), 0);
   b.memory_cap = 1ull << 30;
   s->spec = b;
+  s->flags = GS_REGISTER_HELD | GS_REGISTER_ANY_UID; /* a Kubernetes container's slice */
   /* Over 100% on GPU 0: refused, saying what is committed. */
   struct gs_slice_spec c = spec(10, 100, 1, "late");
   CHECK_EQ_INT(registry_admit(&reg, &c, 0, 1, why, sizeof(why)), -EBUSY);
@@ -52,7 +53,9 @@ static void test_persist(const char *dir) {
     CHECK_EQ_U64(s->spec.memory_cap, 1ull << 30);
     CHECK_EQ_U64(s->spec.compute_limit, 30);
     CHECK_EQ_U64(s->runner_pid, 43);
+    CHECK_EQ_U64(s->flags, GS_REGISTER_HELD | GS_REGISTER_ANY_UID);
   }
+  CHECK(registry_find(&again, 1) && registry_find(&again, 1)->flags == 0);
   registry_remove(&again, 1);
   CHECK(registry_find(&again, 1) == NULL);
   registry_free(&again);
@@ -75,6 +78,25 @@ static void test_corrupt(const char *dir) {
   CHECK(f && fgets(back, sizeof(back), f) && !strcmp(back, "gslice-state 1\n"));
   if (f)
     fclose(f);
+  /* A file from before flags loads with none; an unknown flag bit is corrupt. */
+  const char *line = "slice 3 uid=0 gid=0 runner=1 start=0 gpus=1 request=10 limit=100 "
+                     "priority=0 weight=1 memory=0 force=0 nonce=00000000000000ab";
+  f = fopen(path, "w");
+  fprintf(f, "gslice-state 1\nnext_id 5\n%s name=old\n", line);
+  fclose(f);
+  CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), 0);
+  CHECK(registry_find(&reg, 3) && registry_find(&reg, 3)->flags == 0);
+  registry_free(&reg);
+  f = fopen(path, "w");
+  fprintf(f, "gslice-state 1\nnext_id 5\n%s flags=3 name=k8s\n", line);
+  fclose(f);
+  CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), 0);
+  CHECK(registry_find(&reg, 3) && registry_find(&reg, 3)->flags == 3);
+  registry_free(&reg);
+  f = fopen(path, "w");
+  fprintf(f, "gslice-state 1\nnext_id 5\n%s flags=128 name=k8s\n", line);
+  fclose(f);
+  CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), -EBADMSG);
   f = fopen(path, "w");
   fputs("something else\n", f);
   fclose(f);
