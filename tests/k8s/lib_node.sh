@@ -70,3 +70,24 @@ kstate() { jget "$(kl GET /state)" "$1"; }
 healthy() { [ "$(kstate "sum(v == 'Healthy' for v in d['devices'].values())")" = "$1" ]; }
 registrations_over() { [ "$(kstate "d['registrations']")" -gt "$1" ]; }
 now_ms() { date +%s%3N; }
+# recovered_ms FROM_REGEX: from the kubelet's log, ms from the last line matching FROM_REGEX to
+# the first ListAndWatch after it with every device Healthy (the kubelet's own clock: exact,
+# unlike polling from here).
+recovered_ms() {
+  "$PY" - "$T/kubelet.log" "$1" <<'PYEOF'
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+start = None
+for i, l in enumerate(lines):
+    if re.search(sys.argv[2], l):
+        start = i
+t0 = float(lines[start].split()[0])
+for l in lines[start + 1:]:
+    m = re.search(r"ListAndWatch: (\d+) devices, (\d+) healthy", l)
+    if m and m.group(1) == m.group(2) and int(m.group(1)) > 0:
+        print(int((float(l.split()[0]) - t0) * 1000))
+        break
+else:
+    print("?")
+PYEOF
+}

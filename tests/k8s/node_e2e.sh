@@ -96,7 +96,7 @@ t0=$(now_ms)
 kl POST /restart '{"down_s":0.3}' >/dev/null
 until_true 10 registrations_over "$n"
 until_true 10 healthy 32
-echo "kubelet restart: plugin registered again, all slots Healthy in $(( $(now_ms) - t0 )) ms (300 ms kubelet downtime included)"
+echo "kubelet restart: registered again and all slots Healthy $(recovered_ms "back up") ms after the kubelet was back (300 ms down)"
 fi
 
 sleep 1
@@ -107,7 +107,7 @@ stop_node
 start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
 until_true 10 registrations_over "$n"
 until_true 10 healthy 32
-echo "gslice-node restart: registered again, all slots Healthy in $(( $(now_ms) - t0 )) ms"
+echo "gslice-node restart: registered again and all slots Healthy $(recovered_ms "ListAndWatch ended") ms after the old one's stream ended"
 grep -q "4 record(s)" "$T/node.log" || fail "the new gslice-node did not find its 4 records"
 fi
 
@@ -117,7 +117,7 @@ t0=$(now_ms)
 stop_gsliced
 start_gsliced
 until_true 10 healthy 32
-echo "gsliced restart: slots Healthy again in $(( $(now_ms) - t0 )) ms (stop + start included)"
+echo "gsliced restart: slots Unhealthy for $(recovered_ms "devices, 0 healthy") ms (its stop and start included)"
 fi
 expect_eq "slices after the restarts" "$(slices)" "$want_slices"
 
@@ -156,12 +156,29 @@ grep -q "CUDA_ERROR_NO_DEVICE" "$T/logs/default_other_main.log" || fail "other r
 expect_eq "slices with the refused" "$(nsl)" 4
 pass "unassigned and other-node containers refused, nothing registered for them"
 
+# A malformed assignment is refused with what is wrong.
+api POST /api/v1/namespaces/default/pods '{"metadata":{"name":"bad","namespace":"default","annotations":{"gslice.io/assigned":"{\"version\":1,\"node\":"}},"spec":{"nodeName":"node-a","containers":[{"name":"main"}]}}' >/dev/null
+kl POST /pods '{"namespace":"default","name":"bad","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
+until_true 10 grep -q "compute_spin:" "$T/logs/default_bad_main.log"
+grep -q "no GPU slice: pod default/bad: gslice.io/assigned is malformed" "$T/logs/default_bad_main.log" || fail "bad: $(cat "$T/logs/default_bad_main.log")"
+pass "a malformed assignment is refused, saying so"
+
+# A finished pod (phase Succeeded, still in the kubelet's lists) loses its slice.
+mkpod done "$(assigned node-a main "$U1" 1 $GiB 10 10)" main
+kl POST /pods '{"namespace":"default","name":"done","containers":[{"name":"main","devices":1,"command":["true"]}]}' >/dev/null
+five() { [ "$(nsl)" = 5 ]; }
+until_true 10 five
+api PATCH /api/v1/namespaces/default/pods/done '{"status":{"phase":"Succeeded"}}' >/dev/null
+until_true 20 four
+grep -q "removed: its pod finished" "$T/node.log" || fail "no word of the finished pod"
+pass "a finished pod's slice is removed"
+
 # The heartbeat moves on (every 10 s).
 hb_moved() { [ "$(jget "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")" "d['heartbeat']")" != "$hb1" ]; }
 until_true 15 hb_moved
 
 # Pods deleted: their slices go.
-for p in a b c none other; do kl DELETE /pods/default/$p >/dev/null; done
+for p in a b c none other bad done; do kl DELETE /pods/default/$p >/dev/null; done
 zero() { [ "$(nsl)" = 0 ]; }
 until_true 10 zero
 no_records() { [ -z "$(ls "$NSTATE/records")" ]; }

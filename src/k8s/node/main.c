@@ -316,11 +316,14 @@ static void kubelet_check(struct node *n) {
     return;
   int r = node_plugin_register(n, err, sizeof(err));
   if (r < 0) {
-    node_log("warn", "cannot register with the kubelet: %s (trying again in 1 s)", err);
-    n->register_at = node_now() + 1000000000ull;
+    /* A kubelet that just made its socket may not answer yet: soon again, said once a while. */
+    if (n->register_fails++ % 25 == 0)
+      node_log("warn", "cannot register with the kubelet: %s (trying again every 200 ms)", err);
+    n->register_at = node_now() + 200000000ull;
     return;
   }
   n->registered = true;
+  n->register_fails = 0;
   n->kubelet_ino = st.st_ino;
   n->kubelet_dev = st.st_dev;
   node_log("info", "registered %s with the kubelet (%u GPU(s) x %u slots, %s)", NODE_RESOURCE,

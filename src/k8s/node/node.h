@@ -68,6 +68,7 @@ struct node {
   dev_t kubelet_dev;
   ino_t kubelet_ino;
   uint64_t register_at; /* next try, monotonic ns */
+  unsigned register_fails;
   /* records */
   uint32_t nrecs;
   struct node_rec *recs[1024];
