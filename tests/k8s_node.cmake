@@ -2,3 +2,10 @@
 if(TARGET gslice_node_pb)
   gslice_unit_test(test_k8s_node_pb SOURCES unit/test_k8s_node_pb.c LIBS gslice_node_pb)
 endif()
+# The end-to-end tests spin four to five workloads on the simulated GPUs at once: alone, so that
+# neither they nor the compute tests beside them measure shares on a CPU starved by the other.
+foreach(t k8s.node_e2e k8s.node_full)
+  if(TEST ${t})
+    set_tests_properties(${t} PROPERTIES RUN_SERIAL TRUE)
+  endif()
+endforeach()
