@@ -25,6 +25,8 @@ static const struct {
     [GS_MSG_STATUS] = {"STATUS", sizeof(struct gs_msg_status)},
     [GS_MSG_STATUS_REPLY] = {"STATUS_REPLY", sizeof(struct gs_msg_status_reply)},
     [GS_MSG_SET] = {"SET", sizeof(struct gs_msg_set)},
+    [GS_MSG_PING] = {"PING", sizeof(struct gs_msg_ping)},
+    [GS_MSG_PONG] = {"PONG", sizeof(struct gs_msg_ping)},
 };
 
 const char *gs_msg_type_name(uint32_t type) {

@@ -10,8 +10,8 @@
  * `length` counts the whole message, header included, and must equal the size
  * the type defines (STATUS_REPLY: the fixed part plus nslices entries). */
 #define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
-#define GS_PROTO_VERSION 4u /* 2: slice nonces; 3: processes outside every slice in STATUS;
-                              * 4: time lost to token switches per GPU in STATUS */
+#define GS_PROTO_VERSION 5u /* 2: slice nonces; 3: processes outside every slice in STATUS;
+                              * 4: time lost to token switches per GPU in STATUS; 5: PING */
 #define GS_PROTO_MAX_SLICES 256u
 #define GS_PROTO_TEXT_MAX 256u
 #define GS_PROTO_PATH_MAX 256u
@@ -31,6 +31,8 @@ enum gs_msg_type {
   GS_MSG_STATUS,         /* any -> daemon: node snapshot please */
   GS_MSG_STATUS_REPLY,   /* daemon -> client: struct gs_status on the wire */
   GS_MSG_SET,            /* cli -> daemon: change a live slice */
+  GS_MSG_PING,           /* any -> daemon: are you there (a hook whose grant is late) */
+  GS_MSG_PONG,           /* daemon -> client: yes, at once, whatever else waits */
   GS_MSG_TYPE_END
 };
 
@@ -188,6 +190,12 @@ struct gs_msg_set {
 };
 _Static_assert(sizeof(struct gs_msg_set) == 112, "set size");
 
+/* PING and its PONG: the daemon echoes the cookie. */
+struct gs_msg_ping {
+  uint64_t cookie;
+};
+_Static_assert(sizeof(struct gs_msg_ping) == 8, "ping size");
+
 #define GS_PROTO_MAX_MSG                                                                           \
   (sizeof(struct gs_msg_hdr) + sizeof(struct gs_msg_status_reply) +                                \
    GS_PROTO_MAX_SLICES * sizeof(struct gs_slice_status))
@@ -211,6 +219,7 @@ struct gs_msg {
     struct gs_msg_status status;
     struct gs_msg_status_reply status_reply;
     struct gs_msg_set set;
+    struct gs_msg_ping ping;
   } u;
   const struct gs_slice_status *status_slices;
 };

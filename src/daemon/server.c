@@ -640,6 +640,9 @@ static bool handle(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     return true;
   case GS_MSG_STATUS:
     return on_status(d, c, m);
+  case GS_MSG_PING:
+    conn_send(d, c, GS_MSG_PONG, m->hdr.seq, &m->u.ping, sizeof(m->u.ping));
+    return true;
   case GS_MSG_TOKEN_REQUEST:
     if (c->role != GS_ROLE_HOOK || !c->slice_id)
       return false;

@@ -39,6 +39,13 @@
 /* Without a daemon: bursts of this length, paced at the slice's limit. */
 #define SELF_QUANTUM_NS (10 * NS_PER_MS)
 #define RECONNECT_NS (200 * NS_PER_MS)
+/* A grant later than this: the hook asks whether the daemon is there at all (PING). A slice can
+ * rightly wait longer (others' guarantees come first), so a late grant alone proves nothing. */
+#define GRANT_WAIT_NS (1000 * NS_PER_MS)
+/* No PONG within this: the daemon is stopped (SIGSTOP, a debugger) or hung; the slice paces
+ * itself at its limit until the daemon answers, as when it is lost (a 12 s stop of the daemon
+ * stopped every slice's GPU work for 12 s). */
+#define PING_WAIT_NS (500 * NS_PER_MS)
 /* Launches per burst when nothing is known yet about this process's kernels. */
 #define FIRST_BUDGET 16
 #define MAX_BUDGET (1u << 20)
@@ -72,6 +79,8 @@ struct burst {
   uint64_t granted_at;  /* when the grant arrived */
   int gate_waiters;     /* launching threads waiting for a token */
   uint64_t self_next; /* self-paced: no burst before this */
+  uint64_t requested_at; /* when the TOKEN_REQUEST out went */
+  bool self_burst;       /* the open burst is self-paced, not the daemon's token */
 };
 
 struct compute {
@@ -87,6 +96,9 @@ struct compute {
   int fd;      /* the daemon connection, -1 when lost */
   int wake_fd; /* eventfd: wakes the helper */
   bool said_lost;
+  uint64_t ping_at;  /* a PING is out since then, 0: none */
+  bool unresponsive; /* no PONG within PING_WAIT_NS: self-paced until the daemon answers */
+  uint64_t ping_cookie;
   uint64_t next_connect;
   unsigned char in[1024] __attribute__((aligned(8)));
   size_t inlen;
@@ -131,6 +143,8 @@ static void lost_daemon(void) {
   C.fd = -1;
   C.inlen = 0;
   C.mode = MODE_SELF;
+  C.ping_at = 0;
+  C.unresponsive = false;
   C.next_connect = mono_ns() + RECONNECT_NS;
   for (int i = 0; i < GS_MAX_GPUS; i++) {
     C.b[i].waiting = false;
@@ -355,12 +369,14 @@ static void close_burst(int dev, bool from_helper, bool more) {
   gs_log(GS_LOG_DEBUG, "compute: gpu %d burst %u closed by %s: %llu ns, %llu launches%s", dev,
          b->generation, from_helper ? "helper" : "gate", (unsigned long long)used,
          (unsigned long long)launches, b->thread_local_stream ? " (wall time)" : "");
-  if (C.mode == MODE_DAEMON && !b->denied) {
+  if (C.mode == MODE_DAEMON && !b->denied && !b->self_burst) {
     struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->generation,
                                        .used_ns = used, .launches = launches, .more = more,
                                        .start_ns = b->opened_at};
-    if (send_msg(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more)
+    if (send_msg(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more) {
       b->waiting = true;
+      b->requested_at = mono_ns();
+    }
   } else if (C.limit_pct < 100) {
     b->self_next = b->opened_at + used * 100 / C.limit_pct;
   }
@@ -421,7 +437,21 @@ static void check_burst(int dev, uint64_t now) {
 /* ---- the helper thread ---- */
 
 static void handle_msg(const struct gs_msg *m) {
-  if (m->hdr.type == GS_MSG_TOKEN_GRANT) {
+  /* Whatever it sends, the daemon is there: late grants are waited for again. */
+  if (C.unresponsive)
+    gs_log(GS_LOG_WARN, "the gslice daemon answers again: slice %u is scheduled by it again",
+           C.slice_id);
+  if (C.ping_at || C.unresponsive) {
+    uint64_t now = mono_ns();
+    for (int i = 0; i < GS_MAX_GPUS; i++)
+      if (C.b[i].waiting)
+        C.b[i].requested_at = now;
+  }
+  C.ping_at = 0;
+  C.unresponsive = false;
+  if (m->hdr.type == GS_MSG_PONG) {
+    pthread_cond_broadcast(&C.cv);
+  } else if (m->hdr.type == GS_MSG_TOKEN_GRANT) {
     struct burst *b = &C.b[m->u.token_grant.gpu];
     if (!b->waiting) {
       /* Nobody asked (any more): hand it straight back. */
@@ -628,6 +658,7 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       if (now < b->grant.valid_until_ns) {
         open_burst(b, ctx, stream, b->grant.generation, b->grant.valid_until_ns,
                    b->grant.quantum_ns);
+        b->self_burst = false;
         /* The helper watches the burst from now on (expiry, idle). */
         wake_helper();
       } else {
@@ -638,7 +669,7 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       }
       continue;
     }
-    if (C.mode == MODE_DAEMON && !b->denied) {
+    if (C.mode == MODE_DAEMON && !b->denied && !C.unresponsive) {
       if (!b->waiting) {
         struct gs_msg_token_request q = {.gpu = (uint32_t)dev};
         if (send_msg(GS_MSG_TOKEN_REQUEST, &q, sizeof(q)) < 0) {
@@ -647,9 +678,30 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
           continue;
         }
         b->waiting = true;
+        b->requested_at = now;
       }
+      /* The wait is bounded: a late grant sends a PING, and no PONG in time means the daemon
+       * is not there (the request stays out: its grant is taken when it comes). */
+      uint64_t deadline = C.ping_at ? C.ping_at + PING_WAIT_NS : b->requested_at + GRANT_WAIT_NS;
+      if (now >= deadline) {
+        if (!C.ping_at) {
+          struct gs_msg_ping p = {.cookie = ++C.ping_cookie};
+          C.ping_at = now;
+          send_msg(GS_MSG_PING, &p, sizeof(p));
+        } else {
+          C.unresponsive = true;
+          gs_log(GS_LOG_WARN, "the gslice daemon has not answered for %llu ms (stopped?): slice "
+                              "%u runs at no more than its %u%% limit until it does",
+                 (unsigned long long)((now - b->requested_at) / NS_PER_MS), C.slice_id,
+                 C.limit_pct);
+          pthread_cond_broadcast(&C.cv);
+        }
+        continue;
+      }
+      struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
+                            .tv_nsec = (long)(deadline % 1000000000ull)};
       b->gate_waiters++;
-      pthread_cond_wait(&C.cv, &C.mu);
+      pthread_cond_timedwait(&C.cv, &C.mu, &ts);
       b->gate_waiters--;
       continue;
     }
@@ -661,6 +713,7 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       continue;
     }
     open_burst(b, ctx, stream, 0, now + SELF_QUANTUM_NS, SELF_QUANTUM_NS);
+    b->self_burst = true;
     wake_helper();
   }
   pthread_mutex_unlock(&C.mu);

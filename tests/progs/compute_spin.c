@@ -63,6 +63,8 @@ int main(int argc, char **argv) {
   size_t nwaits = 0, capw = 1024;
   double *waits = malloc(capw * sizeof(double));
   unsigned long long counted = 0, batches = 0;
+  /* The longest time between two batches' ends in the window: a stall anywhere in a batch. */
+  double prev_end = 0, gap_max = 0;
   while (real_s() < start)
     usleep(1000);
   for (;;) {
@@ -87,6 +89,9 @@ int main(int argc, char **argv) {
     if (t1 >= m0 && t1 < m1) {
       counted += batch;
       batches++;
+      if (prev_end && t1 - prev_end > gap_max)
+        gap_max = t1 - prev_end;
+      prev_end = t1;
     }
     if (pause_us)
       usleep((useconds_t)pause_us);
@@ -94,9 +99,10 @@ int main(int argc, char **argv) {
   qsort(waits, nwaits, sizeof(double), cmp_double);
   double p50 = nwaits ? waits[nwaits / 2] : 0, p99 = nwaits ? waits[(nwaits * 99) / 100] : 0;
   printf("label=%s kernels=%llu batches=%llu device_s=%.4f share=%.4f wait_p50_us=%.0f "
-         "wait_p99_us=%.0f\n",
+         "wait_p99_us=%.0f gap_max_ms=%.0f\n",
          label, counted, batches, (double)counted * (double)kernel_us / 1e6,
-         (double)counted * (double)kernel_us / 1e6 / duration, p50 * 1e6, p99 * 1e6);
+         (double)counted * (double)kernel_us / 1e6 / duration, p50 * 1e6, p99 * 1e6,
+         gap_max * 1e3);
   free(waits);
   return 0;
 }
