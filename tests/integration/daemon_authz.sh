@@ -43,11 +43,13 @@ grep -q "own processes may lower its limits, never raise them" <<<"$out" ||
 pass "a detached process without the slice's environment is still the slice's"
 
 # ... nor remove it (its processes would run unscheduled): UNREGISTER by hand, as no CLI sends it.
-out=$(gsrun --name in4 --compute 10 -- /usr/bin/python3 - "$GSLICE_SOCKET" <<'PY'
+# The protocol version from its one definition (a number here went stale at each bump).
+ver=$(sed -n 's/^#define GS_PROTO_VERSION \([0-9]*\)u.*/\1/p' "$GSLICE_SRC/src/common/proto.h")
+out=$(gsrun --name in4 --compute 10 -- /usr/bin/python3 - "$GSLICE_SOCKET" "$ver" <<'PY'
 import os, socket, struct, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
 def call(t, body):
-    s.sendall(struct.pack("<IHHII", 0x434c5347, 3, t, 16 + len(body), 1) + body)
+    s.sendall(struct.pack("<IHHII", 0x434c5347, int(sys.argv[2]), t, 16 + len(body), 1) + body)
     h = s.recv(16, socket.MSG_WAITALL); n = struct.unpack("<IHHII", h)[3]
     b = s.recv(n - 16, socket.MSG_WAITALL) if n > 16 else b""
     return struct.unpack("<H", h[6:8])[0], b
