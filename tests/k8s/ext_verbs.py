@@ -86,4 +86,23 @@ def test(c):
     passed("malformed bodies: 400 with reasons; /healthz")
 
 
+def brief(c):
+    """Over many failing nodes the reasons drop per-GPU figures and read the same, so that
+    kube-scheduler's message (which counts identical reasons) stays one line."""
+    for i in range(70):
+        c.add_node("m%02d" % i, [8 * GiB, 8 * GiB], heartbeat=False)
+    c.start_extender("--node-timeout", "30")
+    pod = c.add_pod("v", "p", [("main", 1, "12Gi", 30)])
+    names = ["m%02d" % i for i in range(70)]
+    st, r = post(c, "filter", {"Pod": pod, "NodeNames": names})
+    whys = set(r["FailedAndUnresolvableNodes"].values())
+    check(st == 200 and len(r["FailedAndUnresolvableNodes"]) == 70 and len(whys) == 1, r)
+    why = whys.pop()
+    check("gpu 0" not in why and "12GiB" in why and "no GPU of the node" in why, why)
+    st, r = post(c, "filter", {"Pod": pod, "NodeNames": names[:3]})
+    check("gpu 0: 8GiB of 8GiB free, 12GiB asked" in r["FailedAndUnresolvableNodes"]["m00"], r)
+    passed("70 failing nodes: one reason, %r; 3: per GPU" % why)
+
+
 run(test)
+run(brief)

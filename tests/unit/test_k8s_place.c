@@ -36,8 +36,18 @@ static struct place_container ctr(const char *name, uint32_t ngpus, uint64_t mem
 
 static const struct place_cfg cfg = {.node_timeout_ms = 60000};
 
+static char reasons[4][PLACE_REASON_MAX];
+static int next_reason;
+
+/* Every verdict of the test gets a reason buffer of its own (a few are alive at once). */
+static void with_reason(struct place_verdict *v) {
+  v->reason = reasons[next_reason++ % 4];
+  v->reason_len = PLACE_REASON_MAX;
+}
+
 static void eval(struct place_node *n, struct place_pod *p, struct place_verdict *v,
                  struct place_choice *ch) {
+  with_reason(v);
   place_eval(&cfg, n, p, 2000, v, ch);
 }
 
@@ -193,9 +203,11 @@ int main(void) {
   /* A stale heartbeat or an unusable node takes the node out, for good reason. */
   node_init(&a, "a", gpus_a, 1, 16 * GiB);
   cs[0] = ctr("main", 1, GiB, 10);
+  with_reason(&v);
   place_eval(&cfg, &a, &pod, 1000 + 61000, &v, NULL);
   CHECK(!v.fits && v.unresolvable);
   CHECK(strstr(v.reason, "heartbeat is 61 s old") != NULL);
+  with_reason(&v);
   place_eval(&cfg, &a, &pod, 1000 + 60000, &v, NULL);
   CHECK(v.fits);
   a.unusable = "no gslice.io/gpus annotation";

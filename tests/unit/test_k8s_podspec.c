@@ -68,7 +68,7 @@ int main(void) {
       {.index = 1, .uuid = "GPU-1", .memory = 16 * GiB, .healthy = true, .slots = 4}};
   struct place_node node = {.name = "n", .heartbeat_ms = 1, .ngpus = 2, .gpus = g};
   struct place_cfg cfg = {.node_timeout_ms = 60000};
-  struct place_verdict v;
+  struct place_verdict v = {0};
   struct place_choice ch;
   struct k8s_assigned a;
   p.containers[1].memory = 3 * GiB + 1;

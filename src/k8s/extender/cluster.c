@@ -134,6 +134,18 @@ struct xpod {
 struct cluster {
   struct cluster_cfg cfg;
   pthread_rwlock_t lock;
+  /* The nodes of the last list of names evaluated (records live as long as the
+   * cluster, so the pointers stay good); one filter at a time uses it. */
+  pthread_mutex_t names_lock;
+  struct xnode **last;
+  size_t nlast;
+  /* cluster_memo_put/get */
+  pthread_mutex_t memo_lock;
+  char memo_uid[POD_UID_MAX];
+  uint64_t memo_ms;
+  const struct xnode **memo_nodes;
+  int *memo_scores;
+  size_t memo_n, memo_cap;
   struct smap nodes, pods;
   bool synced_nodes, synced_pods;
 };
@@ -144,6 +156,8 @@ int cluster_new(const struct cluster_cfg *cfg, struct cluster **ret) {
     return -ENOMEM;
   c->cfg = *cfg;
   pthread_rwlock_init(&c->lock, NULL);
+  pthread_mutex_init(&c->names_lock, NULL);
+  pthread_mutex_init(&c->memo_lock, NULL);
   *ret = c;
   return 0;
 }
@@ -172,6 +186,11 @@ void cluster_free(struct cluster *c) {
   }
   free(c->pods.b);
   free(c->nodes.b);
+  free(c->last);
+  free(c->memo_nodes);
+  free(c->memo_scores);
+  pthread_mutex_destroy(&c->memo_lock);
+  pthread_mutex_destroy(&c->names_lock);
   pthread_rwlock_destroy(&c->lock);
   free(c);
 }
@@ -543,17 +562,108 @@ int cluster_request(struct cluster *c, const json_t *pod, struct place_pod *ret,
   return 0;
 }
 
-void cluster_eval(struct cluster *c, const struct place_pod *req, const char *const *names,
-                  size_t n, uint64_t now_ms, struct place_verdict *verdicts) {
-  struct place_cfg cfg = {.node_timeout_ms = c->cfg.node_timeout_ms};
-  static const struct place_node unknown = {.unusable = "no such node known to gslice-extender"};
+static const struct place_node unknown_node = {.unusable = "no such node known to gslice-extender"};
 
+void cluster_eval(struct cluster *c, const struct place_pod *req, const char *const *names,
+                  size_t n, uint64_t now_ms, struct place_verdict *verdicts,
+                  const void **ret_nodes) {
+  struct place_cfg cfg = {.node_timeout_ms = c->cfg.node_timeout_ms};
+  bool cache = pthread_mutex_trylock(&c->names_lock) == 0;
+
+  if (cache && c->nlast < n) {
+    struct xnode **more = realloc(c->last, n * sizeof(*more));
+    if (more) {
+      memset(more + c->nlast, 0, (n - c->nlast) * sizeof(*more));
+      c->last = more;
+      c->nlast = n;
+    } else {
+      pthread_mutex_unlock(&c->names_lock);
+      cache = false;
+    }
+  }
   pthread_rwlock_rdlock(&c->lock);
   for (size_t i = 0; i < n; i++) {
-    struct xnode *x = smap_get(&c->nodes, names[i]);
-    place_eval(&cfg, x ? &x->pn : &unknown, req, now_ms, &verdicts[i], NULL);
+    struct xnode *x = cache ? c->last[i] : NULL;
+    if (!x || strcmp(x->name, names[i]) != 0) {
+      x = smap_get(&c->nodes, names[i]);
+      if (cache)
+        c->last[i] = x;
+    }
+    verdicts[i].reason = NULL;
+    place_eval(&cfg, x ? &x->pn : &unknown_node, req, now_ms, &verdicts[i], NULL);
+    if (ret_nodes)
+      ret_nodes[i] = x;
   }
   pthread_rwlock_unlock(&c->lock);
+  if (cache)
+    pthread_mutex_unlock(&c->names_lock);
+}
+
+void cluster_explain(struct cluster *c, const struct place_pod *req, const void *node,
+                     uint64_t now_ms, bool brief, char *buf, size_t len) {
+  struct place_cfg cfg = {.node_timeout_ms = c->cfg.node_timeout_ms};
+  struct place_verdict v = {.reason = buf, .reason_len = len, .brief = brief};
+  const struct xnode *x = node;
+
+  pthread_rwlock_rdlock(&c->lock);
+  place_eval(&cfg, x ? &x->pn : &unknown_node, req, now_ms, &v, NULL);
+  pthread_rwlock_unlock(&c->lock);
+  if (v.fits)
+    snprintf(buf, len, "fits now (the cluster changed since)");
+}
+
+void cluster_memo_put(struct cluster *c, const char *pod_uid, const void *const *nodes,
+                      const struct place_verdict *v, size_t n, uint64_t now_ms) {
+  if (!pod_uid || !*pod_uid || strlen(pod_uid) >= POD_UID_MAX)
+    return;
+  pthread_mutex_lock(&c->memo_lock);
+  if (c->memo_cap < n) {
+    const struct xnode **nn = realloc(c->memo_nodes, n * sizeof(*nn));
+    int *ns = nn ? realloc(c->memo_scores, n * sizeof(*ns)) : NULL;
+    if (nn)
+      c->memo_nodes = nn;
+    if (ns)
+      c->memo_scores = ns;
+    if (!nn || !ns) {
+      c->memo_n = 0;
+      c->memo_uid[0] = 0;
+      pthread_mutex_unlock(&c->memo_lock);
+      return;
+    }
+    c->memo_cap = n;
+  }
+  c->memo_n = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!v[i].fits || !nodes[i])
+      continue;
+    c->memo_nodes[c->memo_n] = nodes[i];
+    c->memo_scores[c->memo_n++] = v[i].score;
+  }
+  strcpy(c->memo_uid, pod_uid);
+  c->memo_ms = now_ms;
+  pthread_mutex_unlock(&c->memo_lock);
+}
+
+bool cluster_memo_get(struct cluster *c, const char *pod_uid, const char *const *names, size_t n,
+                      uint64_t now_ms, int *ret_scores) {
+  bool ok = false;
+  if (!pod_uid || !*pod_uid)
+    return false;
+  pthread_mutex_lock(&c->memo_lock);
+  if (strcmp(c->memo_uid, pod_uid) == 0 && now_ms >= c->memo_ms &&
+      now_ms - c->memo_ms <= CLUSTER_MEMO_MS) {
+    size_t j = 0, i;
+    for (i = 0; i < n; i++) {
+      while (j < c->memo_n && strcmp(c->memo_nodes[j]->name, names[i]) != 0)
+        j++;
+      if (j == c->memo_n)
+        break;
+      ret_scores[i] = c->memo_scores[j++];
+    }
+    ok = i == n;
+  }
+  pthread_mutex_unlock(&c->memo_lock);
+  return ok;
 }
 
 int cluster_reserve(struct cluster *c, const struct pod_id *id, const struct place_pod *req,
@@ -561,7 +671,8 @@ int cluster_reserve(struct cluster *c, const struct pod_id *id, const struct pla
                     size_t errlen) {
   struct place_cfg cfg = {.node_timeout_ms = c->cfg.node_timeout_ms};
   struct place_choice *ch = malloc(sizeof(*ch));
-  struct place_verdict v;
+  char why[PLACE_REASON_MAX];
+  struct place_verdict v = {.reason = why, .reason_len = sizeof why};
   struct k8s_assigned a;
   struct xnode *n;
   struct xpod *p;
@@ -588,7 +699,7 @@ int cluster_reserve(struct cluster *c, const struct pod_id *id, const struct pla
   }
   place_eval(&cfg, &n->pn, req, now_ms, &v, ch);
   if (!v.fits) {
-    snprintf(err, errlen, "node %s: %s", node_name, v.reason);
+    snprintf(err, errlen, "no longer fits node %s: %s", node_name, why);
     rc = -ENOSPC;
     goto out;
   }
@@ -720,6 +831,36 @@ void cluster_totals(struct cluster *c, uint64_t now_ms, struct cluster_totals *r
     if (p->held) {
       t.pods++;
       t.assumed += p->assumed;
+    }
+  }
+  pthread_rwlock_unlock(&c->lock);
+  *ret = t;
+}
+
+void cluster_gpu_stats(struct cluster *c, uint64_t fit_mem, uint32_t fit_compute,
+                       struct cluster_gpu_stats *ret) {
+  struct cluster_gpu_stats t = {0};
+  pthread_rwlock_rdlock(&c->lock);
+  SMAP_EACH(&c->nodes, e) {
+    struct xnode *n = e->value;
+    if (!n->present || n->unusable[0])
+      continue;
+    for (uint32_t i = 0; i < n->pn.ngpus; i++) {
+      const struct place_gpu *g = &n->gpus[i];
+      uint64_t free_mem = g->memory > g->mem_used ? g->memory - g->mem_used : 0;
+      t.gpus++;
+      t.memory += g->memory;
+      t.mem_used += g->mem_used;
+      t.compute_used += g->compute_used;
+      if (g->slices == 0)
+        t.whole_free++;
+      if (g->compute_used + fit_compute > 100) {
+        t.stranded += free_mem;
+        t.stranded_compute_full += free_mem;
+      } else if (free_mem < fit_mem || g->slices >= g->slots || !g->healthy) {
+        t.stranded += free_mem;
+        t.stranded_fragment += free_mem;
+      }
     }
   }
   pthread_rwlock_unlock(&c->lock);

@@ -49,9 +49,30 @@ bool cluster_synced(struct cluster *c);
 int cluster_request(struct cluster *c, const json_t *pod, struct place_pod *ret, char *err,
                     size_t errlen);
 
-/* Evaluates req on each named node at now_ms (verdicts[i] for names[i]). */
+/* Evaluates req on each named node at now_ms (verdicts[i] for names[i], without
+ * reasons: see cluster_explain). ret_nodes (may be NULL) gets a handle per name
+ * for cluster_explain (NULL: no such node). kube-scheduler sends the same list
+ * of names call after call: the last list's nodes are remembered, so a repeated
+ * list costs a string compare per node instead of a hash lookup. */
 void cluster_eval(struct cluster *c, const struct place_pod *req, const char *const *names,
-                  size_t n, uint64_t now_ms, struct place_verdict *verdicts);
+                  size_t n, uint64_t now_ms, struct place_verdict *verdicts,
+                  const void **ret_nodes);
+
+/* Why req does not fit a node (a handle from cluster_eval) now, in words, into buf
+ * (the filter's FailedNodes); brief: without per-GPU figures (see place_verdict). */
+void cluster_explain(struct cluster *c, const struct place_pod *req, const void *node,
+                     uint64_t now_ms, bool brief, char *buf, size_t len);
+
+/* The scores of the last filter, for the prioritize that kube-scheduler sends next
+ * for the same pod with the nodes that passed (in the same order): a score is a
+ * preference, and one a few ms old is as good (/bind re-checks the fit). Kept for
+ * CLUSTER_MEMO_MS. put takes the handles and verdicts of cluster_eval. */
+#define CLUSTER_MEMO_MS 2000
+void cluster_memo_put(struct cluster *c, const char *pod_uid, const void *const *nodes,
+                      const struct place_verdict *v, size_t n, uint64_t now_ms);
+/* true and ret_scores[i] for names[i] when the memo covers them all. */
+bool cluster_memo_get(struct cluster *c, const char *pod_uid, const char *const *names, size_t n,
+                      uint64_t now_ms, int *ret_scores);
 
 /* /bind's first half, under the node's bind lock (cluster_node_lock): re-checks
  * req on node_name, chooses the GPUs and holds them for the pod as assumed.
@@ -86,3 +107,14 @@ struct cluster_totals {
   uint64_t compute_used;
 };
 void cluster_totals(struct cluster *c, uint64_t now_ms, struct cluster_totals *ret);
+
+/* GPU-level figures for the bench: whole GPUs (no slice), and the free memory on
+ * GPUs where a part of (fit_mem, fit_compute) no longer fits, split by why: no
+ * compute left, or memory/slots too small although compute is left. */
+struct cluster_gpu_stats {
+  uint32_t gpus, whole_free;
+  uint64_t memory, mem_used, compute_used;
+  uint64_t stranded, stranded_compute_full, stranded_fragment;
+};
+void cluster_gpu_stats(struct cluster *c, uint64_t fit_mem, uint32_t fit_compute,
+                       struct cluster_gpu_stats *ret);

@@ -38,12 +38,13 @@ const char *place_policy_name(enum place_policy p) {
 struct text {
   char *p;
   size_t len, cap;
+  bool brief; /* no per-GPU figures */
 };
 
 static void say(struct text *t, const char *fmt, ...) {
   va_list ap;
   int n;
-  if (t->len + 1 >= t->cap)
+  if (!t->cap || t->len + 1 >= t->cap)
     return;
   va_start(ap, fmt);
   n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
@@ -52,9 +53,40 @@ static void say(struct text *t, const char *fmt, ...) {
     t->len = t->len + (size_t)n >= t->cap ? t->cap - 1 : t->len + (size_t)n;
 }
 
-static const char *bytes(uint64_t v, char *buf, size_t len) {
-  gs_size_format(v, buf, len);
-  return buf;
+/* The hot path of a filter over thousands of nodes writes a reason per GPU of every
+ * node that does not fit; these appenders cost a fraction of snprintf. */
+static void add(struct text *t, const char *s) {
+  if (!t->cap)
+    return;
+  while (*s && t->len + 1 < t->cap)
+    t->p[t->len++] = *s++;
+  t->p[t->len] = 0;
+}
+
+static void add_u(struct text *t, uint64_t v) {
+  char buf[24];
+  int i = sizeof buf - 1;
+  buf[i] = 0;
+  do {
+    buf[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  add(t, buf + i);
+}
+
+/* As gs_size_format writes sizes ("2GiB", "1.5GiB", "17B"). */
+static void add_size(struct text *t, uint64_t bytes) {
+  static const char *names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  unsigned i = 0;
+  while (i < 4 && bytes >= (1ULL << (10 * (i + 1))))
+    i++;
+  uint64_t unit = 1ULL << (10 * i);
+  add_u(t, bytes / unit);
+  if (i > 0 && bytes % unit) {
+    add(t, ".");
+    add_u(t, (bytes % unit) * 10 / unit);
+  }
+  add(t, names[i]);
 }
 
 int place_pod_check(const struct place_pod *pod, char *err, size_t errlen) {
@@ -112,18 +144,29 @@ static bool gpu_fits(const struct place_gpu *g, const struct usage *u, uint64_t 
 
 static void gpu_why(struct text *t, const struct place_gpu *g, const struct usage *u, uint64_t mem,
                     uint32_t compute) {
-  char a[32], b[32], c[32];
   uint64_t free_mem = u->mem <= g->memory ? g->memory - u->mem : 0;
-  say(t, "; gpu %u: ", g->index);
-  if (!g->healthy)
-    say(t, "unhealthy");
-  else if (free_mem < mem)
-    say(t, "%s of %s free, %s asked", bytes(free_mem, a, sizeof a), bytes(g->memory, b, sizeof b),
-        bytes(mem, c, sizeof c));
-  else if (u->compute + compute > 100)
-    say(t, "%u%% of compute free, %u%% asked", 100 - u->compute, compute);
-  else
-    say(t, "all %u slots taken", g->slots);
+  add(t, "; gpu ");
+  add_u(t, g->index);
+  add(t, ": ");
+  if (!g->healthy) {
+    add(t, "unhealthy");
+  } else if (free_mem < mem) {
+    add_size(t, free_mem);
+    add(t, " of ");
+    add_size(t, g->memory);
+    add(t, " free, ");
+    add_size(t, mem);
+    add(t, " asked");
+  } else if (u->compute + compute > 100) {
+    add_u(t, 100 - u->compute);
+    add(t, "% of compute free, ");
+    add_u(t, compute);
+    add(t, "% asked");
+  } else {
+    add(t, "all ");
+    add_u(t, g->slots);
+    add(t, " slots taken");
+  }
 }
 
 /* How the policy orders candidate GPUs: lower key first. Fractions are kept
@@ -170,23 +213,41 @@ static bool place_container(const struct place_node *node, enum place_policy pol
     if (gpu_fits(&node->gpus[i], &u[i], mem, compute))
       cands[n++] = (struct cand){i, gpu_key(policy, &node->gpus[i], &u[i], mem, compute)};
   if (n < c->ngpus) {
-    char a[32];
     if (why) {
-      if (c->ngpus == 1)
-        say(why, "container %s asks %s and %u%% compute on one GPU", c->name,
-            bytes(mem, a, sizeof a), compute);
-      else
-        say(why, "container %s asks %s and %u%% compute on each of %u GPUs, %u have room", c->name,
-            bytes(mem, a, sizeof a), compute, c->ngpus, n);
+      add(why, "container ");
+      add(why, c->name);
+      add(why, " asks ");
+      add_size(why, mem);
+      add(why, " and ");
+      add_u(why, compute);
+      if (c->ngpus == 1) {
+        add(why, "% compute on one GPU");
+      } else {
+        add(why, "% compute on each of ");
+        add_u(why, c->ngpus);
+        add(why, " GPUs, ");
+        add_u(why, n);
+        add(why, " have room");
+      }
       if (node->ngpus == 0)
-        say(why, "; the node has no GPUs");
-      for (uint32_t i = 0; i < node->ngpus; i++)
+        add(why, "; the node has no GPUs");
+      else if (why->brief)
+        add(why, c->ngpus == 1 ? "; no GPU of the node has that free"
+                               : "; too few GPUs of the node have that free");
+      for (uint32_t i = 0; i < node->ngpus && !why->brief; i++)
         if (!gpu_fits(&node->gpus[i], &u[i], mem, compute))
           gpu_why(why, &node->gpus[i], &u[i], mem, compute);
     }
     return false;
   }
-  qsort(cands, n, sizeof cands[0], cand_cmp);
+  /* At most 64 candidates, mostly 8: insertion sort, no allocation. */
+  for (uint32_t i = 1; i < n; i++) {
+    struct cand x = cands[i];
+    uint32_t j = i;
+    for (; j > 0 && cand_cmp(&cands[j - 1], &x) > 0; j--)
+      cands[j] = cands[j - 1];
+    cands[j] = x;
+  }
   for (uint32_t j = 0; j < c->ngpus; j++) {
     struct place_share *s = &ch->shares[ch->nshares++];
     s->container = ci;
@@ -227,9 +288,9 @@ static bool place_all(const struct place_node *node, const struct place_pod *pod
 
 static void pod_usage(const struct place_node *node, const struct place_pod *pod,
                       const struct place_share *shares, uint32_t nshares, struct usage *ret) {
-  struct usage app[K8S_MAX_GPUS] = {0};
+  struct usage app[K8S_MAX_GPUS];
 
-  memset(ret, 0, node->ngpus * sizeof ret[0]);
+  memset(app, 0, node->ngpus * sizeof app[0]);
   for (uint32_t i = 0; i < nshares; i++) {
     const struct place_share *s = &shares[i];
     if (s->gpu >= node->ngpus || s->container >= pod->ncontainers ||
@@ -329,23 +390,46 @@ static int score(const struct place_node *node, const struct place_pod *pod,
 
 /* ---- a node's verdict --------------------------------------------------------------------- */
 
+/* Whether pod would fit node with nothing else on it. For one container (the common
+ * case) that is a count of the GPUs able to take one part; otherwise placed for real. */
+static bool fits_empty(const struct place_node *node, const struct place_pod *pod,
+                       struct usage *empty, struct place_choice *scratch) {
+  if (pod->ncontainers == 1) {
+    const struct place_container *c = &pod->containers[0];
+    uint64_t mem = place_split_u64(c->memory, c->ngpus, 0);
+    uint32_t compute = place_split_u32(c->compute, c->ngpus, 0), n = 0;
+    for (uint32_t i = 0; i < node->ngpus; i++) {
+      const struct place_gpu *g = &node->gpus[i];
+      if (g->healthy && g->memory >= mem && compute <= 100 && g->slots > 0)
+        n++;
+    }
+    return n >= c->ngpus;
+  }
+  memset(empty, 0, node->ngpus * sizeof(*empty));
+  return place_all(node, pod, empty, scratch, NULL);
+}
+
 void place_eval(const struct place_cfg *cfg, const struct place_node *node,
                 const struct place_pod *pod, uint64_t now_ms, struct place_verdict *ret,
                 struct place_choice *ret_choice) {
   struct usage base[K8S_MAX_GPUS], empty[K8S_MAX_GPUS];
   struct place_choice local, *ch = ret_choice ? ret_choice : &local;
-  struct text why = {ret->reason, 0, sizeof ret->reason};
+  struct text why = {ret->reason, 0, ret->reason ? ret->reason_len : 0, ret->brief};
 
   ret->fits = false;
+  ret->cause = PLACE_NO_ROOM;
   ret->unresolvable = true;
   ret->score = 0;
-  ret->reason[0] = 0;
+  if (why.cap)
+    ret->reason[0] = 0;
   ch->nshares = 0;
   if (node->unusable) {
+    ret->cause = PLACE_UNUSABLE;
     say(&why, "%s", node->unusable);
     return;
   }
   if (now_ms > node->heartbeat_ms && now_ms - node->heartbeat_ms > cfg->node_timeout_ms) {
+    ret->cause = PLACE_STALE;
     say(&why, "gslice-node heartbeat is %llu s old (more than --node-timeout %llu s)",
         (unsigned long long)((now_ms - node->heartbeat_ms) / 1000),
         (unsigned long long)(cfg->node_timeout_ms / 1000));
@@ -360,14 +444,15 @@ void place_eval(const struct place_cfg *cfg, const struct place_node *node,
         (struct usage){node->gpus[i].mem_used, node->gpus[i].compute_used, node->gpus[i].slices};
   if (place_all(node, pod, base, ch, NULL)) {
     ret->fits = true;
+    ret->cause = PLACE_FITS;
     ret->unresolvable = false;
     ret->score = score(node, pod, base, ch);
     return;
   }
   /* The reason is the one of the node as it is; whether it is resolvable is
    * whether the pod would fit with no other pod on the node. */
-  place_all(node, pod, base, &local, &why);
-  memset(empty, 0, sizeof empty);
-  ret->unresolvable = !place_all(node, pod, empty, &local, NULL);
+  if (why.cap)
+    place_all(node, pod, base, &local, &why);
+  ret->unresolvable = !fits_empty(node, pod, empty, &local);
   ch->nshares = 0;
 }

@@ -77,11 +77,26 @@ struct place_choice {
   struct place_share shares[PLACE_MAX_SHARES];
 };
 
+enum place_cause {
+  PLACE_FITS,
+  PLACE_NO_ROOM,  /* its GPUs lack room (for now, or for good: unresolvable) */
+  PLACE_UNUSABLE, /* node->unusable */
+  PLACE_STALE     /* heartbeat older than node_timeout_ms */
+};
+
 struct place_verdict {
   bool fits;
+  enum place_cause cause;
   bool unresolvable; /* would not fit even with no other pod on the node */
   int score;         /* 0..PLACE_SCORE_MAX when it fits */
-  char reason[PLACE_REASON_MAX];
+  /* The caller's buffer for why it does not fit (PLACE_REASON_MAX is plenty), or
+   * NULL when no reason is wanted: then the verdict costs a fraction. */
+  char *reason;
+  size_t reason_len;
+  /* With a reason: the same words for every node that fails for room (no per-GPU
+   * figures), so that kube-scheduler's message, which counts identical reasons,
+   * stays short over thousands of nodes. */
+  bool brief;
 };
 
 /* Checks a pod against what the placement can do at all: 0 or -EINVAL with

@@ -6,11 +6,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "annot.h"
 #include "podspec.h"
 
 #define BIND_TIMEOUT_MS 10000
+/* Failing nodes up to which each gets its per-GPU figures (docs/kubernetes.md). */
+#define VERB_DETAIL_MAX 64
 
 static void count(uint64_t *v) {
   __atomic_fetch_add(v, 1, __ATOMIC_RELAXED);
@@ -105,6 +108,7 @@ static int error_body(int status, const char *key, const char *msg, char **ret_b
 /* ---- ExtenderArgs ------------------------------------------------------------------------- */
 
 struct args {
+  char *namebuf; /* the fast path's copy of the names */
   json_t *root;
   json_t *pod;
   const char **names;
@@ -115,15 +119,181 @@ struct args {
 };
 
 static void args_free(struct args *a) {
+  free(a->namebuf);
   free(a->names);
   free(a->node_objs);
   json_decref(a->root);
 }
 
+/* The fast path of ExtenderArgs: kube-scheduler sends every node's name in NodeNames
+ * (5,000 strings), and a JSON tree of them costs more than placing the pod. A scan of
+ * the top level takes the names in place (node names are DNS names: no escapes) and
+ * gives only the Pod to jansson. Anything it does not expect, or malformed, returns
+ * -EAGAIN: the full parser then decides (and says what is wrong). */
+struct scan {
+  const char *p, *end;
+};
+
+static void ws(struct scan *s) {
+  while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
+    s->p++;
+}
+
+/* A string without escapes: [*ret, *ret + *ret_len). */
+static bool plain_string(struct scan *s, const char **ret, size_t *ret_len) {
+  const char *q;
+  if (s->p >= s->end || *s->p != '"')
+    return false;
+  for (q = s->p + 1; q < s->end && *q != '"'; q++)
+    if (*q == '\\' || (unsigned char)*q < 0x20)
+      return false;
+  if (q >= s->end)
+    return false;
+  *ret = s->p + 1;
+  *ret_len = (size_t)(q - s->p - 1);
+  s->p = q + 1;
+  return true;
+}
+
+/* Skips one value of any kind (strings may have escapes); false when it is cut short. */
+static bool skip_value(struct scan *s) {
+  int depth = 0;
+  ws(s);
+  do {
+    if (s->p >= s->end)
+      return false;
+    char ch = *s->p;
+    if (ch == '"') {
+      for (s->p++; s->p < s->end && *s->p != '"'; s->p++)
+        if (*s->p == '\\')
+          s->p++;
+      if (s->p >= s->end)
+        return false;
+      s->p++;
+    } else if (ch == '{' || ch == '[') {
+      depth++;
+      s->p++;
+    } else if (ch == '}' || ch == ']') {
+      if (--depth < 0)
+        return false;
+      s->p++;
+    } else {
+      s->p++;
+    }
+  } while (depth > 0 || (s->p < s->end && !strchr(",}] \n\r\t", *s->p) && s->p[-1] != '"' &&
+                         s->p[-1] != '}' && s->p[-1] != ']'));
+  return true;
+}
+
+static int args_fast(const char *body, size_t len, struct args *a) {
+  struct scan s = {body, body + len};
+  const char *pod = NULL, *pod_end = NULL, *names = NULL, *names_end = NULL;
+  json_error_t je;
+
+  ws(&s);
+  if (s.p >= s.end || *s.p++ != '{')
+    return -EAGAIN;
+  for (;;) {
+    const char *key, *v;
+    size_t klen;
+    ws(&s);
+    if (s.p < s.end && *s.p == '}')
+      break;
+    if (!plain_string(&s, &key, &klen))
+      return -EAGAIN;
+    ws(&s);
+    if (s.p >= s.end || *s.p++ != ':')
+      return -EAGAIN;
+    ws(&s);
+    v = s.p;
+    if (!skip_value(&s))
+      return -EAGAIN;
+    if (klen == 3 && strncasecmp(key, "pod", 3) == 0) {
+      pod = v;
+      pod_end = s.p;
+    } else if (klen == 9 && strncasecmp(key, "nodenames", 9) == 0) {
+      names = v;
+      names_end = s.p;
+    } else if (klen == 5 && strncasecmp(key, "nodes", 5) == 0) {
+      if (s.p - v != 4 || strncmp(v, "null", 4) != 0)
+        return -EAGAIN; /* whole Node objects: the full parser's job */
+    }
+    ws(&s);
+    if (s.p < s.end && *s.p == ',') {
+      s.p++;
+      continue;
+    }
+    if (s.p < s.end && *s.p == '}')
+      break;
+    return -EAGAIN;
+  }
+  s.p++;
+  ws(&s);
+  if (s.p != s.end || !pod || !names || *names != '[')
+    return -EAGAIN;
+  /* The names: count, then copy each behind a NUL of its own. */
+  size_t n = 0;
+  for (const char *q = names; q < names_end; q++)
+    n += *q == '"';
+  n /= 2;
+  a->names = calloc(n ? n : 1, sizeof(*a->names));
+  a->namebuf = malloc((size_t)(names_end - names) + 1);
+  if (!a->names || !a->namebuf)
+    return -ENOMEM;
+  struct scan ns = {names + 1, names_end};
+  char *out = a->namebuf;
+  ws(&ns);
+  if (ns.p < ns.end && *ns.p == ']') {
+    ns.p++;
+  } else {
+    for (;;) {
+      const char *str;
+      size_t slen;
+      ws(&ns);
+      if (!plain_string(&ns, &str, &slen) || a->n >= n)
+        return -EAGAIN;
+      memcpy(out, str, slen);
+      out[slen] = 0;
+      a->names[a->n++] = out;
+      out += slen + 1;
+      ws(&ns);
+      if (ns.p < ns.end && *ns.p == ',') {
+        ns.p++;
+        continue;
+      }
+      if (ns.p < ns.end && *ns.p == ']') {
+        ns.p++;
+        break;
+      }
+      return -EAGAIN;
+    }
+  }
+  ws(&ns);
+  if (ns.p != ns.end)
+    return -EAGAIN;
+  a->root = json_loadb(pod, (size_t)(pod_end - pod), 0, &je);
+  if (!json_is_object(a->root))
+    return -EAGAIN;
+  a->pod = a->root;
+  a->by_name = true;
+  return 0;
+}
+
 static int args_read(const char *body, size_t len, struct args *a, char *err, size_t errlen) {
   json_error_t je;
   json_t *names, *nodes, *items;
+  int rc;
 
+  memset(a, 0, sizeof(*a));
+  rc = args_fast(body, len, a);
+  if (rc == 0 || rc == -ENOMEM) {
+    if (rc == 0)
+      snprintf(a->id, sizeof a->id, "%s/%s",
+               kube_meta_str(a->pod, "namespace") ? kube_meta_str(a->pod, "namespace") : "default",
+               kube_meta_str(a->pod, "name") ? kube_meta_str(a->pod, "name") : "?");
+    return rc;
+  }
+  args_free(a);
   memset(a, 0, sizeof(*a));
   a->root = json_loadb(body, len, 0, &je);
   if (!a->root || !json_is_object(a->root)) {
@@ -193,6 +363,8 @@ static int eval_verb(enum verb verb, struct cluster *c, const char *body, size_t
   struct args a;
   struct place_pod req = {0};
   struct place_verdict *v = NULL;
+  const void **nodes = NULL;
+  int *scores = NULL;
   struct out o = {0};
   char err[PLACE_REASON_MAX];
   int rc, status = 200;
@@ -216,15 +388,36 @@ static int eval_verb(enum verb verb, struct cluster *c, const char *body, size_t
   rc = cluster_request(c, a.pod, &req, err, sizeof err);
   if (rc < 0 && log)
     fprintf(log, "gslice-extender: pod %s: %s\n", a.id, err);
+  const char *uid = kube_meta_str(a.pod, "uid");
   if (rc == 0) {
     v = malloc((a.n ? a.n : 1) * sizeof(*v));
-    if (!v) {
+    nodes = malloc((a.n ? a.n : 1) * sizeof(*nodes));
+    scores = malloc((a.n ? a.n : 1) * sizeof(*scores));
+    if (!v || !nodes || !scores) {
+      free(v);
+      free(nodes);
+      free(scores);
       args_free(&a);
       podspec_request_free(&req);
       return error_body(500, "Error", "out of memory", ret_body, ret_len);
     }
-    cluster_eval(c, &req, a.names, a.n, now_ms, v);
+    if (verb == PRIORITIZE && cluster_memo_get(c, uid, a.names, a.n, now_ms, scores)) {
+      for (size_t i = 0; i < a.n; i++)
+        v[i] = (struct place_verdict){.fits = true, .score = scores[i]};
+    } else {
+      cluster_eval(c, &req, a.names, a.n, now_ms, v, nodes);
+      if (verb == FILTER)
+        cluster_memo_put(c, uid, nodes, v, a.n, now_ms);
+    }
   }
+
+  /* Room for a typical answer at once: a name and a reason per node. */
+  o.cap = 256 + a.n * (verb == FILTER ? 320 : 48);
+  o.p = malloc(o.cap);
+  if (!o.p)
+    o.cap = 0;
+  else
+    o.p[0] = 0;
 
   if (verb == PRIORITIZE) {
     /* HostPriorityList: every node asked about, 0 where the pod does not fit. */
@@ -270,20 +463,22 @@ static int eval_verb(enum verb verb, struct cluster *c, const char *body, size_t
     }
     puts_(&o, "]}");
   }
+  /* Per-GPU figures while few nodes fail; past that, the same words for every node
+   * short of room, which kube-scheduler's message counts as one reason. */
+  size_t nfailed = 0;
+  for (size_t i = 0; rc == 0 && i < a.n; i++)
+    nfailed += !v[i].fits;
+  bool brief = nfailed > VERB_DETAIL_MAX;
+  char same[2 * PLACE_REASON_MAX];
+  size_t same_len = 0;
   for (int pass = 0; pass < 2; pass++) {
     /* FailedNodes: room taken by other pods (preemption may help);
      * FailedAndUnresolvableNodes: it cannot fit there at all. */
     puts_(&o, pass == 0 ? ",\"FailedNodes\":{" : "},\"FailedAndUnresolvableNodes\":{");
     first = true;
     for (size_t i = 0; i < a.n; i++) {
-      const char *why;
-      if (rc > 0)
-        continue;
-      if (rc < 0)
-        why = pass == 1 ? err : NULL;
-      else
-        why = !v[i].fits && v[i].unresolvable == (pass == 1) ? v[i].reason : NULL;
-      if (!why)
+      if (rc > 0 || (rc < 0 && pass == 0) ||
+          (rc == 0 && (v[i].fits || v[i].unresolvable != (pass == 1))))
         continue;
       if (!first)
         puts_(&o, ",");
@@ -291,11 +486,30 @@ static int eval_verb(enum verb verb, struct cluster *c, const char *body, size_t
       puts_(&o, ":");
       if (rc < 0) {
         char msg[PLACE_REASON_MAX + 2 * K8S_NAME_MAX + 32];
-        snprintf(msg, sizeof msg, "gslice: pod %s: %s", a.id, why);
+        snprintf(msg, sizeof msg, "gslice: pod %s: %s", a.id, err);
         put_str(&o, msg);
+      } else if (brief && req.ncontainers == 1 && v[i].cause == PLACE_NO_ROOM) {
+        /* One container, brief: every node short of room says the same; write it once
+         * and copy its JSON text. */
+        if (!same_len) {
+          struct out one = {0};
+          char msg[PLACE_REASON_MAX + 16] = "gslice: ";
+          cluster_explain(c, &req, nodes[i], now_ms, true, msg + 8, sizeof msg - 8);
+          put_str(&one, msg);
+          if (one.oom || one.len >= sizeof same) {
+            o.oom = true;
+            free(one.p);
+            break;
+          }
+          memcpy(same, one.p, one.len);
+          same_len = one.len;
+          free(one.p);
+        }
+        put(&o, same, same_len);
       } else {
-        char msg[PLACE_REASON_MAX + 16];
-        snprintf(msg, sizeof msg, "gslice: %s", why);
+        /* Reasons are written only for the nodes that fail, after the verdicts. */
+        char msg[PLACE_REASON_MAX + 16] = "gslice: ";
+        cluster_explain(c, &req, nodes[i], now_ms, brief, msg + 8, sizeof msg - 8);
         put_str(&o, msg);
       }
       first = false;
@@ -304,6 +518,8 @@ static int eval_verb(enum verb verb, struct cluster *c, const char *body, size_t
   puts_(&o, "},\"Error\":\"\"}");
 out:
   free(v);
+  free(nodes);
+  free(scores);
   podspec_request_free(&req);
   args_free(&a);
   return finish(&o, status, ret_body, ret_len);
