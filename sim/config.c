@@ -32,6 +32,8 @@ static const struct var vars[] = {
     {"GSLICE_SIM_NVML_HIDE_PIDS", K_COUNT, "0", 0, 1, 0},
     /* -pid_max .. pid_max (4194304, the kernel's limit) */
     {"GSLICE_SIM_NVML_PID_OFFSET", K_OFFSET, "0", 0, 4194304, 0},
+    /* microseconds a context keeps the engine while others wait; 0 turns slicing off */
+    {"GSLICE_SIM_TIMESLICE", K_COUNT, "2000", 0, 1000000, SIM_EXPLICIT_TIMESLICE},
 };
 
 static int parse_u64(const char *s, uint64_t *ret) {
@@ -90,7 +92,8 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
     switch (v->kind) {
     case K_COUNT:
       r = parse_u64(val, &n);
-      hint = "a whole number";
+      hint = v->explicit_bit == SIM_EXPLICIT_TIMESLICE ? "a whole number of microseconds"
+                                                        : "a whole number";
       break;
     case K_SIZE:
       r = gs_size_parse(val, &n);
@@ -143,6 +146,7 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
     case 3: cfg.sms = (uint32_t)n; break;
     case 6: cfg.reserved = n; break;
     case 7: cfg.nvml_hide_pids = (uint32_t)n; break;
+    case 9: cfg.timeslice_ns = n * 1000; break;
     default: break;
     }
   }

@@ -19,6 +19,7 @@ struct sim_config {
   uint64_t context_memory;/* GSLICE_SIM_CONTEXT_MEMORY, per context */
   uint64_t reserved;      /* GSLICE_SIM_RESERVED_MEMORY, per device: the driver's own share */
   uint32_t sms;           /* GSLICE_SIM_SMS */
+  uint64_t timeslice_ns;  /* GSLICE_SIM_TIMESLICE (given in us); 0: contexts run in launch order */
   char state_path[256];   /* GSLICE_SIM_STATE */
   unsigned nkernel_times; /* GSLICE_SIM_KERNEL_US=name=us,... */
   struct sim_kernel_time kernel_times[SIM_MAX_KERNEL_TIMES];
@@ -38,6 +39,7 @@ enum {
   SIM_EXPLICIT_CONTEXT_MEMORY = 1u << 2,
   SIM_EXPLICIT_SMS = 1u << 3,
   SIM_EXPLICIT_RESERVED = 1u << 4,
+  SIM_EXPLICIT_TIMESLICE = 1u << 5,
 };
 
 typedef char *(*sim_getenv_fn)(const char *name);

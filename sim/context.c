@@ -79,12 +79,12 @@ SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 }
 
 /* When everything the context queued is done (0 if nothing). sim.mu held. */
-static uint64_t ctx_tail_locked(const struct sim_ctx *c) {
-  uint64_t t = c->legacy.tail;
+static struct sim_mark ctx_tail_locked(const struct sim_ctx *c) {
+  struct sim_mark mk = c->legacy.tail, last = {c->last_seq, 0, 0};
   for (const struct sim_stream *s = c->streams; s; s = s->next)
-    if (s->tail > t)
-      t = s->tail;
-  return t;
+    sim_mark_merge(&mk, &s->tail);
+  sim_mark_merge(&mk, &last);
+  return mk;
 }
 
 /* sim.mu held: what the driver destroys with a context (cuda.h, cuCtxDestroy) — streams,
@@ -119,9 +119,9 @@ SIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     rc = CUDA_ERROR_INVALID_CONTEXT;
   } else if (c->refs == 1 && c->active) {
     /* The context is destroyed: its queued work finishes first, as at cuCtxDestroy. */
-    uint64_t t = ctx_tail_locked(c);
+    struct sim_mark mk = ctx_tail_locked(c);
     pthread_mutex_unlock(&sim.mu);
-    sim_wait_until(t);
+    sim_mark_wait(c->dev, &mk);
     pthread_mutex_lock(&sim.mu);
     if (c->refs == 0) {
       rc = CUDA_ERROR_INVALID_CONTEXT;
@@ -147,9 +147,9 @@ SIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     return CUDA_ERROR_INVALID_DEVICE;
   pthread_mutex_lock(&sim.mu);
   struct sim_ctx *c = &sim.primary[dev];
-  uint64_t t = ctx_tail_locked(c);
+  struct sim_mark mk = ctx_tail_locked(c);
   pthread_mutex_unlock(&sim.mu);
-  sim_wait_until(t);
+  sim_mark_wait(c->dev, &mk);
   pthread_mutex_lock(&sim.mu);
   if (c->active)
     primary_drop(c); /* the retain count stays: each retainer still releases */
@@ -241,9 +241,9 @@ SIM_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (!c || c->magic != SIM_CTX_MAGIC || c->primary)
     return CUDA_ERROR_INVALID_CONTEXT;
   pthread_mutex_lock(&sim.mu);
-  uint64_t t = ctx_tail_locked(c);
+  struct sim_mark mk = ctx_tail_locked(c);
   pthread_mutex_unlock(&sim.mu);
-  sim_wait_until(t); /* the context's queued work completes first */
+  sim_mark_wait(c->dev, &mk); /* the context's queued work completes first */
   pthread_mutex_lock(&sim.mu);
   if (c->magic != SIM_CTX_MAGIC) { /* another thread destroyed it meanwhile */
     pthread_mutex_unlock(&sim.mu);
@@ -416,9 +416,9 @@ SIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
 
 CUresult sim_ctx_sync(struct sim_ctx *c) {
   pthread_mutex_lock(&sim.mu);
-  uint64_t t = ctx_tail_locked(c);
+  struct sim_mark mk = ctx_tail_locked(c);
   pthread_mutex_unlock(&sim.mu);
-  sim_wait_until(t);
+  sim_mark_wait(c->dev, &mk);
   sim_pools_trim(c->dev);
   return CUDA_SUCCESS;
 }

@@ -32,13 +32,23 @@ struct sim_array;
 
 enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PER_THREAD };
 
+/* Where queued work stands on a context's device: complete once kernel seq of the context
+ * (0: none) and kernel wait of another context on the same device (0: none) have completed,
+ * and not before time t. Kernels of one context complete in launch order, so merging two
+ * marks of one context keeps the larger seq; wait keeps the later launch (exact for one
+ * other context, an approximation across several). */
+struct sim_mark {
+  uint64_t seq, wait;
+  uint64_t t;
+};
+
 struct sim_stream {
   uint32_t magic;
   enum sim_stream_kind kind;
   struct sim_ctx *ctx;
   unsigned flags;
   int priority;
-  uint64_t tail; /* device time its last queued work completes */
+  struct sim_mark tail; /* its queued work */
   struct sim_graph *capture;
   struct sim_stream *next; /* in ctx->streams */
   unsigned long long id;
@@ -52,6 +62,7 @@ struct sim_ctx {
   int active;    /* primary: created (first retain) and not yet destroyed (last release, reset) */
   unsigned flags;
   uint64_t generation; /* bumps when a primary context is reset: per-thread streams expire */
+  uint64_t last_seq;   /* its latest kernel with device time: it completes after all others */
   struct sim_stream legacy;
   struct sim_stream *streams; /* user and per-thread streams */
   /* What goes with the context (cuCtxDestroy, the primary's last release, reset); all
@@ -66,7 +77,9 @@ struct sim_event {
   uint32_t magic;
   unsigned flags;
   int recorded;
-  uint64_t t; /* device time the preceding work completes */
+  int resolved;       /* t is known: the work before it has completed */
+  struct sim_mark mk; /* the work queued before it */
+  uint64_t t;         /* once resolved: device time that work completed */
   struct sim_ctx *ctx;
   struct sim_event *prev, *next; /* in ctx->events, or the free list */
 };
@@ -218,7 +231,9 @@ void sim_ctx_arrays_reset(struct sim_ctx *c);
 
 /* stream.c */
 CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret);
-uint64_t sim_stream_ready(const struct sim_stream *s);
+/* sim.mu held: the work new work on s comes after (the legacy stream and blocking streams
+ * wait for each other). */
+struct sim_mark sim_stream_ready(const struct sim_stream *s);
 /* Sleep until the stream's work is done (sync copies wait this way). */
 CUresult sim_stream_wait(CUstream h, int ptds);
 void sim_ctx_streams_reset(struct sim_ctx *c);
@@ -235,6 +250,12 @@ void sim_ctx_modules_reset(struct sim_ctx *c);
 uint64_t sim_kernel_ns(const struct sim_func *f, void **params, void **extra);
 /* sim.mu held: queues dur ns of kernel on s. */
 void sim_enqueue_locked(struct sim_stream *s, uint64_t dur);
+void sim_mark_merge(struct sim_mark *into, const struct sim_mark *from);
+/* 1 and the device time it completed when the work of mk on dev is complete; else 0 and
+ * when it would complete if nothing more were queued. Runs the engine up to now. */
+int sim_mark_done(int dev, const struct sim_mark *mk, uint64_t *ret_t);
+/* Sleeps until the work of mk on dev is complete; returns the device time it completed. */
+uint64_t sim_mark_wait(int dev, const struct sim_mark *mk);
 
 /* graph.c: a captured copy or memset replays its bytes at each launch. */
 enum sim_node_type { SIM_NODE_KERNEL, SIM_NODE_COPY, SIM_NODE_MEMSET };

@@ -200,14 +200,13 @@ static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, v
   if (s->capture)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   pthread_mutex_lock(&sim.mu);
-  uint64_t t = sim_stream_ready(s);
+  struct sim_mark mk = sim_stream_ready(s);
   pthread_mutex_unlock(&sim.mu);
-  sim_wait_until(t);
+  sim_mark_wait(s->ctx->dev, &mk);
   call(h, fn, userData);
-  uint64_t now = sim_now_ns();
+  struct sim_mark now = {0, 0, sim_now_ns()};
   pthread_mutex_lock(&sim.mu);
-  if (s->tail < now)
-    s->tail = now;
+  sim_mark_merge(&s->tail, &now);
   pthread_mutex_unlock(&sim.mu);
   return CUDA_SUCCESS;
 }

@@ -30,15 +30,61 @@ uint64_t sim_kernel_ns(const struct sim_func *f, void **params, void **extra) {
   return us * 1000;
 }
 
-/* sim.mu held: queue dur ns of kernel on s. */
 void sim_enqueue_locked(struct sim_stream *s, uint64_t dur) {
-  uint64_t earliest = sim_stream_ready(s);
+  struct sim_ctx *c = s->ctx;
+  struct sim_mark ready = sim_stream_ready(s);
+  if (dur == 0) {
+    /* No device time: complete when the context's earlier work is (launch order). */
+    struct sim_mark mk = {c->last_seq, ready.wait, 0};
+    sim_mark_merge(&s->tail, &mk);
+    return;
+  }
   struct sim_machine *m = sim.st.m;
   sim_lock(m);
   sim_reap(m, 0);
-  uint64_t end = sim_schedule(m, sim.slot, sim_pdev(s->ctx->dev), earliest, dur);
+  /* The context is the channel the engine time-slices; the stream's order within it is
+   * the context's launch order, and a wait on another context's work rides along. */
+  uint64_t seq =
+      sim_launch(m, sim.slot, sim_pdev(c->dev), (uint64_t)(uintptr_t)c, ready.wait, dur);
   sim_unlock(m);
-  s->tail = end;
+  c->last_seq = seq;
+  s->tail = (struct sim_mark){seq, 0, 0};
+}
+
+void sim_mark_merge(struct sim_mark *into, const struct sim_mark *from) {
+  if (from->seq > into->seq)
+    into->seq = from->seq;
+  if (from->wait > into->wait)
+    into->wait = from->wait;
+  if (from->t > into->t)
+    into->t = from->t;
+}
+
+int sim_mark_done(int dev, const struct sim_mark *mk, uint64_t *ret_t) {
+  uint64_t t = mk->t;
+  int done = 1;
+  if (mk->seq || mk->wait) {
+    struct sim_machine *m = sim.st.m;
+    unsigned pd = sim_pdev(dev);
+    uint64_t e1, e2;
+    sim_lock(m);
+    done = sim_kernel_done(m, pd, mk->seq, &e1) & sim_kernel_done(m, pd, mk->wait, &e2);
+    sim_unlock(m);
+    if (e1 > t)
+      t = e1;
+    if (e2 > t)
+      t = e2;
+  }
+  *ret_t = t;
+  return done && mk->t <= sim_now_ns();
+}
+
+uint64_t sim_mark_wait(int dev, const struct sim_mark *mk) {
+  uint64_t t;
+  /* The projection holds unless other contexts queue work meanwhile: look again on waking. */
+  while (!sim_mark_done(dev, mk, &t))
+    sim_wait_until(t);
+  return t;
 }
 
 static CUresult launch(CUfunction hf, CUstream h, void **params, void **extra, int ptsz) {

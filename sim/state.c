@@ -69,12 +69,13 @@ static int machine_valid(const struct sim_machine *m) {
 static int config_matches(const struct sim_machine *m, const struct sim_config *cfg) {
   return m->devices == cfg->devices && m->memory == cfg->memory &&
          m->context_memory == cfg->context_memory && m->sms == cfg->sms &&
-         m->reserved == cfg->reserved;
+         m->reserved == cfg->reserved && m->timeslice_ns == cfg->timeslice_ns;
 }
 
 static int machine_init(struct sim_machine *m, const struct sim_config *cfg) {
   pthread_mutexattr_t a;
-  memset(m, 0, sizeof(*m));
+  /* The file was just truncated to its size: zero already, and untouched pages (devices
+   * and kernel slots never used) cost nothing until written. */
   m->version = SIM_VERSION;
   m->size = sizeof(*m);
   m->devices = cfg->devices;
@@ -82,6 +83,9 @@ static int machine_init(struct sim_machine *m, const struct sim_config *cfg) {
   m->memory = cfg->memory;
   m->context_memory = cfg->context_memory;
   m->reserved = cfg->reserved;
+  m->timeslice_ns = cfg->timeslice_ns;
+  for (unsigned d = 0; d < SIM_MAX_DEVICES; d++)
+    m->dev[d].cur = -1;
   m->created_realtime_ns = realtime_ns();
   m->path_hash = fnv1a(cfg->state_path);
   if (pthread_mutexattr_init(&a) || pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) ||
@@ -155,13 +159,15 @@ int sim_state_open(const struct sim_config *cfg, struct sim_state *ret, char *no
         (ex & SIM_EXPLICIT_MEMORY && m->memory != cfg->memory) ||
         (ex & SIM_EXPLICIT_CONTEXT_MEMORY && m->context_memory != cfg->context_memory) ||
         (ex & SIM_EXPLICIT_SMS && m->sms != cfg->sms) ||
-        (ex & SIM_EXPLICIT_RESERVED && m->reserved != cfg->reserved))
+        (ex & SIM_EXPLICIT_RESERVED && m->reserved != cfg->reserved) ||
+        (ex & SIM_EXPLICIT_TIMESLICE && m->timeslice_ns != cfg->timeslice_ns))
       snprintf(note, notelen,
                "gslice-sim: note: %s is in use with %u device(s) of %llu bytes (context %llu, "
-               "%u SMs, reserved %llu); joining it, this process's GSLICE_SIM_* settings are "
+               "%u SMs, reserved %llu, timeslice %llu us); joining it, this process's GSLICE_SIM_* settings are "
                "ignored",
                cfg->state_path, m->devices, (unsigned long long)m->memory,
-               (unsigned long long)m->context_memory, m->sms, (unsigned long long)m->reserved);
+               (unsigned long long)m->context_memory, m->sms, (unsigned long long)m->reserved,
+               (unsigned long long)(m->timeslice_ns / 1000));
   }
   r = ofd_lock(fd, F_RDLCK, LOCK_PRESENCE, 1);
   if (r < 0)
@@ -281,26 +287,6 @@ uint64_t sim_proc_starttime(pid_t pid, char *comm, size_t commlen) {
   return strtoull(p, NULL, 10);
 }
 
-static void drop_pending(struct sim_machine *m, unsigned d, uint32_t slot, uint32_t gen,
-                         uint64_t now) {
-  struct sim_device *dev = &m->dev[d];
-  uint64_t n = dev->nring < SIM_RING ? dev->nring : SIM_RING;
-  uint64_t last_end = now;
-  for (uint64_t i = 0; i < n; i++) {
-    struct sim_interval *iv = &dev->ring[i];
-    if (iv->proc == slot && iv->proc_gen == gen && iv->end > now) {
-      /* A real GPU tears a dead process's context down: what had not run never runs. */
-      uint64_t cut = iv->start > now ? iv->start : now;
-      dev->dropped_ns += iv->end - cut;
-      iv->end = cut;
-    }
-    if (iv->end > last_end)
-      last_end = iv->end;
-  }
-  if (dev->busy_until > last_end)
-    dev->busy_until = last_end;
-}
-
 void sim_reap(struct sim_machine *m, int force) {
   uint64_t now = sim_now_ns();
   if (!force && now - m->last_reap_ns < 50000000ull)
@@ -314,7 +300,7 @@ void sim_reap(struct sim_machine *m, int force) {
     if (st != 0 && st == p->starttime)
       continue;
     for (unsigned d = 0; d < m->devices; d++)
-      drop_pending(m, d, i, p->gen, now);
+      sim_drop_proc(m, d, i, p->gen);
     uint32_t gen = p->gen;
     memset(p, 0, sizeof(*p));
     p->gen = gen;
@@ -331,7 +317,7 @@ int sim_proc_attach(struct sim_machine *m, pid_t pid) {
       /* Our own pid and start time: this image replaced (exec) one that had attached;
        * what it held died with it, as a real driver's context does. */
       for (unsigned d = 0; d < m->devices; d++)
-        drop_pending(m, d, i, p->gen, sim_now_ns());
+        sim_drop_proc(m, d, i, p->gen);
       p->pid = 0;
     }
   }
@@ -376,85 +362,6 @@ void sim_mem_uncharge(struct sim_machine *m, int slot, unsigned dev, uint64_t by
   *mem = *mem >= bytes ? *mem - bytes : 0;
 }
 
-uint64_t sim_schedule(struct sim_machine *m, int slot, unsigned dev, uint64_t earliest,
-                      uint64_t dur) {
-  struct sim_device *d = &m->dev[dev];
-  for (;;) {
-    uint64_t now = sim_now_ns();
-    if (dur > 0 && d->nring >= SIM_RING) {
-      /* The launch queue is finite, as on a GPU: the oldest entry must have run
-       * before it is overwritten, so busy figures stay exact. */
-      uint64_t oldest_end = d->ring[d->nring % SIM_RING].end;
-      if (oldest_end > now) {
-        struct timespec ts = {(time_t)(oldest_end / 1000000000ull),
-                              (long)(oldest_end % 1000000000ull)};
-        sim_unlock(m);
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        sim_lock(m);
-        continue;
-      }
-    }
-    uint64_t start = now;
-    if (d->busy_until > start)
-      start = d->busy_until;
-    if (earliest > start)
-      start = earliest;
-    uint64_t end = start + dur;
-    d->busy_until = end;
-    if (dur > 0) {
-      struct sim_interval *iv = &d->ring[d->nring % SIM_RING];
-      iv->start = start;
-      iv->end = end;
-      iv->proc = (uint32_t)slot;
-      iv->proc_gen = m->proc[slot].gen;
-      d->nring++;
-      d->busy_sched_ns += dur;
-      m->proc[slot].busy_sched[dev] += dur;
-    }
-    return end;
-  }
-}
-
-static int interval_matches(const struct sim_machine *m, const struct sim_interval *iv, int proc) {
-  if (proc < 0)
-    return 1;
-  return iv->proc == (uint32_t)proc && iv->proc_gen == m->proc[proc].gen;
-}
-
-uint64_t sim_busy_between(const struct sim_machine *m, unsigned dev, int proc, uint64_t from,
-                          uint64_t to) {
-  const struct sim_device *d = &m->dev[dev];
-  uint64_t n = d->nring < SIM_RING ? d->nring : SIM_RING;
-  uint64_t now = sim_now_ns();
-  if (to > now)
-    to = now;
-  uint64_t sum = 0;
-  for (uint64_t i = 0; i < n; i++) {
-    const struct sim_interval *iv = &d->ring[i];
-    if (!interval_matches(m, iv, proc))
-      continue;
-    uint64_t s = iv->start > from ? iv->start : from;
-    uint64_t e = iv->end < to ? iv->end : to;
-    if (e > s)
-      sum += e - s;
-  }
-  return sum;
-}
-
-uint64_t sim_busy_total(const struct sim_machine *m, unsigned dev, int proc, uint64_t now) {
-  const struct sim_device *d = &m->dev[dev];
-  uint64_t n = d->nring < SIM_RING ? d->nring : SIM_RING;
-  uint64_t pending = 0;
-  for (uint64_t i = 0; i < n; i++) {
-    const struct sim_interval *iv = &d->ring[i];
-    if (iv->end <= now || !interval_matches(m, iv, proc))
-      continue;
-    pending += iv->end - (iv->start > now ? iv->start : now);
-  }
-  uint64_t sched = proc < 0 ? d->busy_sched_ns - d->dropped_ns : m->proc[proc].busy_sched[dev];
-  return sched > pending ? sched - pending : 0;
-}
-
 void sim_uuid(const struct sim_machine *m, unsigned dev, unsigned char out[16]) {
   uint64_t a = mix64(m->path_hash ^ (0x1000ull + dev));
   uint64_t b = mix64(a ^ m->path_hash);
@@ -471,21 +378,4 @@ void sim_uuid_text(const struct sim_machine *m, unsigned dev, char *buf, size_t 
            "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
            u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
            u[14], u[15]);
-}
-
-uint64_t sim_ring_since(const struct sim_machine *m, unsigned dev) {
-  const struct sim_device *d = &m->dev[dev];
-  return d->nring > SIM_RING ? d->ring[d->nring % SIM_RING].start : 0;
-}
-
-unsigned sim_util_percent(const struct sim_machine *m, unsigned dev, int proc, uint64_t window_ns) {
-  uint64_t now = sim_now_ns();
-  uint64_t from = now > window_ns ? now - window_ns : 0;
-  uint64_t since = sim_ring_since(m, dev);
-  if (since > from)
-    from = since;
-  if (now <= from)
-    return 0;
-  uint64_t busy = sim_busy_between(m, dev, proc, from, now);
-  return (unsigned)((busy * 100 + (now - from) / 2) / (now - from));
 }

@@ -96,23 +96,22 @@ CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret) {
   return CUDA_SUCCESS;
 }
 
-/* sim.mu held: earliest device time new work on s may start. The legacy stream waits
- * for every blocking stream of its context, and they wait for it. */
-uint64_t sim_stream_ready(const struct sim_stream *s) {
+/* The legacy stream waits for every blocking stream of its context, and they wait for it. */
+struct sim_mark sim_stream_ready(const struct sim_stream *s) {
   const struct sim_ctx *c = s->ctx;
-  uint64_t t = s->tail;
+  struct sim_mark mk = s->tail;
   if (s->kind == SIM_STREAM_LEGACY) {
     for (const struct sim_stream *o = c->streams; o; o = o->next)
-      if (!(o->flags & CU_STREAM_NON_BLOCKING) && o->tail > t)
-        t = o->tail;
-  } else if (!(s->flags & CU_STREAM_NON_BLOCKING) && c->legacy.tail > t) {
-    t = c->legacy.tail;
+      if (!(o->flags & CU_STREAM_NON_BLOCKING))
+        sim_mark_merge(&mk, &o->tail);
+  } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
+    sim_mark_merge(&mk, &c->legacy.tail);
   }
-  return t;
+  return mk;
 }
 
-/* sim.mu held: when everything queued on s so far is done. */
-static uint64_t stream_done(const struct sim_stream *s) {
+/* sim.mu held: everything queued on s so far. */
+static struct sim_mark stream_done(const struct sim_stream *s) {
   return s->kind == SIM_STREAM_LEGACY ? sim_stream_ready(s) : s->tail;
 }
 
@@ -122,9 +121,10 @@ CUresult sim_stream_wait(CUstream h, int ptds) {
   if (rc != CUDA_SUCCESS)
     return rc;
   pthread_mutex_lock(&sim.mu);
-  uint64_t t = stream_done(s);
+  struct sim_mark mk = stream_done(s);
+  int dev = s->ctx->dev;
   pthread_mutex_unlock(&sim.mu);
-  sim_wait_until(t);
+  sim_mark_wait(dev, &mk);
   return CUDA_SUCCESS;
 }
 
@@ -139,7 +139,7 @@ void sim_ctx_streams_reset(struct sim_ctx *c) {
     s = next;
   }
   c->streams = NULL;
-  c->legacy.tail = 0;
+  c->legacy.tail = (struct sim_mark){0, 0, 0};
 }
 
 static CUresult stream_create(CUstream *phStream, unsigned int flags, int priority) {
@@ -203,9 +203,11 @@ static CUresult stream_query(CUstream h, int ptsz) {
   if (rc != CUDA_SUCCESS)
     return rc;
   pthread_mutex_lock(&sim.mu);
-  uint64_t t = stream_done(s);
+  struct sim_mark mk = stream_done(s);
+  int dev = s->ctx->dev;
   pthread_mutex_unlock(&sim.mu);
-  return sim_now_ns() >= t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  uint64_t t;
+  return sim_mark_done(dev, &mk, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIM_TWINS(cuStreamQuery, _ptsz, stream_query, (CUstream h), h)
@@ -359,9 +361,11 @@ static CUresult event_record(CUevent hEvent, CUstream h, int ptsz) {
   pthread_mutex_lock(&sim.mu);
   if (!s->capture) {
     /* The event completes when the work queued before it does, or now if none is. */
-    uint64_t t = sim_stream_ready(s), now = sim_now_ns();
-    e->t = t > now ? t : now;
-    e->recorded = 1;
+    struct sim_mark now = {0, 0, sim_now_ns()};
+    e->mk = sim_stream_ready(s);
+    sim_mark_merge(&e->mk, &now);
+    e->recorded++;
+    e->resolved = 0;
   }
   pthread_mutex_unlock(&sim.mu);
   return CUDA_SUCCESS;
@@ -371,12 +375,39 @@ SIM_TWINS(cuEventRecord, _ptsz, event_record, (CUevent hEvent, CUstream hStream)
 SIM_TWINS(cuEventRecordWithFlags, _ptsz, event_record,
           (CUevent hEvent, CUstream hStream, unsigned int flags), hEvent, hStream)
 
+/* 1 and the device time the work recorded before e completed, once it has; else 0 (and
+ * when it would, if nothing more were queued). wait: sleep until it has. */
+static int event_time(struct sim_event *e, int wait, uint64_t *ret_t) {
+  pthread_mutex_lock(&sim.mu);
+  int resolved = e->resolved, dev = e->ctx->dev, recorded = e->recorded;
+  struct sim_mark mk = e->mk;
+  uint64_t t = e->t;
+  pthread_mutex_unlock(&sim.mu);
+  if (!resolved) {
+    if (wait) {
+      t = sim_mark_wait(dev, &mk);
+      resolved = 1;
+    } else {
+      resolved = sim_mark_done(dev, &mk, &t);
+    }
+    pthread_mutex_lock(&sim.mu);
+    if (resolved && e->recorded == recorded) { /* not recorded again meanwhile */
+      e->t = t;
+      e->resolved = 1;
+    }
+    pthread_mutex_unlock(&sim.mu);
+  }
+  *ret_t = t;
+  return resolved;
+}
+
 SIM_API CUresult cuEventQuery(CUevent hEvent) {
   SIM_REQUIRE_INIT();
   struct sim_event *e = event_arg(hEvent);
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
-  return !e->recorded || sim_now_ns() >= e->t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  uint64_t t;
+  return !e->recorded || event_time(e, 0, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
@@ -384,8 +415,9 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
   struct sim_event *e = event_arg(hEvent);
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t t;
   if (e->recorded)
-    sim_wait_until(e->t);
+    event_time(e, 1, &t);
   struct sim_ctx *c = sim_ctx_current();
   if (c)
     sim_pools_trim(c->dev);
@@ -400,10 +432,10 @@ SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUe
   if (!a || !b || (a->flags & CU_EVENT_DISABLE_TIMING) || (b->flags & CU_EVENT_DISABLE_TIMING) ||
       !a->recorded || !b->recorded)
     return CUDA_ERROR_INVALID_HANDLE;
-  uint64_t now = sim_now_ns();
-  if (now < a->t || now < b->t)
+  uint64_t ta, tb;
+  if (!event_time(a, 0, &ta) || !event_time(b, 0, &tb))
     return CUDA_ERROR_NOT_READY;
-  *pMilliseconds = (float)(((double)b->t - (double)a->t) / 1e6);
+  *pMilliseconds = (float)(((double)tb - (double)ta) / 1e6);
   return CUDA_SUCCESS;
 }
 
@@ -421,9 +453,18 @@ static CUresult stream_wait_event(CUstream h, CUevent hEvent, unsigned int flags
   if (rc != CUDA_SUCCESS)
     return rc;
   pthread_mutex_lock(&sim.mu);
-  if (e->recorded && e->t > s->tail)
-    s->tail = e->t;
+  struct sim_mark mk = e->mk;
+  int recorded = e->recorded, edev = e->ctx->dev;
+  if (recorded && e->ctx == s->ctx) {
+    sim_mark_merge(&s->tail, &mk);
+  } else if (recorded && edev == s->ctx->dev) {
+    /* Another context's work on this device: the stream's next kernel waits for it. */
+    struct sim_mark foreign = {0, mk.seq > mk.wait ? mk.seq : mk.wait, mk.t};
+    sim_mark_merge(&s->tail, &foreign);
+  }
   pthread_mutex_unlock(&sim.mu);
+  if (recorded && edev != s->ctx->dev)
+    sim_mark_wait(edev, &mk); /* another device's engine: waited for here, on the host */
   return CUDA_SUCCESS;
 }
 

@@ -27,7 +27,7 @@ static void usage(FILE *f) {
 }
 
 static int proc_on_dev(const struct sim_proc *p, unsigned d) {
-  return p->pid && (p->mem[d] || p->contexts[d] || p->busy_sched[d]);
+  return p->pid && (p->mem[d] || p->contexts[d] || p->launches[d]);
 }
 
 static void json_str(const char *s) {
@@ -78,7 +78,7 @@ static int info(const char *path, int json) {
     uint64_t busy = sim_busy_total(m, d, -1, now);
     unsigned util = sim_util_percent(m, d, -1, 1000000000ull);
     /* Device time already queued: how long a kernel launched now would wait. */
-    uint64_t queued = m->dev[d].busy_until > now ? m->dev[d].busy_until - now : 0;
+    uint64_t queued = m->dev[d].queued_ns; /* sim_busy_total ran the engine up to now */
     if (json) {
       printf("%s{\"index\":%u,\"uuid\":\"%s\",\"memory_total\":%llu,\"memory_used\":%llu,"
              "\"memory_free\":%llu,\"busy_ns\":%llu,\"queued_ns\":%llu,\"utilization\":%u,"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Two processes contend for one device: their spin kernels never overlap and together
-# never take more device time than elapsed; the device's busy time is exactly theirs.
+# Two processes contend for one device with time-slicing off (GSLICE_SIM_TIMESLICE=0, kernels
+# in launch order): their spin kernels never overlap and together never take more device time
+# than elapsed; the device's busy time is exactly theirs. sim_timeslice.sh: slicing on.
 source "$GSLICE_SRC/tests/integration/lib.sh"
+export GSLICE_SIM_TIMESLICE=0
 PTX="$GSLICE_SRC/tests/gpu/spin.ptx"
 US=20000 COUNT=10
 

@@ -350,7 +350,8 @@ static int cmd_spin(const char *ptx_path, const char *us_s, const char *count_s,
     CK(cu.cuEventElapsedTime(&b, ref, ev[2 * i + 1]));
     double run = (double)us / 1000.0;
     EXPECT(b - a >= run - 0.01);
-    printf("interval %.3f %.3f\n", base + b - run, base + b);
+    /* elapsed: between the events around it, the time it waited or was preempted too */
+    printf("interval %.3f %.3f elapsed %.3f\n", base + b - run, base + b, b - a);
     busy += run;
   }
   printf("busy_ms %.3f\n", busy);

@@ -1,6 +1,7 @@
 /* Unit tests of the shared simulated machine: creation and joining, memory charges
- * and their limit, the one-kernel-at-a-time timeline, busy accounting, reaping a
- * dead process (memory back, unrun kernels dropped), a holder dying with the lock. */
+ * and their limit, the engine (one kernel at a time, contexts time-sliced, or in launch
+ * order with slicing off), busy accounting, reaping a dead process (memory back, unrun
+ * kernels dropped), a holder dying with the lock. */
 #include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -64,14 +65,18 @@ int main(void) {
   CHECK(other_slot >= 0 && other_slot != self);
   CHECK_EQ_INT(sim_mem_charge(m, other_slot, 1, 300 << 20), 0);
 
-  /* The timeline: kernels never overlap, whoever queues them. */
+  /* The engine: one kernel at a time; contexts with work alternate in timeslices (2 ms by
+   * default), a kernel preempted at the boundary resumes on its context's next turn. */
+  CHECK_EQ_U64(m->timeslice_ns, 2000000);
   uint64_t t0 = sim_now_ns();
-  uint64_t e1 = sim_schedule(m, self, 1, 0, 2000000);     /* 2 ms */
-  uint64_t e2 = sim_schedule(m, other_slot, 1, 0, 5000000000ull); /* 5 s */
-  uint64_t e3 = sim_schedule(m, self, 1, 0, 1000000);     /* 1 ms, after both */
+  uint64_t k1 = sim_launch(m, self, 1, 1, 0, 2000000);           /* 2 ms */
+  uint64_t k2 = sim_launch(m, other_slot, 1, 7, 0, 5000000000ull); /* 5 s, another process */
+  uint64_t k3 = sim_launch(m, self, 1, 1, 0, 1000000);           /* 1 ms, self again */
+  uint64_t e1, e2, e3;
+  CHECK_EQ_INT(sim_kernel_done(m, 1, k1, &e1), 0); /* not yet: projected */
+  CHECK_EQ_INT(sim_kernel_done(m, 1, k3, &e3), 0);
+  CHECK_EQ_U64(e3, e1 + 3000000); /* after one 2 ms slice of the other process */
   CHECK(e1 >= t0 + 2000000);
-  CHECK_EQ_U64(e2, e1 + 5000000000ull);
-  CHECK_EQ_U64(e3, e2 + 1000000);
   /* Not yet elapsed time is never counted. */
   CHECK(sim_busy_total(m, 1, -1, sim_now_ns()) <= sim_now_ns() - t0);
   sim_unlock(m);
@@ -80,8 +85,14 @@ int main(void) {
   nanosleep(&ts, NULL);
   sim_lock(m);
   uint64_t now = sim_now_ns();
-  CHECK_EQ_U64(sim_busy_total(m, 1, self, now), 2000000);
-  CHECK(sim_busy_total(m, 1, other_slot, now) >= now - e1 - 1000);
+  uint64_t f1, f3;
+  CHECK_EQ_INT(sim_kernel_done(m, 1, k1, &f1), 1);
+  CHECK_EQ_INT(sim_kernel_done(m, 1, k3, &f3), 1);
+  CHECK_EQ_U64(f1, e1);
+  CHECK_EQ_U64(f3, e3); /* 5 ms after the start, not 5 s: the 5 s kernel was preempted */
+  CHECK_EQ_INT(sim_kernel_done(m, 1, k2, &e2), 0);
+  CHECK_EQ_U64(sim_busy_total(m, 1, self, now), 3000000);
+  CHECK(sim_busy_total(m, 1, other_slot, now) >= now - f3 + 2000000 - 1000);
   CHECK(sim_util_percent(m, 1, -1, 5000000) >= 99);
   sim_unlock(m);
 
@@ -93,11 +104,55 @@ int main(void) {
   now = sim_now_ns();
   CHECK_EQ_U64(sim_dev_used(m, 1), 0);
   CHECK_EQ_U64(m->proc[other_slot].pid, 0);
-  /* Its unrun kernel time is gone; the kernel queued after it keeps its time. */
-  CHECK_EQ_U64(m->dev[1].busy_until, e3);
+  /* Its unrun kernel time is gone: nothing queued, and what ran is all that counts. */
+  CHECK_EQ_INT(sim_kernel_done(m, 1, k2, &e2), 1);
+  CHECK_EQ_U64(m->dev[1].queued, 0);
+  CHECK_EQ_U64(m->dev[1].queued_ns, 0);
   uint64_t busy = sim_busy_total(m, 1, -1, now + 10000000000ull);
   CHECK(busy < 1000000000ull); /* 2 ms + the part of 5 s that ran + 1 ms */
   CHECK(busy >= 3000000);
+
+  /* Timeslice 0: no slicing, each kernel to its end in launch order (device 0). */
+  m->timeslice_ns = 0;
+  uint64_t a1 = sim_launch(m, self, 0, 1, 0, 2000000);
+  uint64_t b1 = sim_launch(m, self, 0, 2, 0, 3000000); /* another context */
+  uint64_t a2 = sim_launch(m, self, 0, 1, 0, 1000000);
+  uint64_t g1, g2, g3;
+  sim_kernel_done(m, 0, a1, &g1);
+  sim_kernel_done(m, 0, b1, &g2);
+  sim_kernel_done(m, 0, a2, &g3);
+  CHECK_EQ_U64(g2, g1 + 3000000);
+  CHECK_EQ_U64(g3, g2 + 1000000);
+  m->timeslice_ns = 2000000;
+  sim_unlock(m);
+
+  /* Two contexts with deep queues, 20 ms and 0.2 ms kernels: the device alternates 2 ms
+   * timeslices, so the short kernels progress at half the device's speed, exactly (the
+   * engine is a function of the clock, whatever the host's load), and the projection made
+   * at launch is what happens when nothing else is queued. */
+  ts.tv_nsec = 20 * 1000 * 1000;
+  nanosleep(&ts, NULL);
+  sim_lock(m);
+  uint64_t longk = 0, shortk[501] = {0}, proj, got;
+  for (int i = 0; i < 50; i++)
+    longk = sim_launch(m, self, 0, 3, 0, 20000000);
+  for (int i = 1; i <= 500; i++)
+    shortk[i] = sim_launch(m, self, 0, 4, 0, 200000);
+  CHECK_EQ_INT(sim_kernel_done(m, 0, shortk[500], &proj), 0);
+  sim_unlock(m);
+  ts.tv_nsec = 250 * 1000 * 1000;
+  nanosleep(&ts, NULL);
+  sim_lock(m);
+  CHECK_EQ_INT(sim_kernel_done(m, 0, shortk[500], &got), 1);
+  CHECK_EQ_U64(got, proj);
+  uint64_t s10, s510;
+  sim_kernel_done(m, 0, shortk[10], &s10);
+  sim_kernel_done(m, 0, shortk[500], &s510);
+  /* 490 kernels x 0.2 ms = 98 ms of work, alternating with 2 ms of the other context */
+  CHECK_EQ_U64(s510 - s10, 196000000);
+  CHECK_EQ_INT(sim_kernel_done(m, 0, longk, &got), 0);
+  sim_unlock(m);
+  sim_lock(m);
   /* A slot for a pid that is not alive is reaped at once. */
   int dead = sim_proc_attach(m, child);
   CHECK(dead >= 0);
