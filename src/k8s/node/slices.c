@@ -449,6 +449,11 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
   slice_name(spec.name, sizeof(spec.name), ns, pod, ctr);
   struct gs_msg_registered reg;
   char derr[GS_PROTO_TEXT_MAX] = "";
+  if (n->nrecs >= sizeof(n->recs) / sizeof(n->recs[0])) {
+    snprintf(err, err_len, "gslice-node holds %u containers' slices, its most", n->nrecs);
+    ret = -ENOSPC;
+    goto out;
+  }
   e = daemon_conn(n, &fd);
   if (e == 0)
     e = gs_client_register_flags(fd, &spec, GS_REGISTER_HELD | GS_REGISTER_ANY_UID, &reg, derr,
