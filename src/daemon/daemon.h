@@ -136,3 +136,5 @@ void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *ar
 
 /* Logging at the edge: the daemon logs to stderr (its log file when in the background). */
 void dlog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes what dlog left out of repeated lines whose interval is over (housekeeping, each second). */
+void dlog_flush(void);

@@ -1,6 +1,7 @@
 /* gsliced: the node daemon's entry point: options and config, lock, state, socket, background, signals. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,20 +20,87 @@
 #include "guard.h"
 #include "metrics.h"
 
-void dlog(const char *level, const char *fmt, ...) {
+/* Repeated lines are limited per message (its format string is the key): DLOG_BURST in each
+ * DLOG_INTERVAL_NS, then one line saying how many were left out. 225k garbage connections in
+ * 5 s wrote 16 MB of "closing connection" lines. The table is the log's own state, as stderr is:
+ * the one global of the daemon beside it. */
+#define DLOG_KEYS 32
+#define DLOG_BURST 10
+#define DLOG_INTERVAL_NS 1000000000ull
+
+static struct dlog_key {
+  const char *fmt;
+  const char *level;
+  uint64_t since; /* start of its interval, CLOCK_MONOTONIC ns */
+  uint32_t lines; /* written in this interval */
+  uint64_t suppressed;
+} dlog_keys[DLOG_KEYS];
+
+static void dlog_line(const char *level, const char *fmt, va_list ap) {
   char ts[32];
   struct timespec now;
   struct tm tm;
-  va_list ap;
 
   clock_gettime(CLOCK_REALTIME, &now);
   localtime_r(&now.tv_sec, &tm);
   strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
   fprintf(stderr, "%s.%03ld gsliced[%d] %s: ", ts, now.tv_nsec / 1000000, (int)getpid(), level);
-  va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
-  va_end(ap);
   fputc('\n', stderr);
+}
+
+static void dlog_raw(const char *level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dlog_line(level, fmt, ap);
+  va_end(ap);
+}
+
+/* Says how many lines of k were left out, and starts its next interval. */
+static void dlog_summary(struct dlog_key *k, uint64_t now) {
+  if (k->suppressed)
+    dlog_raw(k->level, "%" PRIu64 " more lines like \"%.60s\" in the last %" PRIu64 " ms, not written",
+             k->suppressed, k->fmt, (now - k->since) / 1000000);
+  k->since = now;
+  k->lines = 0;
+  k->suppressed = 0;
+}
+
+void dlog_flush(void) {
+  uint64_t now = loop_now();
+  for (unsigned i = 0; i < DLOG_KEYS; i++)
+    if (dlog_keys[i].fmt && now - dlog_keys[i].since >= DLOG_INTERVAL_NS)
+      dlog_summary(&dlog_keys[i], now);
+}
+
+void dlog(const char *level, const char *fmt, ...) {
+  uint64_t now = loop_now();
+  struct dlog_key *k = NULL, *oldest = &dlog_keys[0];
+  va_list ap;
+
+  for (unsigned i = 0; i < DLOG_KEYS && !k; i++) {
+    if (dlog_keys[i].fmt == fmt)
+      k = &dlog_keys[i];
+    else if (dlog_keys[i].since < oldest->since)
+      oldest = &dlog_keys[i];
+  }
+  if (!k) {
+    /* A new message takes the slot quiet the longest (its count said first). */
+    k = oldest;
+    if (k->fmt)
+      dlog_summary(k, now);
+    *k = (struct dlog_key){.fmt = fmt, .level = level, .since = now};
+  } else if (now - k->since >= DLOG_INTERVAL_NS) {
+    dlog_summary(k, now);
+  }
+  if (k->lines >= DLOG_BURST) {
+    k->suppressed++;
+    return;
+  }
+  k->lines++;
+  va_start(ap, fmt);
+  dlog_line(level, fmt, ap);
+  va_end(ap);
 }
 
 static void usage(FILE *out) {
@@ -203,6 +271,7 @@ static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
   struct daemon *d = data;
   (void)id;
   server_housekeeping(d);
+  dlog_flush();
   loop_add_timer(l, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
 }
 

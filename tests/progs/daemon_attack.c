@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: daemon_attack SOCKET nohello N WAIT_MS | biglen | many N | flood N |\n"
                     "       hold | grants SECONDS | holdloop SECONDS | register N ROUNDS |\n"
                     "       idle N SECONDS | statusflood CONNS SECONDS [SLICES] |\n"
-                    "       nonreaders N HOLD_SECONDS\n");
+                    "       nonreaders N HOLD_SECONDS | garbage SECONDS\n");
     return 2;
   }
   path = argv[1];
@@ -304,6 +304,24 @@ int main(int argc, char **argv) {
       ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
     close(cfd);
     return ok ? 0 : 1;
+  }
+  if (!strcmp(mode, "garbage")) {
+    /* Connections that send 16 bytes of garbage and go, as fast as they can for n seconds. */
+    static const unsigned char junk[16] = "not a gsliced hi";
+    unsigned long count = 0;
+    double end = mono_s() + n;
+    while (mono_s() < end) {
+      int fd = conn();
+      if (fd < 0) {
+        usleep(1000);
+        continue;
+      }
+      if (send(fd, junk, sizeof(junk), MSG_NOSIGNAL) == (ssize_t)sizeof(junk))
+        count++;
+      close(fd);
+    }
+    printf("garbage: %lu connections in %d s\n", count, n);
+    return 0;
   }
   if (!strcmp(mode, "nonreaders")) {
     /* n connections that say hello, then write STATUS and never read a reply; held open argv[4]
