@@ -106,12 +106,17 @@ void sim_advance(struct sim_machine *m, unsigned dev, uint64_t now) {
     if (c < 0)
       break; /* cannot happen: a kernel waited for is queued earlier, on this device */
     uint64_t until = t + kernel_at(d, d->chan[c].head)->left;
-    if (q && others_runnable(d, c) && d->slice_start + q < until)
+    int alone = !q || !others_runnable(d, c);
+    if (!alone && d->slice_start + q < until)
       until = d->slice_start + q;
     if (until > now)
       until = now;
     run_piece(m, dev, c, t, until);
     t = until;
+    /* Alone, its timeslices follow each other: a context that starts queueing waits for
+     * the end of the one running now, not of one that began long ago. */
+    if (alone && q && t - d->slice_start >= q)
+      d->slice_start += (t - d->slice_start) / q * q;
   }
   if (now > d->clock)
     d->clock = now;

@@ -1,6 +1,6 @@
 /* Unit tests of the shared simulated machine: creation and joining, memory charges
- * and their limit, the engine (one kernel at a time, contexts time-sliced, or in launch
- * order with slicing off), busy accounting, reaping a dead process (memory back, unrun
+ * and their limit, the engine (one kernel at a time, contexts time-sliced, a newcomer
+ * waiting for the end of the current timeslice, or launch order with slicing off), busy accounting, reaping a dead process (memory back, unrun
  * kernels dropped), a holder dying with the lock. */
 #include <errno.h>
 #include <signal.h>
@@ -151,6 +151,26 @@ int main(void) {
   /* 490 kernels x 0.2 ms = 98 ms of work, alternating with 2 ms of the other context */
   CHECK_EQ_U64(s510 - s10, 196000000);
   CHECK_EQ_INT(sim_kernel_done(m, 0, longk, &got), 0);
+  sim_unlock(m);
+
+  /* A context alone keeps the engine in back-to-back timeslices; one that starts queueing
+   * beside it gets the engine at the end of the current timeslice, at most 2 ms later. */
+  sim_lock(m);
+  uint64_t solo = sim_launch(m, self, 1, 5, 0, 500000000); /* device 1: idle by now */
+  uint64_t solo_end;
+  sim_kernel_done(m, 1, solo, &solo_end);
+  uint64_t solo_start = solo_end - 500000000;
+  sim_unlock(m);
+  ts.tv_nsec = 7 * 1000 * 1000;
+  nanosleep(&ts, NULL);
+  sim_lock(m);
+  uint64_t arrive = sim_now_ns();
+  uint64_t late = sim_launch(m, self, 1, 6, 0, 1000000), late_end;
+  sim_kernel_done(m, 1, late, &late_end);
+  CHECK(late_end >= arrive + 1000000);
+  CHECK(late_end <= arrive + 3000000);
+  if (arrive < solo_start + 500000000 - 2000000) /* still running (a host stalled 0.5 s: not) */
+    CHECK_EQ_U64((late_end - 1000000 - solo_start) % 2000000, 0); /* on a slice boundary */
   sim_unlock(m);
   sim_lock(m);
   /* A slot for a pid that is not alive is reaped at once. */
