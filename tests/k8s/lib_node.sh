@@ -12,7 +12,7 @@ HOOK="$GSLICE_BUILD/lib/libgslice.so"
 DP="$T/device-plugins"
 PODRES="$T/pod-resources.sock"
 NSTATE="$T/node"
-mkdir -p "$T/run" "$DP" "$T/logs"
+mkdir -p "$T/run" "$DP" "$T"
 
 start_gsliced() {
   "$BIN/gsliced" --state-dir "$T/daemon" --foreground "$@" 2>>"$T/gsliced.log" &
@@ -28,7 +28,7 @@ stop_gsliced() { kill "$GSLICED_PID" 2>/dev/null || true; wait "$GSLICED_PID" 2>
 start_kubelet() {
   rm -f "$T/kubelet.port"
   "$PY" "$K8S/kubelet.py" --dir "$DP" --pod-resources "$PODRES" --pb-dir "$PB" \
-    --log-dir "$T/logs" --port-file "$T/kubelet.port" ${API:+--api "$API"} 2>>"$T/kubelet.log" &
+    --log-dir "$T" --port-file "$T/kubelet.port" ${API:+--api "$API"} 2>>"$T/kubelet.log" &
   KUBELET_PID=$!
   wait_file "$T/kubelet.port"
   KUBELET="http://127.0.0.1:$(cat "$T/kubelet.port")"

@@ -122,9 +122,9 @@ fi
 expect_eq "slices after the restarts" "$(slices)" "$want_slices"
 
 # Every workload held through it all: shares in device time over the common window.
-done_all() { for f in default_a_main default_b_main default_c_x default_c_y; do grep -q "^fill" "$T/logs/$f.log" || return 1; done; }
+done_all() { for f in default_a_main default_b_main default_c_x default_c_y; do grep -q "^fill" "$T/$f.log" || return 1; done; }
 until_true 60 done_all
-share() { awk -v l="$2" '/share=/ { for (i = 1; i <= NF; i++) if ($i == "label=" l) ok = 1; if (!ok) next; for (i = 1; i <= NF; i++) if ($i ~ /^share=/) { split($i, a, "="); printf "%d", a[2] * 100 + 0.5 }; ok = 0 }' "$T/logs/$1.log"; }
+share() { awk -v l="$2" '/share=/ { for (i = 1; i <= NF; i++) if ($i == "label=" l) ok = 1; if (!ok) next; for (i = 1; i <= NF; i++) if ($i ~ /^share=/) { split($i, a, "="); printf "%d", a[2] * 100 + 0.5 }; ok = 0 }' "$T/$1.log"; }
 within() { [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || fail "$1: got $2%, want $3..$4%"; echo "ok: $1 = $2% (want $3..$4)"; }
 # During the restarts no slice goes over its limit (while gsliced is away each hook paces itself
 # at its limit); after them every slice has its share again.
@@ -134,7 +134,7 @@ for c in "default_a_main a 60" "default_b_main b 30" "default_c_x x 50" "default
   within "$2 after the restarts (hard $3%)" "$(share "$1" "$2-after")" $(( $3 - 7 )) $(( $3 + 5 ))
 done
 # Memory: each fill stops at its own cap (64 MiB chunks, the context's memory counted too).
-filled() { sed -n 's/^fill n=\([0-9]*\).*/\1/p' "$T/logs/$1.log"; }
+filled() { sed -n 's/^fill n=\([0-9]*\).*/\1/p' "$T/$1.log"; }
 for f in "default_a_main 16" "default_b_main 8" "default_c_x 16" "default_c_y 32"; do
   set -- $f
   n=$(filled "$1")
@@ -148,19 +148,19 @@ mkpod none "" main
 mkpod other "$(assigned node-b main "$U0" 0 $GiB 10 10)" main
 kl POST /pods '{"namespace":"default","name":"none","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
 kl POST /pods '{"namespace":"default","name":"other","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
-until_true 10 grep -q "compute_spin:" "$T/logs/default_none_main.log"
-until_true 10 grep -q "compute_spin:" "$T/logs/default_other_main.log"
-grep -q "no GPU slice: pod default/none has no gslice.io/assigned annotation" "$T/logs/default_none_main.log" || fail "none: $(cat "$T/logs/default_none_main.log")"
-grep -q "no GPU slice: pod default/other is assigned to node node-b, not this node node-a" "$T/logs/default_other_main.log" || fail "other: $(cat "$T/logs/default_other_main.log")"
-grep -q "CUDA_ERROR_NO_DEVICE" "$T/logs/default_other_main.log" || fail "other ran on the GPU"
+until_true 10 grep -q "compute_spin:" "$T/default_none_main.log"
+until_true 10 grep -q "compute_spin:" "$T/default_other_main.log"
+grep -q "no GPU slice: pod default/none has no gslice.io/assigned annotation" "$T/default_none_main.log" || fail "none: $(cat "$T/default_none_main.log")"
+grep -q "no GPU slice: pod default/other is assigned to node node-b, not this node node-a" "$T/default_other_main.log" || fail "other: $(cat "$T/default_other_main.log")"
+grep -q "CUDA_ERROR_NO_DEVICE" "$T/default_other_main.log" || fail "other ran on the GPU"
 expect_eq "slices with the refused" "$(nsl)" 4
 pass "unassigned and other-node containers refused, nothing registered for them"
 
 # A malformed assignment is refused with what is wrong.
 api POST /api/v1/namespaces/default/pods '{"metadata":{"name":"bad","namespace":"default","annotations":{"gslice.io/assigned":"{\"version\":1,\"node\":"}},"spec":{"nodeName":"node-a","containers":[{"name":"main"}]}}' >/dev/null
 kl POST /pods '{"namespace":"default","name":"bad","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
-until_true 10 grep -q "compute_spin:" "$T/logs/default_bad_main.log"
-grep -q "no GPU slice: pod default/bad: gslice.io/assigned is malformed" "$T/logs/default_bad_main.log" || fail "bad: $(cat "$T/logs/default_bad_main.log")"
+until_true 10 grep -q "compute_spin:" "$T/default_bad_main.log"
+grep -q "no GPU slice: pod default/bad: gslice.io/assigned is malformed" "$T/default_bad_main.log" || fail "bad: $(cat "$T/default_bad_main.log")"
 pass "a malformed assignment is refused, saying so"
 
 # A finished pod (phase Succeeded, still in the kubelet's lists) loses its slice.

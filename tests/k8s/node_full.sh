@@ -55,24 +55,24 @@ for p in w1 w2; do
   grep -q '"devices"' "$T/$p.admit" || fail "kubelet did not admit $p: $(cat "$T/$p.admit")"
 done
 FILL='["'"$TBIN"'/hook_client_linked","--lookup","link","--path","alloc","--chunk","64MiB","--script","fill;info"]'
-done_all() { grep -q "^fill" "$T/logs/default_w1_main.log" && grep -q "^fill" "$T/logs/default_w2_main.log"; }
+done_all() { grep -q "^fill" "$T/default_w1_main.log" && grep -q "^fill" "$T/default_w2_main.log"; }
 until_true 40 done_all
-cat "$T/logs/default_w1_main.log" "$T/logs/default_w2_main.log"
-share() { sed -n 's/.*share=\([0-9.]*\).*/\1/p' "$T/logs/$1.log" | awk '{ printf "%d", $1 * 100 + 0.5 }'; }
+cat "$T/default_w1_main.log" "$T/default_w2_main.log"
+share() { sed -n 's/.*share=\([0-9.]*\).*/\1/p' "$T/$1.log" | awk '{ printf "%d", $1 * 100 + 0.5 }'; }
 within() { [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || fail "$1: got $2%, want $3..$4%"; echo "ok: $1 = $2% (want $3..$4)"; }
 # Both want more than they get: w1 is held at its hard 40%; w2 gets at least its 30% and at
 # most its 60% limit (how much of the rest depends on how fast a loaded CPU feeds it).
 within "w1 (40% hard)" "$(share default_w1_main)" 33 45
 within "w2 (30%, limit 60)" "$(share default_w2_main)" 24 65
-filled() { sed -n 's/^fill n=\([0-9]*\).*/\1/p' "$T/logs/$1.log"; }
+filled() { sed -n 's/^fill n=\([0-9]*\).*/\1/p' "$T/$1.log"; }
 n=$(filled default_w1_main); [ "$n" -le 32 ] && [ "$n" -ge 26 ] || fail "w1 filled $n x 64 MiB, cap 2 GiB"
 n=$(filled default_w2_main); [ "$n" -le 16 ] && [ "$n" -ge 10 ] || fail "w2 filled $n x 64 MiB, cap 1 GiB"
 # w3 after the measurement (its processes would load the CPUs the shares are measured on).
 kl POST /pods '{"namespace":"default","name":"w3","containers":[{"name":"setup","init":true,"devices":1,"command":'"$FILL"'},{"name":"main","devices":1,"command":'"$FILL"'}]}' >"$T/w3.admit"
 expect_eq "w3 slots handed on" "$(jget "$(cat "$T/w3.admit")" "d['containers'][0]['devices'] == d['containers'][1]['devices']")" True
-w3_done() { grep -q "^fill" "$T/logs/default_w3_main.log"; }
+w3_done() { grep -q "^fill" "$T/default_w3_main.log"; }
 until_true 30 w3_done
-n=$(filled default_w3_setup); [ "$n" -le 8 ] && [ "$n" -ge 2 ] || fail "w3's init container filled $n x 64 MiB, cap 512 MiB: $(cat "$T/logs/default_w3_setup.log")"
+n=$(filled default_w3_setup); [ "$n" -le 8 ] && [ "$n" -ge 2 ] || fail "w3's init container filled $n x 64 MiB, cap 512 MiB: $(cat "$T/default_w3_setup.log")"
 echo "ok: w3's init container filled $n x 64 MiB under its own cap of 8"
 n=$(filled default_w3_main); [ "$n" -le 24 ] && [ "$n" -ge 18 ] || fail "w3's container filled $n x 64 MiB, cap 1536 MiB"
 echo "ok: w3's container filled $n x 64 MiB under its own cap of 24"

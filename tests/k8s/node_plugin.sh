@@ -34,12 +34,12 @@ expect_eq "mounts" "$(jget "$resp" "sorted(m['container_path'] for m in d['conta
   "['/etc/ld.so.preload', '/run/gslice/daemon', '/run/gslice/slice', '/usr/local/lib/gslice/libgslice.so']"
 expect_eq "hook mount" "$(jget "$resp" "[m['host_path'] for m in d['containers'][0]['mounts'] if m['container_path'].endswith('libgslice.so')][0]")" "$(realpath "$HOOK")"
 # No API server: the container starts, its first CUDA call fails with one clear line.
-until_true 10 grep -q "compute_spin:" "$T/logs/default_p1_main.log"
-grep -q "this container has no GPU slice: gslice-node runs without an API server" "$T/logs/default_p1_main.log" ||
-  fail "no clear error in the container: $(cat "$T/logs/default_p1_main.log")"
-grep -q "compute_spin: cuInit: CUDA_ERROR_NO_DEVICE" "$T/logs/default_p1_main.log" ||
-  fail "cuInit was not CUDA_ERROR_NO_DEVICE: $(cat "$T/logs/default_p1_main.log")"
-expect_eq "lines from the hook" "$(grep -c "gslice\[" "$T/logs/default_p1_main.log")" 1
+until_true 10 grep -q "compute_spin:" "$T/default_p1_main.log"
+grep -q "this container has no GPU slice: gslice-node runs without an API server" "$T/default_p1_main.log" ||
+  fail "no clear error in the container: $(cat "$T/default_p1_main.log")"
+grep -q "compute_spin: cuInit: CUDA_ERROR_NO_DEVICE" "$T/default_p1_main.log" ||
+  fail "cuInit was not CUDA_ERROR_NO_DEVICE: $(cat "$T/default_p1_main.log")"
+expect_eq "lines from the hook" "$(grep -c "gslice\[" "$T/default_p1_main.log")" 1
 grep -q "gets no GPU: gslice-node runs without an API server" "$T/node.log" || fail "not in gslice-node's log"
 pass "a container without assignment: CUDA_ERROR_NO_DEVICE and one line, in gslice-node's log too"
 
