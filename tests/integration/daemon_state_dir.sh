@@ -49,7 +49,14 @@ pass "a symlink as state dir is refused"
 rm -rf "$RT/gslice-$A_UID"
 as_user "$A" env XDG_RUNTIME_DIR="$RT" GSLICE_SOCKET="$RT/a.sock" "$BIN/gsliced" ||
   fail "gsliced did not start in A's own default dir"
-dpid=$(cat "$RT/gslice-$A_UID/gsliced.lock")
+# The daemon writes its pid into the lock once in the background, just after its parent returns.
+dpid=""
+for _ in $(seq 100); do
+  dpid=$(cat "$RT/gslice-$A_UID/gsliced.lock")
+  [ -n "$dpid" ] && break
+  sleep 0.02
+done
+[ -n "$dpid" ] || fail "no pid in the lock file"
 expect_eq "state dir owner" "$(stat -c %u "$RT/gslice-$A_UID")" "$A_UID"
 expect_eq "state dir mode" "$(stat -c %a "$RT/gslice-$A_UID")" 700
 expect_eq "log mode" "$(stat -c %a "$RT/gslice-$A_UID/gsliced.log")" 600
