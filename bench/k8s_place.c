@@ -30,6 +30,8 @@
 #define PENDING_STOP 200 /* saturated: this many arrivals wait for room */
 
 static uint64_t rng_state;
+/* The trace's compute range, % (the issue's: 10-50; --compute LO-HI for another mix). */
+static uint32_t compute_lo = 10, compute_hi = 50;
 static uint64_t rnd(void) {
   /* xorshift64*: seeded, the same trace on every machine */
   rng_state ^= rng_state >> 12;
@@ -192,6 +194,7 @@ static void trace(enum place_policy pol, int m, uint64_t seed, struct trace_resu
   struct pod *run = malloc(cap * sizeof(*run)), *pend = malloc(cap * sizeof(*pend));
   uint32_t next_id = 0;
   uint64_t cpu_cap = (uint64_t)m * GPUS * 100, cpu_run = 0;
+  uint64_t mem_cap = (uint64_t)m * GPUS * GPU_MEM, mem_run = 0;
   bool took60 = false;
 
   memset(r, 0, sizeof(*r));
@@ -209,11 +212,13 @@ static void trace(enum place_policy pol, int m, uint64_t seed, struct trace_resu
       size_t k = rnd() % nrun;
       unplace(c, &run[k]);
       cpu_run -= run[k].compute;
+      mem_run -= run[k].mem;
       run[k] = run[--nrun];
       r->departures++;
       for (size_t j = 0, tries = 0; j < npend && tries < 8; tries++) {
         if (place(c, names, m, &pend[j], pol, v) == 0) {
           cpu_run += pend[j].compute;
+          mem_run += pend[j].mem;
           run[nrun++] = pend[j];
           memmove(&pend[j], &pend[j + 1], (npend - j - 1) * sizeof(*pend));
           npend--;
@@ -225,16 +230,18 @@ static void trace(enum place_policy pol, int m, uint64_t seed, struct trace_resu
     }
     struct pod p = {.id = next_id++,
                     .mem = rnd_range(1024, 20480) * MiB,
-                    .compute = (uint32_t)rnd_range(10, 50),
+                    .compute = (uint32_t)rnd_range(compute_lo, compute_hi),
                     .node = -1};
     r->arrivals++;
     if (npend == 0 && place(c, names, m, &p, pol, v) == 0) {
       cpu_run += p.compute;
+      mem_run += p.mem;
       run[nrun++] = p;
     } else {
       pend[npend++] = p; /* first come, first served: nobody overtakes a waiting pod */
     }
-    if (!took60 && cpu_run * 100 >= cpu_cap * 60) {
+    /* 60% load: of whichever resource the trace runs out of first. */
+    if (!took60 && (cpu_run * 100 >= cpu_cap * 60 || (double)mem_run >= 0.6 * (double)mem_cap)) {
       took60 = true;
       cluster_gpu_stats(c, 1024 * MiB, 10, &r->at60);
       for (size_t j = 0; j < nrun; j++) {
@@ -426,7 +433,7 @@ static void latency(const char *what, struct state *s, int n, int m, size_t samp
   rng_state = seed ^ 0x5eed;
   for (size_t i = 0; i < samples; i++) {
     uint64_t mem = rnd_range(1024, 20480) * MiB;
-    uint32_t cpu = (uint32_t)rnd_range(10, 50);
+    uint32_t cpu = (uint32_t)rnd_range(compute_lo, compute_hi);
     char *out, *ok;
     size_t len;
     fargs[i] = args_text((uint32_t)i, mem, cpu, names_json);
@@ -508,6 +515,7 @@ int main(int argc, char **argv) {
   int n = 5000, m = 500;
   size_t samples = 500;
   uint64_t seed = 42;
+  int latency_too = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--nodes") == 0)
       n = atoi(argv[i + 1]);
@@ -517,8 +525,15 @@ int main(int argc, char **argv) {
       samples = (size_t)atol(argv[i + 1]);
     else if (strcmp(argv[i], "--seed") == 0)
       seed = strtoull(argv[i + 1], NULL, 10);
+    else if (strcmp(argv[i], "--compute") == 0 &&
+             sscanf(argv[i + 1], "%u-%u", &compute_lo, &compute_hi) == 2 && compute_lo >= 1 &&
+             compute_lo <= compute_hi && compute_hi <= 100)
+      ;
+    else if (strcmp(argv[i], "--latency") == 0)
+      latency_too = atoi(argv[i + 1]);
     else {
-      fprintf(stderr, "usage: k8s_place [--nodes N] [--trace-nodes M] [--samples K] [--seed S]\n");
+      fprintf(stderr, "usage: k8s_place [--nodes N] [--trace-nodes M] [--samples K] [--seed S] "
+                      "[--compute LO-HI] [--latency 0|1]\n");
       return 2;
     }
   }
@@ -529,12 +544,12 @@ int main(int argc, char **argv) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   enum place_policy pols[3] = {PLACE_BINPACK, PLACE_SPREAD, PLACE_FIRSTFIT};
   struct trace_result r[3];
-  printf("Trace: seed %llu, %d nodes x %d GPUs x 80 GiB, arrivals 1-20 GiB and 10-50%% "
+  printf("Trace: seed %llu, %d nodes x %d GPUs x 80 GiB, arrivals 1-20 GiB and %u-%u%% "
          "compute (uniform), 30%% of events departures, stop at %d waiting.\n\n",
-         (unsigned long long)seed, m, GPUS, PENDING_STOP);
-  printf("| policy | whole GPUs free at 60%% load | lower bound | pods placed at saturation | "
-         "memory held | compute held | stranded memory | of it: compute full | of it: "
-         "fragmented |\n|---|---|---|---|---|---|---|---|---|\n");
+         (unsigned long long)seed, m, GPUS, compute_lo, compute_hi, PENDING_STOP);
+  printf("| policy | whole GPUs free at 60%% load | upper bound | pods placed at saturation | "
+         "memory held | compute held | stranded memory | lower bound | of it: compute full | "
+         "of it: fragmented |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (int k = 0; k < 3; k++) {
     double t0 = now_s();
     trace(pols[k], m, seed, &r[k]);
@@ -542,13 +557,18 @@ int main(int argc, char **argv) {
     uint64_t need_mem = (r[k].sum_mem60 + GPU_MEM - 1) / GPU_MEM;
     uint64_t need_cpu = (r[k].sum_cpu60 + 99) / 100;
     uint64_t need = need_mem > need_cpu ? need_mem : need_cpu;
-    printf("| %s | %u (%.1f%%) | %llu (%.1f%%) | %u | %.1f%% | %.1f%% | %.2f%% | %.2f%% | %.2f%% "
-           "|\n",
+    /* Stranding no placement avoids: with the placed pods' mix of memory to compute,
+     * GPUs full of compute leave 1 - memory/compute of their memory unusable. */
+    double memf = (double)s->mem_used / (double)s->memory;
+    double cpuf = (double)s->compute_used / (100.0 * s->gpus);
+    double lb = cpuf > memf ? 100.0 * (1.0 - memf / cpuf) : 0.0;
+    printf("| %s | %u (%.1f%%) | %llu (%.1f%%) | %u | %.1f%% | %.1f%% | %.2f%% | %.2f%% | %.2f%% | "
+           "%.2f%% |\n",
            place_policy_name(pols[k]), a->whole_free, 100.0 * a->whole_free / a->gpus,
            (unsigned long long)(a->gpus - need), 100.0 * (double)(a->gpus - need) / a->gpus,
            r[k].placed, 100.0 * (double)s->mem_used / (double)s->memory,
            100.0 * (double)s->compute_used / (100.0 * s->gpus),
-           100.0 * (double)s->stranded / (double)s->memory,
+           100.0 * (double)s->stranded / (double)s->memory, lb,
            100.0 * (double)s->stranded_compute_full / (double)s->memory,
            100.0 * (double)s->stranded_fragment / (double)s->memory);
     fprintf(stderr,
@@ -557,6 +577,8 @@ int main(int argc, char **argv) {
             place_policy_name(pols[k]), r[k].arrivals, r[k].departures,
             (unsigned long long)(r[k].min_pending_mem / MiB), r[k].min_pending_cpu, now_s() - t0);
   }
+  if (!latency_too)
+    return 0;
   printf("\nfilter + prioritize over %d nodes x %d GPUs (ms; the trace's binpack states copied "
          "out to %d nodes; %zu sample pods; wall time, and the CPU time of the work: the "
          "thread's in process, the whole process's - client and server - over HTTP):\n\n",
