@@ -159,6 +159,9 @@ struct sim_driver {
   struct sim_pool default_pool[SIM_MAX_DEVICES];
   struct sim_pool *cur_pool[SIM_MAX_DEVICES];
   struct sim_pool *pools; /* created with cuMemPoolCreate */
+  /* Under mu: per device, the latest kernel this process found complete and its end, so
+   * a synchronize or event query of work already known done needs no machine lock. */
+  uint64_t done_seq[SIM_MAX_DEVICES], done_end[SIM_MAX_DEVICES];
 };
 
 /* The one process-wide instance: a driver library is global state by nature. */

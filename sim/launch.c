@@ -63,6 +63,16 @@ void sim_mark_merge(struct sim_mark *into, const struct sim_mark *from) {
 int sim_mark_done(int dev, const struct sim_mark *mk, uint64_t *ret_t) {
   uint64_t t = mk->t;
   int done = 1;
+  if (mk->seq && !mk->wait) {
+    pthread_mutex_lock(&sim.mu);
+    int hit = sim.done_seq[dev] == mk->seq;
+    uint64_t end = sim.done_end[dev];
+    pthread_mutex_unlock(&sim.mu);
+    if (hit) {
+      *ret_t = end > t ? end : t;
+      return t <= sim_now_ns();
+    }
+  }
   if (mk->seq || mk->wait) {
     struct sim_machine *m = sim.st.m;
     unsigned pd = sim_pdev(dev);
@@ -74,6 +84,14 @@ int sim_mark_done(int dev, const struct sim_mark *mk, uint64_t *ret_t) {
       t = e1;
     if (e2 > t)
       t = e2;
+    if (done && mk->seq && !mk->wait) {
+      pthread_mutex_lock(&sim.mu);
+      if (mk->seq > sim.done_seq[dev]) {
+        sim.done_seq[dev] = mk->seq;
+        sim.done_end[dev] = e1;
+      }
+      pthread_mutex_unlock(&sim.mu);
+    }
   }
   *ret_t = t;
   return done && mk->t <= sim_now_ns();
