@@ -46,6 +46,12 @@ case_run "50/30/20 mixed kernels" "--compute 50|--label a --kernel-us 200" \
 case_run "4 x 25, 1 ms kernels" "--compute 25|--label a --kernel-us 1000" \
   "--compute 25|--label b --kernel-us 1000" "--compute 25|--label c --kernel-us 1000" \
   "--compute 25|--label d --kernel-us 1000"
+# The demo's slices after `gslice set infer --compute 40`: requests add up to 100%.
+case_run "demo 40/40/10/10 with priorities" \
+  "--compute 40 --compute-limit 60 --priority high|--label train --batch 4" \
+  "--compute 40|--label infer --batch 4" \
+  "--compute 10 --compute-limit 30 --priority low|--label batch --batch 4" \
+  "--compute 10|--label capped --batch 4"
 case_run "high-priority bursts among best effort" \
   "--priority high|--label hi --kernel-us 1000 --batch 4 --pause-us 50000" \
   "|--label be1" "|--label be2" "|--label be3"
