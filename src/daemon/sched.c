@@ -207,6 +207,10 @@ static void account(struct sched *s, struct sched_slice *sl, double ns, uint64_t
   if (sl->token_on_request) {
     sched_credit(s, sl, now);
     sl->credit_ns -= ns;
+    /* No debt beyond a window, as no lead beyond one below: one wrong charge (a hook's
+     * clock) must not hold a slice below its request for longer. */
+    if (sl->credit_ns < -(double)s->cfg.window_ns)
+      sl->credit_ns = -(double)s->cfg.window_ns;
     return;
   }
   sl->vtime += ns / weight(sl);
@@ -477,7 +481,10 @@ void sched_token_done(struct sched *s, uint64_t now) {
    * and an idle slice banks nothing (lateness counts from its request). */
   if (sl->p.limit_pct < 100 && sl->burst_used_ns > 0) {
     uint64_t late = sl->late_ns < s->cfg.quantum_max_ns ? sl->late_ns : s->cfg.quantum_max_ns;
-    sl->eligible_at = s->granted_at - late + sl->burst_used_ns * 100 / sl->p.limit_pct;
+    /* Paced for a window's use at most: a wrong charge (2950 s, a span opened at 0) kept a
+     * hard-30 slice from its next token for hours. */
+    uint64_t used = sl->burst_used_ns < s->cfg.window_ns ? sl->burst_used_ns : s->cfg.window_ns;
+    sl->eligible_at = s->granted_at - late + used * 100 / sl->p.limit_pct;
   }
   s->holder = -1;
   /* With others waiting, what the token was held beyond its charge (the

@@ -164,8 +164,12 @@ static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice
 static void token_done(struct daemon *d, struct gpu *g) {
   uint64_t now = loop_now();
 
-  if (g->holder && g->span_end > g->span_start)
-    sched_charge(&g->s, g->holder, g->span_end - g->span_start, g->span_launches, now);
+  /* Every burst of the token opened after its grant and was reported after it ran: a span
+   * longer than the time since the grant is a hook's wrong clock, charged no more than that. */
+  if (g->holder && g->span_end > g->span_start) {
+    uint64_t span = g->span_end - g->span_start, held = now - g->s.granted_at;
+    sched_charge(&g->s, g->holder, span < held ? span : held, g->span_launches, now);
+  }
   g->span_start = g->span_end = g->span_launches = 0;
   sched_token_done(&g->s, now);
   g->holder = 0;
@@ -591,15 +595,18 @@ static void on_token_release(struct daemon *d, struct conn *c, const struct gs_m
     return;
   bool current = (c->holding & (1u << g->index)) && c->hold_gen[g->index] == rl->generation;
 
-  if (current) {
-    /* Charged as the token's span when the last participant is done. */
+  if (current && (rl->used_ns || rl->launches)) {
+    /* Charged as the token's span when the last participant is done. A grant handed back
+     * unused (start 0, nothing run) has no part in it: counted, it opened the span at 0 and
+     * charged a slice of two processes the daemon's uptime (2950 s), wedging it behind its
+     * own limit's pacing for hours. */
     uint64_t end = rl->start_ns + rl->used_ns;
     if (!g->span_end || rl->start_ns < g->span_start)
       g->span_start = rl->start_ns;
     if (end > g->span_end)
       g->span_end = end;
     g->span_launches += rl->launches;
-  } else {
+  } else if (!current) {
     /* Device time is charged whatever token it ran under: a late report after a revoke (it
      * replaces the held time charged then), or one from before a daemon restart. */
     sched_charge_late(&g->s, c->slice_id, rl->generation, rl->used_ns, rl->launches, loop_now());

@@ -676,6 +676,39 @@ static void test_switch_loss(void) {
   switch_loss_prio(full, dlim, dprio, 4, 400000, 0.5);
 }
 
+/* One wrong charge (a span opened at 0: the daemon's uptime, 2950 s) wedged a hard-30 slice
+ * behind its own pacing for hours and its credit for ever. It costs a window at most. */
+static void test_wrong_charge(void) {
+  struct sched_cfg cfg;
+  struct sched s;
+  struct sched_grant g;
+  uint64_t now = 10 * SEC;
+
+  sched_cfg_default(&cfg);
+  sched_init(&s, &cfg, 0);
+  add(&s, 1, 30, 30, 0, 1);
+  sched_set_waiting(&s, 1, true, now);
+  CHECK_EQ_INT(sched_pick(&s, now, &g), 0);
+  sched_charge(&s, 1, 2950 * SEC, 8, now + 5 * MS);
+  sched_token_done(&s, now + 5 * MS);
+  sched_set_waiting(&s, 1, true, now + 5 * MS);
+  CHECK(sched_next_wakeup(&s, now) <= now + cfg.window_ns * 100 / 30);
+  CHECK(sched_find(&s, 1)->credit_ns >= -(double)cfg.window_ns);
+  /* Alone, it has its 30% again within a few windows. */
+  static struct fleet f;
+  memset(&f, 0, sizeof(f));
+  f.n = 1;
+  f.kernel_ns[1] = 2 * MS;
+  f.switch_ns = 200000;
+  now += 5 * MS;
+  run_fleet(&s, &f, &now, now + 5 * SEC);
+  nblog = 0;
+  uint64_t t0 = now;
+  run_fleet(&s, &f, &now, now + 5 * SEC);
+  CHECK_NEAR(pct(used_in(1, t0, now), now - t0), 30, 1);
+  sched_fini(&s);
+}
+
 static void test_cfg(void) {
   struct sched_cfg cfg;
   sched_cfg_default(&cfg);
@@ -698,5 +731,6 @@ int main(void) {
   test_revoked_first_token();
   test_newcomer();
   test_switch_loss();
+  test_wrong_charge();
   return test_done();
 }
