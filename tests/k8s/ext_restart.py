@@ -64,8 +64,17 @@ def test(c):
     port = c.ext_url.rsplit(":", 1)[1]
     for i in range(8, 20):
         c.add_pod("x", "p%02d" % i, [("main", 1, "4Gi", 20)])
-    # Same port, so the running scheduler finds it again (it retries refused calls).
-    c.start_extender("--node-timeout", "5", "--listen", "127.0.0.1:" + port)
+    # Same port, so the running scheduler finds it again (it retries refused calls); if
+    # another test took the port meanwhile, a new one and a scheduler pointed at it.
+    if not c.start_extender("--node-timeout", "5", "--listen", "127.0.0.1:" + port, may_fail=True):
+        c.start_extender("--node-timeout", "5")
+        sched.kill()
+        sched.wait()
+        sched = subprocess.Popen(["/usr/bin/python3", os.path.join(SRC, "tests/k8s/scheduler.py"),
+                                  "--api", c.api, "--extender", c.ext_url, "--timeout", "2",
+                                  "--log", log], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.STDOUT)
+        c.procs.append(sched)
     def settled():
         pods = [c.pod("x", "p%02d" % i) for i in range(20)]
         return sum(1 for p in pods if p["spec"].get("nodeName")) == 16

@@ -63,6 +63,7 @@ class Cluster:
         self.ext = None
         self.ext_url = None
         self.hb_nodes = {}  # name -> gpus annotation dict (heartbeat refreshed)
+        self.hb_changed = {}  # name -> monotonic time its heartbeat value last changed
         self.hb_stop = threading.Event()
         self.hb_lock = threading.Lock()
         atexit.register(self.close)
@@ -133,11 +134,14 @@ class Cluster:
             with self.hb_lock:
                 todo = list(self.hb_nodes.items())
             for name, inv in todo:
+                old = inv["heartbeat"]
                 inv["heartbeat"] = now_rfc3339()
                 try:
                     scheduler.http("PATCH", self.api + "/api/v1/nodes/" + name,
                                    {"metadata": {"annotations": {"gslice.io/gpus": json.dumps(inv)}}},
                                    ctype="application/merge-patch+json")
+                    if inv["heartbeat"] != old:
+                        self.hb_changed[name] = time.monotonic()
                 except OSError:
                     pass
 
@@ -177,7 +181,8 @@ class Cluster:
         return self.req("GET", "/_test/requests")
 
     # ---- gslice-extender --------------------------------------------------------------
-    def start_extender(self, *args, wait_ready=True):
+    def start_extender(self, *args, wait_ready=True, may_fail=False):
+        """Starts gslice-extender; with may_fail, None when it exits at once (a port taken)."""
         log_path = os.path.join(self.dir, "extender.log")
         self.ext_log = open(log_path, "a")
         start = self.ext_log.tell()
@@ -191,9 +196,15 @@ class Cluster:
                 f.seek(start)
                 m = re.search(r"listening on port (\d+)", f.read())
             if self.ext.poll() is not None:
+                if may_fail:
+                    return "exited"
                 fail("gslice-extender exited with %s" % self.ext.returncode)
             return m and m.group(1)
-        self.ext_url = "http://127.0.0.1:%s" % wait_for("gslice-extender to listen", port)
+        got = wait_for("gslice-extender to listen", port)
+        if got == "exited":
+            self.ext = None
+            return None
+        self.ext_url = "http://127.0.0.1:%s" % got
         if wait_ready:
             wait_for("gslice-extender's first sync",
                      lambda: "gslice_extender_ready 1" in self.metrics())
