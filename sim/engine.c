@@ -26,7 +26,7 @@ static int runnable(const struct sim_device *d, int c) {
 }
 
 static int others_runnable(const struct sim_device *d, int c) {
-  for (int i = 0; i < SIM_CHANNELS; i++)
+  for (int i = 0; i < (int)d->nchan; i++)
     if (i != c && runnable(d, i))
       return 1;
   return 0;
@@ -40,13 +40,13 @@ static int pick(struct sim_device *d, uint64_t q, uint64_t t) {
     /* No slicing: each kernel runs to its end, the one queued first next. */
     if (cur_ok && kernel_at(d, d->chan[cur].head)->left < kernel_at(d, d->chan[cur].head)->dur)
       return cur;
-    for (int i = 0; i < SIM_CHANNELS; i++)
+    for (int i = 0; i < (int)d->nchan; i++)
       if (runnable(d, i) && (best < 0 || d->chan[i].head < d->chan[best].head))
         best = i;
   } else {
     if (cur_ok && t - d->slice_start < q)
       return cur;
-    for (int i = 0; i < SIM_CHANNELS; i++) {
+    for (int i = 0; i < (int)d->nchan; i++) {
       if (i == cur || !runnable(d, i))
         continue;
       if (best < 0 || d->chan[i].turn < d->chan[best].turn ||
@@ -125,7 +125,7 @@ void sim_advance(struct sim_machine *m, unsigned dev, uint64_t now) {
 /* A free channel for (slot, ctx), or the one it already has; -1 if all are taken. */
 static int channel_of(struct sim_machine *m, struct sim_device *d, int slot, uint64_t ctx) {
   int free_c = -1;
-  for (int i = 0; i < SIM_CHANNELS; i++) {
+  for (int i = 0; i < (int)d->nchan; i++) {
     struct sim_channel *ch = &d->chan[i];
     if (ch->head && ch->proc == (uint32_t)slot && ch->proc_gen == m->proc[slot].gen &&
         ch->ctx == ctx)
@@ -133,6 +133,8 @@ static int channel_of(struct sim_machine *m, struct sim_device *d, int slot, uin
     if (!ch->head && free_c < 0)
       free_c = i;
   }
+  if (free_c < 0 && d->nchan < SIM_CHANNELS)
+    free_c = (int)d->nchan++;
   if (free_c >= 0) {
     struct sim_channel *ch = &d->chan[free_c];
     /* A context coming back keeps no place: it is the least recently served. */
@@ -184,7 +186,7 @@ static uint64_t project(const struct sim_device *d, uint64_t q, uint64_t seq) {
   const struct sim_kernel *target = &d->k[seq % SIM_KERNELS];
   int tc = (int)target->chan, busy = 0;
   uint64_t need = 0, before = 0;
-  for (int i = 0; i < SIM_CHANNELS; i++) {
+  for (int i = 0; i < (int)d->nchan; i++) {
     turn[i] = d->chan[i].turn;
     for (uint64_t s = d->chan[i].head; s; s = d->k[s % SIM_KERNELS].next) {
       rem[i] += d->k[s % SIM_KERNELS].left;
@@ -202,7 +204,7 @@ static uint64_t project(const struct sim_device *d, uint64_t q, uint64_t seq) {
   uint64_t ss = d->slice_start;
   for (int iter = 0; iter < 1000000; iter++) {
     int others = 0, best = -1;
-    for (int i = 0; i < SIM_CHANNELS; i++) {
+    for (int i = 0; i < (int)d->nchan; i++) {
       if (i == cur || !rem[i])
         continue;
       others = 1;
@@ -256,7 +258,7 @@ void sim_drop_proc(struct sim_machine *m, unsigned dev, uint32_t slot, uint32_t 
   struct sim_device *d = &m->dev[dev];
   uint64_t now = sim_now_ns();
   sim_advance(m, dev, now);
-  for (int i = 0; i < SIM_CHANNELS; i++) {
+  for (int i = 0; i < (int)d->nchan; i++) {
     struct sim_channel *ch = &d->chan[i];
     if (!ch->head || ch->proc != slot || ch->proc_gen != gen)
       continue;

@@ -14,7 +14,7 @@
 #define SIM_RING 4096     /* stretches of device time remembered per device (busy windows) */
 #define SIM_QUEUE 4096    /* kernels queued on a device before a launch waits, as a full push buffer */
 #define SIM_KERNELS 8192  /* kernels remembered per device: their completion times */
-#define SIM_CHANNELS 64   /* contexts with work queued on one device at the same time */
+#define SIM_CHANNELS 256  /* contexts with work queued on one device at the same time */
 
 /* A stretch of device time one process's kernels ran (CLOCK_MONOTONIC ns). */
 struct sim_interval {
@@ -52,7 +52,7 @@ struct sim_device {
   uint64_t busy_ns;     /* device time run, ever */
   uint64_t forgot_end;  /* the latest end among kernels whose slot was reused */
   int32_t cur;          /* channel on the engine; -1: none */
-  uint32_t pad;
+  uint32_t nchan;       /* channels ever used: the engine looks at chan[0..nchan) only */
   uint64_t slice_start; /* when cur's timeslice began */
   uint64_t nring;       /* stretches ever recorded; slot = n % SIM_RING */
   struct sim_interval ring[SIM_RING];

@@ -171,6 +171,16 @@ int main(void) {
   CHECK(late_end <= arrive + 3000000);
   if (arrive < solo_start + 500000000 - 2000000) /* still running (a host stalled 0.5 s: not) */
     CHECK_EQ_U64((late_end - 1000000 - solo_start) % 2000000, 0); /* on a slice boundary */
+  /* 200 contexts queueing at once each get a channel of their own. */
+  uint32_t chans[200];
+  int chans_ok = 1;
+  for (unsigned i = 0; i < 200; i++) {
+    uint64_t seq = sim_launch(m, self, 1, 100 + i, 0, 1000000000); /* 1 s: none completes */
+    chans[i] = m->dev[1].k[seq % SIM_KERNELS].chan;
+    for (unsigned j = 0; j < i; j++)
+      chans_ok &= chans[j] != chans[i];
+  }
+  CHECK(chans_ok);
   sim_unlock(m);
   sim_lock(m);
   /* A slot for a pid that is not alive is reaped at once. */
