@@ -10,7 +10,13 @@ S=$!
 "$BIN/gslice" status >/dev/null || fail "status does not answer after the bad clients"
 wait $S || fail "the slice failed"
 cat "$T/s"
-got=$(pct "$T/s")
+# The slice's share of the time it had work at the device or at its gate, not of wall time: the
+# sanitizer suite beside daemon_attack took the wall-clock share to 42% one run in three, the
+# daemon held up by the client below that writes STATUS and never reads (each ASan snapshot
+# handled before the slice's requests; fixed: a bounded turn per connection, no request taken
+# while a reply waits), and a loaded CPU lowers the wall-clock share for no fault of the daemon.
+got=$(pct_asked "$T/s")
+echo "the slice ran $got% of the time it asked (wall clock: $(pct "$T/s")%)"
 [ "$got" -ge 70 ] || fail "the slice got only $got%"
 kill -0 "$DAEMON_PID" || fail "the daemon died"
 pass "malformed clients closed, daemon and slices unharmed"

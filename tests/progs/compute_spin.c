@@ -65,6 +65,9 @@ int main(int argc, char **argv) {
   unsigned long long counted = 0, batches = 0;
   /* The longest time between two batches' ends in the window: a stall anywhere in a batch. */
   double prev_end = 0, gap_max = 0;
+  /* Time in launch calls in the window: the gate's waits (for a grant, for pacing, for the
+   * previous burst to end). */
+  double in_launch = 0;
   while (real_s() < start)
     usleep(1000);
   for (;;) {
@@ -76,6 +79,8 @@ int main(int argc, char **argv) {
       double a = real_s();
       if (check(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel"))
         return 1;
+      if (a >= m0 && a < m1)
+        in_launch += real_s() - a;
       /* The gate's wait shows as the time a launch call takes. */
       if (k == 0 && a >= m0) {
         if (nwaits == capw)
@@ -99,10 +104,10 @@ int main(int argc, char **argv) {
   qsort(waits, nwaits, sizeof(double), cmp_double);
   double p50 = nwaits ? waits[nwaits / 2] : 0, p99 = nwaits ? waits[(nwaits * 99) / 100] : 0;
   printf("label=%s kernels=%llu batches=%llu device_s=%.4f share=%.4f wait_p50_us=%.0f "
-         "wait_p99_us=%.0f gap_max_ms=%.0f\n",
+         "wait_p99_us=%.0f gap_max_ms=%.0f in_launch_s=%.4f\n",
          label, counted, batches, (double)counted * (double)kernel_us / 1e6,
          (double)counted * (double)kernel_us / 1e6 / duration, p50 * 1e6, p99 * 1e6,
-         gap_max * 1e3);
+         gap_max * 1e3, in_launch);
   free(waits);
   return 0;
 }
