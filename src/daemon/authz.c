@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "region.h"
@@ -78,18 +79,33 @@ static bool in_group(pid_t pid, gid_t peer_gid, gid_t gid) {
   }
 }
 
-bool authz_admin(const struct daemon *d, const struct conn *c) {
-  gid_t gid;
+/* Whether the process lives in the daemon's own pid namespace (the host's, for a daemon run on
+ * the host or in a hostPID pod). */
+static bool in_our_pidns(pid_t pid) {
+  char path[64];
+  struct stat ours, theirs;
 
-  if (c->uid == 0 || c->uid == geteuid())
-    return true;
-  /* The groups are read from /proc after the fact: only while the process is still the one
-   * that connected (a reused pid could be anyone's). */
-  if (config_admin_gid(&d->cfg, &gid) < 0)
-    return false;
+  snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+  return pid > 0 && stat("/proc/self/ns/pid", &ours) == 0 && stat(path, &theirs) == 0 &&
+         ours.st_ino == theirs.st_ino && ours.st_dev == theirs.st_dev;
+}
+
+bool authz_admin(const struct daemon *d, const struct conn *c) {
   uint64_t start = 0;
   int exited = 1;
-  if (gs_proc_identity(c->pid, &start, &exited) < 0 || exited || start != c->start)
+  gid_t gid;
+
+  /* Root in a container is a container's root: containers often run as uid 0 without a user
+   * namespace, and their processes reach the socket (it is mounted into them). A process in
+   * another pid namespace is never an admin, whatever its uid or groups. What is read from
+   * /proc counts only while the process is still the one that connected (a reused pid could
+   * be anyone's). */
+  if (!in_our_pidns(c->pid) || gs_proc_identity(c->pid, &start, &exited) < 0 || exited ||
+      start != c->start)
+    return false;
+  if (c->uid == 0 || c->uid == geteuid())
+    return true;
+  if (config_admin_gid(&d->cfg, &gid) < 0)
     return false;
   return in_group(c->pid, c->gid, gid);
 }
@@ -161,6 +177,16 @@ bool authz_inside(struct daemon *d, const struct conn *c, const struct slice *s)
     return true;
   /* The slice's environment: a process may unset it, so it only ever adds to the above. */
   return environ_names(c->pid, s->nonce);
+}
+
+bool authz_may_change(struct daemon *d, const struct conn *c, const struct slice *s) {
+  if (authz_admin(d, c))
+    return true;
+  if (c->uid != s->uid)
+    return false;
+  /* A uid in a container is anyone's who runs as it there (uid 0, most often): from another pid
+   * namespace, the owner's uid reaches only the slice the process itself is inside of. */
+  return in_our_pidns(c->pid) || authz_inside(d, c, s);
 }
 
 /* The fields of `to` that ask for more than `from` gives. */

@@ -7,8 +7,14 @@
 #include "daemon.h"
 
 /* Root, the daemon's own user, or a member of admin_group (its gid or a supplementary group of
- * the connected process, while that process is still the one that connected). */
+ * the connected process), in the daemon's own pid namespace (root in a container is not), while
+ * that process is still the one that connected. */
 bool authz_admin(const struct daemon *d, const struct conn *c);
+
+/* Whether c may change s at all (SET, UNREGISTER, HELLO as its process): an admin, or s's owner
+ * uid — from another pid namespace (a container), only a process inside s. What it may change is
+ * authz_set's. */
+bool authz_may_change(struct daemon *d, const struct conn *c, const struct slice *s);
 
 /* Whether the connected process is one of the slice's: it said HELLO as the slice's hook, it
  * descends from the slice's runner (gslice run, a child subreaper), or its environment names

@@ -283,8 +283,8 @@ static void leave_token(struct daemon *d, struct conn *c, struct gpu *g) {
 /* ---- requests ---- */
 
 /* Its owner or an admin (authz.c); what they may change is authz_set's. */
-static bool may_change(const struct daemon *d, const struct conn *c, const struct slice *s) {
-  return c->uid == s->uid || authz_admin(d, c);
+static bool may_change(struct daemon *d, const struct conn *c, const struct slice *s) {
+  return authz_may_change(d, c, s);
 }
 
 static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {

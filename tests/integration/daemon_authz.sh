@@ -89,6 +89,35 @@ as_user "$U" "$G_" run --name u3 --compute 10 -- true || fail "U could not use w
 gsrun --name r1 --compute 55 -- true || fail "root was held to the per-user bound"
 pass "one user's slices request at most max_compute_per_user"
 
+# 5. Root in a container (another pid namespace; containers often run as uid 0 and get the
+# socket mounted) is not an admin: it cannot touch the host's slices, and its own are bounded.
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+  gsrun --name h1 --compute 10 -- sleep 60 >/dev/null 2>&1 &
+  for _ in $(seq 100); do slice_json h1 >/dev/null && break; sleep 0.05; done
+  if unshare --pid --fork --mount-proc "$G_" set h1 --compute 40 2>"$T/err"; then
+    fail "root in another pid namespace raised a host slice"
+  fi
+  grep -q "no such slice for this user" "$T/err" || fail "no refusal: $(cat "$T/err")"
+  if unshare --pid --fork --mount-proc "$G_" set h1 --compute 5 2>/dev/null; then
+    fail "root in another pid namespace changed a host slice"
+  fi
+  slice_json h1 | grep -q '"compute_request_percent":10,' || fail "h1 changed: $(slice_json h1)"
+  if unshare --pid --fork --mount-proc "$G_" run --name c1 --compute 45 -- true 2>"$T/err"; then
+    fail "root in another pid namespace went past max_compute_per_user"
+  fi
+  grep -q "max_compute_per_user = 50" "$T/err" || fail "no clear refusal: $(cat "$T/err")"
+  # Its own slice, from inside: lowering works, raising does not.
+  out=$(unshare --pid --fork --mount-proc "$G_" run --name c2 --compute 10 -- bash -c \
+    '"$0" set c2 --compute 5 >/dev/null && echo lowered; "$0" set c2 --compute 20 || echo refused' \
+    "$G_" 2>&1)
+  grep -q lowered <<<"$out" || fail "a container's slice could not lower itself: $out"
+  grep -q "refused by gsliced: slice [0-9]*'s own processes may lower its limits" <<<"$out" ||
+    fail "a container's slice raised itself: $out"
+  pass "root in another pid namespace is not an admin"
+else
+  echo "skip: cannot make a pid namespace here (unshare --pid): root-in-a-container not checked"
+fi
+
 stop_daemon
 start_daemon --set max_memory_per_user=2147483648
 if as_user "$U" "$G_" run --name m1 -- true 2>"$T/err"; then fail "U ran without a memory cap"; fi
