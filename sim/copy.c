@@ -37,22 +37,31 @@ static CUresult copy_sync(void *dst, const void *src, size_t n, enum copy_kind k
   return do_copy(dst, src, n, k);
 }
 
+/* An async copy or memset on stream h: into its capture when it is capturing (*captured set),
+ * else the caller moves the bytes now. */
+static CUresult async_on(CUstream h, int ptsz, const struct sim_node *node, int *captured) {
+  struct sim_stream *s;
+  CUresult rc = sim_stream_get(h, ptsz, &s);
+  *captured = 0;
+  if (rc != CUDA_SUCCESS || !s->capture)
+    return rc;
+  pthread_mutex_lock(&sim.mu);
+  int e = s->capture ? sim_capture_add(s, node) : 0;
+  pthread_mutex_unlock(&sim.mu);
+  *captured = 1;
+  return e < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
 /* Copies take no device time: the bytes move when the call is made, which a program
  * cannot tell apart because kernels in the sim never touch memory. */
 static CUresult copy_async(void *dst, const void *src, size_t n, enum copy_kind k, CUstream h,
                            int ptsz) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
+  struct sim_node node = {.type = SIM_NODE_COPY, .dst = dst, .src = src, .n = n, .kind = k};
+  int captured;
+  CUresult rc = async_on(h, ptsz, &node, &captured);
+  if (rc != CUDA_SUCCESS || captured)
     return rc;
-  if (s->capture) {
-    struct sim_node node = {.type = SIM_NODE_COPY, .dst = dst, .src = src, .n = n, .kind = k};
-    pthread_mutex_lock(&sim.mu);
-    int e = s->capture ? sim_capture_add(s, &node) : 0;
-    pthread_mutex_unlock(&sim.mu);
-    return e < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
-  }
   return do_copy(dst, src, n, k);
 }
 
@@ -112,21 +121,12 @@ static CUresult memset_sync(CUdeviceptr dst, unsigned value, size_t elem, size_t
 static CUresult memset_async(CUdeviceptr dst, unsigned value, size_t elem, size_t n, CUstream h,
                              int ptsz) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
+  struct sim_node node = {
+      .type = SIM_NODE_MEMSET, .dst = SIM_DP(dst), .n = n, .value = value, .elem = (unsigned)elem};
+  int captured;
+  CUresult rc = async_on(h, ptsz, &node, &captured);
+  if (rc != CUDA_SUCCESS || captured)
     return rc;
-  if (s->capture) {
-    struct sim_node node = {.type = SIM_NODE_MEMSET,
-                            .dst = SIM_DP(dst),
-                            .n = n,
-                            .value = value,
-                            .elem = (unsigned)elem};
-    pthread_mutex_lock(&sim.mu);
-    int e = s->capture ? sim_capture_add(s, &node) : 0;
-    pthread_mutex_unlock(&sim.mu);
-    return e < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
-  }
   return do_memset(dst, value, elem, n);
 }
 

@@ -211,14 +211,18 @@ SIM_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   return CUDA_SUCCESS;
 }
 
+/* The pool an attribute call names, its value pointer checked. */
+static CUresult pool_attr_arg(CUmemoryPool pool, const void *value, struct sim_pool **ret) {
+  CUresult rc = pool_arg(pool, ret);
+  return rc == CUDA_SUCCESS && !value ? CUDA_ERROR_INVALID_VALUE : rc;
+}
+
 SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
   SIM_REQUIRE_INIT();
   struct sim_pool *p;
-  CUresult rc = pool_arg(pool, &p);
+  CUresult rc = pool_attr_arg(pool, value, &p);
   if (rc != CUDA_SUCCESS)
     return rc;
-  if (!value)
-    return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
   switch (attr) {
   case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
@@ -251,11 +255,9 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
   SIM_REQUIRE_INIT();
   struct sim_pool *p;
-  CUresult rc = pool_arg(pool, &p);
+  CUresult rc = pool_attr_arg(pool, value, &p);
   if (rc != CUDA_SUCCESS)
     return rc;
-  if (!value)
-    return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
   switch (attr) {
   case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
