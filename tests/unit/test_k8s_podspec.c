@@ -142,6 +142,8 @@ int main(void) {
       "gpu-compute\":\"30\"}}}]}}",
       "compute-limit 20%");
   bad("{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":{}}}", "not a list");
-  CHECK_EQ_INT(podspec_id(pod("{\"metadata\":{}}"), &id, err, sizeof err), -EINVAL);
+  o = pod("{\"metadata\":{}}");
+  CHECK_EQ_INT(podspec_id(o, &id, err, sizeof err), -EINVAL);
+  json_decref(o);
   return test_done();
 }

@@ -590,6 +590,7 @@ void cluster_eval(struct cluster *c, const struct place_pod *req, const char *co
         c->last[i] = x;
     }
     verdicts[i].reason = NULL;
+    verdicts[i].brief = false;
     place_eval(&cfg, x ? &x->pn : &unknown_node, req, now_ms, &verdicts[i], NULL);
     if (ret_nodes)
       ret_nodes[i] = x;

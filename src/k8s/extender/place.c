@@ -414,7 +414,7 @@ void place_eval(const struct place_cfg *cfg, const struct place_node *node,
                 struct place_choice *ret_choice) {
   struct usage base[K8S_MAX_GPUS], empty[K8S_MAX_GPUS];
   struct place_choice local, *ch = ret_choice ? ret_choice : &local;
-  struct text why = {ret->reason, 0, ret->reason ? ret->reason_len : 0, ret->brief};
+  struct text why = {ret->reason, 0, ret->reason ? ret->reason_len : 0, ret->reason && ret->brief};
 
   ret->fits = false;
   ret->cause = PLACE_NO_ROOM;
