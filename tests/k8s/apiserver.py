@@ -35,7 +35,9 @@ Every error is a v1 Status object (kind, status Failure, message, reason, code).
 Options: --port N (0: any free port; default 0), --port-file FILE (the port is
 written there once listening: how tests find it), --token T (then every request
 needs "Authorization: Bearer T", else 401), --history N (events kept for watch
-resume, default 10000), --bookmark-s S (default 1).
+resume, default 10000), --bookmark-s S (default 1), --tls-cert FILE --tls-key FILE
+(HTTPS), --client-ca FILE (with TLS: a client certificate signed by it is required,
+as the API server's --client-ca-file authenticates users).
 
 Test control interface (no auth), under /_test/:
   GET  /_test/state            {"resourceVersion": rv, "nodes": [..], "pods": [..]}
@@ -312,6 +314,13 @@ ARGS = None
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
+    def setup(self):
+        if hasattr(self.request, "do_handshake"):  # TLS: the handshake here, per connection
+            self.request.settimeout(10)
+            self.request.do_handshake()
+            self.request.settimeout(None)
+        super().setup()
+
     def log_message(self, fmt, *args):
         pass
 
@@ -583,11 +592,23 @@ def main():
     ap.add_argument("--token")
     ap.add_argument("--history", type=int, default=10000)
     ap.add_argument("--bookmark-s", type=float, default=1.0)
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
+    ap.add_argument("--client-ca")
     ARGS = ap.parse_args()
     STORE = Store(ARGS.history)
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer.allow_reuse_address = True
     srv = ThreadingHTTPServer((ARGS.host, ARGS.port), Handler)
+    if ARGS.tls_cert:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(ARGS.tls_cert, ARGS.tls_key)
+        if ARGS.client_ca:
+            ctx.load_verify_locations(ARGS.client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        # The handshake in the handler's thread, so one bad client holds up no other.
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
     port = srv.server_address[1]
     if ARGS.port_file:
         tmp = ARGS.port_file + ".tmp"
