@@ -22,6 +22,15 @@ at() { date +%s.%N | awk -v d="$1" '{ printf "%.3f", $1 + d }'; }
 field() { sed -n "s/.*\b$2=\([^ ]*\).*/\1/p" "$1"; }
 # pct FILE: share in percent (integer)
 pct() { awk -v s="$(field "$1" share)" 'BEGIN { printf "%d", s * 100 + 0.5 }'; }
+# pct_of "FILE..." "FILE...": the first files' device time in percent (integer) of all the second
+# files': a share of the device time the slices got, which a loaded machine that leaves the
+# device idle does not move (where requests add up to 100%, that is what each is owed).
+pct_of() {
+  local a=0 t=0 f
+  for f in $1; do a=$(awk -v x="$a" -v y="$(field "$f" device_s)" 'BEGIN { print x + y }'); done
+  for f in $2; do t=$(awk -v x="$t" -v y="$(field "$f" device_s)" 'BEGIN { print x + y }'); done
+  awk -v a="$a" -v t="$t" 'BEGIN { printf "%d", (t > 0 ? 100 * a / t + 0.5 : 0) }'
+}
 # pct_asked FILE: of the time compute_spin's slice had work at the device or waited at its gate
 # (device_s + in_launch_s), the part the device ran it, in percent. Time the process did not run
 # at all (a loaded machine's CPU) is in neither: what the daemon and the device gave it, not what
