@@ -28,6 +28,8 @@ done
 case "$runs" in '' | *[!0-9]*) echo "soak: -n wants a whole number, not '$runs'" >&2; exit 2 ;; esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gslice-soak.XXXXXX")
+# mktemp makes it 0700: the tests that run a slice as another user need to reach the build.
+chmod 755 "$work"
 load_pid=""
 failed=0
 cleanup() {
