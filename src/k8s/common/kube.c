@@ -693,14 +693,12 @@ int kube_merge_patch(struct kube *k, const char *path, const json_t *patch, json
   return call(k, "PATCH", path, "application/merge-patch+json", patch, ret_body, err, errlen);
 }
 
-int kube_list(struct kube *k, const char *path, json_t **ret_items, char **ret_rv, char *err,
-              size_t errlen) {
-  json_t *items = json_array(), *page = NULL;
+int kube_list_each(struct kube *k, const char *path, kube_item_cb cb, void *user, char **ret_rv,
+                   char *err, size_t errlen) {
+  json_t *page = NULL;
   char *cont = NULL, *rv = NULL, *p = NULL;
   int rc;
 
-  if (!items)
-    return -ENOMEM;
   for (;;) {
     json_t *list, *meta, *v;
     free(p);
@@ -719,14 +717,14 @@ int kube_list(struct kube *k, const char *path, json_t **ret_items, char **ret_r
       rc = fail(err, errlen, -EIO, "GET %s: answer is not a list (no items)", p);
       goto out;
     }
-    if (json_is_array(list) && json_array_extend(items, list)) {
-      rc = -ENOMEM;
-      goto out;
-    }
+    for (size_t i = 0; i < json_array_size(list); i++)
+      if ((rc = cb(json_array_get(list, i), user)))
+        goto out;
     free(rv);
     v = json_object_get(meta, "resourceVersion");
     rv = strdup(json_is_string(v) ? json_string_value(v) : "");
-    free(cont);
+    if (cont)
+      curl_free(cont);
     cont = NULL;
     v = json_object_get(meta, "continue");
     if (json_is_string(v) && json_string_length(v) > 0)
@@ -740,19 +738,36 @@ int kube_list(struct kube *k, const char *path, json_t **ret_items, char **ret_r
     if (!cont)
       break;
   }
-  *ret_items = items;
-  items = NULL;
   *ret_rv = rv;
   rv = NULL;
   rc = 0;
 out:
   json_decref(page);
-  json_decref(items);
   if (cont)
     curl_free(cont);
   free(rv);
   free(p);
   return rc;
+}
+
+static int collect(json_t *item, void *user) {
+  return json_array_append(user, item) ? -ENOMEM : 0;
+}
+
+int kube_list(struct kube *k, const char *path, json_t **ret_items, char **ret_rv, char *err,
+              size_t errlen) {
+  json_t *items = json_array();
+  int rc;
+
+  if (!items)
+    return -ENOMEM;
+  rc = kube_list_each(k, path, collect, items, ret_rv, err, errlen);
+  if (rc) {
+    json_decref(items);
+    return rc;
+  }
+  *ret_items = items;
+  return 0;
 }
 
 /* ---- watch ------------------------------------------------------------------------------ */

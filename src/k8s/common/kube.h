@@ -73,6 +73,13 @@ int kube_merge_patch(struct kube *k, const char *path, const json_t *patch, json
 int kube_list(struct kube *k, const char *path, json_t **ret_items, char **ret_rv, char *err,
               size_t errlen);
 
+/* The same, one page in memory at a time: cb gets each object (borrowed) and
+ * returns 0 to go on, anything else to stop the list with it. For lists of many
+ * thousands of pods, whose whole JSON tree would take gigabytes. */
+typedef int (*kube_item_cb)(json_t *item, void *user);
+int kube_list_each(struct kube *k, const char *path, kube_item_cb cb, void *user, char **ret_rv,
+                   char *err, size_t errlen);
+
 /* Event callback: type is ADDED, MODIFIED, DELETED or BOOKMARK; object is
  * borrowed. Return 0 to go on, anything else to stop the watch with it. */
 typedef int (*kube_watch_cb)(const char *type, json_t *object, void *user);

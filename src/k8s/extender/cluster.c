@@ -384,18 +384,10 @@ void cluster_node_event(struct cluster *c, const char *type, const json_t *node,
 
 void cluster_node_relist(struct cluster *c, const json_t *items, uint64_t now_ms, time_t wall,
                          FILE *log) {
-  pthread_rwlock_wrlock(&c->lock);
-  SMAP_EACH(&c->nodes, e) {
-    ((struct xnode *)e->value)->seen_relist = false;
-  }
+  cluster_relist_begin(c, true);
   for (size_t i = 0; i < json_array_size(items); i++)
-    node_update(c, json_array_get(items, i), now_ms, wall, log);
-  SMAP_EACH(&c->nodes, e) {
-    struct xnode *n = e->value;
-    if (!n->seen_relist && n->present)
-      node_gone(n);
-  }
-  pthread_rwlock_unlock(&c->lock);
+    cluster_node_relist_item(c, json_array_get(items, i), now_ms, wall, log);
+  cluster_relist_end(c, true, 0);
 }
 
 /* ---- pods ------------------------------------------------------------------------------------ */
@@ -518,16 +510,53 @@ void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, F
 }
 
 void cluster_pod_relist(struct cluster *c, const json_t *items, uint64_t since_ms, FILE *log) {
-  pthread_rwlock_wrlock(&c->lock);
-  SMAP_EACH(&c->pods, e) {
-    ((struct xpod *)e->value)->seen_relist = false;
-  }
+  cluster_relist_begin(c, false);
   for (size_t i = 0; i < json_array_size(items); i++)
-    pod_update(c, json_array_get(items, i), log);
-  SMAP_EACH(&c->pods, e) {
-    struct xpod *p = e->value;
-    if (!p->seen_relist && !(p->assumed && p->assumed_ms >= since_ms))
-      pod_remove(c, p);
+    cluster_pod_relist_item(c, json_array_get(items, i), log);
+  cluster_relist_end(c, false, since_ms);
+}
+
+void cluster_relist_begin(struct cluster *c, bool nodes) {
+  pthread_rwlock_wrlock(&c->lock);
+  if (nodes) {
+    SMAP_EACH(&c->nodes, e) {
+      ((struct xnode *)e->value)->seen_relist = false;
+    }
+  } else {
+    SMAP_EACH(&c->pods, e) {
+      ((struct xpod *)e->value)->seen_relist = false;
+    }
+  }
+  pthread_rwlock_unlock(&c->lock);
+}
+
+void cluster_node_relist_item(struct cluster *c, const json_t *node, uint64_t now_ms, time_t wall,
+                              FILE *log) {
+  pthread_rwlock_wrlock(&c->lock);
+  node_update(c, node, now_ms, wall, log);
+  pthread_rwlock_unlock(&c->lock);
+}
+
+void cluster_pod_relist_item(struct cluster *c, const json_t *pod, FILE *log) {
+  pthread_rwlock_wrlock(&c->lock);
+  pod_update(c, pod, log);
+  pthread_rwlock_unlock(&c->lock);
+}
+
+void cluster_relist_end(struct cluster *c, bool nodes, uint64_t since_ms) {
+  pthread_rwlock_wrlock(&c->lock);
+  if (nodes) {
+    SMAP_EACH(&c->nodes, e) {
+      struct xnode *n = e->value;
+      if (!n->seen_relist && n->present)
+        node_gone(n);
+    }
+  } else {
+    SMAP_EACH(&c->pods, e) {
+      struct xpod *p = e->value;
+      if (!p->seen_relist && !(p->assumed && p->assumed_ms >= since_ms))
+        pod_remove(c, p);
+    }
   }
   pthread_rwlock_unlock(&c->lock);
 }

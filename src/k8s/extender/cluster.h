@@ -32,8 +32,17 @@ void cluster_node_event(struct cluster *c, const char *type, const json_t *node,
                         time_t wall, FILE *log);
 void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, FILE *log);
 
-/* A relist: items replace what was known (objects not in it are gone, except
- * pods assumed after since_ms, whose binding may be newer than the list). */
+/* A relist, one object at a time (a list comes in pages): begin, each listed
+ * object, end. At the end what was not listed is gone, except pods assumed after
+ * since_ms (their binding may be newer than the list). A relist that fails half
+ * way only leaves records refreshed: nothing is dropped before an end. */
+void cluster_relist_begin(struct cluster *c, bool nodes);
+void cluster_node_relist_item(struct cluster *c, const json_t *node, uint64_t now_ms, time_t wall,
+                              FILE *log);
+void cluster_pod_relist_item(struct cluster *c, const json_t *pod, FILE *log);
+void cluster_relist_end(struct cluster *c, bool nodes, uint64_t since_ms);
+
+/* The same for a whole list at once: items replace what was known. */
 void cluster_node_relist(struct cluster *c, const json_t *items, uint64_t now_ms, time_t wall,
                          FILE *log);
 void cluster_pod_relist(struct cluster *c, const json_t *items, uint64_t since_ms, FILE *log);

@@ -52,6 +52,23 @@ static int on_event(const char *type, json_t *obj, void *user) {
   return atomic_load(&x->w->stop) ? -ECANCELED : 0;
 }
 
+/* One page of a list at a time: each object straight into the cluster view. */
+struct relist {
+  struct watcher *x;
+  size_t n;
+};
+
+static int relist_item(json_t *obj, void *user) {
+  struct relist *r = user;
+  struct ext_watch *w = r->x->w;
+  if (r->x == &w->nodes)
+    cluster_node_relist_item(w->c, obj, mono_ms(), time(NULL), w->log);
+  else
+    cluster_pod_relist_item(w->c, obj, w->log);
+  r->n++;
+  return atomic_load(&w->stop) ? -ECANCELED : 0;
+}
+
 static void *run(void *arg) {
   struct watcher *x = arg;
   struct ext_watch *w = x->w;
@@ -59,10 +76,12 @@ static void *run(void *arg) {
   unsigned backoff = 100;
 
   while (!atomic_load(&w->stop)) {
-    json_t *items = NULL;
+    struct relist r = {x, 0};
     char *rv = NULL;
     uint64_t since = mono_ms();
-    int rc = kube_list(x->k, x->path, &items, &rv, err, sizeof err);
+    bool nodes = x == &w->nodes;
+    cluster_relist_begin(w->c, nodes);
+    int rc = kube_list_each(x->k, x->path, relist_item, &r, &rv, err, sizeof err);
     if (rc) {
       if (w->log && !atomic_load(&w->stop))
         fprintf(w->log, "gslice-extender: listing %s: %s; retrying in %u ms\n", x->kind, err,
@@ -71,17 +90,10 @@ static void *run(void *arg) {
       backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
       continue;
     }
-    if (x == &w->nodes) {
-      cluster_node_relist(w->c, items, mono_ms(), time(NULL), w->log);
-      cluster_set_synced(w->c, true, false);
-    } else {
-      cluster_pod_relist(w->c, items, since, w->log);
-      cluster_set_synced(w->c, false, true);
-    }
+    cluster_relist_end(w->c, nodes, since);
+    cluster_set_synced(w->c, nodes, !nodes);
     if (w->log)
-      fprintf(w->log, "gslice-extender: listed %zu %s at resourceVersion %s\n",
-              json_array_size(items), x->kind, rv);
-    json_decref(items);
+      fprintf(w->log, "gslice-extender: listed %zu %s at resourceVersion %s\n", r.n, x->kind, rv);
     backoff = 100;
     while (!atomic_load(&w->stop)) {
       rc = kube_watch(x->k, x->path, rv, WATCH_TIMEOUT_S, on_event, x, &rv, err, sizeof err);
