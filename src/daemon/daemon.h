@@ -105,14 +105,16 @@ struct daemon {
   struct gs_metrics *metrics;
 };
 
-/* server.c: the socket, connections and the token flow. */
+/* The serving side, one job per file: sock.c (the listening socket, accepting), conn.c
+ * (connections), requests.c (what a request does), token.c (the token flow of every GPU). */
+/* sock.c */
 int server_listen(struct daemon *d);
 void server_close_all(struct daemon *d);
-/* Applies new scheduler settings to every GPU (SIGHUP). */
+/* requests.c: applies new scheduler settings to every GPU (SIGHUP). */
 void server_apply_sched_cfg(struct daemon *d);
-/* Adds every registered slice to its GPUs' schedulers (after a restart). */
+/* requests.c: adds every registered slice to its GPUs' schedulers (after a restart). */
 int server_adopt_slices(struct daemon *d);
-/* Drops slices whose runner and processes are all gone; publishes metrics. */
+/* requests.c: drops slices whose runner and processes are all gone; publishes metrics. */
 void server_housekeeping(struct daemon *d);
 void daemon_sched_cfg(const struct config *c, struct sched_cfg *ret);
 

@@ -20,7 +20,7 @@ struct fd_handler {
   bool dead; /* removed during this turn: freed after the batch */
   loop_fd_cb cb;
   void *data;
-  struct fd_handler *next;
+  struct fd_handler *next; /* on the dead list only */
 };
 
 struct timer {
@@ -35,7 +35,11 @@ struct loop {
   int tfd; /* one timerfd armed at the earliest timer: ns precision, unlike epoll's ms */
   uint64_t armed;
   bool stop;
-  struct fd_handler *handlers;
+  /* Indexed by fd, as Redis's events[fd]: adding, changing and removing a watch is O(1), not a
+   * walk of every connection (each reply re-arms its fd). Grown to the highest fd seen. */
+  struct fd_handler **byfd;
+  int nbyfd;
+  struct fd_handler *dead; /* removed this turn; events of the batch may still point at them */
   struct timer timers[LOOP_MAX_TIMERS];
   uint32_t ntimers;
   uint64_t next_timer_id;
@@ -76,24 +80,19 @@ int loop_new(struct loop **ret) {
 }
 
 static void reap_dead(struct loop *l) {
-  struct fd_handler **pp = &l->handlers;
-
-  while (*pp) {
-    struct fd_handler *h = *pp;
-    if (h->dead) {
-      *pp = h->next;
-      free(h);
-    } else {
-      pp = &h->next;
-    }
+  while (l->dead) {
+    struct fd_handler *h = l->dead;
+    l->dead = h->next;
+    free(h);
   }
 }
 
 void loop_free(struct loop *l) {
   if (!l)
     return;
-  for (struct fd_handler *h = l->handlers; h; h = h->next)
-    h->dead = true;
+  for (int fd = 0; fd < l->nbyfd; fd++)
+    free(l->byfd[fd]);
+  free(l->byfd);
   reap_dead(l);
   close(l->epfd);
   close(l->tfd);
@@ -101,29 +100,39 @@ void loop_free(struct loop *l) {
 }
 
 static struct fd_handler *find(struct loop *l, int fd) {
-  for (struct fd_handler *h = l->handlers; h; h = h->next)
-    if (h->fd == fd && !h->dead)
-      return h;
-  return NULL;
+  return fd >= 0 && fd < l->nbyfd ? l->byfd[fd] : NULL;
 }
 
 int loop_add_fd(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void *data) {
   struct epoll_event ev = {.events = events};
   struct fd_handler *h;
 
+  if (fd < 0)
+    return -EBADF;
   if (find(l, fd))
     return -EEXIST;
+  if (fd >= l->nbyfd) {
+    int n = l->nbyfd ? l->nbyfd : 64;
+    while (n <= fd)
+      n *= 2;
+    struct fd_handler **p = realloc(l->byfd, (size_t)n * sizeof(*p));
+    if (!p)
+      return -ENOMEM;
+    memset(p + l->nbyfd, 0, (size_t)(n - l->nbyfd) * sizeof(*p));
+    l->byfd = p;
+    l->nbyfd = n;
+  }
   h = calloc(1, sizeof(*h));
   if (!h)
     return -ENOMEM;
-  *h = (struct fd_handler){.fd = fd, .cb = cb, .data = data, .next = l->handlers};
+  *h = (struct fd_handler){.fd = fd, .cb = cb, .data = data};
   ev.data.ptr = h;
   if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
     int r = -errno;
     free(h);
     return r;
   }
-  l->handlers = h;
+  l->byfd[fd] = h;
   return 0;
 }
 
@@ -143,8 +152,12 @@ void loop_del_fd(struct loop *l, int fd) {
   if (!h)
     return;
   epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
-  /* Events of this turn may still point at h: free it after the batch. */
+  /* Events of this turn may still point at h: free it after the batch. The fd's number may be
+   * given to a new connection in this very turn; its slot is free for it. */
   h->dead = true;
+  l->byfd[fd] = NULL;
+  h->next = l->dead;
+  l->dead = h;
 }
 
 int loop_add_timer(struct loop *l, uint64_t when, loop_timer_cb cb, void *data, uint64_t *ret_id) {

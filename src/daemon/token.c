@@ -1,0 +1,282 @@
+/* The token flow of every GPU (token.h): grants, releases, the release deadline, revokes. */
+#include "token.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "conn.h"
+
+static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
+
+static uint32_t ordinal_of(const struct slice *s, uint32_t gpu) {
+  return (uint32_t)__builtin_popcount(slice_mask(s) & ((1u << gpu) - 1));
+}
+
+/* How long past expiry the holder may take to close its burst: its last kernels finish (a
+ * kernel cannot be cut) and its release crosses the socket. One quantum, or two of its
+ * kernels when they are longer, covers a holder that works; a stopped or hostile one loses
+ * the token that much after expiry, not release_timeout_ms (1 s) later, so the others wait
+ * about one quantum. release_timeout_ms stays the ceiling. */
+static uint64_t release_grace(struct daemon *d, struct gpu *g) {
+  struct sched_slice *sl = sched_find(&g->s, g->holder);
+  uint64_t grace = g->s.valid_until - g->s.granted_at, cap = d->cfg.release_timeout_ms * 1000000ull;
+
+  if (sl && 2 * sl->kernel_ns > grace)
+    grace = 2 * sl->kernel_ns;
+  return grace < cap ? grace : cap;
+}
+
+/* One timer per GPU: the release deadline while the token is held, else
+ * the moment a slice held back by its limit may have it. */
+static void rearm(struct daemon *d, struct gpu *g) {
+  uint64_t when = UINT64_MAX;
+
+  if (g->holder)
+    when = g->s.valid_until + release_grace(d, g);
+  else
+    when = sched_next_wakeup(&g->s, loop_now());
+  if (g->timer && g->timer_when == when)
+    return;
+  if (g->timer)
+    loop_del_timer(d->loop, g->timer);
+  g->timer = 0;
+  if (when != UINT64_MAX && loop_add_timer(d->loop, when, gpu_timer_cb, g, &g->timer) == 0)
+    g->timer_when = when;
+}
+
+static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice_id, uint64_t now) {
+  bool waiting = false;
+
+  for (struct conn *c = d->conns; c; c = c->next)
+    if (c->slice_id == slice_id && (c->waiting & (1u << g->index)))
+      waiting = true;
+  sched_set_waiting(&g->s, slice_id, waiting, now);
+}
+
+static void token_done(struct daemon *d, struct gpu *g) {
+  uint64_t now = loop_now();
+
+  /* Every burst of the token opened after its grant and was reported after it ran: a span
+   * longer than the time since the grant is a hook's wrong clock, charged no more than that. */
+  if (g->holder && g->span_end > g->span_start) {
+    uint64_t span = g->span_end - g->span_start, held = now - g->s.granted_at;
+    sched_charge(&g->s, g->holder, span < held ? span : held, g->span_launches, now);
+  }
+  g->span_start = g->span_end = g->span_launches = 0;
+  sched_token_done(&g->s, now);
+  g->holder = 0;
+  g->participants = 0;
+  token_dispatch(d, g);
+}
+
+void token_dispatch(struct daemon *d, struct gpu *g) {
+  uint64_t now = loop_now();
+  struct sched_grant gr;
+
+  while (!g->holder && sched_pick(&g->s, now, &gr) == 0) {
+    struct slice *s = registry_find(&d->reg, gr.slice_id);
+    uint32_t bit = 1u << g->index;
+    g->holder = gr.slice_id;
+    g->participants = 0;
+    for (struct conn *c = d->conns; c && s; c = c->next) {
+      if (c->slice_id != gr.slice_id || !(c->waiting & bit))
+        continue;
+      struct gs_msg_token_grant m = {.gpu = ordinal_of(s, g->index),
+                                     .generation = gr.generation,
+                                     .quantum_ns = gr.quantum_ns,
+                                     .valid_until_ns = gr.valid_until_ns};
+      c->waiting &= ~bit;
+      if (conn_send(d, c, GS_MSG_TOKEN_GRANT, 0, &m, sizeof(m)) < 0)
+        continue;
+      c->holding |= bit;
+      c->hold_gen[g->index] = gr.generation;
+      g->participants++;
+    }
+    if (g->participants == 0) {
+      /* Nobody is left to take it: free again, try the next. */
+      sched_token_done(&g->s, now);
+      g->holder = 0;
+    }
+  }
+  rearm(d, g);
+}
+
+static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
+  struct gpu *g = data;
+  struct daemon *d = g->d;
+
+  (void)l;
+  (void)id;
+  g->timer = 0;
+  if (g->holder && g->participants && loop_now() >= g->s.valid_until) {
+    uint32_t bit = 1u << g->index;
+    uint64_t gen = g->s.generation;
+    /* The holders' releases may be waiting unread behind a loop that was itself held up: read
+     * first, so that a slice is not revoked for the daemon's delay. */
+    for (struct conn *c = d->conns, *next; c; c = next) {
+      next = c->next; /* conn_serve closes at most c */
+      if (c->holding & bit)
+        conn_serve(d, c);
+    }
+    if (!g->holder || !g->participants || g->s.generation != gen) {
+      if (!g->timer)
+        token_dispatch(d, g);
+      return;
+    }
+    /* A holder that never closed its burst (stuck kernel, stopped process):
+     * take the token back so the others run; its late release is charged. */
+    struct gs_msg_token_revoke rv = {.generation = g->s.generation};
+    struct slice *s = registry_find(&d->reg, g->holder);
+    uint64_t now = loop_now(), end = now;
+    /* Charged up to its release deadline at most: a timer that fires later is the daemon's own
+     * delay (a stalled loop), never the slice's. */
+    if (g->timer_when && end > g->timer_when)
+      end = g->timer_when;
+    if (now - end > 50000000ull)
+      dlog("warning",
+           "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked (the daemon "
+           "itself was %" PRIu64 " ms late: not charged to the slice)",
+           g->index, g->holder, (end - g->s.valid_until) / 1000000, (now - end) / 1000000);
+    else
+      dlog("warning", "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked",
+           g->index, g->holder, (end - g->s.valid_until) / 1000000);
+    /* It held the GPU from the grant to its deadline: until its late release says what ran,
+     * that is what it is charged (a hook that never releases gets nothing for free and cannot
+     * win every pick on an empty account: it starved a neighbour to 2%). Then it is charged
+     * what ran, not the time held: 64 slices on a loaded machine each charged 29-168 ms for one
+     * 0.5 ms kernel (6.08 s charged of 4.24 s run) got nothing for 6-8 s. */
+    uint64_t held = end > g->s.granted_at ? end - g->s.granted_at : 0;
+    uint64_t reported = g->span_end - g->span_start;
+    sched_charge_held(&g->s, held > reported ? held - reported : 0, now);
+    for (struct conn *c = d->conns; c; c = c->next) {
+      if (!(c->holding & bit))
+        continue;
+      c->holding &= ~bit;
+      rv.gpu = s ? ordinal_of(s, g->index) : 0;
+      conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
+    }
+    g->revoked++;
+    token_done(d, g);
+    return;
+  }
+  token_dispatch(d, g);
+}
+
+static void leave_token(struct daemon *d, struct conn *c, struct gpu *g) {
+  uint32_t bit = 1u << g->index;
+
+  if (!(c->holding & bit))
+    return;
+  c->holding &= ~bit;
+  if (g->participants > 0 && --g->participants == 0)
+    token_done(d, g);
+}
+
+static struct gpu *hook_gpu(struct daemon *d, struct conn *c, uint32_t ordinal) {
+  struct slice *s = registry_find(&d->reg, c->slice_id);
+  uint32_t g;
+
+  if (!s || slice_gpu(s, ordinal, &g) < 0 || g >= d->ngpus)
+    return NULL;
+  return &d->gpus[g];
+}
+
+void token_request(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  struct gpu *g = hook_gpu(d, c, m->u.token_request.gpu);
+  uint64_t now = loop_now();
+
+  if (!g) {
+    conn_send_error(d, c, m->hdr.seq, -ENODEV, "no such GPU in this slice");
+    return;
+  }
+  uint32_t bit = 1u << g->index;
+  if (g->holder == c->slice_id && now < g->s.valid_until) {
+    /* Processes of one slice share its token: join the burst. */
+    struct gs_msg_token_grant gr = {.gpu = m->u.token_request.gpu,
+                                    .generation = g->s.generation,
+                                    .quantum_ns = g->s.valid_until - g->s.granted_at,
+                                    .valid_until_ns = g->s.valid_until};
+    if (!(c->holding & bit)) {
+      c->holding |= bit;
+      c->hold_gen[g->index] = g->s.generation;
+      g->participants++;
+    }
+    conn_send(d, c, GS_MSG_TOKEN_GRANT, m->hdr.seq, &gr, sizeof(gr));
+    return;
+  }
+  c->waiting |= bit;
+  sched_set_waiting(&g->s, c->slice_id, true, now);
+  token_dispatch(d, g);
+}
+
+void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  const struct gs_msg_token_release *rl = &m->u.token_release;
+  struct gpu *g = hook_gpu(d, c, rl->gpu);
+
+  if (!g)
+    return;
+  bool current = (c->holding & (1u << g->index)) && c->hold_gen[g->index] == rl->generation;
+
+  if (current && (rl->used_ns || rl->launches)) {
+    /* Charged as the token's span when the last participant is done. A grant handed back
+     * unused (start 0, nothing run) has no part in it: counted, it opened the span at 0 and
+     * charged a slice of two processes the daemon's uptime (2950 s), wedging it behind its
+     * own limit's pacing for hours. */
+    uint64_t end = rl->start_ns + rl->used_ns;
+    if (!g->span_end || rl->start_ns < g->span_start)
+      g->span_start = rl->start_ns;
+    if (end > g->span_end)
+      g->span_end = end;
+    g->span_launches += rl->launches;
+  } else if (!current) {
+    /* Device time is charged whatever token it ran under: a late report after a revoke (it
+     * replaces the held time charged then), or one from before a daemon restart. */
+    sched_charge_late(&g->s, c->slice_id, rl->generation, rl->used_ns, rl->launches, loop_now());
+  }
+  /* Waiting before the token is free: the pick that follows weighs this
+   * slice too, instead of handing the token to whoever else asked. */
+  if (rl->more) {
+    c->waiting |= 1u << g->index;
+    sched_set_waiting(&g->s, c->slice_id, true, loop_now());
+  }
+  if (current)
+    leave_token(d, c, g);
+  else if (rl->more)
+    token_dispatch(d, g);
+}
+
+void token_conn_gone(struct daemon *d, struct conn *c) {
+  /* A killed token holder: its burst is over as far as anyone can tell. */
+  for (uint32_t i = 0; i < d->ngpus; i++) {
+    struct gpu *g = &d->gpus[i];
+    uint32_t bit = 1u << i;
+    bool was_waiting = c->waiting & bit;
+    c->waiting &= ~bit;
+    if (c->holding & bit) {
+      c->holding &= ~bit;
+      if (g->participants > 0 && --g->participants == 0)
+        token_done(d, g);
+    }
+    if (was_waiting && c->slice_id)
+      slice_waiting_update(d, g, c->slice_id, loop_now());
+  }
+}
+
+void token_forget_slice(struct daemon *d, uint32_t id) {
+  for (uint32_t i = 0; i < d->ngpus; i++) {
+    struct gpu *g = &d->gpus[i];
+    for (struct conn *c = d->conns; c; c = c->next)
+      if (c->slice_id == id) {
+        c->holding &= ~(1u << i);
+        c->waiting &= ~(1u << i);
+      }
+    sched_remove(&g->s, id);
+    if (g->holder == id) {
+      g->holder = 0;
+      g->participants = 0;
+      g->span_start = g->span_end = g->span_launches = 0;
+    }
+    token_dispatch(d, g);
+  }
+}
