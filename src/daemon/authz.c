@@ -167,8 +167,8 @@ bool authz_inside(struct daemon *d, const struct conn *c, const struct slice *s)
   if (c->pid == s->runner_pid)
     return false;
   /* A process that said HELLO as the slice's, on any connection. */
-  for (const struct conn *o = d->conns; o; o = o->next)
-    if (o->slice_id == s->id && o->pid == c->pid && o->role == GS_ROLE_HOOK)
+  for (const struct conn *o = s->conns; o; o = o->slice_next)
+    if (o->pid == c->pid && o->role == GS_ROLE_HOOK)
       return true;
   /* Gone, or its pid reused since it connected: it cannot be shown to be outside. */
   if (gs_proc_identity(c->pid, &start, &exited) < 0 || exited || start != c->start)

@@ -86,21 +86,42 @@ void conn_send_ok(struct daemon *d, struct conn *c, uint32_t seq) {
   conn_send(d, c, GS_MSG_OK, seq, &ok, sizeof(ok));
 }
 
-void conn_close(struct daemon *d, struct conn *c, const char *why) {
-  struct conn **pp;
+void conn_join_slice(struct conn *c, struct slice *s) {
+  c->slice_next = s->conns;
+  if (s->conns)
+    s->conns->slice_pprev = &c->slice_next;
+  s->conns = c;
+  c->slice_pprev = &s->conns;
+}
 
+static void conn_leave_slice(struct conn *c) {
+  if (!c->slice_pprev)
+    return;
+  *c->slice_pprev = c->slice_next;
+  if (c->slice_next)
+    c->slice_next->slice_pprev = c->slice_pprev;
+  c->slice_next = NULL;
+  c->slice_pprev = NULL;
+}
+
+void conn_slice_gone(struct slice *s) {
+  while (s->conns)
+    conn_leave_slice(s->conns);
+}
+
+void conn_close(struct daemon *d, struct conn *c, const char *why) {
   if (why)
     dlog("info", "closing connection of pid %d (slice %u): %s", (int)c->pid, c->slice_id, why);
-  for (pp = &d->conns; *pp; pp = &(*pp)->next)
-    if (*pp == c) {
-      *pp = c->next;
-      break;
-    }
+  *c->pprev = c->next;
+  if (c->next)
+    c->next->pprev = c->pprev;
   d->nconns--;
   if (c->resume_timer)
     loop_del_timer(d->loop, c->resume_timer);
   loop_del_fd(d->loop, c->fd);
   close(c->fd);
+  /* Out of its slice's list first: the token's bookkeeping below no longer counts it. */
+  conn_leave_slice(c);
   token_conn_gone(d, c);
   if (c->outcap > CONN_OUT_KEEP)
     d->freed_since_trim += c->outcap;

@@ -13,6 +13,10 @@ int conn_send(struct daemon *d, struct conn *c, uint32_t type, uint32_t seq, con
               size_t len);
 void conn_send_error(struct daemon *d, struct conn *c, uint32_t seq, int code, const char *text);
 void conn_send_ok(struct daemon *d, struct conn *c, uint32_t seq);
+/* Links c into s's list of connections (HELLO as s's). */
+void conn_join_slice(struct conn *c, struct slice *s);
+/* s is being removed: its connections leave its list (they stay open, under no slice). */
+void conn_slice_gone(struct slice *s);
 /* Unlinks, closes and frees c; why, if not NULL, is logged. */
 void conn_close(struct daemon *d, struct conn *c, const char *why);
 /* Handles what c sent within its share of one loop turn. Returns false when c was closed. */

@@ -47,7 +47,9 @@ struct conn {
   size_t outlen, outcap;
   uint64_t resume_timer; /* requests left over from its turn: handled at the next one */
   struct daemon *d;
-  struct conn *next;
+  struct conn *next, **pprev; /* in daemon.conns: unlinked in O(1) at close */
+  /* In its slice's list (slice.conns) from HELLO until it closes or the slice is removed. */
+  struct conn *slice_next, **slice_pprev;
 };
 
 struct daemon;

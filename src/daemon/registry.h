@@ -10,6 +10,8 @@
 #define REGISTRY_FILE "slices.state"
 #define REGISTRY_MAX 256
 
+struct conn;
+
 struct slice {
   uint32_t id;
   uint64_t nonce;         /* random, never 0: the slice's identity beyond its id (proto.h) */
@@ -23,6 +25,9 @@ struct slice {
   bool region_broken;     /* truncated under the daemon: never read again (snapshot.c) */
   bool cap_pending;       /* its region's lock was held: the cap is written at housekeeping */
   char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id> */
+  /* The connections that said HELLO as this slice's (conn.c links them, not saved): its token
+   * and its processes are found without walking every connection of the daemon. */
+  struct conn *conns;
 };
 
 struct registry {

@@ -71,6 +71,8 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   c->hello = true;
   c->role = m->u.hello.role;
   c->slice_id = ok.slice_id;
+  if (ok.slice_id)
+    conn_join_slice(c, registry_find(&d->reg, ok.slice_id));
   conn_send(d, c, GS_MSG_HELLO_OK, m->hdr.seq, &ok, sizeof(ok));
 }
 
@@ -156,7 +158,11 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
 }
 
 void requests_remove_slice(struct daemon *d, uint32_t id) {
+  struct slice *s = registry_find(&d->reg, id);
+
   token_forget_slice(d, id);
+  if (s)
+    conn_slice_gone(s);
   registry_remove(&d->reg, id);
   registry_save(&d->reg);
 }
@@ -359,17 +365,13 @@ void server_housekeeping(struct daemon *d) {
     struct slice *s = d->reg.slices[i];
     uint64_t start = 0;
     int exited = 1;
-    bool live_procs = false;
 
     if (s->flags & GS_REGISTER_HELD)
       continue; /* its registrant (gslice-node) removes it when its pod is gone */
     if (gs_proc_identity(s->runner_pid, &start, &exited) == 0 && !exited &&
         (s->runner_start == 0 || start == s->runner_start))
       continue;
-    for (struct conn *c = d->conns; c; c = c->next)
-      if (c->slice_id == s->id)
-        live_procs = true;
-    if (live_procs)
+    if (s->conns)
       continue;
     dlog("info", "slice %u '%s': its runner (pid %d) and processes are gone; removed", s->id,
          s->spec.name, (int)s->runner_pid);

@@ -259,8 +259,8 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
     ss->priority = s->spec.priority;
     ss->weight = s->spec.weight;
     ss->memory_force = s->memory_force;
-    for (struct conn *c = d->conns; c; c = c->next)
-      if (c->slice_id == s->id && c->role == GS_ROLE_HOOK) {
+    for (struct conn *c = s->conns; c; c = c->slice_next)
+      if (c->role == GS_ROLE_HOOK) {
         add_pid(ss, (int32_t)c->pid);
         account(&acc, c->pid);
       }

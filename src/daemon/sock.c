@@ -124,7 +124,10 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       continue;
     }
     c->next = d->conns;
+    if (d->conns)
+      d->conns->pprev = &c->next;
     d->conns = c;
+    c->pprev = &d->conns;
     d->nconns++;
   }
 }

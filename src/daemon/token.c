@@ -46,10 +46,11 @@ static void rearm(struct daemon *d, struct gpu *g) {
 }
 
 static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice_id, uint64_t now) {
+  struct slice *s = registry_find(&d->reg, slice_id);
   bool waiting = false;
 
-  for (struct conn *c = d->conns; c; c = c->next)
-    if (c->slice_id == slice_id && (c->waiting & (1u << g->index)))
+  for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next)
+    if (c->waiting & (1u << g->index))
       waiting = true;
   sched_set_waiting(&g->s, slice_id, waiting, now);
 }
@@ -79,8 +80,8 @@ void token_dispatch(struct daemon *d, struct gpu *g) {
     uint32_t bit = 1u << g->index;
     g->holder = gr.slice_id;
     g->participants = 0;
-    for (struct conn *c = d->conns; c && s; c = c->next) {
-      if (c->slice_id != gr.slice_id || !(c->waiting & bit))
+    for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
+      if (!(c->waiting & bit))
         continue;
       struct gs_msg_token_grant m = {.gpu = ordinal_of(s, g->index),
                                      .generation = gr.generation,
@@ -112,10 +113,12 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
   if (g->holder && g->participants && loop_now() >= g->s.valid_until) {
     uint32_t bit = 1u << g->index;
     uint64_t gen = g->s.generation;
+    struct slice *hs = registry_find(&d->reg, g->holder);
     /* The holders' releases may be waiting unread behind a loop that was itself held up: read
-     * first, so that a slice is not revoked for the daemon's delay. */
-    for (struct conn *c = d->conns, *next; c; c = next) {
-      next = c->next; /* conn_serve closes at most c */
+     * first, so that a slice is not revoked for the daemon's delay. Only the holder's
+     * connections take part in its token. */
+    for (struct conn *c = hs ? hs->conns : NULL, *next; c; c = next) {
+      next = c->slice_next; /* conn_serve closes at most c */
       if (c->holding & bit)
         conn_serve(d, c);
     }
@@ -149,7 +152,7 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
     uint64_t held = end > g->s.granted_at ? end - g->s.granted_at : 0;
     uint64_t reported = g->span_end - g->span_start;
     sched_charge_held(&g->s, held > reported ? held - reported : 0, now);
-    for (struct conn *c = d->conns; c; c = c->next) {
+    for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
       if (!(c->holding & bit))
         continue;
       c->holding &= ~bit;
@@ -264,13 +267,14 @@ void token_conn_gone(struct daemon *d, struct conn *c) {
 }
 
 void token_forget_slice(struct daemon *d, uint32_t id) {
+  struct slice *s = registry_find(&d->reg, id);
+
   for (uint32_t i = 0; i < d->ngpus; i++) {
     struct gpu *g = &d->gpus[i];
-    for (struct conn *c = d->conns; c; c = c->next)
-      if (c->slice_id == id) {
-        c->holding &= ~(1u << i);
-        c->waiting &= ~(1u << i);
-      }
+    for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
+      c->holding &= ~(1u << i);
+      c->waiting &= ~(1u << i);
+    }
     sched_remove(&g->s, id);
     if (g->holder == id) {
       g->holder = 0;
