@@ -1,7 +1,8 @@
 /* The slice's shared memory-accounting region: file layout, robust locking, process entries. */
 #include "region.h"
 
-#include <dirent.h>
+#include "proc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -72,77 +73,6 @@ static uint32_t header_check(const struct region_layout *l) {
   return h;
 }
 
-static uint64_t own_pidns(void) {
-  char buf[64];
-  ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
-  if (n <= 0)
-    return 0;
-  buf[n] = 0;
-  const char *p = strchr(buf, '[');
-  return p ? strtoull(p + 1, NULL, 10) : 0;
-}
-
-/* A zombie leader can still have live threads (its main thread called pthread_exit): the
- * process lives while /proc/<pid>/task lists more than the leader. */
-static int zombie_with_live_threads(pid_t pid) {
-  char path[64];
-  if (pid == 0)
-    snprintf(path, sizeof(path), "/proc/self/task");
-  else
-    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-  DIR *d = opendir(path);
-  if (!d)
-    return 0;
-  int tasks = 0;
-  for (struct dirent *e; (e = readdir(d)) && tasks < 2;)
-    if (e->d_name[0] != '.')
-      tasks++;
-  closedir(d);
-  return tasks > 1;
-}
-
-int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited) {
-  char path[64], buf[1024];
-  if (pid == 0)
-    snprintf(path, sizeof(path), "/proc/self/stat");
-  else
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno != ENOENT && errno != ESRCH)
-      return -errno;
-    if (ret_start_time)
-      *ret_start_time = 0;
-    *ret_exited = 1;
-    return 0;
-  }
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) {
-    if (ret_start_time)
-      *ret_start_time = 0;
-    *ret_exited = 1;
-    return 0;
-  }
-  buf[n] = 0;
-  /* The command name may hold spaces and parentheses: fields start after the last ')'. */
-  char *p = strrchr(buf, ')');
-  if (!p || p[1] != ' ')
-    return -EINVAL;
-  p += 2;
-  char state = *p;
-  /* p is at field 3 (state); start time is field 22. */
-  for (int field = 3; field < 22; field++) {
-    p = strchr(p, ' ');
-    if (!p)
-      return -EINVAL;
-    p++;
-  }
-  if (ret_start_time)
-    *ret_start_time = strtoull(p, NULL, 10);
-  *ret_exited = state == 'X' || state == 'x' || (state == 'Z' && !zombie_with_live_threads(pid));
-  return 0;
-}
 
 /* The robust lock: a holder that died leaves nothing derived to fix (totals are computed), only
  * the entry hint, which is recomputed.
@@ -440,7 +370,7 @@ static int region_open(const char *dir, int create, uid_t owner, gid_t group, in
   }
   opening.r = NULL;
   close(fd);
-  r->pidns = own_pidns();
+  r->pidns = gs_proc_pidns();
   *ret_region = r;
   return 0;
 fail:
@@ -794,41 +724,4 @@ int gs_region_reclaim(struct gs_region *region) {
   int n = reclaim_full(region);
   region_unlock(region);
   return n;
-}
-
-void gs_uuid_format(const uint8_t u[GS_REGION_UUID_LEN], char buf[GS_UUID_STR_LEN]) {
-  snprintf(buf, GS_UUID_STR_LEN,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-           u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-           u[15]);
-}
-
-static int hexval(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
-int gs_uuid_parse(const char *text, uint8_t ret_uuid[GS_REGION_UUID_LEN]) {
-  uint8_t u[GS_REGION_UUID_LEN];
-  if (strncmp(text, "GPU-", 4) == 0)
-    text += 4;
-  unsigned n = 0;
-  for (const char *p = text; *p; p++) {
-    if (*p == '-')
-      continue;
-    int hi = hexval(p[0]), lo = hi < 0 ? -1 : hexval(p[1]);
-    if (hi < 0 || lo < 0 || n >= GS_REGION_UUID_LEN)
-      return -EINVAL;
-    u[n++] = (uint8_t)(hi << 4 | lo);
-    p++;
-  }
-  if (n != GS_REGION_UUID_LEN)
-    return -EINVAL;
-  memcpy(ret_uuid, u, sizeof(u));
-  return 0;
 }

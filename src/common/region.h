@@ -11,10 +11,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Users of the region name devices and processes with these. */
+#include "proc.h"
+#include "uuid.h"
+
 #define GS_REGION_FILE "memory.region"
 #define GS_REGION_MAX_DEVICES 16
 #define GS_REGION_MAX_PROCS 256
-#define GS_REGION_UUID_LEN 16
+#define GS_REGION_UUID_LEN GS_UUID_LEN
 /* The longest any call waits for the region's lock (held by a stopped process, or a lock word
  * someone overwrote) before returning -ETIMEDOUT. */
 #define GS_REGION_LOCK_TIMEOUT_S 3
@@ -127,12 +131,3 @@ int gs_region_proc_used(struct gs_region *region, unsigned proc, unsigned slot,
 /* Drops entries of dead processes of the caller's pid namespace (full check: exited, zombie,
  * or pid reused). Returns the number of entries reclaimed, or -errno. */
 int gs_region_reclaim(struct gs_region *region);
-
-/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (41 bytes with the NUL) and back. */
-#define GS_UUID_STR_LEN 41
-void gs_uuid_format(const uint8_t uuid[GS_REGION_UUID_LEN], char buf[GS_UUID_STR_LEN]);
-int gs_uuid_parse(const char *text, uint8_t ret_uuid[GS_REGION_UUID_LEN]);
-
-/* Process identity from /proc/<pid>/stat: start time (field 22) and whether it has exited
- * (gone, dead, or a zombie without live threads). pid 0 means the caller. */
-int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited);
