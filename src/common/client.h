@@ -6,8 +6,6 @@
 #include "proto.h"
 #include "status.h"
 
-#define GS_DEFAULT_SOCKET "/run/gslice/gsliced.sock"
-
 /* GSLICE_SOCKET when set, else the default. */
 const char *gs_client_socket_path(void);
 

@@ -9,6 +9,8 @@
  * so fields are in host byte order. Every message starts with the same header;
  * `length` counts the whole message, header included, and must equal the size
  * the type defines (STATUS_REPLY: the fixed part plus nslices entries). */
+/* Where gsliced listens unless its config (socket) or the client's GSLICE_SOCKET says otherwise. */
+#define GS_DEFAULT_SOCKET "/run/gslice/gsliced.sock"
 #define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
 #define GS_PROTO_VERSION 5u /* 2: slice nonces; 3: processes outside every slice in STATUS;
                               * 4: time lost to token switches per GPU in STATUS; 5: PING */

@@ -1,6 +1,7 @@
 /* The slice's shared memory-accounting region: file layout, robust locking, process entries. */
 #include "region.h"
 
+#include "clock.h"
 #include "proc.h"
 
 #include <errno.h>
@@ -129,16 +130,10 @@ static int proc_judgeable(const struct gs_region *r, const struct region_proc *p
   return p->pidns == 0 || r->pidns == 0 || p->pidns == r->pidns;
 }
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* kill(pid, 0): one syscall per entry, catches processes that are gone (not zombies). */
 static void reclaim_cheap(struct gs_region *r) {
   struct region_layout *l = r->map;
-  l->last_sweep_ns = mono_ns();
+  l->last_sweep_ns = gs_mono_ns();
   for (uint32_t i = 0; i < l->proc_hint && i < GS_REGION_MAX_PROCS; i++) {
     struct region_proc *p = &l->proc[i];
     if (!p->in_use || !proc_judgeable(r, p))
@@ -642,7 +637,7 @@ int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, ui
   /* Dead processes' bytes leave the count at least every SWEEP_NS; a reservation that would
    * fail looks harder (below), so none ever fails for memory a dead process held. Syscalls
    * per entry on every reservation would lengthen the critical section all processes share. */
-  if (mono_ns() - l->last_sweep_ns >= SWEEP_NS)
+  if (gs_mono_ns() - l->last_sweep_ns >= SWEEP_NS)
     reclaim_cheap(region);
   /* Without a cap the sum still has to fit: a wrapped count would be given back clamped at 0,
    * losing what the process really holds. */

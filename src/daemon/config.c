@@ -10,6 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proto.h"
+#include "sched.h"
+
+/* A default given as a number elsewhere (sched.h), written as the table's text. */
+#define DEF_(x) #x
+#define DEF(x) DEF_(x)
+
 #define U64(field, def, lo, hi, rt, help)                                                          \
   {#field, CONFIG_U64, def, offsetof(struct config, field), 0, lo, hi, rt, help}
 #define STR(field, def, rt, help)                                                                  \
@@ -17,17 +24,22 @@
    sizeof(((struct config *)0)->field), 0, 0, rt, help}
 
 const struct config_entry config_table[] = {
-    STR(socket, "/run/gslice/gsliced.sock", false,
+    STR(socket, GS_DEFAULT_SOCKET, false,
         "Unix socket of the daemon (GSLICE_SOCKET overrides the default)"),
     STR(state_dir, "", false,
         "slices, their state dirs, lock and log; default /var/lib/gslice as root, "
         "else ${XDG_RUNTIME_DIR:-/tmp}/gslice-UID"),
     STR(metrics, "off", false, "serve /metrics on HOST:PORT or PORT (loopback); off: none"),
-    U64(window_ms, "1000", 100, 60000, true, "sliding window of requests and fair share, ms"),
-    U64(quantum_min_us, "5000", 100, 1000000, true, "smallest quantum, us"),
-    U64(quantum_max_us, "50000", 100, 10000000, true, "largest quantum, us"),
-    U64(quantum_init_us, "10000", 100, 10000000, true, "quantum before kernels are measured, us"),
-    U64(quantum_kernels, "8", 1, 1000, true, "a quantum is this many of the slice's mean kernels"),
+    U64(window_ms, DEF(SCHED_DEFAULT_WINDOW_MS), 100, 60000, true,
+        "sliding window of requests and fair share, ms"),
+    U64(quantum_min_us, DEF(SCHED_DEFAULT_QUANTUM_MIN_US), 100, 1000000, true,
+        "smallest quantum, us"),
+    U64(quantum_max_us, DEF(SCHED_DEFAULT_QUANTUM_MAX_US), 100, 10000000, true,
+        "largest quantum, us"),
+    U64(quantum_init_us, DEF(SCHED_DEFAULT_QUANTUM_INIT_US), 100, 10000000, true,
+        "quantum before kernels are measured, us"),
+    U64(quantum_kernels, DEF(SCHED_DEFAULT_QUANTUM_KERNELS), 1, 1000, true,
+        "a quantum is this many of the slice's mean kernels"),
     U64(release_timeout_ms, "1000", 10, 600000, true,
         "most a holder may take past expiry to close its burst before it is revoked (it gets "
         "one quantum, or two of its kernels when longer), ms"),

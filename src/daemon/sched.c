@@ -8,17 +8,6 @@
 
 #define MS 1000000ull
 
-void sched_cfg_default(struct sched_cfg *ret) {
-  /* Measured in docs/compute.md: a token switch costs ~0.1 ms of idle device
-   * on the sim under load, so 5 ms keeps switching under 2%; 50 ms bounds
-   * what a high-priority burst waits behind a long-kernel slice. */
-  *ret = (struct sched_cfg){.window_ns = 1000 * MS,
-                            .quantum_min_ns = 5 * MS,
-                            .quantum_max_ns = 50 * MS,
-                            .quantum_init_ns = 10 * MS,
-                            .quantum_kernels = 8};
-}
-
 int sched_cfg_check(const struct sched_cfg *cfg) {
   if (cfg->window_ns < 100 * MS || cfg->window_ns > 60000 * MS)
     return -EINVAL;

@@ -5,9 +5,6 @@
 #include <errno.h>
 #include <string.h>
 
-/* The least a stream-ordered pool grows by. */
-#define POOL_GRANULE (2ull << 20)
-
 /* Size arithmetic saturates: a request whose size does not fit in 64 bits counts as UINT64_MAX
  * (refused), never as the small number a wrapped product would give. */
 static uint64_t sat_mul(uint64_t a, uint64_t b) {
@@ -183,7 +180,7 @@ static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, CUstream strea
   op->by_reserved = pool ? gs_pool_track(pool, slot) : 0;
   /* Reserve the request up front, rounded to the 2 MiB a pool grows by at least, so the device
    * never holds more than the slice before the real growth is settled. */
-  uint64_t upfront = op->by_reserved ? sat_round_up(bytes, POOL_GRANULE) : bytes;
+  uint64_t upfront = op->by_reserved ? sat_round_up(bytes, GS_POOL_GRANULE) : bytes;
   if (gs_reserve(dev, slot, upfront, what) < 0) {
     if (op->by_reserved)
       gs_pool_take_growth(pool, 0, 0);

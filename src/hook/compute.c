@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "clock.h"
 #include "compute.h"
 #include "proto.h"
 
@@ -111,12 +112,6 @@ static __thread int tl_gated = -1;
 static __thread CUcontext tl_ctx;
 static __thread int tl_dev = -1;
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void wake_helper(void) {
   uint64_t one = 1;
   if (C.wake_fd >= 0 && write(C.wake_fd, &one, sizeof(one)) < 0) {
@@ -145,7 +140,7 @@ static void lost_daemon(void) {
   C.mode = MODE_SELF;
   C.ping_at = 0;
   C.unresponsive = false;
-  C.next_connect = mono_ns() + RECONNECT_NS;
+  C.next_connect = gs_mono_ns() + RECONNECT_NS;
   for (int i = 0; i < GS_MAX_GPUS; i++) {
     C.b[i].waiting = false;
     C.b[i].granted = false;
@@ -280,7 +275,7 @@ static void open_burst(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen,
 
   b->open = true;
   b->generation = gen;
-  b->opened_at = mono_ns();
+  b->opened_at = gs_mono_ns();
   b->thread_local_stream = false;
   b->probe_set = false;
   b->idle_ticks = 0;
@@ -355,7 +350,7 @@ static void close_burst(int dev, bool from_helper, bool more) {
   if (!b->have_events || b->thread_local_stream) {
     if (r->cuCtxSynchronize)
       r->cuCtxSynchronize();
-    used = mono_ns() - b->opened_at;
+    used = gs_mono_ns() - b->opened_at;
   }
   if (from_helper && r->cuCtxSetCurrent)
     r->cuCtxSetCurrent(saved);
@@ -375,7 +370,7 @@ static void close_burst(int dev, bool from_helper, bool more) {
                                        .start_ns = b->opened_at};
     if (send_msg(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more) {
       b->waiting = true;
-      b->requested_at = mono_ns();
+      b->requested_at = gs_mono_ns();
     }
   } else if (C.limit_pct < 100) {
     b->self_next = b->opened_at + used * 100 / C.limit_pct;
@@ -442,7 +437,7 @@ static void handle_msg(const struct gs_msg *m) {
     gs_log(GS_LOG_WARN, "the gslice daemon answers again: slice %u is scheduled by it again",
            C.slice_id);
   if (C.ping_at || C.unresponsive) {
-    uint64_t now = mono_ns();
+    uint64_t now = gs_mono_ns();
     for (int i = 0; i < GS_MAX_GPUS; i++)
       if (C.b[i].waiting)
         C.b[i].requested_at = now;
@@ -462,7 +457,7 @@ static void handle_msg(const struct gs_msg *m) {
     }
     b->waiting = false;
     b->granted = true;
-    b->granted_at = mono_ns();
+    b->granted_at = gs_mono_ns();
     b->grant = m->u.token_grant;
     pthread_cond_broadcast(&C.cv);
   } else if (m->hdr.type == GS_MSG_TOKEN_REVOKE) {
@@ -511,7 +506,7 @@ static void *helper(void *arg) {
   (void)arg;
   pthread_mutex_lock(&C.mu);
   for (;;) {
-    uint64_t now = mono_ns(), wake = UINT64_MAX;
+    uint64_t now = gs_mono_ns(), wake = UINT64_MAX;
     struct pollfd p[2] = {{.fd = C.wake_fd, .events = POLLIN}, {.fd = C.fd, .events = POLLIN}};
     for (int i = 0; i < GS_MAX_GPUS; i++) {
       check_burst(i, now);
@@ -607,7 +602,7 @@ static void compute_setup(void) {
   C.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (try_connect(false) < 0) {
     C.mode = MODE_SELF;
-    C.next_connect = mono_ns() + RECONNECT_NS;
+    C.next_connect = gs_mono_ns() + RECONNECT_NS;
   }
   if (C.mode == MODE_SELF && !C.stale) {
     gs_log(GS_LOG_WARN, "no gslice daemon answers on %s: slice %u runs at no more than its %u%% "
@@ -639,7 +634,7 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
 
   pthread_mutex_lock(&C.mu);
   for (;;) {
-    uint64_t now = mono_ns();
+    uint64_t now = gs_mono_ns();
     if (b->open && now < atomic_load(&b->valid_until) &&
         atomic_load(&b->launches) < atomic_load(&b->budget) &&
         b->ctx == ctx) {
@@ -734,7 +729,7 @@ CUresult gs_compute_before_launch(CUstream stream) {
     return CUDA_SUCCESS; /* no context: the driver will say so */
   struct burst *b = &C.b[dev];
   atomic_fetch_add(&b->inflight, 1);
-  if (mono_ns() < atomic_load(&b->valid_until) && stream_known(b, stream) &&
+  if (gs_mono_ns() < atomic_load(&b->valid_until) && stream_known(b, stream) &&
       atomic_fetch_add(&b->launches, 1) < atomic_load(&b->budget)) {
     tl_gated = dev;
     return CUDA_SUCCESS;

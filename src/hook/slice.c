@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "size.h"
 
 #define RECONCILE_NS 200000000ull /* 200 ms */
-#define POOL_GRANULE (2ull << 20) /* the least a stream-ordered pool grows by */
 
 struct pool {
   CUmemoryPool pool;
@@ -396,9 +396,9 @@ void gs_pool_forget(CUmemoryPool pool) {
       uint64_t serial = ++S.serials, bytes = 0;
       uint64_t n = rekey_locked(GS_ALLOC_POOL_PTR, key, GS_ALLOC_POOL_GONE_PTR, serial, &bytes);
       if (n) {
-        keep = bytes > UINT64_MAX - (POOL_GRANULE - 1)
+        keep = bytes > UINT64_MAX - (GS_POOL_GRANULE - 1)
                    ? UINT64_MAX
-                   : (bytes + POOL_GRANULE - 1) / POOL_GRANULE * POOL_GRANULE;
+                   : (bytes + GS_POOL_GRANULE - 1) / GS_POOL_GRANULE * GS_POOL_GRANULE;
         keep = keep < p->charged ? keep : p->charged;
         struct gs_alloc g = {
             .key = serial, .kind = GS_ALLOC_POOL_GONE, .slot = p->slot, .bytes = keep, .maps = n};
@@ -473,14 +473,8 @@ static void say_denied(const char *what, CUdevice dev, unsigned slot, uint64_t a
          (int)dev, uuid, a, u, c);
 }
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void gs_reconcile(CUdevice dev, unsigned slot, int force) {
-  uint64_t now = mono_ns(), held = 0;
+  uint64_t now = gs_mono_ns(), held = 0;
   if (slot >= GS_REGION_MAX_DEVICES)
     return;
   lock();

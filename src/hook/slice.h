@@ -76,6 +76,8 @@ void gs_vmm_unmapped(uint64_t va, uint64_t size);
 /* Everything recorded as owned by `ctx` is given back (the context is gone). */
 void gs_drop_context(CUcontext ctx);
 
+/* The least a stream-ordered pool grows by. */
+#define GS_POOL_GRANULE (2ull << 20)
 /* Stream-ordered pools, counted by their reservation (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT).
  * gs_pool_track: before an allocation from `pool` (on device slot `slot`): starts or refreshes
  * its books; 1 when it is counted by reservation (then the allocation is in flight until

@@ -8,6 +8,15 @@
 #define MS 1000000ull
 #define SEC 1000000000ull
 
+/* The daemon's defaults (sched.h), as its config table hands them to the scheduler. */
+static void default_cfg(struct sched_cfg *ret) {
+  *ret = (struct sched_cfg){.window_ns = SCHED_DEFAULT_WINDOW_MS * MS,
+                            .quantum_min_ns = SCHED_DEFAULT_QUANTUM_MIN_US * 1000ull,
+                            .quantum_max_ns = SCHED_DEFAULT_QUANTUM_MAX_US * 1000ull,
+                            .quantum_init_ns = SCHED_DEFAULT_QUANTUM_INIT_US * 1000ull,
+                            .quantum_kernels = SCHED_DEFAULT_QUANTUM_KERNELS};
+}
+
 struct model {
   uint64_t kernel_ns; /* every kernel of this slice lasts this long */
   bool busy;          /* always has work */
@@ -84,7 +93,7 @@ static void test_shares_70_30(void) {
   struct model m[2] = {{2 * MS, true, 0}, {2 * MS, true, 0}};
   uint64_t now = 0, span = 10 * SEC, busy;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   add(&s, 1, 70, 100, 0, 1);
   add(&s, 2, 30, 100, 0, 1);
@@ -102,7 +111,7 @@ static void test_hard_and_soft_alone(void) {
   struct model m[1] = {{2 * MS, true, 0}};
   uint64_t now = 0, span = 10 * SEC;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   add(&s, 1, 30, 30, 0, 1);
   run_model(&s, m, 1, &now, span, 50000);
@@ -123,7 +132,7 @@ static void test_mixed_kernels(void) {
   struct model m[3] = {{200000, true, 0}, {2 * MS, true, 0}, {20 * MS, true, 0}};
   uint64_t now = 0, span = 10 * SEC;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   add(&s, 1, 50, 100, 0, 1);
   add(&s, 2, 30, 100, 0, 1);
@@ -146,7 +155,7 @@ static void test_weights_and_best_effort(void) {
   struct model m[3] = {{2 * MS, true, 0}, {2 * MS, true, 0}, {2 * MS, true, 0}};
   uint64_t now = 0, span = 10 * SEC;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   add(&s, 1, 40, 100, 0, 1); /* 40 guaranteed, then an equal part of the rest */
   add(&s, 2, 0, 100, 0, 3);
@@ -165,7 +174,7 @@ static void test_priority_and_work_conserving(void) {
   struct sched s;
   struct sched_grant g;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   add(&s, 1, 0, 100, GS_PRIORITY_NORMAL, 1);
   add(&s, 2, 0, 100, GS_PRIORITY_HIGH, 1);
@@ -200,7 +209,7 @@ static void test_limit_paces_overrun(void) {
   struct sched s;
   struct sched_grant g;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   add(&s, 1, 10, 25, 0, 1);
   sched_set_waiting(&s, 1, true, 0);
@@ -242,7 +251,7 @@ static void hard_next_to_greedy(uint64_t hard_kernel, uint64_t greedy_kernel) {
   static uint64_t bursts[4096][2];
   size_t nb = 0;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   add(&s, 1, 30, 30, 0, 1);
   add(&s, 2, 0, 100, 0, 1);
@@ -430,7 +439,7 @@ static void equal_shares(uint32_t n, uint64_t k, uint64_t odd, uint64_t window_n
   uint64_t now = 0, t0 = 2 * SEC, t1 = 7 * SEC, worst_gap = 0;
   double worst = 0;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   if (window_ns)
     cfg.window_ns = window_ns;
   sched_init(&s, &cfg, 0);
@@ -508,7 +517,7 @@ static void test_revoked_first_token(void) {
   static struct fleet f;
   uint64_t now = 0, t1 = 7 * SEC;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   memset(&f, 0, sizeof(f));
   f.n = 64;
@@ -559,7 +568,7 @@ static void newcomer(uint32_t old_req, uint32_t new_req, double floor1, double f
   static struct fleet f;
   uint64_t now = 0;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   memset(&f, 0, sizeof(f));
   f.n = 2;
@@ -637,7 +646,7 @@ static void switch_loss_prio(const uint32_t *req, const uint32_t *lim, const int
   uint64_t now = 0, t0 = 2 * SEC, t1 = 12 * SEC;
   uint32_t sum = 0;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   memset(&f, 0, sizeof(f));
   f.n = n;
@@ -684,7 +693,7 @@ static void test_wrong_charge(void) {
   struct sched_grant g;
   uint64_t now = 10 * SEC;
 
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   sched_init(&s, &cfg, 0);
   add(&s, 1, 30, 30, 0, 1);
   sched_set_waiting(&s, 1, true, now);
@@ -711,7 +720,7 @@ static void test_wrong_charge(void) {
 
 static void test_cfg(void) {
   struct sched_cfg cfg;
-  sched_cfg_default(&cfg);
+  default_cfg(&cfg);
   CHECK_EQ_INT(sched_cfg_check(&cfg), 0);
   cfg.quantum_min_ns = cfg.quantum_max_ns + 1;
   CHECK_EQ_INT(sched_cfg_check(&cfg), -EINVAL);
