@@ -8,14 +8,12 @@ struct cli_command {
   const char *summary;
 };
 
-/* Subcommands. status, top and set live in their own files (status.c, top.c,
- * set.c); until those exist the weak declarations leave them NULL and the
- * dispatcher says so. */
+/* Subcommands, one file each. */
 int cmd_run(int argc, char **argv);
 int cmd_daemon(int argc, char **argv);
-int cmd_status(int argc, char **argv) __attribute__((weak));
-int cmd_top(int argc, char **argv) __attribute__((weak));
-int cmd_set(int argc, char **argv) __attribute__((weak));
+int cmd_status(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_set(int argc, char **argv);
 
 /* Connects to the daemon at gs_client_socket_path() and says hello (role
  * CLI or RUNNER). With autostart, starts gsliced in the background when no

@@ -130,10 +130,6 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
     if (strcmp(argv[1], commands[i].name) != 0)
       continue;
-    if (!commands[i].run) {
-      fprintf(stderr, "gslice: '%s' is not in this build yet\n", argv[1]);
-      return 2;
-    }
     return commands[i].run(argc - 1, argv + 1);
   }
   fprintf(stderr, "gslice: unknown command '%s'\n", argv[1]);

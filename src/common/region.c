@@ -24,8 +24,8 @@
 struct region_device {
   uint8_t uuid[GS_REGION_UUID_LEN];
   uint32_t in_use;
-  uint32_t source; /* enum gs_limit_source */
-  uint64_t limit;
+  uint32_t source; /* enum gs_cap_source */
+  uint64_t cap;
   uint64_t context_cost;
 };
 
@@ -189,7 +189,7 @@ static void layout_init(struct region_layout *l) {
   pthread_mutex_init(&l->lock, &a);
   pthread_mutexattr_destroy(&a);
   for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++)
-    l->dev[i].limit = GS_REGION_NO_LIMIT;
+    l->dev[i].cap = GS_REGION_NO_CAP;
 }
 
 /* Header first (never trust a lock in a foreign file), then the body under the lock. */
@@ -211,7 +211,7 @@ static int layout_validate(struct gs_region *r, size_t file_size) {
     return e;
   int bad = l->proc_hint > GS_REGION_MAX_PROCS;
   for (unsigned i = 0; i < GS_REGION_MAX_DEVICES && !bad; i++)
-    bad = l->dev[i].in_use > 1 || l->dev[i].source > GS_LIMIT_FROM_DAEMON;
+    bad = l->dev[i].in_use > 1 || l->dev[i].source > GS_CAP_FROM_DAEMON;
   for (unsigned i = 0; i < GS_REGION_MAX_PROCS && !bad; i++)
     bad = l->proc[i].in_use > 1 || (l->proc[i].in_use && i >= l->proc_hint);
   region_unlock(r);
@@ -452,8 +452,8 @@ int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID
   }
   struct region_device *d = &l->dev[free_slot];
   memcpy(d->uuid, uuid, GS_REGION_UUID_LEN);
-  d->limit = GS_REGION_NO_LIMIT;
-  d->source = GS_LIMIT_NONE;
+  d->cap = GS_REGION_NO_CAP;
+  d->source = GS_CAP_NONE;
   d->context_cost = 0;
   d->in_use = 1;
   *ret_slot = (unsigned)free_slot;
@@ -467,9 +467,9 @@ static int slot_ok(const struct gs_region *region, unsigned slot) {
   return slot < GS_REGION_MAX_DEVICES && region->map->dev[slot].in_use;
 }
 
-int gs_region_set_limit(struct gs_region *region, unsigned slot, uint64_t limit,
-                        enum gs_limit_source source) {
-  if (slot >= GS_REGION_MAX_DEVICES || source == GS_LIMIT_NONE || source > GS_LIMIT_FROM_DAEMON)
+int gs_region_set_cap(struct gs_region *region, unsigned slot, uint64_t cap,
+                        enum gs_cap_source source) {
+  if (slot >= GS_REGION_MAX_DEVICES || source == GS_CAP_NONE || source > GS_CAP_FROM_DAEMON)
     return -EINVAL;
   int e = region_lock(region);
   if (e < 0)
@@ -477,10 +477,10 @@ int gs_region_set_limit(struct gs_region *region, unsigned slot, uint64_t limit,
   struct region_device *d = &region->map->dev[slot];
   if (!d->in_use)
     e = -ENOENT;
-  else if (source == GS_LIMIT_FROM_ENV && d->source == GS_LIMIT_FROM_DAEMON)
+  else if (source == GS_CAP_FROM_ENV && d->source == GS_CAP_FROM_DAEMON)
     e = -EPERM;
   else {
-    d->limit = limit;
+    d->cap = cap;
     d->source = source;
   }
   region_unlock(region);
@@ -503,11 +503,11 @@ static void fill_device(const struct region_layout *l, unsigned i,
                         struct gs_region_device_info *info) {
   info->slot = i;
   memcpy(info->uuid, l->dev[i].uuid, GS_REGION_UUID_LEN);
-  info->limit = l->dev[i].limit;
+  info->cap = l->dev[i].cap;
   info->used = device_used(l, i);
   info->context_cost = l->dev[i].context_cost;
-  info->source = l->dev[i].source <= GS_LIMIT_FROM_DAEMON ? (enum gs_limit_source)l->dev[i].source
-                                                          : GS_LIMIT_NONE;
+  info->source = l->dev[i].source <= GS_CAP_FROM_DAEMON ? (enum gs_cap_source)l->dev[i].source
+                                                          : GS_CAP_NONE;
 }
 
 int gs_region_device_info(struct gs_region *region, unsigned slot,
@@ -572,51 +572,40 @@ int gs_region_attach(struct gs_region *region, unsigned *ret_proc) {
   if ((e = region_lock(region)) < 0)
     return e;
   reclaim_cheap(region);
-  int slot = -1;
+  int entry = -1;
   for (uint32_t i = 0; i < GS_REGION_MAX_PROCS; i++) {
     struct region_proc *p = &l->proc[i];
     /* Same pid and start time: this process before an exec(); its device memory went with the
      * old image, so the entry starts over. */
     if (p->in_use && p->pid == pid && p->start_time == start && p->pidns == region->pidns) {
-      slot = (int)i;
+      entry = (int)i;
       break;
     }
-    if (!p->in_use && slot < 0)
-      slot = (int)i;
+    if (!p->in_use && entry < 0)
+      entry = (int)i;
   }
-  if (slot < 0) {
+  if (entry < 0) {
     reclaim_full(region);
-    for (uint32_t i = 0; i < GS_REGION_MAX_PROCS && slot < 0; i++)
+    for (uint32_t i = 0; i < GS_REGION_MAX_PROCS && entry < 0; i++)
       if (!l->proc[i].in_use)
-        slot = (int)i;
+        entry = (int)i;
   }
-  if (slot < 0) {
+  if (entry < 0) {
     e = -EUSERS;
     goto out;
   }
-  struct region_proc *p = &l->proc[slot];
+  struct region_proc *p = &l->proc[entry];
   proc_clear(p);
   p->pid = pid;
   p->start_time = start;
   p->pidns = region->pidns;
   p->in_use = 1;
-  if ((uint32_t)slot + 1 > l->proc_hint)
-    l->proc_hint = (uint32_t)slot + 1;
-  *ret_proc = (unsigned)slot;
+  if ((uint32_t)entry + 1 > l->proc_hint)
+    l->proc_hint = (uint32_t)entry + 1;
+  *ret_proc = (unsigned)entry;
 out:
   region_unlock(region);
   return e;
-}
-
-int gs_region_detach(struct gs_region *region, unsigned proc) {
-  if (proc >= GS_REGION_MAX_PROCS)
-    return -EINVAL;
-  int e = region_lock(region);
-  if (e < 0)
-    return e;
-  proc_clear(&region->map->proc[proc]);
-  region_unlock(region);
-  return 0;
 }
 
 static int proc_ok(const struct gs_region *region, unsigned proc) {
@@ -641,23 +630,23 @@ int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, ui
     reclaim_cheap(region);
   /* Without a cap the sum still has to fit: a wrapped count would be given back clamped at 0,
    * losing what the process really holds. */
-  uint64_t limit = l->dev[slot].limit;
+  uint64_t cap = l->dev[slot].cap;
   uint64_t used = device_used(l, slot);
-  if (limit == GS_REGION_NO_LIMIT && bytes > UINT64_MAX - used) {
+  if (cap == GS_REGION_NO_CAP && bytes > UINT64_MAX - used) {
     if (ret_denial) {
       ret_denial->used = used;
-      ret_denial->limit = limit;
+      ret_denial->cap = cap;
     }
     e = -ENOMEM;
     goto out;
   }
-  if (limit != GS_REGION_NO_LIMIT && (used > limit || bytes > limit - used)) {
+  if (cap != GS_REGION_NO_CAP && (used > cap || bytes > cap - used)) {
     if (reclaim_full(region) > 0)
       used = device_used(l, slot);
-    if (used > limit || bytes > limit - used) {
+    if (used > cap || bytes > cap - used) {
       if (ret_denial) {
         ret_denial->used = used;
-        ret_denial->limit = limit;
+        ret_denial->cap = cap;
       }
       e = -ENOMEM;
       goto out;

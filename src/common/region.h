@@ -23,25 +23,25 @@
  * someone overwrote) before returning -ETIMEDOUT. */
 #define GS_REGION_LOCK_TIMEOUT_S 3
 /* A device without a cap. */
-#define GS_REGION_NO_LIMIT UINT64_MAX
+#define GS_REGION_NO_CAP UINT64_MAX
 
 struct gs_region;
 
 /* Who set a device's cap. Once the daemon has set it, a process's GSLICE_MEMORY_LIMIT no longer
- * overrides it (gs_region_set_limit with GS_LIMIT_FROM_ENV is then a no-op returning -EPERM). */
-enum gs_limit_source {
-  GS_LIMIT_NONE = 0,
-  GS_LIMIT_FROM_ENV = 1,
-  GS_LIMIT_FROM_DAEMON = 2,
+ * overrides it (gs_region_set_cap with GS_CAP_FROM_ENV is then a no-op returning -EPERM). */
+enum gs_cap_source {
+  GS_CAP_NONE = 0,
+  GS_CAP_FROM_ENV = 1,
+  GS_CAP_FROM_DAEMON = 2,
 };
 
 struct gs_region_device_info {
   unsigned slot;
   uint8_t uuid[GS_REGION_UUID_LEN];
-  uint64_t limit;        /* GS_REGION_NO_LIMIT: no cap */
+  uint64_t cap;        /* GS_REGION_NO_CAP: no cap */
   uint64_t used;         /* sum over live process entries */
   uint64_t context_cost; /* last measured cost of one context on this device, 0 if unknown */
-  enum gs_limit_source source;
+  enum gs_cap_source source;
 };
 
 struct gs_region_proc_info {
@@ -55,7 +55,7 @@ struct gs_region_proc_info {
 /* Why a reservation was refused: enough for the one-line message. */
 struct gs_region_denial {
   uint64_t used;  /* the slice's usage on the device, without the request */
-  uint64_t limit; /* its cap */
+  uint64_t cap; /* its cap */
 };
 
 /* Opens the region in `dir`, creating the directory (0700) and the file if missing. The file
@@ -75,7 +75,7 @@ int gs_region_open_existing(const char *dir, struct gs_region **ret_region);
  * each field is one aligned word its writers store whole, so a reader sees every value as some
  * writer left it, and a sum over entries may miss an update in flight, no more (status and
  * metrics). The layout's body is then checked by bounds as it is read, not at the open. Writes
- * (gs_region_device with create, gs_region_set_limit) try the lock once: -EBUSY when it is
+ * (gs_region_device with create, gs_region_set_cap) try the lock once: -EBUSY when it is
  * held, for the caller to retry. create: as gs_region_open; owner (uid_t)-1: as is, else as
  * gs_region_open_as. */
 int gs_region_open_nowait(const char *dir, int create, uid_t owner, gid_t group,
@@ -94,9 +94,9 @@ const char *gs_region_path(const struct gs_region *region);
 int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID_LEN], int create,
                      unsigned *ret_slot);
 /* Sets a device's cap. New reservations obey it at once; what is held stays held.
- * From GS_LIMIT_FROM_ENV after the daemon set it: -EPERM and nothing changes. */
-int gs_region_set_limit(struct gs_region *region, unsigned slot, uint64_t limit,
-                        enum gs_limit_source source);
+ * From GS_CAP_FROM_ENV after the daemon set it: -EPERM and nothing changes. */
+int gs_region_set_cap(struct gs_region *region, unsigned slot, uint64_t cap,
+                        enum gs_cap_source source);
 /* Records the measured cost of one context on the device (a hint for the next reservation). */
 int gs_region_set_context_cost(struct gs_region *region, unsigned slot, uint64_t bytes);
 /* One device's info, or all devices (up to `max`, the count in *ret_n). */
@@ -111,8 +111,6 @@ int gs_region_procs(struct gs_region *region, struct gs_region_proc_info *out, u
 /* Takes a process entry for the calling process (pid + start time + pid namespace).
  * -EUSERS when all entries hold live processes. */
 int gs_region_attach(struct gs_region *region, unsigned *ret_proc);
-/* Frees the entry; its bytes leave the slice's usage. */
-int gs_region_detach(struct gs_region *region, unsigned proc);
 
 /* Adds `bytes` to entry `proc` on device `slot` if the slice stays within the cap (and, without
  * one, the device's sum within 2^64); otherwise

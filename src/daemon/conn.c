@@ -1,4 +1,5 @@
-/* The daemon's connections (conn.h): a client's bytes in and out, its share of a loop turn, its close. */
+/* The daemon's connections (conn.h): a client's bytes in and out, its share of a loop turn, its
+ * close. */
 #include "conn.h"
 
 #include <errno.h>
@@ -49,7 +50,7 @@ static void conn_flush(struct daemon *d, struct conn *c) {
 
 /* Queues one message; a client that does not read is dropped, not buffered forever. */
 int conn_send(struct daemon *d, struct conn *c, uint32_t type, uint32_t seq, const void *body,
-                     size_t len) {
+              size_t len) {
   size_t need = c->outlen + sizeof(struct gs_msg_hdr) + len, n;
 
   if (need > CONN_OUT_MAX) {

@@ -115,7 +115,7 @@ void server_close_all(struct daemon *d);
 /* requests.c: applies new scheduler settings to every GPU (SIGHUP). */
 void server_apply_sched_cfg(struct daemon *d);
 /* requests.c: adds every registered slice to its GPUs' schedulers (after a restart). */
-int server_adopt_slices(struct daemon *d);
+void server_adopt_slices(struct daemon *d);
 /* requests.c: drops slices whose runner and processes are all gone; publishes metrics. */
 void server_housekeeping(struct daemon *d);
 void daemon_sched_cfg(const struct config *c, struct sched_cfg *ret);

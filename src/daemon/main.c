@@ -399,11 +399,11 @@ int main(int argc, char **argv) {
             why);
     return 1;
   }
-  if ((r = loop_new(&d->loop)) < 0 || (r = gpus_discover(d)) < 0 ||
-      (r = server_adopt_slices(d)) < 0) {
+  if ((r = loop_new(&d->loop)) < 0 || (r = gpus_discover(d)) < 0) {
     fprintf(stderr, "gsliced: cannot start: %s\n", strerror(-r));
     return 1;
   }
+  server_adopt_slices(d);
   fit_open_files(d);
   r = server_listen(d);
   if (r < 0) {

@@ -60,8 +60,10 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
                "slice %u of this gsliced is not this process's slice (%s): the daemon lost the "
                "state it was registered in; run the program again under gslice run",
                s->id, m->u.hello.slice_nonce ? "another slice nonce" : "no GSLICE_SLICE_NONCE");
-      dlog("warning", "pid %d said HELLO as slice %u with a nonce that is not the slice's: "
-           "refused (a process of a slice from an earlier daemon state?)", (int)c->pid, s->id);
+      dlog("warning",
+           "pid %d said HELLO as slice %u with a nonce that is not the slice's: "
+           "refused (a process of a slice from an earlier daemon state?)",
+           (int)c->pid, s->id);
       conn_send_error(d, c, m->hdr.seq, -ESTALE, why);
       return;
     }
@@ -106,8 +108,8 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
   uint32_t flags = m->u.reg.flags;
   if (flags && !authz_admin(d, c)) {
     conn_send_error(d, c, m->hdr.seq, -EPERM,
-               "only root, gsliced's own user or admin_group may register held or any-user "
-               "slices (gslice-node does)");
+                    "only root, gsliced's own user or admin_group may register held or any-user "
+                    "slices (gslice-node does)");
     return;
   }
   /* One uid must not take every slice of the node (max_slices) from the others. A full node
@@ -149,7 +151,8 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
   if (r < 0)
     dlog("error", "cannot save %s/%s: %s (slices will not survive a restart)", d->reg.state_dir,
          REGISTRY_FILE, strerror(-r));
-  dlog("info", "slice %u '%s' registered by pid %d: gpus 0x%x request %u%% limit %u%% memory %" PRIu64,
+  dlog("info",
+       "slice %u '%s' registered by pid %d: gpus 0x%x request %u%% limit %u%% memory %" PRIu64,
        s->id, s->spec.name, (int)c->pid, slice_mask(s), s->spec.compute_request,
        s->spec.compute_limit, s->spec.memory_cap);
   struct gs_msg_registered ok = {.slice_id = s->id, .flags = s->flags, .slice_nonce = s->nonce};
@@ -221,8 +224,8 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   r = registry_admit(&d->reg, &spec, s->id, d->ngpus, why, sizeof(why));
   if (r < 0 || (r = authz_set(d, c, s, &spec, why, sizeof(why))) < 0) {
     if (r == -EPERM)
-      dlog("warning", "pid %d (uid %u): SET of slice %u refused: %s", (int)c->pid,
-           (unsigned)c->uid, s->id, why);
+      dlog("warning", "pid %d (uid %u): SET of slice %u refused: %s", (int)c->pid, (unsigned)c->uid,
+           s->id, why);
     conn_send_error(d, c, m->hdr.seq, r, why);
     return;
   }
@@ -344,7 +347,7 @@ void server_apply_sched_cfg(struct daemon *d) {
     d->gpus[i].s.cfg = sc;
 }
 
-int server_adopt_slices(struct daemon *d) {
+void server_adopt_slices(struct daemon *d) {
   for (uint32_t i = 0; i < d->reg.n; i++) {
     struct slice *s = d->reg.slices[i];
     struct sched_params p = slice_params(s);
@@ -353,7 +356,6 @@ int server_adopt_slices(struct daemon *d) {
         sched_add(&d->gpus[g].s, s->id, &p, loop_now());
     daemon_apply_memory_cap(d, s);
   }
-  return 0;
 }
 
 void server_housekeeping(struct daemon *d) {

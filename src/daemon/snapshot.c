@@ -90,9 +90,9 @@ static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, vo
       continue;
     int r = region_slot(rg, &d->gpus[i], 1, &slot);
     if (r == 0)
-      r = gs_region_set_limit(rg, slot,
-                              s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_LIMIT,
-                              GS_LIMIT_FROM_DAEMON);
+      r = gs_region_set_cap(rg, slot,
+                              s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_CAP,
+                              GS_CAP_FROM_DAEMON);
     if (r == -EBUSY)
       busy = 1;
     else if (r < 0 && r != -ENODEV)
@@ -131,8 +131,8 @@ static int read_usage(struct daemon *d, struct slice *s, struct gs_region *rg, v
   if (region_slot(rg, &d->gpus[u->gpu], 0, &slot) == 0 &&
       gs_region_device_info(rg, slot, &info) == 0) {
     u->used = info.used;
-    if (info.limit != GS_REGION_NO_LIMIT)
-      u->cap = info.limit;
+    if (info.cap != GS_REGION_NO_CAP)
+      u->cap = info.cap;
   }
   return 0;
 }

@@ -738,9 +738,7 @@ CUresult gs_compute_before_launch(CUstream stream) {
   return slow_path(dev, ctx, stream);
 }
 
-void gs_compute_after_launch(CUstream stream, CUresult launch_result) {
-  (void)stream;
-  (void)launch_result;
+void gs_compute_after_launch(void) {
   if (tl_gated >= 0) {
     atomic_fetch_sub(&C.b[tl_gated].inflight, 1);
     tl_gated = -1;

@@ -7,5 +7,5 @@
  * Fast path while the token is valid: no syscall, no lock, no allocation. */
 CUresult gs_compute_before_launch(CUstream stream);
 
-/* After the real launch returned `launch_result`. */
-void gs_compute_after_launch(CUstream stream, CUresult launch_result);
+/* After the real launch, whatever it returned: the launch is no longer in flight. */
+void gs_compute_after_launch(void);

@@ -10,7 +10,7 @@
 
 #include "size.h"
 
-static int parse_limit(const char *text, struct gs_config *c, char *err, size_t err_len) {
+static int parse_cap(const char *text, struct gs_config *c, char *err, size_t err_len) {
   if (!strchr(text, '=')) {
     uint64_t v;
     int e = gs_size_parse(text, &v);
@@ -28,8 +28,8 @@ static int parse_limit(const char *text, struct gs_config *c, char *err, size_t 
                text);
       return -EINVAL;
     }
-    c->has_limit_all = 1;
-    c->limit_all = v;
+    c->has_cap_all = 1;
+    c->cap_all = v;
     return 0;
   }
   char buf[1024];
@@ -48,7 +48,7 @@ static int parse_limit(const char *text, struct gs_config *c, char *err, size_t 
     /* strtol alone would take " 1" and "+1": spaces are refused on both sides, as in sizes. */
     long idx = eq && item[0] >= '0' && item[0] <= '9' ? strtol(item, &end, 10) : -1;
     if (!eq || end != eq || errno || idx < 0 || idx >= GS_CONFIG_MAX_ORDINALS ||
-        gs_size_parse(eq + 1, &v) < 0 || v == 0 || (c->limit_set >> idx & 1)) {
+        gs_size_parse(eq + 1, &v) < 0 || v == 0 || (c->cap_set >> idx & 1)) {
       snprintf(err, err_len,
                "GSLICE_MEMORY_LIMIT=\"%s\" is malformed at \"%s\": want INDEX=SIZE items like "
                "0=4GiB,1=2GiB (index 0-%d, each once, size 1B.." GS_SIZE_MAX_TEXT
@@ -56,10 +56,10 @@ static int parse_limit(const char *text, struct gs_config *c, char *err, size_t 
                text, item, GS_CONFIG_MAX_ORDINALS - 1);
       return -EINVAL;
     }
-    c->limit_set |= 1ull << idx;
-    c->limit[idx] = v;
+    c->cap_set |= 1ull << idx;
+    c->cap[idx] = v;
   }
-  if (!c->limit_set) {
+  if (!c->cap_set) {
     snprintf(err, err_len, "GSLICE_MEMORY_LIMIT=\"%s\" is malformed: no INDEX=SIZE item", text);
     return -EINVAL;
   }
@@ -71,7 +71,7 @@ int gs_config_parse(char *(*env)(const char *), struct gs_config *ret_config, ch
   struct gs_config c;
   memset(&c, 0, sizeof(c));
   const char *limit = env("GSLICE_MEMORY_LIMIT");
-  if (limit && parse_limit(limit, &c, err, err_len) < 0)
+  if (limit && parse_cap(limit, &c, err, err_len) < 0)
     return -EINVAL;
   const char *dir = env("GSLICE_STATE_DIR");
   if (dir) {
@@ -92,13 +92,13 @@ int gs_config_parse(char *(*env)(const char *), struct gs_config *ret_config, ch
   return 0;
 }
 
-int gs_config_limit(const struct gs_config *config, int ordinal, uint64_t *ret_limit) {
-  if (ordinal >= 0 && ordinal < GS_CONFIG_MAX_ORDINALS && (config->limit_set >> ordinal & 1)) {
-    *ret_limit = config->limit[ordinal];
+int gs_config_cap(const struct gs_config *config, int ordinal, uint64_t *ret_cap) {
+  if (ordinal >= 0 && ordinal < GS_CONFIG_MAX_ORDINALS && (config->cap_set >> ordinal & 1)) {
+    *ret_cap = config->cap[ordinal];
     return 1;
   }
-  if (config->has_limit_all) {
-    *ret_limit = config->limit_all;
+  if (config->has_cap_all) {
+    *ret_cap = config->cap_all;
     return 1;
   }
   return 0;

@@ -58,10 +58,10 @@ void gs_log(enum gs_log_level level, const char *fmt, ...) __attribute__((format
 /* config.c: the environment, parsed once. */
 #define GS_CONFIG_MAX_ORDINALS 64
 struct gs_config {
-  int has_limit_all;
-  uint64_t limit_all;
-  uint64_t limit_set; /* bit i: limit[i] given for device ordinal i */
-  uint64_t limit[GS_CONFIG_MAX_ORDINALS];
+  int has_cap_all;
+  uint64_t cap_all;
+  uint64_t cap_set; /* bit i: cap[i] given for device ordinal i */
+  uint64_t cap[GS_CONFIG_MAX_ORDINALS];
   char state_dir[4096];
   int state_dir_default; /* GSLICE_STATE_DIR unset: ${TMPDIR:-/tmp}/gslice-<uid> */
 };
@@ -69,9 +69,9 @@ struct gs_config {
  * malformed value returns -EINVAL and writes a message naming the variable into `err`. */
 int gs_config_parse(char *(*env)(const char *), struct gs_config *ret_config, char *err,
                     size_t err_len);
-/* The configured cap for device ordinal `ordinal`: 1 and *ret_limit set, or 0 (no cap). */
-int gs_config_limit(const struct gs_config *config, int ordinal, uint64_t *ret_limit);
+/* The configured cap for device ordinal `ordinal`: 1 and *ret_cap set, or 0 (no cap). */
+int gs_config_cap(const struct gs_config *config, int ordinal, uint64_t *ret_cap);
 
 /* view.c: the slice's view for NVML (nvml.c), by device UUID: cap and usage, 0 if capped.
  * -ENOENT when the slice has no cap on that device. */
-int gs_memory_slice_view(const uint8_t uuid[16], uint64_t *ret_limit, uint64_t *ret_used);
+int gs_memory_slice_view(const uint8_t uuid[16], uint64_t *ret_cap, uint64_t *ret_used);

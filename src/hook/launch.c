@@ -11,7 +11,7 @@
   if (gate != CUDA_SUCCESS)                                                                        \
     return gate;                                                                                   \
   CUresult rc = call;                                                                              \
-  gs_compute_after_launch(stream, rc);                                                             \
+  gs_compute_after_launch();                                                                       \
   return rc
 
 /* In a _ptsz launch the NULL stream is the calling thread's default stream: the gate must time

@@ -164,12 +164,12 @@ static void check_ordinals_locked(void) {
   const struct gs_real *r = gs_real();
   int n = 0;
 
-  if (S.ordinals_checked || !S.config.limit_set || !r->cuDeviceGetCount ||
+  if (S.ordinals_checked || !S.config.cap_set || !r->cuDeviceGetCount ||
       r->cuDeviceGetCount(&n) != CUDA_SUCCESS)
     return;
   S.ordinals_checked = 1;
   for (int i = n < 0 ? 0 : n; i < GS_CONFIG_MAX_ORDINALS; i++)
-    if (S.config.limit_set >> i & 1)
+    if (S.config.cap_set >> i & 1)
       gs_log(GS_LOG_WARN,
              "GSLICE_MEMORY_LIMIT gives device %d a cap, but this process sees %d device%s "
              "(0..%d): that cap holds nothing (CUDA_VISIBLE_DEVICES numbers the devices a "
@@ -201,9 +201,9 @@ static int slot_locked(CUdevice dev, unsigned *ret_slot) {
            strerror(-e));
     return e;
   }
-  uint64_t limit;
-  if (gs_config_limit(&S.config, dev, &limit)) {
-    e = gs_region_set_limit(S.region, slot, limit, GS_LIMIT_FROM_ENV);
+  uint64_t cap;
+  if (gs_config_cap(&S.config, dev, &cap)) {
+    e = gs_region_set_cap(S.region, slot, cap, GS_CAP_FROM_ENV);
     if (e == -EPERM)
       gs_log(GS_LOG_INFO, "device %d: the daemon's cap stands over GSLICE_MEMORY_LIMIT", dev);
   }
@@ -461,13 +461,13 @@ static void say_denied(const char *what, CUdevice dev, unsigned slot, uint64_t a
   if (gs_region_device_info(S.region, slot, &info) == 0)
     gs_uuid_format(info.uuid, uuid);
   gs_size_format(asked, a, sizeof(a));
-  if (d->limit == GS_REGION_NO_LIMIT) {
+  if (d->cap == GS_REGION_NO_CAP) {
     gs_log(GS_LOG_WARN, "%s: out of memory on device %d (%s): asked %s, more than any device holds",
            what, (int)dev, uuid, a);
     return;
   }
   gs_size_format(d->used, u, sizeof(u));
-  gs_size_format(d->limit, c, sizeof(c));
+  gs_size_format(d->cap, c, sizeof(c));
   gs_log(GS_LOG_WARN,
          "%s: out of memory on device %d (%s): asked %s, the slice uses %s of its %s cap", what,
          (int)dev, uuid, a, u, c);

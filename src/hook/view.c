@@ -5,12 +5,12 @@
 #include <errno.h>
 #include <pthread.h>
 
-static int view_of_slot(unsigned slot, uint64_t *ret_limit, uint64_t *ret_used) {
+static int view_of_slot(unsigned slot, uint64_t *ret_cap, uint64_t *ret_used) {
   struct gs_region_device_info info;
   gs_region_reclaim(gs_slice_region());
-  if (gs_region_device_info(gs_slice_region(), slot, &info) < 0 || info.limit == GS_REGION_NO_LIMIT)
+  if (gs_region_device_info(gs_slice_region(), slot, &info) < 0 || info.cap == GS_REGION_NO_CAP)
     return -ENOENT;
-  *ret_limit = info.limit;
+  *ret_cap = info.cap;
   *ret_used = info.used;
   return 0;
 }
@@ -24,13 +24,13 @@ GS_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   gs_setup();
   CUdevice dev;
   unsigned slot;
-  uint64_t limit, used;
+  uint64_t cap, used;
   if (gs_current_device(&dev, NULL) == 0 && gs_slot_of(dev, &slot) == 0) {
     gs_pools_refresh();
     gs_reconcile(dev, slot, 1);
-    if (view_of_slot(slot, &limit, &used) == 0) {
-      uint64_t left = limit > used ? limit - used : 0;
-      real_total = limit < real_total ? limit : real_total;
+    if (view_of_slot(slot, &cap, &used) == 0) {
+      uint64_t left = cap > used ? cap - used : 0;
+      real_total = cap < real_total ? cap : real_total;
       real_free = left < real_free ? left : real_free;
     }
   }
@@ -45,10 +45,10 @@ GS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   GS_REAL_OR_NOT_FOUND(cuDeviceTotalMem_v2);
   CUresult rc = r->cuDeviceTotalMem_v2(bytes, dev);
   unsigned slot;
-  uint64_t limit, used;
-  if (rc == CUDA_SUCCESS && gs_slot_of(dev, &slot) == 0 && view_of_slot(slot, &limit, &used) == 0 &&
-      limit < *bytes)
-    *bytes = limit;
+  uint64_t cap, used;
+  if (rc == CUDA_SUCCESS && gs_slot_of(dev, &slot) == 0 && view_of_slot(slot, &cap, &used) == 0 &&
+      cap < *bytes)
+    *bytes = cap;
   return rc;
 }
 
@@ -73,22 +73,22 @@ static void register_cuda_devices(void) {
   pthread_once(&once, register_cuda_devices_once);
 }
 
-int gs_memory_slice_view(const uint8_t uuid[16], uint64_t *ret_limit, uint64_t *ret_used) {
+int gs_memory_slice_view(const uint8_t uuid[16], uint64_t *ret_cap, uint64_t *ret_used) {
   const struct gs_config *cfg = gs_slice_config();
   unsigned slot;
   int e = gs_region_device(gs_slice_region(), uuid, 0, &slot);
-  if (e == -ENOENT && (cfg->has_limit_all || cfg->limit_set)) {
+  if (e == -ENOENT && (cfg->has_cap_all || cfg->cap_set)) {
     register_cuda_devices();
     e = gs_region_device(gs_slice_region(), uuid, 0, &slot);
-    if (e == -ENOENT && cfg->has_limit_all &&
+    if (e == -ENOENT && cfg->has_cap_all &&
         gs_region_device(gs_slice_region(), uuid, 1, &slot) == 0) {
       /* Not visible to CUDA here (CUDA_VISIBLE_DEVICES): a cap for every device still holds. */
-      e = gs_region_set_limit(gs_slice_region(), slot, cfg->limit_all, GS_LIMIT_FROM_ENV);
+      e = gs_region_set_cap(gs_slice_region(), slot, cfg->cap_all, GS_CAP_FROM_ENV);
       e = e == -EPERM ? 0 : e;
     }
   }
   if (e < 0)
     return e;
   gs_pools_refresh();
-  return view_of_slot(slot, ret_limit, ret_used);
+  return view_of_slot(slot, ret_cap, ret_used);
 }

@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
     uint64_t limit;
     if (gs_size_parse(argv[3], &limit) < 0)
       return 2;
-    e = gs_region_set_limit(r, argc > 4 ? (unsigned)atoi(argv[4]) : 0, limit, GS_LIMIT_FROM_DAEMON);
+    e = gs_region_set_cap(r, argc > 4 ? (unsigned)atoi(argv[4]) : 0, limit, GS_CAP_FROM_DAEMON);
   } else if (strcmp(argv[2], "fill-devices") == 0) {
     unsigned n = 0, slot;
     uint8_t uuid[GS_REGION_UUID_LEN] = {0xfe, 0xed};
@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
       gs_uuid_format(devs[i].uuid, uuid);
       printf("device slot=%u uuid=%s used=%llu limit=%lld context=%llu source=%d\n", devs[i].slot,
              uuid, (unsigned long long)devs[i].used,
-             devs[i].limit == GS_REGION_NO_LIMIT ? -1LL : (long long)devs[i].limit,
+             devs[i].cap == GS_REGION_NO_CAP ? -1LL : (long long)devs[i].cap,
              (unsigned long long)devs[i].context_cost, devs[i].source);
     }
     for (unsigned i = 0; e == 0 && i < np; i++)

@@ -37,7 +37,7 @@ int main(void) {
 
   set_env(NULL, NULL, NULL);
   CHECK_EQ_INT(parse(&c, err), 0);
-  CHECK_EQ_INT(gs_config_limit(&c, 0, &v), 0);
+  CHECK_EQ_INT(gs_config_cap(&c, 0, &v), 0);
   char want[64];
   snprintf(want, sizeof(want), "/tmp/gslice-%u", (unsigned)getuid());
   CHECK_STR(c.state_dir, want);
@@ -45,20 +45,20 @@ int main(void) {
 
   set_env("4GiB", "/run/slice", "/var/tmp");
   CHECK_EQ_INT(parse(&c, err), 0);
-  CHECK_EQ_INT(gs_config_limit(&c, 0, &v), 1);
+  CHECK_EQ_INT(gs_config_cap(&c, 0, &v), 1);
   CHECK_EQ_U64(v, 4ull << 30);
-  CHECK_EQ_INT(gs_config_limit(&c, 63, &v), 1);
+  CHECK_EQ_INT(gs_config_cap(&c, 63, &v), 1);
   CHECK_STR(c.state_dir, "/run/slice");
   CHECK_EQ_INT(c.state_dir_default, 0);
 
   set_env("0=1GiB,3=512MiB", NULL, "/var/tmp");
   CHECK_EQ_INT(parse(&c, err), 0);
-  CHECK_EQ_INT(gs_config_limit(&c, 0, &v), 1);
+  CHECK_EQ_INT(gs_config_cap(&c, 0, &v), 1);
   CHECK_EQ_U64(v, 1ull << 30);
-  CHECK_EQ_INT(gs_config_limit(&c, 3, &v), 1);
+  CHECK_EQ_INT(gs_config_cap(&c, 3, &v), 1);
   CHECK_EQ_U64(v, 512ull << 20);
-  CHECK_EQ_INT(gs_config_limit(&c, 1, &v), 0);
-  CHECK_EQ_INT(gs_config_limit(&c, -1, &v), 0);
+  CHECK_EQ_INT(gs_config_cap(&c, 1, &v), 0);
+  CHECK_EQ_INT(gs_config_cap(&c, -1, &v), 0);
   snprintf(want, sizeof(want), "/var/tmp/gslice-%u", (unsigned)getuid());
   CHECK_STR(c.state_dir, want);
 
@@ -107,7 +107,7 @@ int main(void) {
   /* The largest size is exactly GS_SIZE_MAX and means what it says. */
   set_env("1048576TiB", NULL, NULL);
   CHECK_EQ_INT(parse(&c, err), 0);
-  CHECK_EQ_INT(gs_config_limit(&c, 0, &v), 1);
+  CHECK_EQ_INT(gs_config_cap(&c, 0, &v), 1);
   CHECK_EQ_U64(v, 1ull << 60);
   set_env("1GiB", "relative/dir", NULL);
   CHECK_EQ_INT(parse(&c, err), -EINVAL);
