@@ -69,6 +69,25 @@ int gs_msg_encode(void *buf, size_t cap, uint32_t type, uint32_t seq, const void
   return 0;
 }
 
+int gs_msg_frame(const void *buf, size_t len, size_t cap, size_t *ret_len) {
+  size_t want;
+  int r = gs_msg_peek(buf, len, &want);
+
+  if (r < 0)
+    return r;
+  if (want > cap)
+    return -EPROTO;
+  if (len < want)
+    return -EAGAIN;
+  *ret_len = want;
+  return 0;
+}
+
+void gs_msg_consume(void *buf, size_t *len, size_t n) {
+  memmove(buf, (unsigned char *)buf + n, *len - n);
+  *len -= n;
+}
+
 int gs_msg_peek(const void *buf, size_t len, size_t *ret_len) {
   struct gs_msg_hdr h;
   size_t body, min, max;

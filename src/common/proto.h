@@ -243,6 +243,13 @@ int gs_msg_encode(void *buf, size_t cap, uint32_t type, uint32_t seq, const void
  * magic, version, type or length is wrong (close the connection). */
 int gs_msg_peek(const void *buf, size_t len, size_t *ret_len);
 
+/* The framing loop of a reader (the daemon's connections, the hook's helper) over a buffer of
+ * `cap` bytes holding `len`: 0 and the next message's length when it is whole in the buffer;
+ * -EAGAIN when more bytes are needed; -EPROTO when its header is wrong or it could never fit. */
+int gs_msg_frame(const void *buf, size_t len, size_t cap, size_t *ret_len);
+/* Drops the first n bytes (a message handled) of a buffer holding *len. */
+void gs_msg_consume(void *buf, size_t *len, size_t n);
+
 /* Decodes and validates one whole message (len must be its length): strings
  * are NUL-terminated, enums and percents in range, counts within limits.
  * Returns 0 and fills *ret, or -EPROTO. */

@@ -143,15 +143,13 @@ bool conn_serve(struct daemon *d, struct conn *c) {
       struct gs_msg_hdr h;
       struct gs_msg m;
       size_t len;
-      int r = gs_msg_peek(c->in, c->inlen, &len);
+      int r = gs_msg_frame(c->in, c->inlen, sizeof(c->in), &len);
       if (r == -EAGAIN)
         break;
-      if (r < 0 || len > sizeof(c->in)) {
+      if (r < 0) {
         conn_close(d, c, "malformed message");
         return false;
       }
-      if (c->inlen < len)
-        break;
       memcpy(&h, c->in, sizeof(h));
       if (msgs == CONN_TURN_MSGS || (statuses && h.type == GS_MSG_STATUS)) {
         conn_resume_later(d, c);
@@ -161,8 +159,7 @@ bool conn_serve(struct daemon *d, struct conn *c) {
         conn_close(d, c, "invalid message");
         return false;
       }
-      memmove(c->in, c->in + len, c->inlen - len);
-      c->inlen -= len;
+      gs_msg_consume(c->in, &c->inlen, len);
       msgs++;
       statuses += h.type == GS_MSG_STATUS;
       if (!requests_handle(d, c, &m)) {

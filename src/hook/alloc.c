@@ -173,7 +173,7 @@ static CUresult pool_begin(struct pool_op *op, CUmemoryPool pool, CUstream strea
     stream_device(stream, ctx, &dev);
   int e = gs_slot_for_alloc(dev, &slot);
   if (e != 0)
-    return e > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return gs_slot_refusal(e);
   if (!pool && (!r->cuDeviceGetMemPool || r->cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS))
     pool = NULL;
   op->pool = pool;

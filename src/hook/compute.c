@@ -488,16 +488,15 @@ static void read_daemon(void) {
     for (;;) {
       size_t len;
       struct gs_msg m;
-      int r = gs_msg_peek(C.in, C.inlen, &len);
-      if (r == -EAGAIN || (r == 0 && C.inlen < len))
+      int r = gs_msg_frame(C.in, C.inlen, sizeof(C.in), &len);
+      if (r == -EAGAIN)
         break;
-      if (r < 0 || len > sizeof(C.in) || gs_msg_decode(C.in, len, &m) < 0) {
+      if (r < 0 || gs_msg_decode(C.in, len, &m) < 0) {
         lost_daemon();
         return;
       }
       handle_msg(&m);
-      memmove(C.in, C.in + len, C.inlen - len);
-      C.inlen -= len;
+      gs_msg_consume(C.in, &C.inlen, len);
     }
   }
 }

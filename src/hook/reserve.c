@@ -116,7 +116,7 @@ CUresult gs_ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what) {
     return CUDA_SUCCESS;
   int e = gs_slot_for_alloc(t->dev, &t->slot);
   if (e != 0)
-    return e > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return gs_slot_refusal(e);
   if (gs_reserve(t->dev, t->slot, bytes, what) < 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   t->active = 1;
@@ -133,7 +133,7 @@ static CUresult ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx,
   t->ctx = ctx;
   int e = gs_slot_for_alloc(dev, &t->slot);
   if (e != 0)
-    return e > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return gs_slot_refusal(e);
   if (reserve(dev, t->slot, bytes, what, before_call) < 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   t->active = 1;

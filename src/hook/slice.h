@@ -24,6 +24,11 @@ int gs_slot_of(CUdevice dev, unsigned *ret_slot);
  * refuse the call); -errno when the device cannot be counted (the region's device table is full,
  * its lock is not let go: said on stderr) — refuse the allocation. */
 int gs_slot_for_alloc(CUdevice dev, unsigned *ret_slot);
+/* What an allocation path returns for gs_slot_for_alloc's e != 0: no device goes on to the real
+ * call (which refuses it), a device that cannot be counted is out of memory. */
+static inline CUresult gs_slot_refusal(int e) {
+  return e > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
 /* The calling thread's current context and its device; -ENODEV without one. */
 int gs_current_device(CUdevice *ret_dev, CUcontext *ret_ctx);
 

@@ -23,6 +23,22 @@ static void test_round_trip(void) {
   CHECK_EQ_INT(gs_msg_peek(buf, 3, &want), -EAGAIN);
   CHECK_EQ_INT(gs_msg_peek(buf, len, &want), 0);
   CHECK_EQ_U64(want, len);
+  /* The framing loop: a part waits for more bytes, a message too big for the reader's buffer is
+   * refused however much of it came, and a handled message leaves what followed it. */
+  CHECK_EQ_INT(gs_msg_frame(buf, len - 1, sizeof(buf), &want), -EAGAIN);
+  CHECK_EQ_INT(gs_msg_frame(buf, 3, sizeof(buf), &want), -EAGAIN);
+  CHECK_EQ_INT(gs_msg_frame(buf, len - 1, len - 1, &want), -EPROTO);
+  want = 0;
+  CHECK_EQ_INT(gs_msg_frame(buf, len, len, &want), 0);
+  CHECK_EQ_U64(want, len);
+  unsigned char two[1024];
+  size_t held = 2 * len;
+  CHECK(held <= sizeof(two));
+  memset(two, 0, len);
+  memcpy(two + len, buf, len);
+  gs_msg_consume(two, &held, len);
+  CHECK_EQ_U64(held, len);
+  CHECK_EQ_INT(memcmp(two, buf, len), 0);
   CHECK_EQ_INT(gs_msg_decode(buf, len, &m), 0);
   CHECK_EQ_U64(m.hdr.type, GS_MSG_REGISTER);
   CHECK_EQ_U64(m.hdr.seq, 7);
