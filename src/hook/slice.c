@@ -103,6 +103,15 @@ struct gs_region *gs_slice_region(void) {
   return S.region;
 }
 
+int gs_slice_held(unsigned slot, uint64_t *ret_bytes) {
+  int e = -ENOENT;
+  gs_slice_lock();
+  if (S.attached)
+    e = gs_region_proc_used(S.region, S.proc, slot, ret_bytes);
+  gs_slice_unlock();
+  return e;
+}
+
 const struct gs_config *gs_slice_config(void) {
   gs_setup();
   return &S.config;

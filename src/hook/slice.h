@@ -16,6 +16,8 @@
 /* The slice's region and this process's configuration (after gs_setup). */
 struct gs_region *gs_slice_region(void);
 const struct gs_config *gs_slice_config(void);
+/* What this process's entry holds on device `slot`; -ENOENT while it has no entry. */
+int gs_slice_held(unsigned slot, uint64_t *ret_bytes);
 
 /* The region slot of CUDA device ordinal `dev`, registering the device (and the cap
  * GSLICE_MEMORY_LIMIT gives it) the first time this process meets it. */
