@@ -34,14 +34,19 @@ void gs_reconcile(CUdevice dev, unsigned slot, int force) {
   uint64_t now = gs_mono_ns(), held = 0;
   if (slot >= GS_REGION_MAX_DEVICES)
     return;
+  /* Not due, as at almost every allocation: known without taking S.lock (asked again under it).
+   * An allocation took the lock four times, this one for nothing. */
+  if (!force && now - __atomic_load_n(&S.reconciled_ns[slot], __ATOMIC_RELAXED) < RECONCILE_NS)
+    return;
   gs_slice_lock();
-  if (!S.attached || S.reconciling || (!force && now - S.reconciled_ns[slot] < RECONCILE_NS) ||
+  if (!S.attached || S.reconciling ||
+      (!force && now - __atomic_load_n(&S.reconciled_ns[slot], __ATOMIC_RELAXED) < RECONCILE_NS) ||
       gs_region_proc_used(S.region, S.proc, slot, &held) < 0) {
     gs_slice_unlock();
     return;
   }
   S.reconciling = 1;
-  S.reconciled_ns[slot] = now;
+  __atomic_store_n(&S.reconciled_ns[slot], now, __ATOMIC_RELAXED);
   /* Counted before the device is asked: an allocation landing in between then shows as
    * overhead until the next look (too much, never too little). */
   uint64_t counted = held > S.overhead[slot] ? held - S.overhead[slot] : 0;

@@ -31,7 +31,7 @@ struct gs_slice_state {
   /* Per device slot: what the device holds for this process beyond what the hook counted
    * (module code, lazily grown driver memory, paths it does not wrap), as last reconciled. */
   uint64_t overhead[GS_REGION_MAX_DEVICES];
-  uint64_t reconciled_ns[GS_REGION_MAX_DEVICES];
+  uint64_t reconciled_ns[GS_REGION_MAX_DEVICES]; /* atomic: read without the lock (reserve.c) */
   int reconciling;
   int ordinals_checked; /* GSLICE_MEMORY_LIMIT's device indexes checked against the devices */
   uint64_t serials; /* numbers for released-but-alive VMM handles and destroyed-but-held pools */
