@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "progs_common.h"
 
@@ -86,6 +87,16 @@ int main(int argc, char **argv) {
   for (unsigned i = 0; i < nthreads; i++)
     if (pthread_create(&t[i], NULL, worker, &counted[i]) != 0)
       return 1;
+  /* The process's wait for a CPU over the window (cpu_wait_s), as compute_spin reports it. */
+  for (double d; (d = m0 - real_s()) > 0;)
+    usleep((useconds_t)(d > 0.01 ? 1e4 : d * 1e6));
+  double cpu_wait0 = cpu_wait_s(), cpu_wait = -1;
+  /* Read again at the window's end, while the workers still live (an exited thread's figures
+   * go with it). */
+  for (double d; (d = m1 - real_s()) > 0;)
+    usleep((useconds_t)(d > 0.01 ? 1e4 : d * 1e6));
+  if (cpu_wait0 >= 0 && (cpu_wait = cpu_wait_s()) >= 0)
+    cpu_wait -= cpu_wait0;
   int bad = 0;
   for (unsigned i = 0; i < nthreads; i++) {
     void *rv;
@@ -97,7 +108,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "compute_ptsz: a launch or synchronize failed\n");
     return 1;
   }
-  printf("label=ptsz threads=%u kernels=%llu share=%.4f\n", nthreads, total,
-         (double)total * (double)kernel_us / 1e6 / duration);
+  printf("label=ptsz threads=%u kernels=%llu share=%.4f cpu_wait_s=%.4f window_s=%.1f\n", nthreads,
+         total, (double)total * (double)kernel_us / 1e6 / duration, cpu_wait, duration);
   return 0;
 }

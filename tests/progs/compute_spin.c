@@ -68,12 +68,16 @@ int main(int argc, char **argv) {
   /* Time in launch calls in the window: the gate's waits (for a grant, for pacing, for the
    * previous burst to end). */
   double in_launch = 0;
+  /* This process's wait for a CPU over the window (cpu_wait_s): the host's part in its share. */
+  double cpu_wait0 = -1, cpu_wait = -1;
   while (real_s() < start)
     usleep(1000);
   for (;;) {
     double t0 = real_s();
     if (t0 >= m1)
       break;
+    if (t0 >= m0 && cpu_wait0 < 0)
+      cpu_wait0 = cpu_wait_s();
     for (unsigned long long k = 0; k < batch; k++) {
       void *params[] = {&kernel_us};
       double a = real_s();
@@ -101,13 +105,15 @@ int main(int argc, char **argv) {
     if (pause_us)
       usleep((useconds_t)pause_us);
   }
+  if (cpu_wait0 >= 0 && (cpu_wait = cpu_wait_s()) >= 0)
+    cpu_wait -= cpu_wait0;
   qsort(waits, nwaits, sizeof(double), cmp_double);
   double p50 = nwaits ? waits[nwaits / 2] : 0, p99 = nwaits ? waits[(nwaits * 99) / 100] : 0;
   printf("label=%s kernels=%llu batches=%llu device_s=%.4f share=%.4f wait_p50_us=%.0f "
-         "wait_p99_us=%.0f gap_max_ms=%.0f in_launch_s=%.4f\n",
+         "wait_p99_us=%.0f gap_max_ms=%.0f in_launch_s=%.4f cpu_wait_s=%.4f window_s=%.1f\n",
          label, counted, batches, (double)counted * (double)kernel_us / 1e6,
          (double)counted * (double)kernel_us / 1e6 / duration, p50 * 1e6, p99 * 1e6,
-         gap_max * 1e3, in_launch);
+         gap_max * 1e3, in_launch, cpu_wait, duration);
   free(waits);
   return 0;
 }

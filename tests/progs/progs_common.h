@@ -4,6 +4,7 @@
 #define GSLICE_PROGS_COMMON_H
 
 #include <cuda.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -13,6 +14,35 @@ static inline double real_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Seconds this process's threads have waited for a CPU while runnable (the second field of
+ * /proc/self/task/N/schedstat, summed), or -1 where the kernel does not say. The difference over
+ * a measuring window is how much of it a loaded host took from the process: a share measured
+ * on the wall clock is only the scheduler's doing when that is small. */
+static inline double cpu_wait_s(void) {
+  DIR *d = opendir("/proc/self/task");
+  double sum = 0;
+  int n = 0;
+  if (!d)
+    return -1;
+  for (struct dirent *e; (e = readdir(d));) {
+    char path[300];
+    unsigned long long run, wait;
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+    FILE *f = fopen(path, "re");
+    if (!f)
+      continue;
+    if (fscanf(f, "%llu %llu", &run, &wait) == 2) {
+      sum += (double)wait / 1e9;
+      n++;
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return n ? sum : -1;
 }
 
 /* `ptx` when given, else tests/gpu/spin.ptx under $GSLICE_SRC (or the current directory),
