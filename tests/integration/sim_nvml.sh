@@ -51,10 +51,11 @@ grep -q "GSLICE_SIM_CONTEXT_MEMORY (3758096384) must be below" "$T/err" || fail 
 # Process utilization: nothing ran yet.
 p=$("$TBIN/sim_nvml" protocol)
 expect_eq "protocol, idle" "$p" "size rc=7 n=72 short rc=7 n=72 full rc=6 n=72 future rc=6 n=72"
-# While a kernel runs: one sample, the spinning process's.
-"$TBIN/sim_client_linked" spin "$PTX" 2000000 1 >"$T/long" 2>&1 &
+# While a kernel runs: one sample, the spinning process's. The kernel outlasts every check below
+# (it is killed after them): a 2 s one could end before a loaded host had run them all.
+"$TBIN/sim_client_linked" spin "$PTX" 120000000 1 >"$T/long" 2>&1 &
 long=$!
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   p=$("$TBIN/sim_nvml" protocol)
   grep -q "full rc=0 n=1 $long:" <<<"$p" && break
   sleep 0.05

@@ -68,3 +68,36 @@ ui_share() {
 
 # ui_within VALUE WANT TOL: true when |VALUE - WANT| <= TOL.
 ui_within() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v - w; if (d < 0) d = -d; exit !(d <= t) }'; }
+
+# ui_cpu_wait PID: seconds PID's threads have waited for a CPU while runnable (schedstat).
+ui_cpu_wait() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $2 } END { printf "%.4f", s / 1e9 }'; }
+
+# ui_share_wait NAME SECONDS: "SHARE WAIT": ui_share's share, and the longest any of the slice's
+# processes or the daemon waited for a CPU over the window, in percent of it. A loaded host
+# lowers a share of the wall clock for no fault of gslice; WAIT says how much it took.
+ui_share_wait() {
+  local pids p a b w0="" w1="" max
+  pids="$DAEMON_PID $(ui_slice_field "$1" '.pids[]' | tr '\n' ' ')"
+  for p in $pids; do w0="$w0 $(ui_cpu_wait "$p")"; done
+  a=$(ui_busy "$1")
+  sleep "$2"
+  b=$(ui_busy "$1")
+  for p in $pids; do w1="$w1 $(ui_cpu_wait "$p")"; done
+  max=$(awk -v x="$w0" -v y="$w1" 'BEGIN { n = split(x, u); split(y, v); m = 0
+    for (i = 1; i <= n; i++) if (v[i] - u[i] > m) m = v[i] - u[i]; print m }')
+  echo "$a $b $max" | awk '{ printf "%.1f %.1f\n", 100 * ($4 - $2) / ($3 - $1), 100 * $5 / ($3 - $1) }'
+}
+
+# ui_check_share WHAT "SHARE WAIT" WANT TOL: a hard-limited share: never above WANT + TOL; at
+# least WANT - TOL unless the host kept the slice or the daemon from a CPU more than 5% of the
+# window (then that floor is reported not checked, skip_part, never passed).
+ui_check_share() {
+  local share=${2% *} wait=${2#* }
+  awk -v s="$share" -v w="$3" -v t="$4" 'BEGIN { exit !(s <= w + t) }' ||
+    fail "$1: got $share%, above $3 + $4%"
+  if awk -v x="$wait" 'BEGIN { exit !(x > 5) }'; then
+    skip_part "$1's floor of $3 - $4% (got $share%): the host kept a process from a CPU $wait% of the window"
+    return 0
+  fi
+  ui_within "$share" "$3" "$4" || fail "$1: got $share%, want $3 +- $4%"
+}
