@@ -23,8 +23,8 @@ set -e
 wait $A && wait $B && wait $C || fail "a slice failed"
 cat "$T/a" "$T/b" "$T/c"
 # GPU 1: 70 + 30 = 100%, shares of the device time its slices got (see compute_share_mixed.sh).
-within "70% slice on GPU 1" "$(pct_of "$T/b" "$T/b $T/c")" 63 77
-within "30% slice on GPU 1" "$(pct_of "$T/c" "$T/b $T/c")" 23 37
+device_share "70% slice on GPU 1" "$T/b" "$T/b $T/c" 63 77
+device_share "30% slice on GPU 1" "$T/c" "$T/b $T/c" 23 37
 # GPU 0: alone, a soft slice takes the wall clock, unless the host starved it or the daemon.
 share_ceiling_floor "70% slice alone on GPU 0 (work-conserving)" "$(pct "$T/a")" 85 100 "$T/a $T/b $T/c"
 pass "one scheduler per GPU, admission per GPU"

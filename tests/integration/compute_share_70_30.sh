@@ -15,8 +15,8 @@ cat "$T/a" "$T/b"
 # 70 + 30 = 100%: shares of the device time the slices got (see compute_share_mixed.sh); on the
 # wall clock a loaded host took the 70% slice to 53-57% with the split of device time 68/32.
 all="$T/a $T/b"
-within "70% slice" "$(pct_of "$T/a" "$all")" 63 77
-within "30% slice" "$(pct_of "$T/b" "$all")" 23 37
+device_share "70% slice" "$T/a" "$all" 63 77
+device_share "30% slice" "$T/b" "$all" 23 37
 # Work conservation: the device busy nearly all the wall clock, unless the host kept the
 # workloads or the daemon from a CPU (then the idle time is the host's, not a scheduler's).
 busy=$(( $(pct "$T/a") + $(pct "$T/b") ))

@@ -13,6 +13,7 @@ cat "$T/p1" "$T/p2"
 # A hard limit is a ceiling on the wall clock; its floor only where the host starved no one.
 share_ceiling_floor "hard 30 over two processes" $(( $(pct "$T/p1") + $(pct "$T/p2") )) 23 37 "$T/p1 $T/p2"
 S=$(at 1.5)
+daemon_wait_over "$(at 2.5)" 5
 gsrun --compute 40 -- sh -c "\"$TBIN/compute_spin\" --start $S --warmup 1 --duration 5 --label q1 >\"$T/q1\" &
   \"$TBIN/compute_spin\" --start $S --warmup 1 --duration 5 --label q2 >\"$T/q2\"; wait" &
 Q=$!
@@ -21,6 +22,6 @@ wait $Q || fail "40% slice failed"
 cat "$T/q1" "$T/q2" "$T/r"
 # 40 + 60 = 100%: shares of the device time there is (see compute_share_mixed.sh).
 all="$T/q1 $T/q2 $T/r"
-within "40% slice of two processes" "$(pct_of "$T/q1 $T/q2" "$all")" 33 47
-within "60% slice beside it" "$(pct_of "$T/r" "$all")" 53 67
+device_share "40% slice of two processes" "$T/q1 $T/q2" "$all" 33 47
+device_share "60% slice beside it" "$T/r" "$all" 53 67
 pass "a slice's processes share its token and its share"

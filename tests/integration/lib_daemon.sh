@@ -49,3 +49,19 @@ ASAN_RT=""
 if [ "${GSLICE_SANITIZE:-0}" = 1 ]; then ASAN_RT=$(${CC:-cc} -print-file-name=libasan.so); fi
 gsrun() { if [ -n "$ASAN_RT" ]; then LD_PRELOAD="$ASAN_RT" "$BIN/gslice" run "$@"; else "$BIN/gslice" run "$@"; fi; }
 source "$GSLICE_SRC/tests/integration/lib_starve.sh"
+# device_share NAME "FILES" "ALL" LO HI: FILES' percent of ALL's device time (pct_of) within
+# LO..HI. Out of bounds is a failure unless the host starved a workload of ALL or the daemon:
+# a slice holding its token while its process waits for a CPU is charged that time with the
+# device idle (docs/compute.md), so its share of device time drops by the host's doing; then
+# the bounds are reported not checked (skip_part), never passed.
+device_share() {
+  local got
+  got=$(pct_of "$2" "$3")
+  if [ "$got" -ge "$4" ] && [ "$got" -le "$5" ]; then
+    echo "ok: $1 = $got% of the device time (want $4..$5)"
+  elif starved "$3" 2>"$T/starved"; then
+    skip_part "$1: $got% of the device time, want $4..$5%: $(cat "$T/starved")"
+  else
+    fail "$1: got $got% of the device time, want $4..$5%"
+  fi
+}
