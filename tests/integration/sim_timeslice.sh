@@ -36,11 +36,22 @@ awk '/^interval/ && $5 >= 30 && $5 <= 50 { n++ }
 busy=$("$BIN/gslice-sim" info --json | grep -o '"busy_ns":[0-9]*' | head -1 | cut -d: -f2)
 expect_eq "device busy ns" "$busy" 1600000000
 
-# 3. A context alone: its kernels back to back, each exactly its time by events.
-"$TBIN/sim_client_linked" spin "$PTX" 20000 5 >"$T/alone" 2>&1 || fail "spin: $(cat "$T/alone")"
-awk '/^interval/ { n++; if ($5 < 19.99 || $5 > 20.01) bad = bad " " $5 }
-     END { if (n != 5 || bad != "") { print "FAIL: alone:" bad; exit 1 } }' "$T/alone" \
-  || fail "alone"
+# 3. A context alone: its kernels back to back, each exactly its time by events. Only a kernel
+# whose "before" event completed at the previous kernel's end (queued behind it) says so: when
+# the stream was idle (the first kernel; any after a host stall of 20 ms between launches) that
+# event completed at its record, and the host's gap to the launch is in the interval too (a
+# loaded CI host made the first one 20.115 ms).
+"$TBIN/sim_client_linked" spin "$PTX" 20000 8 >"$T/alone" 2>&1 || fail "spin: $(cat "$T/alone")"
+q=$(awk '/^interval/ { n++; a = $3 - $5
+       if (n > 1 && a <= prev + 0.01) { q++; if ($5 < 19.99 || $5 > 20.01) bad = bad " " $5 }
+       prev = $3 }
+     END { if (n != 8 || bad != "") { print "FAIL: alone:" bad " (" n " kernels)"; exit 1 }
+           print q + 0 }' "$T/alone") || fail "alone: $q"
+if [ "$q" -ge 3 ]; then
+  echo "ok: alone, $q of 8 kernels queued behind another took exactly 20 ms"
+else
+  skip_part "alone: only $q of 8 kernels were queued behind another (the host stalled the launches)"
+fi
 
 # 4. A bad value is refused, naming the variable and the unit.
 out=$(GSLICE_SIM_TIMESLICE=2ms "$TBIN/sim_client_linked" spin "$PTX" 1 1 2>&1) && fail "2ms accepted"
