@@ -1,6 +1,7 @@
 /* The hook's compute gate: every launch path calls these around the real launch. */
 #pragma once
 #include <cuda.h>
+#include <stdint.h>
 
 /* Before the real launch on `stream` (in the calling thread's current context).
  * Returns CUDA_SUCCESS to go ahead; may block until the slice holds a token.
@@ -9,3 +10,11 @@ CUresult gs_compute_before_launch(CUstream stream);
 
 /* After the real launch, whatever it returned: the launch is no longer in flight. */
 void gs_compute_after_launch(void);
+
+/* Before the real synchronize (any kind) in the calling thread's context: marks where the
+ * burst's queue ends now. Returns a mark for gs_compute_after_sync, 0 for none. */
+uint64_t gs_compute_before_sync(void);
+
+/* After the real synchronize returned CUDA_SUCCESS: if everything the burst queued up to the
+ * mark has run (and nothing was launched since), the burst's segment ends at that mark. */
+void gs_compute_after_sync(uint64_t mark);

@@ -71,3 +71,32 @@ GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
 GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   GATED_LAUNCH(cuGraphLaunch_ptsz, PTSZ(hStream), r->cuGraphLaunch_ptsz(hGraphExec, hStream));
 }
+
+/* Synchronizes: where the process waits for what it queued. The gate marks the end of its queue
+ * before the wait and, once that has run, ends the burst's current segment there, so the idle
+ * time between this synchronize and the next launch is not charged to the slice. */
+#define GATED_SYNC(name, call)                                                                     \
+  const struct gs_real *r = gs_real();                                                             \
+  if (!r->name)                                                                                    \
+    return CUDA_ERROR_NOT_FOUND;                                                                   \
+  uint64_t mark = gs_compute_before_sync();                                                        \
+  CUresult rc = call;                                                                              \
+  if (rc == CUDA_SUCCESS)                                                                          \
+    gs_compute_after_sync(mark);                                                                   \
+  return rc
+
+GS_EXPORT CUresult cuCtxSynchronize(void) {
+  GATED_SYNC(cuCtxSynchronize, r->cuCtxSynchronize());
+}
+
+GS_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+  GATED_SYNC(cuStreamSynchronize, r->cuStreamSynchronize(hStream));
+}
+
+GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
+  GATED_SYNC(cuStreamSynchronize_ptsz, r->cuStreamSynchronize_ptsz(hStream));
+}
+
+GS_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
+  GATED_SYNC(cuEventSynchronize, r->cuEventSynchronize(hEvent));
+}

@@ -56,7 +56,11 @@
   X(cuLaunchCooperativeKernel)                                                                     \
   X(cuLaunchCooperativeKernel_ptsz)                                                                \
   X(cuGraphLaunch)                                                                                 \
-  X(cuGraphLaunch_ptsz)
+  X(cuGraphLaunch_ptsz)                                                                            \
+  X(cuCtxSynchronize)                                                                              \
+  X(cuStreamSynchronize)                                                                           \
+  X(cuStreamSynchronize_ptsz)                                                                      \
+  X(cuEventSynchronize)
 
 /* Real entry points the hook (and the compute gate) call but do not wrap. */
 #define GS_CUDA_CALLED(X)                                                                          \
@@ -73,19 +77,15 @@
   X(cuCtxGetDevice)                                                                                \
   X(cuCtxPushCurrent_v2)                                                                           \
   X(cuCtxPopCurrent_v2)                                                                            \
-  X(cuCtxSynchronize)                                                                              \
   X(cuStreamGetCtx)                                                                                \
   X(cuStreamGetDevice)                                                                             \
   X(cuStreamQuery)                                                                                 \
   X(cuStreamQuery_ptsz)                                                                            \
-  X(cuStreamSynchronize)                                                                           \
-  X(cuStreamSynchronize_ptsz)                                                                      \
   X(cuEventCreate)                                                                                 \
   X(cuEventDestroy_v2)                                                                             \
   X(cuEventRecord)                                                                                 \
   X(cuEventRecord_ptsz)                                                                            \
   X(cuEventQuery)                                                                                  \
-  X(cuEventSynchronize)                                                                            \
   X(cuEventElapsedTime)                                                                            \
   X(cuEventElapsedTime_v2)                                                                         \
   X(cuMemPoolGetAttribute)                                                                         \
