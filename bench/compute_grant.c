@@ -57,8 +57,8 @@ static void *run(void *arg) {
     /* The burst: as if kernels ran for burst_ns. */
     struct timespec b = {0, (long)burst_ns};
     nanosleep(&b, NULL);
-    struct gs_msg_token_release r = {.generation = m.u.token_grant.generation,
-                                     .used_ns = burst_ns, .launches = 1};
+    struct gs_msg_token_release r = {
+        .generation = m.u.token_grant.generation, .used_ns = burst_ns, .launches = 1};
     if (gs_client_send(fd, GS_MSG_TOKEN_RELEASE, 0, &r, sizeof(r)) < 0)
       break;
     /* Think time before the next burst, 0..1 ms. */
@@ -117,8 +117,8 @@ int main(int argc, char **argv) {
   }
   qsort(all, total, sizeof(uint64_t), cmp);
   if (total)
-    printf("clients=%d grants=%zu p50_us=%.1f p99_us=%.1f\n", n, total, (double)all[total / 2] / 1e3,
-           (double)all[total * 99 / 100] / 1e3);
+    printf("clients=%d grants=%zu p50_us=%.1f p99_us=%.1f\n", n, total,
+           (double)all[total / 2] / 1e3, (double)all[total * 99 / 100] / 1e3);
   close(cfd);
   free(all);
   free(w);

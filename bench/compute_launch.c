@@ -55,7 +55,8 @@ int main(int argc, char **argv) {
   uint64_t total = ns() - t0;
   qsort(t, n, sizeof(*t), cmp);
   printf("label=%s launches=%lu median_ns=%llu p99_ns=%llu mean_ns=%.0f\n", label, n,
-         (unsigned long long)t[n / 2], (unsigned long long)t[n * 99 / 100], (double)total / (double)n);
+         (unsigned long long)t[n / 2], (unsigned long long)t[n * 99 / 100],
+         (double)total / (double)n);
   free(t);
   return 0;
 }

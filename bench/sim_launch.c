@@ -6,13 +6,13 @@
 #include <string.h>
 #include <time.h>
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    CUresult rc_ = (call);                                                                \
-    if (rc_ != CUDA_SUCCESS) {                                                            \
-      fprintf(stderr, "%s failed: %d\n", #call, (int)rc_);                                \
-      exit(1);                                                                            \
-    }                                                                                     \
+#define CK(call)                                                                                   \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS) {                                                                     \
+      fprintf(stderr, "%s failed: %d\n", #call, (int)rc_);                                         \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 static double now_ns(void) {

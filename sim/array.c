@@ -27,14 +27,11 @@ static uint64_t format_bytes(CUarray_format f) {
   switch (f) {
   case CU_AD_FORMAT_UNSIGNED_INT16:
   case CU_AD_FORMAT_SIGNED_INT16:
-  case CU_AD_FORMAT_HALF:
-    return 2;
+  case CU_AD_FORMAT_HALF: return 2;
   case CU_AD_FORMAT_UNSIGNED_INT32:
   case CU_AD_FORMAT_SIGNED_INT32:
-  case CU_AD_FORMAT_FLOAT:
-    return 4;
-  default:
-    return 1;
+  case CU_AD_FORMAT_FLOAT: return 4;
+  default: return 1;
   }
 }
 

@@ -93,7 +93,7 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
     case K_COUNT:
       r = parse_u64(val, &n);
       hint = v->explicit_bit == SIM_EXPLICIT_TIMESLICE ? "a whole number of microseconds"
-                                                        : "a whole number";
+                                                       : "a whole number";
       break;
     case K_SIZE:
       r = gs_size_parse(val, &n);

@@ -14,14 +14,14 @@ struct sim_kernel_time {
 };
 
 struct sim_config {
-  uint32_t devices;       /* GSLICE_SIM_DEVICES */
-  uint64_t memory;        /* GSLICE_SIM_MEMORY, per device */
-  uint64_t context_memory;/* GSLICE_SIM_CONTEXT_MEMORY, per context */
-  uint64_t reserved;      /* GSLICE_SIM_RESERVED_MEMORY, per device: the driver's own share */
-  uint32_t sms;           /* GSLICE_SIM_SMS */
-  uint64_t timeslice_ns;  /* GSLICE_SIM_TIMESLICE (given in us); 0: contexts run in launch order */
-  char state_path[256];   /* GSLICE_SIM_STATE */
-  unsigned nkernel_times; /* GSLICE_SIM_KERNEL_US=name=us,... */
+  uint32_t devices;        /* GSLICE_SIM_DEVICES */
+  uint64_t memory;         /* GSLICE_SIM_MEMORY, per device */
+  uint64_t context_memory; /* GSLICE_SIM_CONTEXT_MEMORY, per context */
+  uint64_t reserved;       /* GSLICE_SIM_RESERVED_MEMORY, per device: the driver's own share */
+  uint32_t sms;            /* GSLICE_SIM_SMS */
+  uint64_t timeslice_ns;   /* GSLICE_SIM_TIMESLICE (given in us); 0: contexts run in launch order */
+  char state_path[256];    /* GSLICE_SIM_STATE */
+  unsigned nkernel_times;  /* GSLICE_SIM_KERNEL_US=name=us,... */
   struct sim_kernel_time kernel_times[SIM_MAX_KERNEL_TIMES];
   /* NVML's view of processes, per caller (not the machine's): like NVML in a container whose
    * pid namespace it cannot map, list no process at all (GSLICE_SIM_NVML_HIDE_PIDS=1), or list

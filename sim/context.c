@@ -373,17 +373,10 @@ SIM_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
   if (!pvalue)
     return CUDA_ERROR_INVALID_VALUE;
   switch (limit) {
-  case CU_LIMIT_STACK_SIZE:
-    *pvalue = 1024;
-    break;
-  case CU_LIMIT_PRINTF_FIFO_SIZE:
-    *pvalue = 1 << 20;
-    break;
-  case CU_LIMIT_MALLOC_HEAP_SIZE:
-    *pvalue = 8 << 20;
-    break;
-  default:
-    return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  case CU_LIMIT_STACK_SIZE: *pvalue = 1024; break;
+  case CU_LIMIT_PRINTF_FIFO_SIZE: *pvalue = 1 << 20; break;
+  case CU_LIMIT_MALLOC_HEAP_SIZE: *pvalue = 8 << 20; break;
+  default: return CUDA_ERROR_UNSUPPORTED_LIMIT;
   }
   return CUDA_SUCCESS;
 }

@@ -38,8 +38,8 @@ static void do_init(void) {
   if (note[0])
     fprintf(stderr, "%s\n", note);
   if (r < 0) {
-    fprintf(stderr, "gslice-sim: cannot open the simulated machine %s: %s\n",
-            sim.cfg.state_path, strerror(-r));
+    fprintf(stderr, "gslice-sim: cannot open the simulated machine %s: %s\n", sim.cfg.state_path,
+            strerror(-r));
     sim.init_rc = CUDA_ERROR_OPERATING_SYSTEM;
     return;
   }
@@ -61,8 +61,8 @@ static void do_init(void) {
   r = sim_proc_attach(sim.st.m, getpid());
   sim_unlock(sim.st.m);
   if (r < 0) {
-    fprintf(stderr, "gslice-sim: %s has no free process slot (%d in use)\n",
-            sim.cfg.state_path, SIM_MAX_PROCS);
+    fprintf(stderr, "gslice-sim: %s has no free process slot (%d in use)\n", sim.cfg.state_path,
+            SIM_MAX_PROCS);
     sim.init_rc = CUDA_ERROR_OPERATING_SYSTEM;
     return;
   }
@@ -88,7 +88,9 @@ SIM_API CUresult cuDriverGetVersion(int *driverVersion) {
   return CUDA_SUCCESS;
 }
 
-int sim_dev_ok(CUdevice d) { return d >= 0 && (unsigned)d < sim.ndev; }
+int sim_dev_ok(CUdevice d) {
+  return d >= 0 && (unsigned)d < sim.ndev;
+}
 
 SIM_API CUresult cuDeviceGetCount(int *count) {
   SIM_REQUIRE_INIT();
@@ -128,7 +130,9 @@ SIM_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-SIM_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+SIM_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+  return cuDeviceGetUuid_v2(uuid, dev);
+}
 
 SIM_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   SIM_REQUIRE_INIT();
@@ -266,4 +270,3 @@ void sim_wait_until(uint64_t t) {
   while (sim_now_ns() < t)
     sched_yield();
 }
-

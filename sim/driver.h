@@ -97,7 +97,7 @@ struct sim_module {
   uint32_t magic;
   char *ptx; /* text images only; NULL for cubin/fatbin, which accept any name */
   struct sim_func *funcs;
-  struct sim_ctx *ctx; /* NULL for libraries (cuLibraryLoad*), which no context owns */
+  struct sim_ctx *ctx;            /* NULL for libraries (cuLibraryLoad*), which no context owns */
   struct sim_module *prev, *next; /* in ctx->modules */
 };
 
@@ -167,10 +167,10 @@ struct sim_driver {
 /* The one process-wide instance: a driver library is global state by nature. */
 extern struct sim_driver sim;
 
-#define SIM_REQUIRE_INIT()                                                                \
-  do {                                                                                    \
-    if (!__atomic_load_n(&sim.ready, __ATOMIC_ACQUIRE))                                   \
-      return CUDA_ERROR_NOT_INITIALIZED;                                                  \
+#define SIM_REQUIRE_INIT()                                                                         \
+  do {                                                                                             \
+    if (!__atomic_load_n(&sim.ready, __ATOMIC_ACQUIRE))                                            \
+      return CUDA_ERROR_NOT_INITIALIZED;                                                           \
   } while (0)
 
 /* An entry point taking a stream and its per-thread-default-stream twin (suffix _ptsz
@@ -178,13 +178,21 @@ extern struct sim_driver sim;
  * whether stream 0 means the calling thread's default stream. params is the entry
  * point's parameter list as cuda.h declares it (so the compiler checks both against
  * their prototypes); the rest are the arguments passed on. */
-#define SIM_TWINS(name, suffix, impl, params, ...)                                        \
-  SIM_API CUresult name params { return impl(__VA_ARGS__, 0); }                           \
-  SIM_API CUresult name##suffix params { return impl(__VA_ARGS__, 1); }
+#define SIM_TWINS(name, suffix, impl, params, ...)                                                 \
+  SIM_API CUresult name params {                                                                   \
+    return impl(__VA_ARGS__, 0);                                                                   \
+  }                                                                                                \
+  SIM_API CUresult name##suffix params {                                                           \
+    return impl(__VA_ARGS__, 1);                                                                   \
+  }
 
-static inline unsigned sim_pdev(int dev) { return sim.pdev[dev]; }
+static inline unsigned sim_pdev(int dev) {
+  return sim.pdev[dev];
+}
 
-static inline uint64_t sim_round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+static inline uint64_t sim_round_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 /* core.c */
 int sim_dev_ok(CUdevice d);
@@ -264,13 +272,13 @@ uint64_t sim_mark_wait(int dev, const struct sim_mark *mk);
 enum sim_node_type { SIM_NODE_KERNEL, SIM_NODE_COPY, SIM_NODE_MEMSET };
 struct sim_node {
   enum sim_node_type type;
-  uint64_t dur;      /* kernel */
-  void *dst;         /* copy, memset */
-  const void *src;   /* copy */
-  size_t n;          /* bytes (copy) or elements (memset) */
-  unsigned value;    /* memset */
-  unsigned elem;     /* memset element size */
-  int kind;          /* copy kind, for the range checks */
+  uint64_t dur;    /* kernel */
+  void *dst;       /* copy, memset */
+  const void *src; /* copy */
+  size_t n;        /* bytes (copy) or elements (memset) */
+  unsigned value;  /* memset */
+  unsigned elem;   /* memset element size */
+  int kind;        /* copy kind, for the range checks */
 };
 /* sim.mu held: appends to s's capture; -ENOMEM. */
 int sim_capture_add(struct sim_stream *s, const struct sim_node *node);

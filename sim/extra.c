@@ -25,26 +25,17 @@ static CUresult pointer_attr(struct sim_range *r, CUpointer_attribute a, void *d
   case CU_POINTER_ATTRIBUTE_BUFFER_ID:
     *(unsigned long long *)data = r ? (unsigned long long)r->base : 0;
     break;
-  case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-    *(unsigned int *)data = r ? (unsigned)r->managed : 0;
-    break;
-  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-    *(int *)data = r ? r->dev : -2;
-    break;
+  case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = r ? (unsigned)r->managed : 0; break;
+  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = r ? r->dev : -2; break;
   case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
     *(CUdeviceptr *)data = r ? (CUdeviceptr)r->base : 0;
     break;
-  case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-    *(size_t *)data = r ? r->size : 0;
-    break;
-  case CU_POINTER_ATTRIBUTE_MAPPED:
-    *(unsigned int *)data = r != NULL;
-    break;
+  case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = r ? r->size : 0; break;
+  case CU_POINTER_ATTRIBUTE_MAPPED: *(unsigned int *)data = r != NULL; break;
   case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
     *(CUmemoryPool *)data = r && r->kind == SIM_R_POOL ? (CUmemoryPool)r->pool : NULL;
     break;
-  default:
-    return CUDA_ERROR_INVALID_VALUE;
+  default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -139,11 +130,8 @@ SIM_API CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUke
   return cuFuncSetAttribute((CUfunction)kernel, attrib, val);
 }
 
-SIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
-                                                                      CUfunction func,
-                                                                      int blockSize,
-                                                                      size_t dynamicSMemSize,
-                                                                      unsigned int flags) {
+SIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags) {
   SIM_REQUIRE_INIT();
   if (!numBlocks || blockSize <= 0 || blockSize > 1024)
     return CUDA_ERROR_INVALID_VALUE;
@@ -159,8 +147,7 @@ SIM_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUf
                                                               dynamicSMemSize, 0);
 }
 
-SIM_API CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize,
-                                                  CUfunction func,
+SIM_API CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
                                                   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
                                                   size_t dynamicSMemSize, int blockSizeLimit) {
   SIM_REQUIRE_INIT();
@@ -188,8 +175,8 @@ SIM_TWINS(cuStreamGetDevice, _ptsz, stream_get_device, (CUstream h, CUdevice *de
 /* Host functions run on the calling thread once the stream's earlier work is done;
  * later work on the stream starts after they return. Blocking the caller is the
  * price of not running a thread per stream. */
-static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, void *),
-                          void *fn, void *userData) {
+static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, void *), void *fn,
+                          void *userData) {
   SIM_REQUIRE_INIT();
   struct sim_stream *s;
   CUresult rc = sim_stream_get(h, ptsz, &s);
@@ -211,7 +198,9 @@ static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, v
   return CUDA_SUCCESS;
 }
 
-static void call_host_fn(CUstream h, void *fn, void *data) { ((CUhostFn)fn)(data); }
+static void call_host_fn(CUstream h, void *fn, void *data) {
+  ((CUhostFn)fn)(data);
+}
 static void call_callback(CUstream h, void *fn, void *data) {
   ((CUstreamCallback)fn)(h, CUDA_SUCCESS, data);
 }
@@ -223,8 +212,8 @@ static CUresult add_callback(CUstream h, CUstreamCallback callback, void *userDa
   return host_func(h, ptsz, call_callback, (void *)callback, userData);
 }
 
-SIM_TWINS(cuLaunchHostFunc, _ptsz, launch_host_func, (CUstream h, CUhostFn fn, void *userData),
-          h, fn, userData)
+SIM_TWINS(cuLaunchHostFunc, _ptsz, launch_host_func, (CUstream h, CUhostFn fn, void *userData), h,
+          fn, userData)
 SIM_TWINS(cuStreamAddCallback, _ptsz, add_callback,
-          (CUstream h, CUstreamCallback callback, void *userData, unsigned int flags), h,
-          callback, userData)
+          (CUstream h, CUstreamCallback callback, void *userData, unsigned int flags), h, callback,
+          userData)

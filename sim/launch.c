@@ -44,8 +44,7 @@ void sim_enqueue_locked(struct sim_stream *s, uint64_t dur) {
   sim_reap(m, 0);
   /* The context is the channel the engine time-slices; the stream's order within it is
    * the context's launch order, and a wait on another context's work rides along. */
-  uint64_t seq =
-      sim_launch(m, sim.slot, sim_pdev(c->dev), (uint64_t)(uintptr_t)c, ready.wait, dur);
+  uint64_t seq = sim_launch(m, sim.slot, sim_pdev(c->dev), (uint64_t)(uintptr_t)c, ready.wait, dur);
   sim_unlock(m);
   c->last_seq = seq;
   s->tail = (struct sim_mark){seq, 0, 0};

@@ -273,18 +273,11 @@ SIM_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
   if (!pi)
     return CUDA_ERROR_INVALID_VALUE;
   switch (attrib) {
-  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-    *pi = 1024;
-    break;
-  case CU_FUNC_ATTRIBUTE_NUM_REGS:
-    *pi = 16;
-    break;
+  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+  case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 16; break;
   case CU_FUNC_ATTRIBUTE_PTX_VERSION:
-  case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
-    *pi = 90;
-    break;
-  default:
-    *pi = 0;
+  case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
+  default: *pi = 0;
   }
   return CUDA_SUCCESS;
 }

@@ -50,8 +50,8 @@ SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
       if (note[0])
         fprintf(stderr, "%s\n", note);
       if (r < 0) {
-        fprintf(stderr, "gslice-sim: cannot open the simulated machine %s: %s\n",
-                cfg.state_path, strerror(-r));
+        fprintf(stderr, "gslice-sim: cannot open the simulated machine %s: %s\n", cfg.state_path,
+                strerror(-r));
         rc = NVML_ERROR_DRIVER_NOT_LOADED;
       }
     }
@@ -64,8 +64,12 @@ SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
   return rc;
 }
 
-SIM_API nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
-SIM_API nvmlReturn_t nvmlInit(void) { return nvmlInitWithFlags(0); }
+SIM_API nvmlReturn_t nvmlInit_v2(void) {
+  return nvmlInitWithFlags(0);
+}
+SIM_API nvmlReturn_t nvmlInit(void) {
+  return nvmlInitWithFlags(0);
+}
 
 SIM_API nvmlReturn_t nvmlShutdown(void) {
   nvmlReturn_t rc = NVML_SUCCESS;
@@ -96,9 +100,9 @@ static struct sim_machine *machine(void) {
   return __atomic_load_n(&nv.refs, __ATOMIC_ACQUIRE) ? nv.st.m : NULL;
 }
 
-#define REQUIRE_MACHINE(m)                                                                \
-  struct sim_machine *m = machine();                                                      \
-  if (!m)                                                                                 \
+#define REQUIRE_MACHINE(m)                                                                         \
+  struct sim_machine *m = machine();                                                               \
+  if (!m)                                                                                          \
   return NVML_ERROR_UNINITIALIZED
 
 static nvmlReturn_t dev_arg(struct sim_machine *m, nvmlDevice_t device, unsigned *ret) {

@@ -225,9 +225,7 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
     return rc;
   pthread_mutex_lock(&sim.mu);
   switch (attr) {
-  case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-    p->threshold = *(cuuint64_t *)value;
-    break;
+  case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->threshold = *(cuuint64_t *)value; break;
   case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
     /* Only a reset (to 0) is allowed; the mark restarts from the current value. */
     if (*(cuuint64_t *)value != 0)
@@ -243,10 +241,8 @@ SIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
     break;
   case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
   case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-  case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-    break;
-  default:
-    rc = CUDA_ERROR_INVALID_VALUE;
+  case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: break;
+  default: rc = CUDA_ERROR_INVALID_VALUE;
   }
   pthread_mutex_unlock(&sim.mu);
   return rc;
@@ -260,28 +256,15 @@ SIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute at
     return rc;
   pthread_mutex_lock(&sim.mu);
   switch (attr) {
-  case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-    *(cuuint64_t *)value = p->threshold;
-    break;
-  case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-    *(cuuint64_t *)value = p->reserved;
-    break;
-  case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-    *(cuuint64_t *)value = p->reserved_high;
-    break;
-  case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-    *(cuuint64_t *)value = p->used;
-    break;
-  case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-    *(cuuint64_t *)value = p->used_high;
-    break;
+  case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; break;
+  case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = p->reserved; break;
+  case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
+  case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
+  case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
   case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
   case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-  case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-    *(int *)value = 1;
-    break;
-  default:
-    rc = CUDA_ERROR_INVALID_VALUE;
+  case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *(int *)value = 1; break;
+  default: rc = CUDA_ERROR_INVALID_VALUE;
   }
   pthread_mutex_unlock(&sim.mu);
   return rc;

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define E(pub, ver, abi) {#pub, ver, #abi, (void *)abi, NULL, NULL}
-#define S(pub, ver, abi, pt) {#pub, ver, #abi, (void *)abi, #pt, (void *)pt}
+#define E(pub, ver, abi)                                                                           \
+  { #pub, ver, #abi, (void *)abi, NULL, NULL }
+#define S(pub, ver, abi, pt)                                                                       \
+  { #pub, ver, #abi, (void *)abi, #pt, (void *)pt }
 
 static const struct sim_procaddr_entry table[] = {
     E(cuInit, 2000, cuInit),
@@ -202,7 +204,8 @@ CUdriverProcAddressQueryResult sim_procaddr_find(const char *name, int cudaVersi
 }
 
 SIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                     cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus) {
+                                     cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult *symbolStatus) {
   if (!symbol || !pfn)
     return CUDA_ERROR_INVALID_VALUE;
   const struct sim_procaddr_entry *e = NULL;
@@ -238,4 +241,3 @@ SIM_API CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExp
   }
   return CUDA_ERROR_NOT_SUPPORTED;
 }
-

@@ -62,8 +62,7 @@ static uint64_t mix64(uint64_t x) {
 
 static int machine_valid(const struct sim_machine *m) {
   return m->magic == SIM_MAGIC && m->version == SIM_VERSION &&
-         m->size == sizeof(struct sim_machine) && m->devices >= 1 &&
-         m->devices <= SIM_MAX_DEVICES;
+         m->size == sizeof(struct sim_machine) && m->devices >= 1 && m->devices <= SIM_MAX_DEVICES;
 }
 
 static int config_matches(const struct sim_machine *m, const struct sim_config *cfg) {
@@ -163,7 +162,8 @@ int sim_state_open(const struct sim_config *cfg, struct sim_state *ret, char *no
         (ex & SIM_EXPLICIT_TIMESLICE && m->timeslice_ns != cfg->timeslice_ns))
       snprintf(note, notelen,
                "gslice-sim: note: %s is in use with %u device(s) of %llu bytes (context %llu, "
-               "%u SMs, reserved %llu, timeslice %llu us); joining it, this process's GSLICE_SIM_* settings are "
+               "%u SMs, reserved %llu, timeslice %llu us); joining it, this process's GSLICE_SIM_* "
+               "settings are "
                "ignored",
                cfg->state_path, m->devices, (unsigned long long)m->memory,
                (unsigned long long)m->context_memory, m->sms, (unsigned long long)m->reserved,
@@ -231,7 +231,9 @@ void sim_lock(struct sim_machine *m) {
   }
 }
 
-void sim_unlock(struct sim_machine *m) { pthread_mutex_unlock(&m->lock); }
+void sim_unlock(struct sim_machine *m) {
+  pthread_mutex_unlock(&m->lock);
+}
 
 /* The start of /proc/<pid>/<name>, NUL-terminated in buf: 0, or -1 if none could be read. */
 static int read_proc_file(pid_t pid, const char *name, char *buf, size_t size) {
@@ -374,8 +376,7 @@ void sim_uuid(const struct sim_machine *m, unsigned dev, unsigned char out[16]) 
 void sim_uuid_text(const struct sim_machine *m, unsigned dev, char *buf, size_t len) {
   unsigned char u[16];
   sim_uuid(m, dev, u);
-  snprintf(buf, len,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-           u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+  snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
            u[14], u[15]);
 }

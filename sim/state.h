@@ -11,10 +11,11 @@
 #define SIM_MAGIC 0x67736c696365736dull /* "gslicesm" */
 #define SIM_VERSION 4
 #define SIM_MAX_PROCS 256
-#define SIM_RING 4096     /* stretches of device time remembered per device (busy windows) */
-#define SIM_QUEUE 4096    /* kernels queued on a device before a launch waits, as a full push buffer */
-#define SIM_KERNELS 8192  /* kernels remembered per device: their completion times */
-#define SIM_CHANNELS 256  /* contexts with work queued on one device at the same time */
+#define SIM_RING 4096 /* stretches of device time remembered per device (busy windows) */
+/* Kernels queued on a device before a launch waits, as a full push buffer. */
+#define SIM_QUEUE 4096
+#define SIM_KERNELS 8192 /* kernels remembered per device: their completion times */
+#define SIM_CHANNELS 256 /* contexts with work queued on one device at the same time */
 
 /* A stretch of device time one process's kernels ran (CLOCK_MONOTONIC ns). */
 struct sim_interval {

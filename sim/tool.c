@@ -20,10 +20,9 @@ static const char *state_path(char *buf, size_t len) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: gslice-sim info [--json]   show the simulated machine\n"
-          "       gslice-sim reset           remove its state file if nobody uses it\n"
-          "The machine is the file in GSLICE_SIM_STATE (default /dev/shm/gslice-sim-<uid>).\n");
+  fprintf(f, "usage: gslice-sim info [--json]   show the simulated machine\n"
+             "       gslice-sim reset           remove its state file if nobody uses it\n"
+             "The machine is the file in GSLICE_SIM_STATE (default /dev/shm/gslice-sim-<uid>).\n");
 }
 
 static int proc_on_dev(const struct sim_proc *p, unsigned d) {
@@ -47,8 +46,10 @@ static int info(const char *path, int json) {
   struct sim_state st;
   int r = sim_state_open_existing(path, &st);
   if (r < 0) {
-    fprintf(stderr, "gslice-sim: no simulated machine at %s (%s); it is made by the first "
-            "program that uses the simulated libcuda or NVML\n", path, strerror(-r));
+    fprintf(stderr,
+            "gslice-sim: no simulated machine at %s (%s); it is made by the first "
+            "program that uses the simulated libcuda or NVML\n",
+            path, strerror(-r));
     return 1;
   }
   struct sim_machine *m = st.m;
@@ -103,8 +104,8 @@ static int info(const char *path, int json) {
       if (json) {
         printf("%s{\"pid\":%d,\"name\":", first ? "" : ",", p->pid);
         json_str(p->comm);
-        printf(",\"memory\":%llu,\"contexts\":%u,\"busy_ns\":%llu}",
-               (unsigned long long)p->mem[d], p->contexts[d], (unsigned long long)pbusy);
+        printf(",\"memory\":%llu,\"contexts\":%u,\"busy_ns\":%llu}", (unsigned long long)p->mem[d],
+               p->contexts[d], (unsigned long long)pbusy);
       } else {
         gs_size_format(p->mem[d], a, sizeof(a));
         printf("  pid %d (%s): memory %s, contexts %u, busy %.3fs\n", p->pid, p->comm, a,

@@ -76,12 +76,16 @@ int cli_connect(unsigned role, int autostart, int *ret_fd) {
   if (r < 0 && autostart && (r == -ENOENT || r == -ECONNREFUSED)) {
     r = start_daemon(path);
     if (r < 0) {
-      fprintf(stderr, "gslice: no daemon answers on %s and starting gsliced failed "
-                      "(see its log in its state dir); start it with: gslice daemon\n", path);
+      fprintf(stderr,
+              "gslice: no daemon answers on %s and starting gsliced failed "
+              "(see its log in its state dir); start it with: gslice daemon\n",
+              path);
       return r;
     }
-    fprintf(stderr, "gslice: no daemon answered on %s; started gsliced in the background "
-                    "(its log: gsliced.log in its state dir)\n", path);
+    fprintf(stderr,
+            "gslice: no daemon answered on %s; started gsliced in the background "
+            "(its log: gsliced.log in its state dir)\n",
+            path);
     r = gs_client_connect(path, &fd);
   }
   if (r < 0) {
@@ -123,7 +127,8 @@ int cmd_daemon(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+      !strcmp(argv[1], "help")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }

@@ -12,14 +12,10 @@
 
 const char *gs_priority_name(int32_t priority) {
   switch (priority) {
-  case GS_PRIORITY_HIGH:
-    return "high";
-  case GS_PRIORITY_NORMAL:
-    return "normal";
-  case GS_PRIORITY_LOW:
-    return "low";
-  default:
-    return "?";
+  case GS_PRIORITY_HIGH: return "high";
+  case GS_PRIORITY_NORMAL: return "normal";
+  case GS_PRIORITY_LOW: return "low";
+  default: return "?";
   }
 }
 
@@ -213,8 +209,8 @@ int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opt
                gpu->unaccounted_count, gpu->unaccounted_count == 1 ? "" : "es", mem, share);
       if (r < 0)
         return r;
-      uint32_t n = gpu->unaccounted_count < GS_UNACCOUNTED_MAX ? gpu->unaccounted_count
-                                                               : GS_UNACCOUNTED_MAX;
+      uint32_t n =
+          gpu->unaccounted_count < GS_UNACCOUNTED_MAX ? gpu->unaccounted_count : GS_UNACCOUNTED_MAX;
       for (uint32_t k = 0; k < n; k++) {
         const struct gs_unaccounted_proc *p = &gpu->unaccounted[k];
         char pm[24], where[48], pb[24] = "";
@@ -225,8 +221,8 @@ int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opt
           snprintf(where, sizeof(where), "in no slice");
         if (gpu->device_known & GS_DEVICE_PROC_BUSY)
           snprintf(pb, sizeof(pb), "  %.0f%% busy", p->busy_ratio * 100.0);
-        if ((r = line(out, opts.width, "    pid %-8" PRId32 " %-16s %s%s", p->pid, where, pm,
-                      pb)) < 0)
+        if ((r = line(out, opts.width, "    pid %-8" PRId32 " %-16s %s%s", p->pid, where, pm, pb)) <
+            0)
           return r;
       }
     }
@@ -336,8 +332,8 @@ int gs_render_json(const struct gs_status *st, FILE *out) {
     else
       fputs("null", out);
     fputs(",\"pids\":[", out);
-    uint32_t nu = g->unaccounted_count < GS_UNACCOUNTED_MAX ? g->unaccounted_count
-                                                            : GS_UNACCOUNTED_MAX;
+    uint32_t nu =
+        g->unaccounted_count < GS_UNACCOUNTED_MAX ? g->unaccounted_count : GS_UNACCOUNTED_MAX;
     for (uint32_t k = 0; k < nu; k++) {
       const struct gs_unaccounted_proc *p = &g->unaccounted[k];
       fprintf(out, "%s{\"pid\":%" PRId32 ",\"slice\":", k ? "," : "", p->pid);

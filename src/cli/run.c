@@ -1,4 +1,5 @@
-/* gslice run: register a slice, run the command in it with the hook preloaded, forward signals, remove the slice when all is gone. */
+/* gslice run: register a slice, run the command in it with the hook preloaded, forward signals,
+ * remove the slice when all is gone. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -113,19 +114,23 @@ static void unregister(int fd, uint32_t id, uint64_t nonce) {
         r = gs_client_unregister(fd, id, nonce, err, sizeof(err));
     }
   }
-  if (r < 0 && r != -ENOENT && r != -ECONNREFUSED && r != -EPIPE && r != -ECONNRESET && r != -ENOTCONN)
+  if (r < 0 && r != -ENOENT && r != -ECONNREFUSED && r != -EPIPE && r != -ECONNRESET &&
+      r != -ENOTCONN)
     fprintf(stderr, "gslice: cannot remove slice %u: %s\n", id, *err ? err : strerror(-r));
   if (fd >= 0)
     close(fd);
 }
 
 int cmd_run(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"gpu", required_argument, NULL, 'g'},    {"memory", required_argument, NULL, 'm'},
-      {"compute", required_argument, NULL, 'c'}, {"compute-limit", required_argument, NULL, 'l'},
-      {"priority", required_argument, NULL, 'p'}, {"weight", required_argument, NULL, 'w'},
-      {"name", required_argument, NULL, 'n'},   {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"gpu", required_argument, NULL, 'g'},
+                                       {"memory", required_argument, NULL, 'm'},
+                                       {"compute", required_argument, NULL, 'c'},
+                                       {"compute-limit", required_argument, NULL, 'l'},
+                                       {"priority", required_argument, NULL, 'p'},
+                                       {"weight", required_argument, NULL, 'w'},
+                                       {"name", required_argument, NULL, 'n'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   struct gs_slice_spec spec = {.compute_limit = 100, .weight = 1};
   char cvd[128] = "", hook[PATH_MAX], why[GS_PROTO_TEXT_MAX], num[32];
   struct gs_msg_registered reg;
@@ -142,14 +147,18 @@ int cmd_run(int argc, char **argv) {
       break;
     case 'm':
       if (gs_size_parse(optarg, &spec.memory_cap) < 0 || spec.memory_cap == 0) {
-        fprintf(stderr, "gslice: --memory wants a size like 4GiB, 512MiB or bytes (at most " GS_SIZE_MAX_TEXT ")\n");
+        fprintf(
+            stderr,
+            "gslice: --memory wants a size like 4GiB, 512MiB or bytes (at most " GS_SIZE_MAX_TEXT
+            ")\n");
         return 2;
       }
       break;
     case 'c':
     case 'l':
       if (parse_pct(optarg, o == 'c' ? &spec.compute_request : &spec.compute_limit) < 0) {
-        fprintf(stderr, "gslice: --%s wants a percent 0..100\n", o == 'c' ? "compute" : "compute-limit");
+        fprintf(stderr, "gslice: --%s wants a percent 0..100\n",
+                o == 'c' ? "compute" : "compute-limit");
         return 2;
       }
       break;
@@ -182,12 +191,8 @@ int cmd_run(int argc, char **argv) {
       }
       snprintf(spec.name, sizeof(spec.name), "%s", optarg);
       break;
-    case 'h':
-      run_usage(stdout);
-      return 0;
-    default:
-      run_usage(stderr);
-      return 2;
+    case 'h': run_usage(stdout); return 0;
+    default: run_usage(stderr); return 2;
     }
   }
   if (optind >= argc) {
@@ -206,7 +211,8 @@ int cmd_run(int argc, char **argv) {
     return 1;
   r = gs_client_register(fd, &spec, &reg, why, sizeof(why));
   if (r < 0) {
-    fprintf(stderr, "gslice: the daemon refused the slice: %s\n", r == -EPROTO ? "protocol error" : why);
+    fprintf(stderr, "gslice: the daemon refused the slice: %s\n",
+            r == -EPROTO ? "protocol error" : why);
     close(fd);
     return 1;
   }

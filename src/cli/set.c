@@ -34,7 +34,8 @@ static int parse_percent(const char *s, uint32_t min, uint32_t *ret) {
   char *end;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (s[0] < '0' || s[0] > '9' || errno || end == s || (*end && strcmp(end, "%") != 0) || v < (long)min || v > 100)
+  if (s[0] < '0' || s[0] > '9' || errno || end == s || (*end && strcmp(end, "%") != 0) ||
+      v < (long)min || v > 100)
     return -EINVAL;
   *ret = (uint32_t)v;
   return 0;
@@ -102,7 +103,8 @@ int cmd_set(int argc, char **argv) {
       char *end;
       errno = 0;
       long w = strtol(optarg, &end, 10);
-      if (optarg[0] < '0' || optarg[0] > '9' || errno || end == optarg || *end || w < 1 || w > 1000) {
+      if (optarg[0] < '0' || optarg[0] > '9' || errno || end == optarg || *end || w < 1 ||
+          w > 1000) {
         fprintf(stderr, "gslice set: bad --weight '%s': give a whole number 1-1000\n", optarg);
         return 2;
       }
@@ -110,12 +112,8 @@ int cmd_set(int argc, char **argv) {
       req.fields |= GS_SET_WEIGHT;
       break;
     }
-    case OPT_FORCE:
-      req.force = 1;
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
+    case OPT_FORCE: req.force = 1; break;
+    case 'h': usage(stdout); return 0;
     case ':':
       fprintf(stderr, "gslice set: option '%s' needs a value\n", argv[optind - 1]);
       return 2;

@@ -22,12 +22,8 @@ int cmd_status(int argc, char **argv) {
   opterr = 0;
   while ((c = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
     switch (c) {
-    case 'j':
-      json = 1;
-      break;
-    case 'h':
-      usage(stdout);
-      return 0;
+    case 'j': json = 1; break;
+    case 'h': usage(stdout); return 0;
     default:
       fprintf(stderr, "gslice status: unknown option '%s'\n", argv[optind - 1]);
       usage(stderr);

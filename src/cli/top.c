@@ -304,9 +304,7 @@ int cmd_top(int argc, char **argv) {
         return 2;
       }
       break;
-    case 'h':
-      usage(stdout);
-      return 0;
+    case 'h': usage(stdout); return 0;
     case ':':
       fprintf(stderr, "gslice top: option '%s' needs a value\n", argv[optind - 1]);
       return 2;

@@ -1,9 +1,10 @@
-/* Client side of the gsliced protocol (client.h): blocking calls over one Unix-socket connection. */
+/* Client side of the gsliced protocol (client.h): blocking calls over one Unix-socket connection.
+ */
 #include "client.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -111,8 +112,8 @@ int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg 
     return -EPROTO;
   if (len > cap)
     return -EMSGSIZE;
-  r = read_full(fd, (unsigned char *)buf + sizeof(struct gs_msg_hdr), len - sizeof(struct gs_msg_hdr),
-                deadline);
+  r = read_full(fd, (unsigned char *)buf + sizeof(struct gs_msg_hdr),
+                len - sizeof(struct gs_msg_hdr), deadline);
   if (r < 0)
     return r;
   return gs_msg_decode(buf, len, ret);
@@ -166,8 +167,8 @@ int gs_client_hello_slice(int fd, uint32_t role, uint32_t slice_id, uint64_t non
   uint64_t buf[64];
   struct gs_msg m;
   /* The daemon answers HELLO at once: a silence is a stopped or wedged daemon, said soon. */
-  int r = call_within(fd, GS_MSG_HELLO, &h, sizeof(h), buf, sizeof(buf),
-                      GS_CLIENT_HELLO_TIMEOUT_MS, &m, err, err_len);
+  int r = call_within(fd, GS_MSG_HELLO, &h, sizeof(h), buf, sizeof(buf), GS_CLIENT_HELLO_TIMEOUT_MS,
+                      &m, err, err_len);
 
   if (r < 0)
     return r;
@@ -207,8 +208,10 @@ int gs_client_register_flags(int fd, const struct gs_slice_spec *spec, uint32_t 
   if ((m.u.registered.flags & flags) != flags) {
     gs_client_unregister(fd, m.u.registered.slice_id, m.u.registered.slice_nonce, NULL, 0);
     if (err && err_len)
-      snprintf(err, err_len, "gsliced does not keep slices for Kubernetes (REGISTER flags 0x%x "
-               "not honoured): upgrade gsliced to this gslice's version", flags);
+      snprintf(err, err_len,
+               "gsliced does not keep slices for Kubernetes (REGISTER flags 0x%x "
+               "not honoured): upgrade gsliced to this gslice's version",
+               flags);
     return -EPROTONOSUPPORT;
   }
   *ret = m.u.registered;
@@ -228,8 +231,8 @@ int gs_client_unregister(int fd, uint32_t slice_id, uint64_t nonce, char *err, s
 
 int gs_client_set(int fd, uint32_t slice_id, uint32_t fields, const struct gs_slice_spec *values,
                   int force, char *err, size_t err_len) {
-  struct gs_msg_set s = {.slice_id = slice_id, .fields = fields, .force = force ? 1 : 0,
-                         .spec = *values};
+  struct gs_msg_set s = {
+      .slice_id = slice_id, .fields = fields, .force = force ? 1 : 0, .spec = *values};
   uint64_t buf[64];
   struct gs_msg m;
   int r = call(fd, GS_MSG_SET, &s, sizeof(s), buf, sizeof(buf), &m, err, err_len);

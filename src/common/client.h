@@ -1,4 +1,5 @@
-/* The client side of the gsliced protocol: connect, say hello, and one call per request (CLI, hook, status/top/set). */
+/* The client side of the gsliced protocol: connect, say hello, and one call per request (CLI, hook,
+ * status/top/set). */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

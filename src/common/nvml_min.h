@@ -59,7 +59,7 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 #define NVML_INIT_FLAG_NO_ATTACH 2
 
 /* Versioned structs carry (size | version << 24) in their first field. */
-#define NVML_STRUCT_VERSION(data, ver) \
+#define NVML_STRUCT_VERSION(data, ver)                                                             \
   (unsigned int)(sizeof(nvml##data##_v##ver##_t) | ((ver) << 24U))
 
 typedef struct nvmlMemory_st {
@@ -119,7 +119,7 @@ typedef struct nvmlPciInfo_st {
   unsigned int domain;
   unsigned int bus;
   unsigned int device;
-  unsigned int pciDeviceId;    /* device id << 16 | vendor id */
+  unsigned int pciDeviceId; /* device id << 16 | vendor id */
   unsigned int pciSubSystemId;
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:01:00.0" */
 } nvmlPciInfo_t;

@@ -161,12 +161,9 @@ static int check_body(const struct gs_msg *m) {
         !str_ok(m->u.registered.state_dir, sizeof(m->u.registered.state_dir)))
       return -EPROTO;
     return 0;
-  case GS_MSG_UNREGISTER:
-    return m->u.unregister.slice_id ? 0 : -EPROTO;
-  case GS_MSG_TOKEN_REQUEST:
-    return m->u.token_request.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
-  case GS_MSG_TOKEN_GRANT:
-    return m->u.token_grant.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
+  case GS_MSG_UNREGISTER: return m->u.unregister.slice_id ? 0 : -EPROTO;
+  case GS_MSG_TOKEN_REQUEST: return m->u.token_request.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
+  case GS_MSG_TOKEN_GRANT: return m->u.token_grant.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
   case GS_MSG_TOKEN_RELEASE:
     /* A burst longer than an hour is a lie or a bug; refuse it rather than
      * let one message wreck every share on the GPU. */
@@ -174,8 +171,7 @@ static int check_body(const struct gs_msg *m) {
         m->u.token_release.used_ns > 3600ull * 1000000000)
       return -EPROTO;
     return 0;
-  case GS_MSG_TOKEN_REVOKE:
-    return m->u.token_revoke.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
+  case GS_MSG_TOKEN_REVOKE: return m->u.token_revoke.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
   case GS_MSG_STATUS_REPLY:
     if (m->u.status_reply.ngpus > GS_MAX_GPUS)
       return -EPROTO;
@@ -194,7 +190,8 @@ static int check_body(const struct gs_msg *m) {
       return -EPROTO;
     if ((st->fields & GS_SET_REQUEST) && st->spec.compute_request > 100)
       return -EPROTO;
-    if ((st->fields & GS_SET_LIMIT) && (st->spec.compute_limit == 0 || st->spec.compute_limit > 100))
+    if ((st->fields & GS_SET_LIMIT) &&
+        (st->spec.compute_limit == 0 || st->spec.compute_limit > 100))
       return -EPROTO;
     if ((st->fields & GS_SET_PRIORITY) &&
         (st->spec.priority < GS_PRIORITY_LOW || st->spec.priority > GS_PRIORITY_HIGH))
@@ -203,8 +200,7 @@ static int check_body(const struct gs_msg *m) {
       return -EPROTO;
     return 0;
   }
-  default:
-    return 0;
+  default: return 0;
   }
 }
 
@@ -224,7 +220,8 @@ int gs_msg_decode(const void *buf, size_t len, struct gs_msg *ret) {
   memcpy(&m.u, (const char *)buf + sizeof(m.hdr), body);
   if (m.hdr.type == GS_MSG_STATUS_REPLY) {
     if (m.u.status_reply.nslices > GS_PROTO_MAX_SLICES ||
-        len != sizeof(m.hdr) + body + (size_t)m.u.status_reply.nslices * sizeof(struct gs_slice_status))
+        len != sizeof(m.hdr) + body +
+                   (size_t)m.u.status_reply.nslices * sizeof(struct gs_slice_status))
       return -EPROTO;
     m.status_slices = (const struct gs_slice_status *)((const char *)buf + sizeof(m.hdr) + body);
   }

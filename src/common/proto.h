@@ -1,4 +1,5 @@
-/* The gsliced wire protocol: every message between the daemon, the CLI and the hook, defined here only. */
+/* The gsliced wire protocol: every message between the daemon, the CLI and the hook, defined here
+ * only. */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -12,29 +13,30 @@
 /* Where gsliced listens unless its config (socket) or the client's GSLICE_SOCKET says otherwise. */
 #define GS_DEFAULT_SOCKET "/run/gslice/gsliced.sock"
 #define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
-#define GS_PROTO_VERSION 5u /* 2: slice nonces; 3: processes outside every slice in STATUS;
-                              * 4: time lost to token switches per GPU in STATUS; 5: PING */
+/* Versions: 2: slice nonces; 3: processes outside every slice in STATUS; 4: time lost to
+ * token switches per GPU in STATUS; 5: PING. */
+#define GS_PROTO_VERSION 5u
 #define GS_PROTO_MAX_SLICES 256u
 #define GS_PROTO_TEXT_MAX 256u
 #define GS_PROTO_PATH_MAX 256u
 
 enum gs_msg_type {
-  GS_MSG_HELLO = 1,      /* client -> daemon: first message on every connection */
-  GS_MSG_HELLO_OK,       /* daemon -> client: the slice's limits, for self-throttling */
-  GS_MSG_ERROR,          /* daemon -> client: a request was refused (-errno + text) */
-  GS_MSG_OK,             /* daemon -> client: a request succeeded, nothing to return */
-  GS_MSG_REGISTER,       /* cli -> daemon: create a slice */
-  GS_MSG_REGISTERED,     /* daemon -> cli: its id and state dir */
-  GS_MSG_UNREGISTER,     /* cli -> daemon: remove a slice */
-  GS_MSG_TOKEN_REQUEST,  /* hook -> daemon: this process has work for a GPU */
-  GS_MSG_TOKEN_GRANT,    /* daemon -> hook: launch until valid_until */
-  GS_MSG_TOKEN_RELEASE,  /* hook -> daemon: burst closed, its device time */
-  GS_MSG_TOKEN_REVOKE,   /* daemon -> hook: stop launching now, close the burst */
-  GS_MSG_STATUS,         /* any -> daemon: node snapshot please */
-  GS_MSG_STATUS_REPLY,   /* daemon -> client: struct gs_status on the wire */
-  GS_MSG_SET,            /* cli -> daemon: change a live slice */
-  GS_MSG_PING,           /* any -> daemon: are you there (a hook whose grant is late) */
-  GS_MSG_PONG,           /* daemon -> client: yes, at once, whatever else waits */
+  GS_MSG_HELLO = 1,     /* client -> daemon: first message on every connection */
+  GS_MSG_HELLO_OK,      /* daemon -> client: the slice's limits, for self-throttling */
+  GS_MSG_ERROR,         /* daemon -> client: a request was refused (-errno + text) */
+  GS_MSG_OK,            /* daemon -> client: a request succeeded, nothing to return */
+  GS_MSG_REGISTER,      /* cli -> daemon: create a slice */
+  GS_MSG_REGISTERED,    /* daemon -> cli: its id and state dir */
+  GS_MSG_UNREGISTER,    /* cli -> daemon: remove a slice */
+  GS_MSG_TOKEN_REQUEST, /* hook -> daemon: this process has work for a GPU */
+  GS_MSG_TOKEN_GRANT,   /* daemon -> hook: launch until valid_until */
+  GS_MSG_TOKEN_RELEASE, /* hook -> daemon: burst closed, its device time */
+  GS_MSG_TOKEN_REVOKE,  /* daemon -> hook: stop launching now, close the burst */
+  GS_MSG_STATUS,        /* any -> daemon: node snapshot please */
+  GS_MSG_STATUS_REPLY,  /* daemon -> client: struct gs_status on the wire */
+  GS_MSG_SET,           /* cli -> daemon: change a live slice */
+  GS_MSG_PING,          /* any -> daemon: are you there (a hook whose grant is late) */
+  GS_MSG_PONG,          /* daemon -> client: yes, at once, whatever else waits */
   GS_MSG_TYPE_END
 };
 
@@ -51,14 +53,14 @@ _Static_assert(sizeof(struct gs_msg_hdr) == 16, "header is 16 bytes");
 
 /* What a slice is: the arguments of `gslice run` that reach the daemon. */
 struct gs_slice_spec {
-  char name[GS_NAME_MAX];    /* NUL-terminated, may be empty */
-  uint32_t gpu_mask;         /* bit i: physical GPU i; 0 means GPU 0 */
-  uint32_t compute_request;  /* percent of one GPU, 0..100 */
-  uint32_t compute_limit;    /* percent of one GPU, request..100, not 0 */
-  int32_t priority;          /* enum gs_priority */
-  uint32_t weight;           /* 1..1000 */
+  char name[GS_NAME_MAX];   /* NUL-terminated, may be empty */
+  uint32_t gpu_mask;        /* bit i: physical GPU i; 0 means GPU 0 */
+  uint32_t compute_request; /* percent of one GPU, 0..100 */
+  uint32_t compute_limit;   /* percent of one GPU, request..100, not 0 */
+  int32_t priority;         /* enum gs_priority */
+  uint32_t weight;          /* 1..1000 */
   uint32_t reserved;
-  uint64_t memory_cap;       /* bytes per GPU, 0: no cap */
+  uint64_t memory_cap; /* bytes per GPU, 0: no cap */
 };
 _Static_assert(sizeof(struct gs_slice_spec) == 96, "slice spec size");
 
@@ -76,7 +78,7 @@ _Static_assert(sizeof(struct gs_msg_hello) == 24, "hello size");
 struct gs_msg_hello_ok {
   uint32_t daemon_version; /* GS_PROTO_VERSION the daemon speaks */
   uint32_t slice_id;
-  uint64_t window_ns;      /* the scheduler's window */
+  uint64_t window_ns;        /* the scheduler's window */
   struct gs_slice_spec spec; /* the slice (zero when slice_id is 0) */
 };
 _Static_assert(sizeof(struct gs_msg_hello_ok) == 112, "hello_ok size");
@@ -110,7 +112,7 @@ _Static_assert(sizeof(struct gs_msg_register) == 104, "register size");
 
 struct gs_msg_registered {
   uint32_t slice_id;
-  uint32_t flags; /* the REGISTER flags honoured */
+  uint32_t flags;                    /* the REGISTER flags honoured */
   char state_dir[GS_PROTO_PATH_MAX]; /* the slice's own dir: GSLICE_STATE_DIR */
   uint64_t slice_nonce;              /* random, never 0: GSLICE_SLICE_NONCE */
 };
@@ -131,7 +133,7 @@ _Static_assert(sizeof(struct gs_msg_token_request) == 8, "token request size");
 
 struct gs_msg_token_grant {
   uint32_t gpu;
-  uint32_t generation;     /* names this token in the release */
+  uint32_t generation; /* names this token in the release */
   uint64_t quantum_ns;
   uint64_t valid_until_ns; /* CLOCK_MONOTONIC: launch only before this */
 };

@@ -74,7 +74,6 @@ static uint32_t header_check(const struct region_layout *l) {
   return h;
 }
 
-
 /* The robust lock: a holder that died leaves nothing derived to fix (totals are computed), only
  * the entry hint, which is recomputed.
  *
@@ -468,7 +467,7 @@ static int slot_ok(const struct gs_region *region, unsigned slot) {
 }
 
 int gs_region_set_cap(struct gs_region *region, unsigned slot, uint64_t cap,
-                        enum gs_cap_source source) {
+                      enum gs_cap_source source) {
   if (slot >= GS_REGION_MAX_DEVICES || source == GS_CAP_NONE || source > GS_CAP_FROM_DAEMON)
     return -EINVAL;
   int e = region_lock(region);
@@ -506,8 +505,8 @@ static void fill_device(const struct region_layout *l, unsigned i,
   info->cap = l->dev[i].cap;
   info->used = device_used(l, i);
   info->context_cost = l->dev[i].context_cost;
-  info->source = l->dev[i].source <= GS_CAP_FROM_DAEMON ? (enum gs_cap_source)l->dev[i].source
-                                                          : GS_CAP_NONE;
+  info->source =
+      l->dev[i].source <= GS_CAP_FROM_DAEMON ? (enum gs_cap_source)l->dev[i].source : GS_CAP_NONE;
 }
 
 int gs_region_device_info(struct gs_region *region, unsigned slot,

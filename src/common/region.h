@@ -38,7 +38,7 @@ enum gs_cap_source {
 struct gs_region_device_info {
   unsigned slot;
   uint8_t uuid[GS_REGION_UUID_LEN];
-  uint64_t cap;        /* GS_REGION_NO_CAP: no cap */
+  uint64_t cap;          /* GS_REGION_NO_CAP: no cap */
   uint64_t used;         /* sum over live process entries */
   uint64_t context_cost; /* last measured cost of one context on this device, 0 if unknown */
   enum gs_cap_source source;
@@ -54,8 +54,8 @@ struct gs_region_proc_info {
 
 /* Why a reservation was refused: enough for the one-line message. */
 struct gs_region_denial {
-  uint64_t used;  /* the slice's usage on the device, without the request */
-  uint64_t cap; /* its cap */
+  uint64_t used; /* the slice's usage on the device, without the request */
+  uint64_t cap;  /* its cap */
 };
 
 /* Opens the region in `dir`, creating the directory (0700) and the file if missing. The file
@@ -96,7 +96,7 @@ int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID
 /* Sets a device's cap. New reservations obey it at once; what is held stays held.
  * From GS_CAP_FROM_ENV after the daemon set it: -EPERM and nothing changes. */
 int gs_region_set_cap(struct gs_region *region, unsigned slot, uint64_t cap,
-                        enum gs_cap_source source);
+                      enum gs_cap_source source);
 /* Records the measured cost of one context on the device (a hint for the next reservation). */
 int gs_region_set_context_cost(struct gs_region *region, unsigned slot, uint64_t bytes);
 /* One device's info, or all devices (up to `max`, the count in *ret_n). */

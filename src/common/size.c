@@ -11,8 +11,8 @@ struct unit {
 };
 
 static const struct unit units[] = {
-    {"", 0},   {"B", 0},    {"K", 10},   {"KiB", 10}, {"M", 20}, {"MiB", 20},
-    {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40},
+    {"", 0},     {"B", 0},  {"K", 10},   {"KiB", 10}, {"M", 20},
+    {"MiB", 20}, {"G", 30}, {"GiB", 30}, {"T", 40},   {"TiB", 40},
 };
 
 int gs_size_parse(const char *text, uint64_t *ret_bytes) {

@@ -10,7 +10,8 @@
 #define GS_SLICE_MAX_PIDS 32
 /* Token wait histogram: upper bounds in seconds (Prometheus "le"); one more bucket is +Inf. */
 #define GS_WAIT_BUCKETS 10
-#define GS_WAIT_BUCKET_BOUNDS {0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5}
+#define GS_WAIT_BUCKET_BOUNDS                                                                      \
+  { 0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5 }
 /* Processes outside every slice's accounting listed per GPU (all are counted). */
 #define GS_UNACCOUNTED_MAX 8
 
@@ -37,16 +38,16 @@ struct gs_gpu_status {
   uint32_t index;
   char name[GS_NAME_MAX];
   char uuid[GS_UUID_MAX];
-  uint32_t device_known;       /* enum gs_device_known bits */
-  uint64_t memory_used_bytes;  /* whole device, all processes */
+  uint32_t device_known;      /* enum gs_device_known bits */
+  uint64_t memory_used_bytes; /* whole device, all processes */
   uint64_t memory_total_bytes;
-  double busy_ratio;           /* fraction of the last window the slices' tokens ran kernels */
-  double window_seconds;       /* the window busy_ratio and shares are over */
-  uint32_t compute_requested;  /* sum of slice requests on this GPU, percent */
-  uint32_t unaccounted_count;  /* processes on the GPU outside every slice's accounting */
-  double device_busy_ratio;    /* the device's own utilization (NVML, last second) */
-  uint64_t unaccounted_memory_bytes; /* their memory in all */
-  double unaccounted_busy_ratio;     /* their share of the device in all */
+  double busy_ratio;          /* fraction of the last window the slices' tokens ran kernels */
+  double window_seconds;      /* the window busy_ratio and shares are over */
+  uint32_t compute_requested; /* sum of slice requests on this GPU, percent */
+  uint32_t unaccounted_count; /* processes on the GPU outside every slice's accounting */
+  double device_busy_ratio;   /* the device's own utilization (NVML, last second) */
+  uint64_t unaccounted_memory_bytes;                          /* their memory in all */
+  double unaccounted_busy_ratio;                              /* their share of the device in all */
   struct gs_unaccounted_proc unaccounted[GS_UNACCOUNTED_MAX]; /* the first of them */
   /* Device time lost to token switches while a slice waited (a token held beyond its charge,
    * the gap to the next grant): fraction of the window busy_ratio is over, and in all. */
@@ -58,24 +59,24 @@ struct gs_gpu_status {
 struct gs_slice_gpu_status {
   uint32_t gpu;
   uint64_t memory_used_bytes;
-  uint64_t memory_cap_bytes;   /* 0: no cap */
-  double share_ratio;          /* achieved share of device time, last window */
-  double busy_seconds_total;   /* device time charged to the slice since it started */
-  uint64_t launches_total;     /* launches that went through the gate */
-  uint64_t tokens_total;       /* tokens granted */
-  double wait_seconds_total;   /* time spent waiting for a token */
-  uint64_t wait_count;         /* waits observed (histogram _count) */
+  uint64_t memory_cap_bytes;                 /* 0: no cap */
+  double share_ratio;                        /* achieved share of device time, last window */
+  double busy_seconds_total;                 /* device time charged to the slice since it started */
+  uint64_t launches_total;                   /* launches that went through the gate */
+  uint64_t tokens_total;                     /* tokens granted */
+  double wait_seconds_total;                 /* time spent waiting for a token */
+  uint64_t wait_count;                       /* waits observed (histogram _count) */
   uint64_t wait_bucket[GS_WAIT_BUCKETS + 1]; /* cumulative counts, last is +Inf */
 };
 
 struct gs_slice_status {
   uint32_t id;
   char name[GS_NAME_MAX];
-  uint32_t compute_request;    /* percent of one GPU */
-  uint32_t compute_limit;      /* percent of one GPU */
-  int32_t priority;            /* enum gs_priority */
+  uint32_t compute_request; /* percent of one GPU */
+  uint32_t compute_limit;   /* percent of one GPU */
+  int32_t priority;         /* enum gs_priority */
   uint32_t weight;
-  uint32_t memory_force;       /* cap lowered below usage with --force: allocations stopped */
+  uint32_t memory_force; /* cap lowered below usage with --force: allocations stopped */
   uint32_t nprocs;
   int32_t pids[GS_SLICE_MAX_PIDS];
   uint32_t ngpus;
@@ -83,7 +84,7 @@ struct gs_slice_status {
 };
 
 struct gs_status {
-  uint64_t time_ns;            /* CLOCK_REALTIME of the snapshot */
+  uint64_t time_ns; /* CLOCK_REALTIME of the snapshot */
   uint32_t ngpus;
   struct gs_gpu_status gpus[GS_MAX_GPUS];
   uint32_t nslices;

@@ -18,10 +18,12 @@
 #define DEF(x) DEF_(x)
 
 #define U64(field, def, lo, hi, rt, help)                                                          \
-  {#field, CONFIG_U64, def, offsetof(struct config, field), 0, lo, hi, rt, help}
+  { #field, CONFIG_U64, def, offsetof(struct config, field), 0, lo, hi, rt, help }
 #define STR(field, def, rt, help)                                                                  \
-  {#field, CONFIG_STR, def, offsetof(struct config, field),                                        \
-   sizeof(((struct config *)0)->field), 0, 0, rt, help}
+  {                                                                                                \
+#field, CONFIG_STR, def, offsetof(struct config, field), sizeof(((struct config *)0)->field),  \
+        0, 0, rt, help                                                                             \
+  }
 
 const struct config_entry config_table[] = {
     STR(socket, GS_DEFAULT_SOCKET, false,
@@ -241,7 +243,8 @@ void config_print(const struct config *c, FILE *out) {
     else if (e->type == CONFIG_STR)
       snprintf(val, sizeof(val), "%s", (const char *)c + e->offset);
     else
-      snprintf(val, sizeof(val), "%" PRIu64, *(const uint64_t *)(const void *)((const char *)c + e->offset));
+      snprintf(val, sizeof(val), "%" PRIu64,
+               *(const uint64_t *)(const void *)((const char *)c + e->offset));
     fprintf(out, "  %-20s %-8s %-26s %s%s\n", e->name, e->type == CONFIG_U64 ? "number" : "string",
             val, e->help, e->runtime ? " [SIGHUP]" : "");
   }

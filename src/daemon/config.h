@@ -1,4 +1,5 @@
-/* The daemon's configuration: one table (name, type, default, validator, runtime-changeable) read by parsing, --help and --print-config. */
+/* The daemon's configuration: one table (name, type, default, validator, runtime-changeable) read
+ * by parsing, --help and --print-config. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -8,7 +9,7 @@
 #define CONFIG_STR_MAX 256
 
 struct config {
-  char socket[108];             /* sun_path size */
+  char socket[108]; /* sun_path size */
   char state_dir[CONFIG_STR_MAX];
   char metrics[CONFIG_STR_MAX]; /* HOST:PORT of /metrics, "off": none */
   uint64_t window_ms;
@@ -25,7 +26,7 @@ struct config {
   uint64_t max_compute_per_user; /* percent of a GPU committed (requests) by one non-admin uid */
   uint64_t max_memory_per_user;  /* bytes of memory caps on a GPU of one non-admin uid, 0: any */
   char admin_group[64];          /* group whose members may raise slices' limits; "": none */
-  uint64_t gpus; /* 0: ask NVML */
+  uint64_t gpus;                 /* 0: ask NVML */
 };
 
 enum config_type { CONFIG_U64, CONFIG_STR };
@@ -35,7 +36,7 @@ struct config_entry {
   enum config_type type;
   const char *def;
   size_t offset;
-  size_t size; /* of the string field */
+  size_t size;       /* of the string field */
   uint64_t min, max; /* CONFIG_U64 bounds */
   bool runtime;      /* takes effect on SIGHUP without a restart */
   const char *help;
@@ -51,7 +52,8 @@ void config_defaults(struct config *ret);
 int config_set(struct config *c, const char *name, const char *value, char *why, size_t why_len);
 /* Reads "name = value" lines (# comments). Returns 0 or -errno, reason in why. */
 int config_load_file(struct config *c, const char *path, char *why, size_t why_len);
-/* The gid admin_group names: 0 and *ret_gid (when not NULL), or -ENOENT (empty, or no such group). */
+/* The gid admin_group names: 0 and *ret_gid (when not NULL), or -ENOENT (empty, or no such group).
+ */
 int config_admin_gid(const struct config *c, gid_t *ret_gid);
 /* Cross-field checks (quantum bounds against the window). */
 int config_check(const struct config *c, char *why, size_t why_len);

@@ -1,4 +1,5 @@
-/* The daemon's state, passed around as struct daemon *: config, loop, registry, GPUs and connections. */
+/* The daemon's state, passed around as struct daemon *: config, loop, registry, GPUs and
+ * connections. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,10 +37,10 @@ struct conn {
   bool hello;
   bool dropped;         /* its replies piled up unread: closed at the next chance */
   uint64_t accepted_at; /* for the HELLO deadline */
-  uint32_t role;     /* enum gs_role, after HELLO */
-  uint32_t slice_id; /* 0: not a slice's process */
-  uint32_t waiting;  /* physical GPUs this process asked a token for */
-  uint32_t holding;  /* physical GPUs whose current token it takes part in */
+  uint32_t role;        /* enum gs_role, after HELLO */
+  uint32_t slice_id;    /* 0: not a slice's process */
+  uint32_t waiting;     /* physical GPUs this process asked a token for */
+  uint32_t holding;     /* physical GPUs whose current token it takes part in */
   uint32_t hold_gen[GS_MAX_GPUS];
   unsigned char in[CONN_IN_MAX];
   size_t inlen;
@@ -71,9 +72,9 @@ struct gpu {
    * device, so their bursts overlap; summing them would charge the overlap
    * twice (measured: a hard-30 slice of two processes got 18%). */
   uint64_t span_start, span_end, span_launches;
-  uint64_t timer;        /* release deadline or limit wakeup, 0: none */
+  uint64_t timer; /* release deadline or limit wakeup, 0: none */
   uint64_t timer_when;
-  uint64_t revoked;      /* tokens taken back at the release deadline */
+  uint64_t revoked; /* tokens taken back at the release deadline */
 };
 
 struct nvml;
@@ -140,5 +141,6 @@ void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *ar
 
 /* Logging at the edge: the daemon logs to stderr (its log file when in the background). */
 void dlog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Writes what dlog left out of repeated lines whose interval is over (housekeeping, each second). */
+/* Writes what dlog left out of repeated lines whose interval is over (housekeeping, each second).
+ */
 void dlog_flush(void);

@@ -1,4 +1,5 @@
-/* The node's GPUs as NVML reports them (loaded with dlopen: a node without a driver still runs the daemon). */
+/* The node's GPUs as NVML reports them (loaded with dlopen: a node without a driver still runs the
+ * daemon). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -63,7 +64,8 @@ int gpus_discover(struct daemon *d) {
   if (d->nvml && d->nvml->count(&count) != NVML_SUCCESS)
     count = 0;
   if (!d->nvml)
-    dlog("warning", "NVML (libnvidia-ml.so.1) not available: scheduling %u unnamed GPU(s); "
+    dlog("warning",
+         "NVML (libnvidia-ml.so.1) not available: scheduling %u unnamed GPU(s); "
          "memory caps come from the slices' environment only",
          d->cfg.gpus ? (unsigned)d->cfg.gpus : 1u);
   if (d->cfg.gpus && (!d->nvml || d->cfg.gpus < count))
@@ -119,7 +121,6 @@ static double proc_busy(const nvmlProcessUtilizationSample_t *samples, unsigned 
   return k ? sum / k / 100.0 : 0.0;
 }
 
-
 void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *arg, pid_t pid),
                       void *arg, struct gs_gpu_status *gs) {
   nvmlDevice_t h;
@@ -169,9 +170,11 @@ void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *ar
     if (accounted(arg, pid))
       continue;
     if (gs->unaccounted_count < GS_UNACCOUNTED_MAX)
-      gs->unaccounted[gs->unaccounted_count] = (struct gs_unaccounted_proc){
-          .pid = pid, .slice_id = authz_slice_of_pid(d, pid), .memory_bytes = mem,
-          .busy_ratio = busy};
+      gs->unaccounted[gs->unaccounted_count] =
+          (struct gs_unaccounted_proc){.pid = pid,
+                                       .slice_id = authz_slice_of_pid(d, pid),
+                                       .memory_bytes = mem,
+                                       .busy_ratio = busy};
     gs->unaccounted_count++;
     gs->unaccounted_memory_bytes += mem;
     gs->unaccounted_busy_ratio += busy;

@@ -163,7 +163,8 @@ void loop_del_fd(struct loop *l, int fd) {
 int loop_add_timer(struct loop *l, uint64_t when, loop_timer_cb cb, void *data, uint64_t *ret_id) {
   if (l->ntimers >= LOOP_MAX_TIMERS)
     return -ENOSPC;
-  l->timers[l->ntimers++] = (struct timer){.id = ++l->next_timer_id, .when = when, .cb = cb, .data = data};
+  l->timers[l->ntimers++] =
+      (struct timer){.id = ++l->next_timer_id, .when = when, .cb = cb, .data = data};
   if (ret_id)
     *ret_id = l->next_timer_id;
   return 0;

@@ -1,4 +1,5 @@
-/* The daemon's event loop: file-descriptor events (epoll) and timers on CLOCK_MONOTONIC, nothing else. */
+/* The daemon's event loop: file-descriptor events (epoll) and timers on CLOCK_MONOTONIC, nothing
+ * else. */
 #pragma once
 #include <stdint.h>
 

@@ -1,8 +1,9 @@
-/* gsliced: the node daemon's entry point: options and config, lock, state, socket, background, signals. */
+/* gsliced: the node daemon's entry point: options and config, lock, state, socket, background,
+ * signals. */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,7 +60,8 @@ static void dlog_raw(const char *level, const char *fmt, ...) {
 /* Says how many lines of k were left out, and starts its next interval. */
 static void dlog_summary(struct dlog_key *k, uint64_t now) {
   if (k->suppressed)
-    dlog_raw(k->level, "%" PRIu64 " more lines like \"%.60s\" in the last %" PRIu64 " ms, not written",
+    dlog_raw(k->level,
+             "%" PRIu64 " more lines like \"%.60s\" in the last %" PRIu64 " ms, not written",
              k->suppressed, k->fmt, (now - k->since) / 1000000);
   k->since = now;
   k->lines = 0;
@@ -182,8 +184,8 @@ static int take_lock(struct daemon *d, int dir_fd) {
     ssize_t n = read(fd, pid, sizeof(pid) - 1);
     pid[n > 0 ? n : 0] = 0;
     pid[strcspn(pid, "\n")] = 0;
-    fprintf(stderr, "gsliced: another gsliced (pid %s) owns %s; stop it first\n",
-            *pid ? pid : "?", d->cfg.state_dir);
+    fprintf(stderr, "gsliced: another gsliced (pid %s) owns %s; stop it first\n", *pid ? pid : "?",
+            d->cfg.state_dir);
     close(fd);
     return -EBUSY;
   }
@@ -207,8 +209,7 @@ static int background(struct daemon *d, int dir_fd) {
 
   /* 0600: the log names slices, their users and processes. */
   snprintf(log, sizeof(log), "%s/gsliced.log", d->cfg.state_dir);
-  fd = openat(dir_fd, "gsliced.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
-              0600);
+  fd = openat(dir_fd, "gsliced.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     int e = errno;
     fprintf(stderr, "gsliced: cannot open log %s: %s\n", log, strerror(e));
@@ -311,18 +312,22 @@ static void signal_cb(struct loop *l, int fd, uint32_t events, void *data) {
       reload(d);
       continue;
     }
-    dlog("info", "signal %u: shutting down (slices are kept in %s)", si.ssi_signo, d->cfg.state_dir);
+    dlog("info", "signal %u: shutting down (slices are kept in %s)", si.ssi_signo,
+         d->cfg.state_dir);
     loop_stop(l);
   }
 }
 
 int main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"socket", required_argument, NULL, 's'},  {"state-dir", required_argument, NULL, 'd'},
-      {"foreground", no_argument, NULL, 'f'},    {"config", required_argument, NULL, 'c'},
-      {"metrics", required_argument, NULL, 'm'}, {"set", required_argument, NULL, 'S'},
-      {"print-config", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"socket", required_argument, NULL, 's'},
+                                       {"state-dir", required_argument, NULL, 'd'},
+                                       {"foreground", no_argument, NULL, 'f'},
+                                       {"config", required_argument, NULL, 'c'},
+                                       {"metrics", required_argument, NULL, 'm'},
+                                       {"set", required_argument, NULL, 'S'},
+                                       {"print-config", no_argument, NULL, 'P'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   struct daemon *d = calloc(1, sizeof(*d));
   char why[CONFIG_STR_MAX * 2];
   const char *socket_arg = NULL, *state_arg = NULL, *metrics_arg = NULL;
@@ -439,9 +444,10 @@ int main(int argc, char **argv) {
     r = gs_metrics_start(d->cfg.metrics, &d->metrics);
     if (r < 0) {
       /* Asked for and not served is a misconfiguration, not a detail: say so and stop. */
-      dlog("error", "cannot serve /metrics on '%s': %s (give PORT, HOST:PORT or [V6]:PORT, "
-           "HOST numeric or localhost, and a free port)", d->cfg.metrics,
-           r == -EINVAL ? "not an address" : strerror(-r));
+      dlog("error",
+           "cannot serve /metrics on '%s': %s (give PORT, HOST:PORT or [V6]:PORT, "
+           "HOST numeric or localhost, and a free port)",
+           d->cfg.metrics, r == -EINVAL ? "not an address" : strerror(-r));
       return 1;
     }
     dlog("info", "serving /metrics on port %u%s", gs_metrics_port(d->metrics),

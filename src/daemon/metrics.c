@@ -110,36 +110,16 @@ static void gpu_family(FILE *out, const struct gs_status *st, const char *name, 
     gpu_labels(out, g);
     fputc(' ', out);
     switch (f) {
-    case GPU_MEM_USED:
-      fprintf(out, "%" PRIu64, g->memory_used_bytes);
-      break;
-    case GPU_MEM_TOTAL:
-      fprintf(out, "%" PRIu64, g->memory_total_bytes);
-      break;
-    case GPU_BUSY:
-      value(out, g->busy_ratio);
-      break;
-    case GPU_REQUESTED:
-      value(out, g->compute_requested / 100.0);
-      break;
-    case GPU_DEVICE_BUSY:
-      value(out, g->device_busy_ratio);
-      break;
-    case GPU_UNACCOUNTED_PROCS:
-      fprintf(out, "%" PRIu32, g->unaccounted_count);
-      break;
-    case GPU_UNACCOUNTED_MEM:
-      fprintf(out, "%" PRIu64, g->unaccounted_memory_bytes);
-      break;
-    case GPU_UNACCOUNTED_BUSY:
-      value(out, g->unaccounted_busy_ratio);
-      break;
-    case GPU_SWITCH_LOST:
-      value(out, g->switch_lost_ratio);
-      break;
-    case GPU_SWITCH_LOST_TOTAL:
-      value(out, g->switch_lost_seconds_total);
-      break;
+    case GPU_MEM_USED: fprintf(out, "%" PRIu64, g->memory_used_bytes); break;
+    case GPU_MEM_TOTAL: fprintf(out, "%" PRIu64, g->memory_total_bytes); break;
+    case GPU_BUSY: value(out, g->busy_ratio); break;
+    case GPU_REQUESTED: value(out, g->compute_requested / 100.0); break;
+    case GPU_DEVICE_BUSY: value(out, g->device_busy_ratio); break;
+    case GPU_UNACCOUNTED_PROCS: fprintf(out, "%" PRIu32, g->unaccounted_count); break;
+    case GPU_UNACCOUNTED_MEM: fprintf(out, "%" PRIu64, g->unaccounted_memory_bytes); break;
+    case GPU_UNACCOUNTED_BUSY: value(out, g->unaccounted_busy_ratio); break;
+    case GPU_SWITCH_LOST: value(out, g->switch_lost_ratio); break;
+    case GPU_SWITCH_LOST_TOTAL: value(out, g->switch_lost_seconds_total); break;
     }
     fputc('\n', out);
   }
@@ -156,21 +136,11 @@ static void slice_family(FILE *out, const struct gs_status *st, const char *name
     slice_labels(out, s, NULL, NULL);
     fputc(' ', out);
     switch (f) {
-    case SLICE_REQUEST:
-      value(out, s->compute_request / 100.0);
-      break;
-    case SLICE_LIMIT:
-      value(out, s->compute_limit / 100.0);
-      break;
-    case SLICE_WEIGHT:
-      fprintf(out, "%" PRIu32, s->weight);
-      break;
-    case SLICE_PROCS:
-      fprintf(out, "%" PRIu32, s->nprocs);
-      break;
-    case SLICE_FORCE:
-      fprintf(out, "%d", s->memory_force ? 1 : 0);
-      break;
+    case SLICE_REQUEST: value(out, s->compute_request / 100.0); break;
+    case SLICE_LIMIT: value(out, s->compute_limit / 100.0); break;
+    case SLICE_WEIGHT: fprintf(out, "%" PRIu32, s->weight); break;
+    case SLICE_PROCS: fprintf(out, "%" PRIu32, s->nprocs); break;
+    case SLICE_FORCE: fprintf(out, "%d", s->memory_force ? 1 : 0); break;
     }
     fputc('\n', out);
   }
@@ -192,24 +162,12 @@ static void slice_gpu_family(FILE *out, const struct gs_status *st, const char *
       slice_labels(out, s, g, NULL);
       fputc(' ', out);
       switch (f) {
-      case SG_MEM_USED:
-        fprintf(out, "%" PRIu64, g->memory_used_bytes);
-        break;
-      case SG_MEM_CAP:
-        fprintf(out, "%" PRIu64, g->memory_cap_bytes);
-        break;
-      case SG_SHARE:
-        value(out, g->share_ratio);
-        break;
-      case SG_BUSY:
-        value(out, g->busy_seconds_total);
-        break;
-      case SG_LAUNCHES:
-        fprintf(out, "%" PRIu64, g->launches_total);
-        break;
-      case SG_TOKENS:
-        fprintf(out, "%" PRIu64, g->tokens_total);
-        break;
+      case SG_MEM_USED: fprintf(out, "%" PRIu64, g->memory_used_bytes); break;
+      case SG_MEM_CAP: fprintf(out, "%" PRIu64, g->memory_cap_bytes); break;
+      case SG_SHARE: value(out, g->share_ratio); break;
+      case SG_BUSY: value(out, g->busy_seconds_total); break;
+      case SG_LAUNCHES: fprintf(out, "%" PRIu64, g->launches_total); break;
+      case SG_TOKENS: fprintf(out, "%" PRIu64, g->tokens_total); break;
       }
       fputc('\n', out);
     }

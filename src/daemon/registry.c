@@ -40,8 +40,8 @@ int slice_name_ok(const char *name) {
     return 0;
   for (size_t i = 0; i < n; i++) {
     char c = name[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '.' || c == '_' || c == '-'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-'))
       return 0;
   }
   return 1;
@@ -148,7 +148,6 @@ static int make_dir(const struct registry *reg, struct slice *s) {
   return 0;
 }
 
-
 /* A slice's nonce: random, so that a daemon started over an empty state dir (ids from 1 again)
  * never hands out one that a running slice of an earlier daemon carries. */
 static uint64_t new_nonce(void) {
@@ -158,8 +157,7 @@ static uint64_t new_nonce(void) {
     if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v)) {
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
-      v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
-          ((uint64_t)getpid() << 32);
+      v = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32);
     }
   }
   return v;
@@ -175,9 +173,13 @@ int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uid_t u
   s = calloc(1, sizeof(*s));
   if (!s)
     return -ENOMEM;
-  *s = (struct slice){.id = reg->next_id++, .nonce = new_nonce(), .spec = *spec, .uid = uid,
+  *s = (struct slice){.id = reg->next_id++,
+                      .nonce = new_nonce(),
+                      .spec = *spec,
+                      .uid = uid,
                       .gid = gid,
-                      .runner_pid = runner_pid, .runner_start = runner_start};
+                      .runner_pid = runner_pid,
+                      .runner_start = runner_start};
   if (reg->next_id == 0)
     reg->next_id = 1;
   r = make_dir(reg, s);

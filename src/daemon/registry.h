@@ -1,4 +1,5 @@
-/* The daemon's slices: their limits and owners, admission, and persistence to the state dir (atomic write + rename). */
+/* The daemon's slices: their limits and owners, admission, and persistence to the state dir (atomic
+ * write + rename). */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,16 +15,16 @@ struct conn;
 
 struct slice {
   uint32_t id;
-  uint64_t nonce;         /* random, never 0: the slice's identity beyond its id (proto.h) */
+  uint64_t nonce; /* random, never 0: the slice's identity beyond its id (proto.h) */
   struct gs_slice_spec spec;
-  uid_t uid;              /* owner: SO_PEERCRED of the registering client */
+  uid_t uid; /* owner: SO_PEERCRED of the registering client */
   gid_t gid;
-  pid_t runner_pid;       /* the `gslice run` whose life is the slice's */
-  uint64_t runner_start;  /* its start time, so a reused pid is not mistaken for it */
-  uint32_t memory_force;  /* the cap was set below use with force */
-  uint32_t flags;         /* enum gs_register_flag: held (no runner), any uid's hooks */
-  bool region_broken;     /* truncated under the daemon: never read again (snapshot.c) */
-  bool cap_pending;       /* its region's lock was held: the cap is written at housekeeping */
+  pid_t runner_pid;            /* the `gslice run` whose life is the slice's */
+  uint64_t runner_start;       /* its start time, so a reused pid is not mistaken for it */
+  uint32_t memory_force;       /* the cap was set below use with force */
+  uint32_t flags;              /* enum gs_register_flag: held (no runner), any uid's hooks */
+  bool region_broken;          /* truncated under the daemon: never read again (snapshot.c) */
+  bool cap_pending;            /* its region's lock was held: the cap is written at housekeeping */
   char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id> */
   /* The connections that said HELLO as this slice's (conn.c links them, not saved): its token
    * and its processes are found without walking every connection of the daemon. */

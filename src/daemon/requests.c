@@ -312,14 +312,9 @@ bool requests_handle(struct daemon *d, struct conn *c, const struct gs_msg *m) {
       return false;
     on_register(d, c, m);
     return true;
-  case GS_MSG_UNREGISTER:
-    on_unregister(d, c, m);
-    return true;
-  case GS_MSG_SET:
-    on_set(d, c, m);
-    return true;
-  case GS_MSG_STATUS:
-    return on_status(d, c, m);
+  case GS_MSG_UNREGISTER: on_unregister(d, c, m); return true;
+  case GS_MSG_SET: on_set(d, c, m); return true;
+  case GS_MSG_STATUS: return on_status(d, c, m);
   case GS_MSG_PING:
     conn_send(d, c, GS_MSG_PONG, m->hdr.seq, &m->u.ping, sizeof(m->u.ping));
     return true;

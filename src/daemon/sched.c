@@ -262,7 +262,7 @@ uint64_t sched_quantum(const struct sched *s, const struct sched_slice *sl) {
     n += active(s, s->slices[i]);
   if (n > 1 && q > s->cfg.window_ns / (2 * n))
     q = s->cfg.window_ns / (2 * n) > s->cfg.quantum_min_ns ? s->cfg.window_ns / (2 * n)
-                                                            : s->cfg.quantum_min_ns;
+                                                           : s->cfg.quantum_min_ns;
   return q;
 }
 

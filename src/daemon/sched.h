@@ -19,8 +19,8 @@ struct sched_ring {
 };
 
 struct sched_cfg {
-  uint64_t window_ns;       /* requests and fair share are over this window */
-  uint64_t quantum_min_ns;  /* bounds of the adaptive quantum */
+  uint64_t window_ns;      /* requests and fair share are over this window */
+  uint64_t quantum_min_ns; /* bounds of the adaptive quantum */
   uint64_t quantum_max_ns;
   uint64_t quantum_init_ns; /* before a slice's kernels have been measured */
   uint32_t quantum_kernels; /* quantum = this many of the slice's mean kernels */
@@ -37,7 +37,7 @@ struct sched_params {
 struct sched_slice {
   uint32_t id;
   struct sched_params p;
-  bool waiting;           /* some process of the slice has work for the GPU */
+  bool waiting; /* some process of the slice has work for the GPU */
   uint64_t waiting_since;
   uint64_t last_wanted;   /* last time it asked for the token */
   uint64_t eligible_at;   /* pacing of the limit: no token before this */
@@ -62,7 +62,7 @@ struct sched_slice {
   uint32_t held_gen;
   uint64_t held_ns;
   bool held_on_request;
-  struct sched_ring stats;  /* 10 s, for status */
+  struct sched_ring stats; /* 10 s, for status */
   uint64_t used_total_ns;
   uint64_t launches_total;
   uint64_t tokens_total;
@@ -84,7 +84,7 @@ struct sched {
   struct sched_cfg cfg;
   struct sched_slice *slices[SCHED_MAX_SLICES];
   uint32_t nslices;
-  int holder;            /* index into slices, -1: the token is free */
+  int holder; /* index into slices, -1: the token is free */
   uint32_t generation;
   uint64_t granted_at;
   uint64_t valid_until;

@@ -1,4 +1,5 @@
-/* The node snapshot (STATUS, /metrics) from the schedulers, the registry and each slice's memory region; and the daemon's side of memory caps. */
+/* The node snapshot (STATUS, /metrics) from the schedulers, the registry and each slice's memory
+ * region; and the daemon's side of memory caps. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -90,9 +91,8 @@ static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, vo
       continue;
     int r = region_slot(rg, &d->gpus[i], 1, &slot);
     if (r == 0)
-      r = gs_region_set_cap(rg, slot,
-                              s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_CAP,
-                              GS_CAP_FROM_DAEMON);
+      r = gs_region_set_cap(rg, slot, s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_CAP,
+                            GS_CAP_FROM_DAEMON);
     if (r == -EBUSY)
       busy = 1;
     else if (r < 0 && r != -ENODEV)

@@ -462,38 +462,30 @@ GS_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
 static uint64_t texel_bits(CUarray_format f, unsigned channels) {
   switch ((int)f) {
   case CU_AD_FORMAT_UNSIGNED_INT8:
-  case CU_AD_FORMAT_SIGNED_INT8:
-    return 8ull * channels;
+  case CU_AD_FORMAT_SIGNED_INT8: return 8ull * channels;
   case CU_AD_FORMAT_UNSIGNED_INT16:
   case CU_AD_FORMAT_SIGNED_INT16:
-  case CU_AD_FORMAT_HALF:
-    return 16ull * channels;
+  case CU_AD_FORMAT_HALF: return 16ull * channels;
   case CU_AD_FORMAT_UNSIGNED_INT32:
   case CU_AD_FORMAT_SIGNED_INT32:
-  case CU_AD_FORMAT_FLOAT:
-    return 32ull * channels;
+  case CU_AD_FORMAT_FLOAT: return 32ull * channels;
   case CU_AD_FORMAT_UNORM_INT8X1:
-  case CU_AD_FORMAT_SNORM_INT8X1:
-    return 8;
+  case CU_AD_FORMAT_SNORM_INT8X1: return 8;
   case CU_AD_FORMAT_UNORM_INT8X2:
   case CU_AD_FORMAT_SNORM_INT8X2:
   case CU_AD_FORMAT_UNORM_INT16X1:
-  case CU_AD_FORMAT_SNORM_INT16X1:
-    return 16;
+  case CU_AD_FORMAT_SNORM_INT16X1: return 16;
   case CU_AD_FORMAT_UNORM_INT8X4:
   case CU_AD_FORMAT_SNORM_INT8X4:
   case CU_AD_FORMAT_UNORM_INT16X2:
   case CU_AD_FORMAT_SNORM_INT16X2:
-  case CU_AD_FORMAT_UNORM_INT_101010_2:
-    return 32;
+  case CU_AD_FORMAT_UNORM_INT_101010_2: return 32;
   case CU_AD_FORMAT_UNORM_INT16X4:
-  case CU_AD_FORMAT_SNORM_INT16X4:
-    return 64;
+  case CU_AD_FORMAT_SNORM_INT16X4: return 64;
   case CU_AD_FORMAT_BC1_UNORM:
   case CU_AD_FORMAT_BC1_UNORM_SRGB:
   case CU_AD_FORMAT_BC4_UNORM:
-  case CU_AD_FORMAT_BC4_SNORM:
-    return 4;
+  case CU_AD_FORMAT_BC4_SNORM: return 4;
   case CU_AD_FORMAT_BC2_UNORM:
   case CU_AD_FORMAT_BC2_UNORM_SRGB:
   case CU_AD_FORMAT_BC3_UNORM:
@@ -506,8 +498,7 @@ static uint64_t texel_bits(CUarray_format f, unsigned channels) {
   case CU_AD_FORMAT_BC7_UNORM_SRGB:
   case CU_AD_FORMAT_NV12:
     return 8 * (f == CU_AD_FORMAT_NV12 ? 2 : 1); /* NV12 is 12 bits: round up */
-  default:
-    return 128;
+  default: return 128;
   }
 }
 

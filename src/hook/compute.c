@@ -80,16 +80,16 @@ struct burst {
   bool have_events;
   bool probe_set;
   uint64_t probe_launches;
-  uint32_t idle_ticks;   /* helper looks in a row that found nothing queued and no launch */
-  uint64_t kernel_ns; /* EWMA of device time per launch */
+  uint32_t idle_ticks; /* helper looks in a row that found nothing queued and no launch */
+  uint64_t kernel_ns;  /* EWMA of device time per launch */
   /* Daemon side of the token. */
-  bool waiting;     /* a TOKEN_REQUEST is out */
-  bool granted;     /* a grant arrived, not yet opened */
-  bool denied;      /* the daemon refused this GPU: pace at the limit */
+  bool waiting; /* a TOKEN_REQUEST is out */
+  bool granted; /* a grant arrived, not yet opened */
+  bool denied;  /* the daemon refused this GPU: pace at the limit */
   struct gs_msg_token_grant grant;
-  uint64_t granted_at;  /* when the grant arrived */
-  int gate_waiters;     /* launching threads waiting for a token */
-  uint64_t self_next; /* self-paced: no burst before this */
+  uint64_t granted_at;   /* when the grant arrived */
+  int gate_waiters;      /* launching threads waiting for a token */
+  uint64_t self_next;    /* self-paced: no burst before this */
   uint64_t requested_at; /* when the TOKEN_REQUEST out went */
   bool self_burst;       /* the open burst is self-paced, not the daemon's token */
 };
@@ -156,8 +156,10 @@ static void lost_daemon(void) {
     C.b[i].granted = false;
   }
   if (!C.said_lost)
-    gs_log(GS_LOG_WARN, "lost the gslice daemon: slice %u keeps running at no more than its "
-                        "%u%% limit and reconnects in the background", C.slice_id, C.limit_pct);
+    gs_log(GS_LOG_WARN,
+           "lost the gslice daemon: slice %u keeps running at no more than its "
+           "%u%% limit and reconnects in the background",
+           C.slice_id, C.limit_pct);
   C.said_lost = true;
   pthread_cond_broadcast(&C.cv);
 }
@@ -182,9 +184,11 @@ static int try_connect(bool locked) {
     /* A daemon that lost this slice's state gave its id to another slice: joining it would
      * run under a stranger's limits. Paced at our own limit from here on, said once. */
     C.stale = true;
-    gs_log(GS_LOG_WARN, "the gslice daemon's slice %u is not this process's slice (the daemon "
-                        "lost its state): running unscheduled at no more than the %u%% limit; "
-                        "run the program again under gslice run", C.slice_id, C.limit_pct);
+    gs_log(GS_LOG_WARN,
+           "the gslice daemon's slice %u is not this process's slice (the daemon "
+           "lost its state): running unscheduled at no more than the %u%% limit; "
+           "run the program again under gslice run",
+           C.slice_id, C.limit_pct);
   }
   if (r < 0)
     return r;
@@ -319,9 +323,9 @@ static void open_burst(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen,
   /* Which stream the start event went on: a _ptsz launch on NULL must be
    * timed on its thread's stream, never on the legacy one (launch.c). */
   gs_log(GS_LOG_DEBUG, "compute: burst %u opened on the %s stream", gen,
-         s == CU_STREAM_PER_THREAD                ? "per-thread"
-         : s == NULL || s == CU_STREAM_LEGACY     ? "legacy"
-                                                  : "created");
+         s == CU_STREAM_PER_THREAD            ? "per-thread"
+         : s == NULL || s == CU_STREAM_LEGACY ? "legacy"
+                                              : "created");
   atomic_store(&b->valid_until, until);
 }
 
@@ -403,8 +407,11 @@ static void close_burst(int dev, bool from_helper, bool more) {
      * lone participant's span is what it ran, and a shared token's span still ends where the
      * last participant's work did. */
     uint64_t idle = span > used ? span - used : 0;
-    struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->generation,
-                                       .used_ns = used, .launches = launches, .more = more,
+    struct gs_msg_token_release rel = {.gpu = (uint32_t)dev,
+                                       .generation = b->generation,
+                                       .used_ns = used,
+                                       .launches = launches,
+                                       .more = more,
                                        .start_ns = b->opened_at + idle};
     if (send_msg(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more) {
       b->waiting = true;
@@ -642,9 +649,10 @@ static void compute_setup(void) {
     C.next_connect = gs_mono_ns() + RECONNECT_NS;
   }
   if (C.mode == MODE_SELF && !C.stale) {
-    gs_log(GS_LOG_WARN, "no gslice daemon answers on %s: slice %u runs at no more than its %u%% "
-                        "limit and keeps trying to connect", gs_client_socket_path(), C.slice_id,
-           C.limit_pct);
+    gs_log(GS_LOG_WARN,
+           "no gslice daemon answers on %s: slice %u runs at no more than its %u%% "
+           "limit and keeps trying to connect",
+           gs_client_socket_path(), C.slice_id, C.limit_pct);
     C.said_lost = true;
   }
   if (pthread_create(&t, NULL, helper, NULL) != 0) {
@@ -673,8 +681,7 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
   for (;;) {
     uint64_t now = gs_mono_ns();
     if (b->open && now < atomic_load(&b->valid_until) &&
-        atomic_load(&b->launches) < atomic_load(&b->budget) &&
-        b->ctx == ctx) {
+        atomic_load(&b->launches) < atomic_load(&b->budget) && b->ctx == ctx) {
       /* Still valid: this stream is new to the burst, or the burst's last segment ended at a
        * synchronize and this launch begins the next one. */
       if (!b->seg_open) {
@@ -701,8 +708,7 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
         wake_helper();
       } else {
         /* Expired before we got to it: give it back unused. */
-        struct gs_msg_token_release rel = {.gpu = (uint32_t)dev,
-                                           .generation = b->grant.generation};
+        struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->grant.generation};
         send_msg(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel));
       }
       continue;
@@ -728,8 +734,9 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
           send_msg(GS_MSG_PING, &p, sizeof(p));
         } else {
           C.unresponsive = true;
-          gs_log(GS_LOG_WARN, "the gslice daemon has not answered for %llu ms (stopped?): slice "
-                              "%u runs at no more than its %u%% limit until it does",
+          gs_log(GS_LOG_WARN,
+                 "the gslice daemon has not answered for %llu ms (stopped?): slice "
+                 "%u runs at no more than its %u%% limit until it does",
                  (unsigned long long)((now - b->requested_at) / NS_PER_MS), C.slice_id,
                  C.limit_pct);
           pthread_cond_broadcast(&C.cv);

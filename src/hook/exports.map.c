@@ -3,9 +3,10 @@
 #include "symbols.h"
 #define GS_EXPORT_NAME(name) name;
 {
-  global:
-    dlsym;
-    GS_CUDA_WRAPPED(GS_EXPORT_NAME)
-    GS_NVML_WRAPPED(GS_EXPORT_NAME)
-  local: *;
+global:
+  dlsym;
+  GS_CUDA_WRAPPED(GS_EXPORT_NAME)
+  GS_NVML_WRAPPED(GS_EXPORT_NAME)
+local:
+  *;
 };

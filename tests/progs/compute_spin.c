@@ -112,8 +112,8 @@ int main(int argc, char **argv) {
   printf("label=%s kernels=%llu batches=%llu device_s=%.4f share=%.4f wait_p50_us=%.0f "
          "wait_p99_us=%.0f gap_max_ms=%.0f in_launch_s=%.4f cpu_wait_s=%.4f window_s=%.1f\n",
          label, counted, batches, (double)counted * (double)kernel_us / 1e6,
-         (double)counted * (double)kernel_us / 1e6 / duration, p50 * 1e6, p99 * 1e6,
-         gap_max * 1e3, in_launch, cpu_wait, duration);
+         (double)counted * (double)kernel_us / 1e6 / duration, p50 * 1e6, p99 * 1e6, gap_max * 1e3,
+         in_launch, cpu_wait, duration);
   free(waits);
   return 0;
 }

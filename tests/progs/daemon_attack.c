@@ -91,7 +91,8 @@ static uint64_t my_nonce(void) {
 
 static int hook_conn(void) {
   int fd = conn();
-  if (fd < 0 || gs_client_hello_slice(fd, GS_ROLE_HOOK, my_slice(), my_nonce(), NULL, NULL, 0) < 0) {
+  if (fd < 0 ||
+      gs_client_hello_slice(fd, GS_ROLE_HOOK, my_slice(), my_nonce(), NULL, NULL, 0) < 0) {
     fprintf(stderr, "daemon_attack: cannot connect as the hook of slice %u\n", my_slice());
     exit(1);
   }
@@ -247,8 +248,8 @@ int main(int argc, char **argv) {
     if (cfd < 0 || gs_client_hello(cfd, GS_ROLE_CLI, 0, NULL) < 0)
       return 1;
     for (int i = 0; i < nslices; i++) {
-      struct gs_slice_spec spec = {.gpu_mask = 1, .compute_limit = 100, .weight = 1,
-                                   .memory_cap = 1ull << 30};
+      struct gs_slice_spec spec = {
+          .gpu_mask = 1, .compute_limit = 100, .weight = 1, .memory_cap = 1ull << 30};
       struct gs_msg_registered reg;
       char err[GS_PROTO_TEXT_MAX];
       snprintf(spec.name, sizeof(spec.name), "bulk%d", i);
@@ -329,8 +330,8 @@ int main(int argc, char **argv) {
      * many as make 3.5 MiB of replies (with no slice), just under the 4 MiB after which an old
      * daemon dropped a reader: what piles up is the daemon's to bound. */
     int hold = argc > 4 ? atoi(argv[4]) : 3, *fds = calloc((size_t)n, sizeof(int)), closed = 0;
-    unsigned long sent = 0,
-                  per = (7ul << 19) / (sizeof(struct gs_msg_hdr) + sizeof(struct gs_msg_status_reply));
+    unsigned long sent = 0, per = (7ul << 19) /
+                                  (sizeof(struct gs_msg_hdr) + sizeof(struct gs_msg_status_reply));
     unsigned long *left = calloc((size_t)n, sizeof(*left));
     struct gs_msg_status st = {0};
     unsigned char msg[sizeof(struct gs_msg_hdr) + sizeof(st)];

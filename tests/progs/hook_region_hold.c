@@ -1,8 +1,8 @@
 /* Takes a slice region's lock and keeps it until killed, as a process stopped inside a critical
- * section would (hook_lockstop.sh). Built from region.c (and proc.c) itself: the lock is not public API.
- * usage: hook_region_hold DIR */
-#include "../../src/common/region.c"
+ * section would (hook_lockstop.sh). Built from region.c (and proc.c) itself: the lock is not public
+ * API. usage: hook_region_hold DIR */
 #include "../../src/common/proc.c"
+#include "../../src/common/region.c"
 
 int main(int argc, char **argv) {
   struct gs_region *r;

@@ -12,27 +12,72 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Every entry point the client uses, by public name. */
-#define API(X)                                                                            \
-  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)   \
-  X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)                 \
-  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)       \
-  X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoD) X(cuMemcpyDtoH)         \
-  X(cuMemcpyDtoD) X(cuMemsetD8) X(cuMemsetD32) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)  \
-  X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuStreamCreate) X(cuStreamSynchronize)       \
-  X(cuStreamDestroy) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)              \
-  X(cuEventElapsedTime) X(cuEventDestroy) X(cuModuleLoadData) X(cuModuleGetFunction)      \
-  X(cuModuleUnload) X(cuLaunchKernel) X(cuMemAllocAsync) X(cuMemFreeAsync)                \
-  X(cuDeviceGetDefaultMemPool) X(cuMemPoolGetAttribute) X(cuMemPoolSetAttribute)          \
-  X(cuMemPoolTrimTo) X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)      \
-  X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
-  X(cuGetErrorName) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)   \
-  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuStreamQuery)
+/* Every entry point the client uses, by public name (one a line, kept out of
+   clang-format, which folds a long X-macro list into a staircase). */
+/* clang-format off */
+#define API(X) \
+  X(cuInit) \
+  X(cuDriverGetVersion) \
+  X(cuDeviceGetCount) \
+  X(cuDeviceGet) \
+  X(cuDeviceGetName) \
+  X(cuDeviceGetAttribute) \
+  X(cuDeviceTotalMem) \
+  X(cuDevicePrimaryCtxRetain) \
+  X(cuDevicePrimaryCtxRelease) \
+  X(cuCtxSetCurrent) \
+  X(cuCtxSynchronize) \
+  X(cuMemAlloc) \
+  X(cuMemAllocPitch) \
+  X(cuMemFree) \
+  X(cuMemGetInfo) \
+  X(cuMemcpyHtoD) \
+  X(cuMemcpyDtoH) \
+  X(cuMemcpyDtoD) \
+  X(cuMemsetD8) \
+  X(cuMemsetD32) \
+  X(cuMemcpyHtoDAsync) \
+  X(cuMemcpyDtoHAsync) \
+  X(cuMemcpyDtoDAsync) \
+  X(cuMemsetD32Async) \
+  X(cuStreamCreate) \
+  X(cuStreamSynchronize) \
+  X(cuStreamDestroy) \
+  X(cuEventCreate) \
+  X(cuEventRecord) \
+  X(cuEventSynchronize) \
+  X(cuEventElapsedTime) \
+  X(cuEventDestroy) \
+  X(cuModuleLoadData) \
+  X(cuModuleGetFunction) \
+  X(cuModuleUnload) \
+  X(cuLaunchKernel) \
+  X(cuMemAllocAsync) \
+  X(cuMemFreeAsync) \
+  X(cuDeviceGetDefaultMemPool) \
+  X(cuMemPoolGetAttribute) \
+  X(cuMemPoolSetAttribute) \
+  X(cuMemPoolTrimTo) \
+  X(cuMemGetAllocationGranularity) \
+  X(cuMemCreate) \
+  X(cuMemRelease) \
+  X(cuMemAddressReserve) \
+  X(cuMemAddressFree) \
+  X(cuMemMap) \
+  X(cuMemUnmap) \
+  X(cuMemSetAccess) \
+  X(cuGetErrorName) \
+  X(cuStreamBeginCapture) \
+  X(cuStreamEndCapture) \
+  X(cuGraphInstantiate) \
+  X(cuGraphLaunch) \
+  X(cuGraphExecDestroy) \
+  X(cuGraphDestroy) \
+  X(cuStreamQuery)
+/* clang-format on */
 
 #define FIELD(name) __typeof__(name) *name;
-static struct {
-  API(FIELD)
-} cu;
+static struct { API(FIELD) } cu;
 
 static const char *mode_name;
 
@@ -55,10 +100,10 @@ static void resolve(void) {
   cuuint64_t flags = pt && *pt == '1' ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
                                       : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
   CUdriverProcAddressQueryResult st;
-#define RESOLVE(name)                                                                     \
-  if (gpa(#name, (void **)&cu.name, version, flags, &st) != CUDA_SUCCESS || !cu.name) {   \
-    fprintf(stderr, "cuGetProcAddress(%s, %d) failed, status %d\n", #name, version, (int)st); \
-    exit(2);                                                                              \
+#define RESOLVE(name)                                                                              \
+  if (gpa(#name, (void **)&cu.name, version, flags, &st) != CUDA_SUCCESS || !cu.name) {            \
+    fprintf(stderr, "cuGetProcAddress(%s, %d) failed, status %d\n", #name, version, (int)st);      \
+    exit(2);                                                                                       \
   }
   API(RESOLVE)
   mode_name = "cuGetProcAddress";
@@ -77,19 +122,19 @@ static void die_cu(CUresult rc, const char *what, int line) {
   exit(1);
 }
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    CUresult rc_ = (call);                                                                \
-    if (rc_ != CUDA_SUCCESS)                                                              \
-      die_cu(rc_, #call, __LINE__);                                                       \
+#define CK(call)                                                                                   \
+  do {                                                                                             \
+    CUresult rc_ = (call);                                                                         \
+    if (rc_ != CUDA_SUCCESS)                                                                       \
+      die_cu(rc_, #call, __LINE__);                                                                \
   } while (0)
 
-#define EXPECT(cond)                                                                      \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      fprintf(stderr, "FAIL [%s] line %d: %s\n", mode_name, __LINE__, #cond);             \
-      exit(1);                                                                            \
-    }                                                                                     \
+#define EXPECT(cond)                                                                               \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "FAIL [%s] line %d: %s\n", mode_name, __LINE__, #cond);                      \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 static CUcontext ctx;
@@ -154,8 +199,8 @@ static int cmd_basic(const char *ptx_path) {
   CK(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
   CK(cu.cuDeviceTotalMem(&total, dev));
   EXPECT(count >= 1 && sms > 0 && total > 0 && ver >= 12000);
-  printf("[%s] driver %d, %d device(s); device 0: %s, sm_%d%d, %d SMs, %zu bytes\n", mode_name,
-         ver, count, name, major, minor, sms, total);
+  printf("[%s] driver %d, %d device(s); device 0: %s, sm_%d%d, %d SMs, %zu bytes\n", mode_name, ver,
+         count, name, major, minor, sms, total);
 
   /* Memory: sync and async round trips through device memory. */
   enum { N = 1 << 20 };
@@ -451,7 +496,6 @@ static int cmd_vmm(void) {
   return 0;
 }
 
-
 #ifndef SIM_CLIENT_DLOPEN
 #include <pthread.h>
 
@@ -473,7 +517,9 @@ static void *thread_main(void *arg) {
 }
 
 static double host_fn_ran_after = -1;
-static void host_fn(void *arg) { host_fn_ran_after = mono_ms() - *(double *)arg; }
+static void host_fn(void *arg) {
+  host_fn_ran_after = mono_ms() - *(double *)arg;
+}
 
 /* misc PTX: single-process semantics checked linked against the driver. */
 static int cmd_misc(const char *ptx_path) {
@@ -501,8 +547,8 @@ static int cmd_misc(const char *ptx_path) {
   CK(cuMemAllocManaged(&p, 8 << 20, CU_MEM_ATTACH_GLOBAL));
   printf("managed counted=%zu\n", f0 - dev_free());
   CK(cuMemFree(p));
-  CUDA_ARRAY_DESCRIPTOR ad = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
-                              .NumChannels = 4};
+  CUDA_ARRAY_DESCRIPTOR ad = {
+      .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
   CUarray arr;
   CK(cuArrayCreate(&arr, &ad));
   printf("array 1024x1024 float4 counted=%zu\n", f0 - dev_free());
@@ -709,8 +755,8 @@ static void make_owned(const char *ptx_path, struct owned *o) {
   CK(cuMemAlloc(&o->plain, 64 << 20));
   CK(cuMemAllocPitch(&o->pitched, &pitch, 1000, 1000, 4));
   CK(cuMemAllocManaged(&o->managed, 8 << 20, CU_MEM_ATTACH_GLOBAL));
-  CUDA_ARRAY_DESCRIPTOR ad = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
-                              .NumChannels = 4};
+  CUDA_ARRAY_DESCRIPTOR ad = {
+      .Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
   CK(cuArrayCreate(&o->arr, &ad));
   o->spin = load_spin(ptx_path, &o->mod);
   CK(cuEventCreate(&o->ev, 0));
@@ -913,8 +959,8 @@ static int cmd_errors(void) {
   CK(cuEventDestroy(ev));
   EXPECT(cuEventDestroy(ev) == CUDA_ERROR_INVALID_HANDLE);
   EXPECT(cuEventRecord(ev, 0) == CUDA_ERROR_INVALID_HANDLE);
-  CUDA_ARRAY_DESCRIPTOR ad = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT,
-                              .NumChannels = 1};
+  CUDA_ARRAY_DESCRIPTOR ad = {
+      .Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
   CUarray arr;
   CK(cuArrayCreate(&arr, &ad));
   CK(cuArrayDestroy(arr));
@@ -990,7 +1036,7 @@ static int cmd_errors(void) {
   EXPECT(cuMemAddressFree(va, 4 * gran) == CUDA_ERROR_INVALID_VALUE);
   CK(cuMemRelease(h));
   EXPECT(cuMemRelease(h) == CUDA_ERROR_INVALID_VALUE);
-  host[0] = 1; /* still ours: nothing was mapped over it */
+  host[0] = 1;            /* still ours: nothing was mapped over it */
   CK(cuCtxSynchronize()); /* the default pool trims what the async allocation reserved */
   EXPECT(dev_free() == f0);
   CK(cuDevicePrimaryCtxRelease(dev));
@@ -1021,10 +1067,11 @@ static int cmd_devices(void) {
     CK(cuDeviceGetByPCIBusId(&back, bus));
     EXPECT(back == d);
     const unsigned char *b = (const unsigned char *)u.bytes;
-    printf("device %d uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
-           "bus=%s\n",
-           i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-           b[13], b[14], b[15], bus);
+    printf(
+        "device %d uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x "
+        "bus=%s\n",
+        i, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+        b[14], b[15], bus);
   }
   CUdevice d;
   EXPECT(cuDeviceGet(&d, n) == CUDA_ERROR_INVALID_DEVICE);
@@ -1067,7 +1114,8 @@ int main(int argc, char **argv) {
     return cmd_errors();
 #endif
   fprintf(stderr,
-          "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT [BYTES] | pool | "
+          "usage: %s basic SPIN.ptx | hold BYTES | fill CHUNK | spin SPIN.ptx US COUNT [BYTES] | "
+          "pool | "
           "vmm\n"
           "       (linked only) misc SPIN.ptx | kernel-ms PTX NAME | ipc-export BYTES FILE | "
           "ipc-import FILE | hold-thread BYTES | churn SPIN.ptx | teardown SPIN.ptx [stale] | "

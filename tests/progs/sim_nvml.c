@@ -9,13 +9,13 @@
 
 #include "nvml_min.h"
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    nvmlReturn_t rc_ = (call);                                                            \
-    if (rc_ != NVML_SUCCESS) {                                                            \
-      fprintf(stderr, "FAIL %s -> %s\n", #call, nvmlErrorString(rc_));                    \
-      return 1;                                                                           \
-    }                                                                                     \
+#define CK(call)                                                                                   \
+  do {                                                                                             \
+    nvmlReturn_t rc_ = (call);                                                                     \
+    if (rc_ != NVML_SUCCESS) {                                                                     \
+      fprintf(stderr, "FAIL %s -> %s\n", #call, nvmlErrorString(rc_));                             \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 static int protocol(void) {

@@ -68,33 +68,13 @@ int main(void) {
   snprintf(want, sizeof(want), "/tmp/gslice-%u", (unsigned)getuid());
   CHECK_STR(c.state_dir, want);
 
-  const char *bad[] = {"",
-                       "4GB",
-                       "abc",
-                       "0",
-                       "0=",
-                       "=1GiB",
-                       "0=1GiB,0=2GiB",
-                       "0=1GiB,x",
-                       "1GiB,0=2GiB",
-                       "-1",
-                       "64=1GiB",
-                       "0=0",
-                       "0=1GiB,,1=1GiB",
-                       "0=1GiB,",
-                       " 1GiB",
-                       "1GiB ",
-                       " 0=1GiB",
-                       "0=1GiB, 1=1GiB",
-                       "0=1GiB ,1=1GiB",
-                       "+0=1GiB",
-                       "0=1GiB,1= 1GiB",
-                       /* 2^64-1 is the region's "no cap": it must not pass as a cap that
-                        * silently caps nothing (issue 8), nor anything above 1 EiB. */
-                       "18446744073709551615",
-                       "0=18446744073709551615",
-                       "1048577TiB",
-                       "99999999999999999999GiB"};
+  const char *bad[] = {
+      "", "4GB", "abc", "0", "0=", "=1GiB", "0=1GiB,0=2GiB", "0=1GiB,x", "1GiB,0=2GiB", "-1",
+      "64=1GiB", "0=0", "0=1GiB,,1=1GiB", "0=1GiB,", " 1GiB", "1GiB ", " 0=1GiB", "0=1GiB, 1=1GiB",
+      "0=1GiB ,1=1GiB", "+0=1GiB", "0=1GiB,1= 1GiB",
+      /* 2^64-1 is the region's "no cap": it must not pass as a cap that
+       * silently caps nothing (issue 8), nor anything above 1 EiB. */
+      "18446744073709551615", "0=18446744073709551615", "1048577TiB", "99999999999999999999GiB"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     set_env(bad[i], NULL, NULL);
     err[0] = 0;

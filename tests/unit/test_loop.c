@@ -1,4 +1,5 @@
-/* Unit tests of the daemon's event loop (daemon/loop.c): timers in order, fds, removal inside callbacks. */
+/* Unit tests of the daemon's event loop (daemon/loop.c): timers in order, fds, removal inside
+ * callbacks. */
 #include <errno.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -16,7 +17,6 @@ struct ctx {
   int rearms;
   int wake_fd; /* written by the first rearm_cb */
 };
-
 
 static void record_cb(struct loop *l, uint64_t id, void *data);
 static struct ctx *g_ctx;

@@ -61,7 +61,8 @@ static void test_status_reply(void) {
   r->nslices = 3;
   sl[2].id = 9;
   snprintf(sl[2].name, sizeof(sl[2].name), "x");
-  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_STATUS_REPLY, 1, body, sizeof(body), &len), 0);
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_STATUS_REPLY, 1, body, sizeof(body), &len),
+               0);
   CHECK_EQ_INT(gs_msg_decode(buf, len, &m), 0);
   CHECK_EQ_U64(m.u.status_reply.nslices, 3);
   CHECK_EQ_U64(m.status_slices[2].id, 9);
@@ -79,7 +80,8 @@ static void test_refusals(void) {
   struct gs_msg m;
   size_t len, want;
 
-  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_TOKEN_RELEASE, 1, &rel, sizeof(rel), &len), 0);
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_TOKEN_RELEASE, 1, &rel, sizeof(rel), &len),
+               0);
   memcpy(&h, buf, sizeof(h));
   /* Bad magic, version, type, length: each is -EPROTO. */
   buf[0] ^= 1;
@@ -101,7 +103,8 @@ static void test_refusals(void) {
   CHECK_EQ_INT(gs_msg_decode(buf, len - 1, &m), -EPROTO);
   /* Values out of range. */
   rel.gpu = GS_MAX_GPUS;
-  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_TOKEN_RELEASE, 1, &rel, sizeof(rel), &len), 0);
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_TOKEN_RELEASE, 1, &rel, sizeof(rel), &len),
+               0);
   CHECK_EQ_INT(gs_msg_decode(buf, len, &m), -EPROTO);
   struct gs_msg_register reg = {0};
   reg.spec.compute_request = 50;

@@ -8,8 +8,8 @@
 #include "test.h"
 
 static struct gs_slice_spec spec(uint32_t req, uint32_t lim, uint32_t mask, const char *name) {
-  struct gs_slice_spec s = {.compute_request = req, .compute_limit = lim, .gpu_mask = mask,
-                            .weight = 1};
+  struct gs_slice_spec s = {
+      .compute_request = req, .compute_limit = lim, .gpu_mask = mask, .weight = 1};
   snprintf(s.name, sizeof(s.name), "%s", name);
   return s;
 }

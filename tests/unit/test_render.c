@@ -155,11 +155,13 @@ static void test_json(void) {
   CHECK(json_well_formed(j));
   CHECK(j[strlen(j) - 1] == '\n');
   CHECK(strncmp(j, "{\"version\":1,\"time\":1764496800.500,\"gpus\":[{\"index\":0,", 54) == 0);
-  CHECK(strstr(j, "\"name\":\"Simulated GPU 0\",\"uuid\":\"GPU-00000000-sim\",\"busy_ratio\":0.975,"
-                  "\"window_seconds\":10,\"switch_lost_ratio\":0.0125,\"switch_lost_seconds_total\":3.5,"
-                  "\"memory_used_bytes\":1610612736,"
-                  "\"memory_total_bytes\":17179869184,\"compute_requested_percent\":70,"
-                  "\"device_busy_ratio\":null,\"unaccounted\":null}") != NULL);
+  CHECK(
+      strstr(j,
+             "\"name\":\"Simulated GPU 0\",\"uuid\":\"GPU-00000000-sim\",\"busy_ratio\":0.975,"
+             "\"window_seconds\":10,\"switch_lost_ratio\":0.0125,\"switch_lost_seconds_total\":3.5,"
+             "\"memory_used_bytes\":1610612736,"
+             "\"memory_total_bytes\":17179869184,\"compute_requested_percent\":70,"
+             "\"device_busy_ratio\":null,\"unaccounted\":null}") != NULL);
   CHECK(strstr(j,
                "{\"id\":1,\"name\":\"train\",\"compute_request_percent\":30,"
                "\"compute_limit_percent\":60,\"priority\":\"high\",\"weight\":2,"
@@ -195,8 +197,8 @@ static void test_unaccounted(void) {
   g->unaccounted_count = 2;
   g->unaccounted_memory_bytes = 15ULL << 30;
   g->unaccounted_busy_ratio = 0.5;
-  g->unaccounted[0] = (struct gs_unaccounted_proc){.pid = 5151, .slice_id = 1,
-                                                   .memory_bytes = 15ULL << 30, .busy_ratio = 0.5};
+  g->unaccounted[0] = (struct gs_unaccounted_proc){
+      .pid = 5151, .slice_id = 1, .memory_bytes = 15ULL << 30, .busy_ratio = 0.5};
   g->unaccounted[1] = (struct gs_unaccounted_proc){.pid = 6161, .memory_bytes = 0};
   st.gpus[1].device_known = GS_DEVICE_BUSY | GS_DEVICE_PROCS;
   st.gpus[1].device_busy_ratio = 0.25;

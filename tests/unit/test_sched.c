@@ -72,7 +72,7 @@ static double pct(uint64_t part, uint64_t whole) {
     test_checks++;                                                                                 \
     if (g_ < w_ - (tol) || g_ > w_ + (tol)) {                                                      \
       test_failures++;                                                                             \
-      fprintf(stderr, "%s:%d: %s = %.2f, want %.2f +- %.2f\n", __FILE__, __LINE__, #got, g_, w_,  \
+      fprintf(stderr, "%s:%d: %s = %.2f, want %.2f +- %.2f\n", __FILE__, __LINE__, #got, g_, w_,   \
               (double)(tol));                                                                      \
     }                                                                                              \
   } while (0)
@@ -461,10 +461,11 @@ static void equal_shares(uint32_t n, uint64_t k, uint64_t odd, uint64_t window_n
       worst = fabs(u - fair) / fair;
     if (u < fair - tol || u > fair + tol) {
       test_failures++;
-      fprintf(stderr, "%u slices of %.1f ms (slice 1: %.1f ms), window %llu ms: slice %u got %.1f "
-              "ms of a fair %.1f ms over 5 s\n", n, (double)k / MS,
-              (double)f.kernel_ns[1] / MS, (unsigned long long)(cfg.window_ns / MS), id,
-              u / MS, fair / MS);
+      fprintf(stderr,
+              "%u slices of %.1f ms (slice 1: %.1f ms), window %llu ms: slice %u got %.1f "
+              "ms of a fair %.1f ms over 5 s\n",
+              n, (double)k / MS, (double)f.kernel_ns[1] / MS,
+              (unsigned long long)(cfg.window_ns / MS), id, u / MS, fair / MS);
     }
     test_checks++;
     uint64_t gap = longest_without(id, t0, t1);
@@ -485,9 +486,10 @@ static void equal_shares(uint32_t n, uint64_t k, uint64_t odd, uint64_t window_n
   uint64_t bound = cfg.window_ns > round ? cfg.window_ns : round;
   bound = bound > own ? bound : own;
   CHECK(worst_gap <= 2 * bound);
-  fprintf(stderr, "%2u slices of %5.1f ms%s: worst share off fair by %4.1f%%, longest without "
-          "a token %4.0f ms\n", n, (double)k / MS, odd ? " (one of 20 ms)" : "", 100 * worst,
-          (double)worst_gap / MS);
+  fprintf(stderr,
+          "%2u slices of %5.1f ms%s: worst share off fair by %4.1f%%, longest without "
+          "a token %4.0f ms\n",
+          n, (double)k / MS, odd ? " (one of 20 ms)" : "", 100 * worst, (double)worst_gap / MS);
   sched_fini(&s);
 }
 
@@ -594,15 +596,17 @@ static void newcomer(uint32_t old_req, uint32_t new_req, double floor1, double f
       CHECK(pct(used_in(1, a, b), cfg.window_ns) >= floor1);
       CHECK(pct(used_in(2, a, b), cfg.window_ns) >= floor2);
     }
-      uint64_t gap = longest_without(1, f.arrive[id], f.leave[id]);
+    uint64_t gap = longest_without(1, f.arrive[id], f.leave[id]);
     uint64_t gap2 = longest_without(2, f.arrive[id], f.leave[id]);
     /* A request is owed from the moment it came: never a tenth of a second
      * without a token (it waits behind bursts of up to 40 ms). */
     if (old_req)
       CHECK(gap < 100 * MS);
-    fprintf(stderr, "a %u%% newcomer beside %u%% and best effort: they got at least %.1f%% and "
-            "%.1f%% over the first window, longest without %.0f and %.0f ms\n", new_req,
-            old_req, pct(used_in(1, f.arrive[id], f.arrive[id] + cfg.window_ns), cfg.window_ns),
+    fprintf(stderr,
+            "a %u%% newcomer beside %u%% and best effort: they got at least %.1f%% and "
+            "%.1f%% over the first window, longest without %.0f and %.0f ms\n",
+            new_req, old_req,
+            pct(used_in(1, f.arrive[id], f.arrive[id] + cfg.window_ns), cfg.window_ns),
             pct(used_in(2, f.arrive[id], f.arrive[id] + cfg.window_ns), cfg.window_ns),
             (double)gap / MS, (double)gap2 / MS);
     sched_remove(&s, id);

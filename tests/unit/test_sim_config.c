@@ -144,7 +144,7 @@ int main(void) {
   CHECK_EQ_INT(sim_visible_parse("2,GPU-11", 3, uuids, vis), 1); /* ambiguous: ends the list */
   CHECK_EQ_INT(sim_visible_parse(uuids[0], 3, uuids, vis), 1);
   CHECK_EQ_INT(sim_visible_parse("MIG-11aa,0", 3, uuids, vis), 0);
-  CHECK_EQ_INT(sim_visible_parse("0,1,0", 3, uuids, vis), 0);   /* repeated: none */
+  CHECK_EQ_INT(sim_visible_parse("0,1,0", 3, uuids, vis), 0); /* repeated: none */
   CHECK_EQ_INT(sim_visible_parse("0,GPU-11aa", 3, uuids, vis), 0);
   return test_done();
 }

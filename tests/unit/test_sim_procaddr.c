@@ -54,9 +54,9 @@ int main(void) {
                CUDA_SUCCESS);
   CHECK(fn == (void *)cuLaunchKernel_ptsz);
   CHECK_EQ_INT(st, CU_GET_PROC_ADDRESS_SUCCESS);
-  CHECK_EQ_INT(cuGetProcAddress_v2("cuLaunchKernel", &fn, 12000,
-                                   CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st),
-               CUDA_SUCCESS);
+  CHECK_EQ_INT(
+      cuGetProcAddress_v2("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st),
+      CUDA_SUCCESS);
   CHECK(fn == (void *)cuLaunchKernel);
   CHECK_EQ_INT(cuGetProcAddress_v2("cuNope", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
   CHECK_EQ_INT(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);

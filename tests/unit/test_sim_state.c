@@ -1,7 +1,7 @@
 /* Unit tests of the shared simulated machine: creation and joining, memory charges
  * and their limit, the engine (one kernel at a time, contexts time-sliced, a newcomer
- * waiting for the end of the current timeslice, or launch order with slicing off), busy accounting, reaping a dead process (memory back, unrun
- * kernels dropped), a holder dying with the lock. */
+ * waiting for the end of the current timeslice, or launch order with slicing off), busy accounting,
+ * reaping a dead process (memory back, unrun kernels dropped), a holder dying with the lock. */
 #include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,7 +11,9 @@
 #include "state.h"
 #include "test.h"
 
-static char *no_env(const char *name) { return NULL; }
+static char *no_env(const char *name) {
+  return NULL;
+}
 
 int main(void) {
   char dir[] = "/tmp/gslice-sim-state-XXXXXX";
@@ -69,9 +71,9 @@ int main(void) {
    * default), a kernel preempted at the boundary resumes on its context's next turn. */
   CHECK_EQ_U64(m->timeslice_ns, 2000000);
   uint64_t t0 = sim_now_ns();
-  uint64_t k1 = sim_launch(m, self, 1, 1, 0, 2000000);           /* 2 ms */
+  uint64_t k1 = sim_launch(m, self, 1, 1, 0, 2000000);             /* 2 ms */
   uint64_t k2 = sim_launch(m, other_slot, 1, 7, 0, 5000000000ull); /* 5 s, another process */
-  uint64_t k3 = sim_launch(m, self, 1, 1, 0, 1000000);           /* 1 ms, self again */
+  uint64_t k3 = sim_launch(m, self, 1, 1, 0, 1000000);             /* 1 ms, self again */
   uint64_t e1, e2, e3;
   CHECK_EQ_INT(sim_kernel_done(m, 1, k1, &e1), 0); /* not yet: projected */
   CHECK_EQ_INT(sim_kernel_done(m, 1, k3, &e3), 0);

@@ -564,20 +564,11 @@ static int curl_error(struct kube *k, CURLcode cc, const char *method, const cha
                       size_t errlen) {
   int rc;
   switch (cc) {
-  case CURLE_OPERATION_TIMEDOUT:
-    rc = -ETIMEDOUT;
-    break;
-  case CURLE_COULDNT_CONNECT:
-    rc = -ECONNREFUSED;
-    break;
-  case CURLE_ABORTED_BY_CALLBACK:
-    rc = -ECANCELED;
-    break;
-  case CURLE_OUT_OF_MEMORY:
-    rc = -ENOMEM;
-    break;
-  default:
-    rc = -EIO;
+  case CURLE_OPERATION_TIMEDOUT: rc = -ETIMEDOUT; break;
+  case CURLE_COULDNT_CONNECT: rc = -ECONNREFUSED; break;
+  case CURLE_ABORTED_BY_CALLBACK: rc = -ECANCELED; break;
+  case CURLE_OUT_OF_MEMORY: rc = -ENOMEM; break;
+  default: rc = -EIO;
   }
   return fail(err, errlen, rc, "%s %s%s: %s", method, k->cfg->server, path, curl_easy_strerror(cc));
 }
@@ -638,21 +629,14 @@ static int status_errno(long status) {
     return 0;
   switch (status) {
   case 400:
-  case 422:
-    return -EINVAL;
+  case 422: return -EINVAL;
   case 401:
-  case 403:
-    return -EACCES;
-  case 404:
-    return -ENOENT;
-  case 409:
-    return -EEXIST;
-  case 410:
-    return -ESTALE;
-  case 429:
-    return -EAGAIN;
-  default:
-    return -EIO;
+  case 403: return -EACCES;
+  case 404: return -ENOENT;
+  case 409: return -EEXIST;
+  case 410: return -ESTALE;
+  case 429: return -EAGAIN;
+  default: return -EIO;
   }
 }
 

@@ -64,9 +64,7 @@ int main(int argc, char **argv) {
         return bad("--listen \"%s\" is not [HOST:]PORT (e.g. 8765 or 127.0.0.1:8765)", optarg);
       listen_at = optarg;
       break;
-    case 'k':
-      kubeconfig = optarg;
-      break;
+    case 'k': kubeconfig = optarg; break;
     case 'p':
       if (place_policy_parse(optarg, &ccfg.policy))
         return bad("--policy \"%s\": use binpack or spread", optarg);
@@ -80,13 +78,9 @@ int main(int argc, char **argv) {
       ccfg.node_timeout_ms = v * 1000;
       break;
     }
-    case 'h':
-      fputs(usage, stdout);
-      return 0;
-    case ':':
-      return bad("%s needs a value", argv[optind - 1]);
-    default:
-      return bad("unknown option \"%s\"", argv[optind - 1]);
+    case 'h': fputs(usage, stdout); return 0;
+    case ':': return bad("%s needs a value", argv[optind - 1]);
+    default: return bad("unknown option \"%s\"", argv[optind - 1]);
     }
   }
   if (optind < argc)

@@ -177,12 +177,9 @@ static int64_t gpu_key(enum place_policy policy, const struct place_gpu *g, cons
   int64_t cpu_free = (int64_t)(100 - u->compute - compute) * 10000;
   int64_t free_after = mem_free + cpu_free; /* 0 .. 2e6 */
   switch (policy) {
-  case PLACE_BINPACK:
-    return free_after; /* the tightest fit first */
-  case PLACE_SPREAD:
-    return -free_after;
-  default:
-    return 0;
+  case PLACE_BINPACK: return free_after; /* the tightest fit first */
+  case PLACE_SPREAD: return -free_after;
+  default: return 0;
   }
 }
 

@@ -168,15 +168,9 @@ static int parse_args(int argc, char **argv, struct node_cfg *c) {
       }
       snprintf(c->nvidia_visible, sizeof(c->nvidia_visible), "%s", optarg);
       break;
-    case 'N':
-      c->no_api = true;
-      break;
-    case 'h':
-      usage(stdout);
-      return 1;
-    default:
-      usage(stderr);
-      return 2;
+    case 'N': c->no_api = true; break;
+    case 'h': usage(stdout); return 1;
+    default: usage(stderr); return 2;
     }
   }
   if (optind < argc) {

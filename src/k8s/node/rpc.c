@@ -344,9 +344,7 @@ static void handle(struct rpc_server *s, grpc_event ev) {
     c->closed = true;
     call_put(c);
     return;
-  case TAG_DONE:
-    call_put(c);
-    return;
+  case TAG_DONE: call_put(c); return;
   }
 }
 
