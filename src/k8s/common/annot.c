@@ -1,6 +1,7 @@
 /* Codecs of gslice.io/gpus and gslice.io/assigned (annot.h): strict on what is read,
  * silent on fields it does not know. */
 #include "annot.h"
+#include "errtext.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -8,16 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
 
 /* ---- times and names ------------------------------------------------------------------ */
 
@@ -107,7 +98,7 @@ struct reader {
 static int need(const struct reader *r, const json_t *obj, const char *key, json_t **ret) {
   json_t *v = json_object_get(obj, key);
   if (!v)
-    return fail(r->err, r->errlen, -EINVAL, "%s: missing field \"%s\"", r->where, key);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: missing field \"%s\"", r->where, key);
   *ret = v;
   return 0;
 }
@@ -117,16 +108,16 @@ static int get_uint(const struct reader *r, const json_t *obj, const char *key, 
   json_t *v = json_object_get(obj, key);
   if (!v) {
     if (required)
-      return fail(r->err, r->errlen, -EINVAL, "%s: missing field \"%s\"", r->where, key);
+      return k8s_err(r->err, r->errlen, -EINVAL, "%s: missing field \"%s\"", r->where, key);
     *ret = dflt;
     return 0;
   }
   if (!json_is_integer(v))
-    return fail(r->err, r->errlen, -EINVAL, "%s: \"%s\" must be an integer", r->where, key);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"%s\" must be an integer", r->where, key);
   json_int_t i = json_integer_value(v);
   if (i < 0 || (uint64_t)i < min || (uint64_t)i > max)
-    return fail(r->err, r->errlen, -EINVAL, "%s: \"%s\" is %lld, outside %llu..%llu", r->where, key,
-                (long long)i, (unsigned long long)min, (unsigned long long)max);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"%s\" is %lld, outside %llu..%llu", r->where,
+                   key, (long long)i, (unsigned long long)min, (unsigned long long)max);
   *ret = (uint64_t)i;
   return 0;
 }
@@ -138,12 +129,12 @@ static int get_str(const struct reader *r, const json_t *obj, const char *key, c
   if (rc)
     return rc;
   if (!json_is_string(v))
-    return fail(r->err, r->errlen, -EINVAL, "%s: \"%s\" must be a string", r->where, key);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"%s\" must be a string", r->where, key);
   const char *s = json_string_value(v);
   size_t n = json_string_length(v);
   if (n == 0 || n >= len || strlen(s) != n)
-    return fail(r->err, r->errlen, -EINVAL, "%s: \"%s\" must be 1..%zu characters", r->where, key,
-                len - 1);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"%s\" must be 1..%zu characters", r->where,
+                   key, len - 1);
   memcpy(buf, s, n + 1);
   return 0;
 }
@@ -156,7 +147,7 @@ static int get_bool(const struct reader *r, const json_t *obj, const char *key, 
     return 0;
   }
   if (!json_is_boolean(v))
-    return fail(r->err, r->errlen, -EINVAL, "%s: \"%s\" must be true or false", r->where, key);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"%s\" must be true or false", r->where, key);
   *ret = json_is_true(v);
   return 0;
 }
@@ -165,14 +156,14 @@ static int load_object(const char *text, const char *what, json_t **ret, char *e
   json_error_t je;
   json_t *root;
   if (!text || !*text)
-    return fail(err, errlen, -EINVAL, "%s is empty", what);
+    return k8s_err(err, errlen, -EINVAL, "%s is empty", what);
   root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
   if (!root)
-    return fail(err, errlen, -EINVAL, "%s is not JSON: %s (at character %d)", what, je.text,
-                je.position);
+    return k8s_err(err, errlen, -EINVAL, "%s is not JSON: %s (at character %d)", what, je.text,
+                   je.position);
   if (!json_is_object(root)) {
     json_decref(root);
-    return fail(err, errlen, -EINVAL, "%s must be a JSON object", what);
+    return k8s_err(err, errlen, -EINVAL, "%s must be a JSON object", what);
   }
   *ret = root;
   return 0;
@@ -184,9 +175,9 @@ static int check_version(const struct reader *r, const json_t *root, int *ret) {
   if (rc)
     return rc;
   if (v > K8S_ANNOT_VERSION)
-    return fail(r->err, r->errlen, -EPROTONOSUPPORT,
-                "%s: version %llu is newer than this gslice reads (%d); upgrade gslice", r->where,
-                (unsigned long long)v, K8S_ANNOT_VERSION);
+    return k8s_err(r->err, r->errlen, -EPROTONOSUPPORT,
+                   "%s: version %llu is newer than this gslice reads (%d); upgrade gslice",
+                   r->where, (unsigned long long)v, K8S_ANNOT_VERSION);
   *ret = (int)v;
   return 0;
 }
@@ -216,9 +207,9 @@ int k8s_node_gpus_decode(const char *text, struct k8s_node_gpus *ret, char *err,
   if (rc)
     goto out;
   if (k8s_time_parse(hb, &g->heartbeat) < 0) {
-    rc = fail(err, errlen, -EINVAL,
-              "%s: \"heartbeat\" is \"%s\", not an RFC 3339 time like 2026-11-30T18:00:00Z",
-              r.where, hb);
+    rc = k8s_err(err, errlen, -EINVAL,
+                 "%s: \"heartbeat\" is \"%s\", not an RFC 3339 time like 2026-11-30T18:00:00Z",
+                 r.where, hb);
     goto out;
   }
   rc = get_uint(&r, root, "slotsPerGpu", 1, K8S_MAX_SLOTS, true, 0, &u);
@@ -229,8 +220,8 @@ int k8s_node_gpus_decode(const char *text, struct k8s_node_gpus *ret, char *err,
   if (rc)
     goto out;
   if (!json_is_array(list) || json_array_size(list) > K8S_MAX_GPUS) {
-    rc = fail(err, errlen, -EINVAL, "%s: \"gpus\" must be an array of at most %d GPUs", r.where,
-              K8S_MAX_GPUS);
+    rc = k8s_err(err, errlen, -EINVAL, "%s: \"gpus\" must be an array of at most %d GPUs", r.where,
+                 K8S_MAX_GPUS);
     goto out;
   }
   for (size_t i = 0; i < json_array_size(list); i++) {
@@ -239,7 +230,7 @@ int k8s_node_gpus_decode(const char *text, struct k8s_node_gpus *ret, char *err,
     snprintf(where, sizeof where, "%s: gpus[%zu]", K8S_ANNOT_GPUS, i);
     r.where = where;
     if (!json_is_object(v)) {
-      rc = fail(err, errlen, -EINVAL, "%s must be an object", where);
+      rc = k8s_err(err, errlen, -EINVAL, "%s must be an object", where);
       goto out;
     }
     if ((rc = get_uint(&r, v, "index", 0, K8S_MAX_GPUS - 1, true, 0, &u)))
@@ -256,8 +247,8 @@ int k8s_node_gpus_decode(const char *text, struct k8s_node_gpus *ret, char *err,
     gpu->slots = (uint32_t)u;
     for (size_t j = 0; j < i; j++) {
       if (g->gpus[j].index == gpu->index || strcmp(g->gpus[j].uuid, gpu->uuid) == 0) {
-        rc = fail(err, errlen, -EINVAL, "%s: index %u or uuid %s appears twice", where, gpu->index,
-                  gpu->uuid);
+        rc = k8s_err(err, errlen, -EINVAL, "%s: index %u or uuid %s appears twice", where,
+                     gpu->index, gpu->uuid);
         goto out;
       }
     }
@@ -327,7 +318,7 @@ static int decode_container(struct reader *r, const json_t *v, struct k8s_assign
   int rc;
 
   if (!json_is_object(v))
-    return fail(r->err, r->errlen, -EINVAL, "%s must be an object", outer);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s must be an object", outer);
   if ((rc = get_str(r, v, "name", c->name, sizeof c->name)))
     return rc;
   if ((rc = get_bool(r, v, "init", false, &c->init)))
@@ -341,12 +332,13 @@ static int decode_container(struct reader *r, const json_t *v, struct k8s_assign
   c->priority = K8S_PRIO_NORMAL;
   pv = json_object_get(v, "priority");
   if (pv && (!json_is_string(pv) || k8s_priority_parse(json_string_value(pv), &c->priority)))
-    return fail(r->err, r->errlen, -EINVAL, "%s: \"priority\" must be high, normal or low", outer);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"priority\" must be high, normal or low",
+                   outer);
   if ((rc = need(r, v, "gpus", &list)))
     return rc;
   if (!json_is_array(list) || json_array_size(list) < 1 || json_array_size(list) > K8S_MAX_GPUS)
-    return fail(r->err, r->errlen, -EINVAL, "%s: \"gpus\" must be an array of 1..%d GPUs", outer,
-                K8S_MAX_GPUS);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"gpus\" must be an array of 1..%d GPUs", outer,
+                   K8S_MAX_GPUS);
   c->gpus = calloc(json_array_size(list), sizeof(*c->gpus));
   if (!c->gpus)
     return -ENOMEM;
@@ -356,7 +348,7 @@ static int decode_container(struct reader *r, const json_t *v, struct k8s_assign
     snprintf(where, sizeof where, "%s.gpus[%zu]", outer, i);
     r->where = where;
     if (!json_is_object(gv))
-      return fail(r->err, r->errlen, -EINVAL, "%s must be an object", where);
+      return k8s_err(r->err, r->errlen, -EINVAL, "%s must be an object", where);
     if ((rc = get_str(r, gv, "uuid", g->uuid, sizeof g->uuid)))
       return rc;
     if ((rc = get_uint(r, gv, "index", 0, K8S_MAX_GPUS - 1, true, 0, &u)))
@@ -368,13 +360,13 @@ static int decode_container(struct reader *r, const json_t *v, struct k8s_assign
       return rc;
     g->compute = (uint32_t)u;
     if (g->compute > c->compute_limit)
-      return fail(r->err, r->errlen, -EINVAL,
-                  "%s: compute %u%% is above the container's computeLimit %u%%", where, g->compute,
-                  c->compute_limit);
+      return k8s_err(r->err, r->errlen, -EINVAL,
+                     "%s: compute %u%% is above the container's computeLimit %u%%", where,
+                     g->compute, c->compute_limit);
     for (size_t j = 0; j < i; j++)
       if (strcmp(c->gpus[j].uuid, g->uuid) == 0 || c->gpus[j].index == g->index)
-        return fail(r->err, r->errlen, -EINVAL, "%s: GPU %s appears twice in one container", where,
-                    g->uuid);
+        return k8s_err(r->err, r->errlen, -EINVAL, "%s: GPU %s appears twice in one container",
+                       where, g->uuid);
     c->ngpus++;
   }
   r->where = outer;
@@ -398,8 +390,8 @@ int k8s_assigned_decode(const char *text, struct k8s_assigned *ret, char *err, s
   if ((rc = need(&r, root, "containers", &list)))
     goto out;
   if (!json_is_array(list) || json_array_size(list) > K8S_MAX_CONTAINERS) {
-    rc = fail(err, errlen, -EINVAL, "%s: \"containers\" must be an array of at most %d", r.where,
-              K8S_MAX_CONTAINERS);
+    rc = k8s_err(err, errlen, -EINVAL, "%s: \"containers\" must be an array of at most %d", r.where,
+                 K8S_MAX_CONTAINERS);
     goto out;
   }
   a.containers = calloc(json_array_size(list) + 1, sizeof(*a.containers));
@@ -416,8 +408,8 @@ int k8s_assigned_decode(const char *text, struct k8s_assigned *ret, char *err, s
     for (size_t j = 0; j < i; j++)
       if (strcmp(a.containers[j].name, a.containers[i].name) == 0 &&
           a.containers[j].init == a.containers[i].init) {
-        rc = fail(err, errlen, -EINVAL, "%s: container \"%s\" appears twice", where,
-                  a.containers[i].name);
+        rc = k8s_err(err, errlen, -EINVAL, "%s: container \"%s\" appears twice", where,
+                     a.containers[i].name);
         goto out;
       }
   }

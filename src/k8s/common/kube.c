@@ -1,6 +1,7 @@
 /* The API server client (kube.h): settings from a kubeconfig or the pod's service
  * account, requests through a fresh libcurl handle each (any thread may call). */
 #include "kube.h"
+#include "errtext.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -29,16 +30,6 @@ struct kube {
   long timeout_ms;
   atomic_int cancel;
 };
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
 
 /* ---- files and base64 ----------------------------------------------------------------- */
 
@@ -177,7 +168,7 @@ static int pem_field(yaml_document_t *doc, yaml_node_t *map, const char *base, c
   if ((v = ystr(ymap_get(doc, map, key)))) {
     rc = b64_decode(v, ret, ret_len);
     if (rc == -EINVAL)
-      return fail(err, errlen, rc, "kubeconfig: %s is not base64", key);
+      return k8s_err(err, errlen, rc, "kubeconfig: %s is not base64", key);
     return rc;
   }
   if (!(v = ystr(ymap_get(doc, map, base))))
@@ -188,7 +179,7 @@ static int pem_field(yaml_document_t *doc, yaml_node_t *map, const char *base, c
     snprintf(path, sizeof path, "%s/%s", dir, v);
   rc = read_file(path, ret, ret_len);
   if (rc < 0)
-    return fail(err, errlen, rc, "kubeconfig: %s %s: %s", base, path, strerror(-rc));
+    return k8s_err(err, errlen, rc, "kubeconfig: %s %s: %s", base, path, strerror(-rc));
   return 0;
 }
 
@@ -207,14 +198,15 @@ void kube_config_free(struct kube_config *c) {
 static int check_server(struct kube_config *c, char *err, size_t errlen) {
   size_t n;
   if (!c->server || (strncmp(c->server, "https://", 8) != 0 && strncmp(c->server, "http://", 7)))
-    return fail(err, errlen, -EINVAL,
-                "server \"%s\" must start with https:// (or http:// for a test server)",
-                c->server ? c->server : "");
+    return k8s_err(err, errlen, -EINVAL,
+                   "server \"%s\" must start with https:// (or http:// for a test server)",
+                   c->server ? c->server : "");
   n = strlen(c->server);
   while (n > 0 && c->server[n - 1] == '/')
     c->server[--n] = 0; /* paths start with "/" */
   if ((c->cert == NULL) != (c->key == NULL))
-    return fail(err, errlen, -EINVAL, "a client certificate needs its key and the other way round");
+    return k8s_err(err, errlen, -EINVAL,
+                   "a client certificate needs its key and the other way round");
   return 0;
 }
 
@@ -231,7 +223,7 @@ int kube_config_from_file(const char *path, struct kube_config **ret, char *err,
 
   rc = read_file(path, &text, &len);
   if (rc < 0)
-    return fail(err, errlen, rc, "kubeconfig %s: %s", path, strerror(-rc));
+    return k8s_err(err, errlen, rc, "kubeconfig %s: %s", path, strerror(-rc));
   slash = strrchr(path, '/');
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
   if (!yaml_parser_initialize(&parser)) {
@@ -240,49 +232,49 @@ int kube_config_from_file(const char *path, struct kube_config **ret, char *err,
   }
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   if (!yaml_parser_load(&parser, &doc)) {
-    rc = fail(err, errlen, -EINVAL, "kubeconfig %s: not YAML: %s at line %zu", path,
-              parser.problem ? parser.problem : "error", parser.problem_mark.line + 1);
+    rc = k8s_err(err, errlen, -EINVAL, "kubeconfig %s: not YAML: %s at line %zu", path,
+                 parser.problem ? parser.problem : "error", parser.problem_mark.line + 1);
     goto out;
   }
   have_doc = true;
   root = yaml_document_get_root_node(&doc);
   if (!root || root->type != YAML_MAPPING_NODE) {
-    rc = fail(err, errlen, -EINVAL,
-              "kubeconfig %s: expected a mapping with clusters, users and "
-              "contexts",
-              path);
+    rc = k8s_err(err, errlen, -EINVAL,
+                 "kubeconfig %s: expected a mapping with clusters, users and "
+                 "contexts",
+                 path);
     goto out;
   }
   name = ystr(ymap_get(&doc, root, "current-context"));
   if (!name || !*name) {
-    rc = fail(err, errlen, -EINVAL,
-              "kubeconfig %s: no current-context (kubectl config "
-              "use-context NAME)",
-              path);
+    rc = k8s_err(err, errlen, -EINVAL,
+                 "kubeconfig %s: no current-context (kubectl config "
+                 "use-context NAME)",
+                 path);
     goto out;
   }
   ctx = ynamed(&doc, root, "contexts", "context", name);
   if (!ctx) {
-    rc = fail(err, errlen, -EINVAL, "kubeconfig %s: current-context \"%s\" is not in contexts",
-              path, name);
+    rc = k8s_err(err, errlen, -EINVAL, "kubeconfig %s: current-context \"%s\" is not in contexts",
+                 path, name);
     goto out;
   }
   v = ystr(ymap_get(&doc, ctx, "cluster"));
   cluster = v ? ynamed(&doc, root, "clusters", "cluster", v) : NULL;
   if (!cluster) {
-    rc = fail(err, errlen, -EINVAL,
-              "kubeconfig %s: context \"%s\" names cluster \"%s\", which is "
-              "not in clusters",
-              path, name, v ? v : "");
+    rc = k8s_err(err, errlen, -EINVAL,
+                 "kubeconfig %s: context \"%s\" names cluster \"%s\", which is "
+                 "not in clusters",
+                 path, name, v ? v : "");
     goto out;
   }
   v = ystr(ymap_get(&doc, ctx, "user"));
   user = v ? ynamed(&doc, root, "users", "user", v) : NULL;
   if (v && !user) {
-    rc = fail(err, errlen, -EINVAL,
-              "kubeconfig %s: context \"%s\" names user \"%s\", which is "
-              "not in users",
-              path, name, v);
+    rc = k8s_err(err, errlen, -EINVAL,
+                 "kubeconfig %s: context \"%s\" names user \"%s\", which is "
+                 "not in users",
+                 path, name, v);
     goto out;
   }
   c = calloc(1, sizeof(*c));
@@ -292,7 +284,7 @@ int kube_config_from_file(const char *path, struct kube_config **ret, char *err,
   }
   v = ystr(ymap_get(&doc, cluster, "server"));
   if (!v || !(c->server = strdup(v))) {
-    rc = v ? -ENOMEM : fail(err, errlen, -EINVAL, "kubeconfig %s: cluster has no server", path);
+    rc = v ? -ENOMEM : k8s_err(err, errlen, -EINVAL, "kubeconfig %s: cluster has no server", path);
     goto out;
   }
   v = ystr(ymap_get(&doc, cluster, "insecure-skip-tls-verify"));
@@ -302,10 +294,10 @@ int kube_config_from_file(const char *path, struct kube_config **ret, char *err,
     goto out;
   if (user) {
     if (ymap_get(&doc, user, "exec") || ymap_get(&doc, user, "auth-provider")) {
-      rc = fail(err, errlen, -EINVAL,
-                "kubeconfig %s: user uses exec/auth-provider credentials, "
-                "which gslice does not run; give it a token or a client certificate",
-                path);
+      rc = k8s_err(err, errlen, -EINVAL,
+                   "kubeconfig %s: user uses exec/auth-provider credentials, "
+                   "which gslice does not run; give it a token or a client certificate",
+                   path);
       goto out;
     }
     if ((v = ystr(ymap_get(&doc, user, "token"))) && !(c->token = strdup(v))) {
@@ -350,9 +342,9 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config **ret, char *e
   if (!sa_dir)
     sa_dir = KUBE_SA_DIR;
   if (!host || !*host || !port || !*port)
-    return fail(err, errlen, -ENOENT,
-                "not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset): "
-                "give --kubeconfig FILE");
+    return k8s_err(err, errlen, -ENOENT,
+                   "not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset): "
+                   "give --kubeconfig FILE");
   c = calloc(1, sizeof(*c));
   if (!c)
     return -ENOMEM;
@@ -365,8 +357,8 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config **ret, char *e
   }
   snprintf(path, sizeof path, "%s/token", sa_dir);
   if (access(path, R_OK) < 0) {
-    rc = fail(err, errlen, -errno, "in-cluster: %s: %s (is a service account mounted?)", path,
-              strerror(errno));
+    rc = k8s_err(err, errlen, -errno, "in-cluster: %s: %s (is a service account mounted?)", path,
+                 strerror(errno));
     goto out;
   }
   if (!(c->token_file = strdup(path))) {
@@ -376,7 +368,7 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config **ret, char *e
   snprintf(path, sizeof path, "%s/ca.crt", sa_dir);
   rc = read_file(path, &c->ca, &c->ca_len);
   if (rc < 0) {
-    rc = fail(err, errlen, rc, "in-cluster: %s: %s", path, strerror(-rc));
+    rc = k8s_err(err, errlen, rc, "in-cluster: %s: %s", path, strerror(-rc));
     goto out;
   }
   *ret = c;
@@ -512,7 +504,7 @@ static int setup(struct kube *k, const char *method, const char *path, const cha
     size_t n;
     int r = read_file(k->cfg->token_file, &token, &n);
     if (r < 0) {
-      rc = fail(err, errlen, r, "token file %s: %s", k->cfg->token_file, strerror(-r));
+      rc = k8s_err(err, errlen, r, "token file %s: %s", k->cfg->token_file, strerror(-r));
       goto out;
     }
     while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
@@ -570,7 +562,8 @@ static int curl_error(struct kube *k, CURLcode cc, const char *method, const cha
   case CURLE_OUT_OF_MEMORY: rc = -ENOMEM; break;
   default: rc = -EIO;
   }
-  return fail(err, errlen, rc, "%s %s%s: %s", method, k->cfg->server, path, curl_easy_strerror(cc));
+  return k8s_err(err, errlen, rc, "%s %s%s: %s", method, k->cfg->server, path,
+                 curl_easy_strerror(cc));
 }
 
 int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
@@ -610,8 +603,8 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
   if (ret_body) {
     *ret_body = resp.len ? json_loadb(resp.p, resp.len, 0, NULL) : NULL;
     if (!*ret_body && status / 100 == 2 && resp.len) {
-      rc = fail(err, errlen, -EIO, "%s %s%s: answer (HTTP %ld) is not JSON", method, k->cfg->server,
-                path, status);
+      rc = k8s_err(err, errlen, -EIO, "%s %s%s: answer (HTTP %ld) is not JSON", method,
+                   k->cfg->server, path, status);
       goto out;
     }
   }
@@ -651,8 +644,8 @@ static int call(struct kube *k, const char *method, const char *path, const char
   if (rc) {
     /* The API server explains a refusal in a Status object's message. */
     json_t *m = ans ? json_object_get(ans, "message") : NULL;
-    fail(err, errlen, rc, "%s %s: HTTP %ld: %s", method, path, status,
-         json_is_string(m) ? json_string_value(m) : "(no message)");
+    k8s_err(err, errlen, rc, "%s %s: HTTP %ld: %s", method, path, status,
+            json_is_string(m) ? json_string_value(m) : "(no message)");
     json_decref(ans);
     return rc;
   }
@@ -698,7 +691,7 @@ int kube_list_each(struct kube *k, const char *path, kube_item_cb cb, void *user
     list = json_object_get(page, "items");
     meta = json_object_get(page, "metadata");
     if (!json_is_array(list) && !json_is_null(list) && list) {
-      rc = fail(err, errlen, -EIO, "GET %s: answer is not a list (no items)", p);
+      rc = k8s_err(err, errlen, -EIO, "GET %s: answer is not a list (no items)", p);
       goto out;
     }
     for (size_t i = 0; i < json_array_size(list); i++)
@@ -776,19 +769,19 @@ static int watch_event(struct watch *w, const char *line, size_t len) {
   int rc = 0;
 
   if (!ev)
-    return fail(w->err, w->errlen, -EIO, "watch: event is not JSON: %s", je.text);
+    return k8s_err(w->err, w->errlen, -EIO, "watch: event is not JSON: %s", je.text);
   type = json_object_get(ev, "type");
   obj = json_object_get(ev, "object");
   if (!json_is_string(type) || !json_is_object(obj)) {
-    rc = fail(w->err, w->errlen, -EIO, "watch: event without type and object");
+    rc = k8s_err(w->err, w->errlen, -EIO, "watch: event without type and object");
     goto out;
   }
   t = json_string_value(type);
   if (strcmp(t, "ERROR") == 0) {
     json_t *code = json_object_get(obj, "code"), *msg = json_object_get(obj, "message");
     rc = json_integer_value(code) == 410 ? -ESTALE : -EIO;
-    fail(w->err, w->errlen, rc, "watch: ERROR %lld: %s", (long long)json_integer_value(code),
-         json_is_string(msg) ? json_string_value(msg) : "(no message)");
+    k8s_err(w->err, w->errlen, rc, "watch: ERROR %lld: %s", (long long)json_integer_value(code),
+            json_is_string(msg) ? json_string_value(msg) : "(no message)");
     goto out;
   }
   if (strcmp(t, "ADDED") && strcmp(t, "MODIFIED") && strcmp(t, "DELETED") && strcmp(t, "BOOKMARK"))
@@ -833,7 +826,7 @@ static size_t watch_write(char *data, size_t size, size_t n, void *user) {
     }
   }
   if (start < len && buf_add(&w->line, data + start, len - start)) {
-    w->rc = fail(w->err, w->errlen, -EFBIG, "watch: one event is over %u bytes", LINE_MAX_BYTES);
+    w->rc = k8s_err(w->err, w->errlen, -EFBIG, "watch: one event is over %u bytes", LINE_MAX_BYTES);
     return 0;
   }
   return len;
@@ -880,8 +873,8 @@ int kube_watch(struct kube *k, const char *path, const char *rv, int timeout_s, 
     rc = status_errno(w.status);
     if (!rc)
       rc = -EIO;
-    fail(err, errlen, rc, "watch %s: HTTP %ld: %s", path, w.status,
-         json_is_string(m) ? json_string_value(m) : "(no message)");
+    k8s_err(err, errlen, rc, "watch %s: HTTP %ld: %s", path, w.status,
+            json_is_string(m) ? json_string_value(m) : "(no message)");
     json_decref(st);
     goto out;
   }

@@ -1,5 +1,6 @@
 /* Kubernetes quantity parsing (quantity.h): exact integer arithmetic, no floating point. */
 #include "quantity.h"
+#include "errtext.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,16 +14,6 @@ typedef unsigned __int128 u128;
  * times 10 still fits. Digits past it only make the value inexact. */
 #define MANT_LIMIT ((u128)1000000000000000000ull * (u128)1000000000000000000ull)
 #define TEXT_MAX 128
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
 
 struct suffix {
   const char *name;
@@ -44,11 +35,11 @@ int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *er
   unsigned exp2 = 0;
 
   if (!text || !*text)
-    return fail(err, errlen, -EINVAL, "empty quantity (write e.g. 3Gi, 500Mi or 3221225472)");
+    return k8s_err(err, errlen, -EINVAL, "empty quantity (write e.g. 3Gi, 500Mi or 3221225472)");
   if (strnlen(text, TEXT_MAX + 1) > TEXT_MAX)
-    return fail(err, errlen, -EINVAL, "quantity longer than %d characters", TEXT_MAX);
+    return k8s_err(err, errlen, -EINVAL, "quantity longer than %d characters", TEXT_MAX);
   if (scale < 0 || scale > 9)
-    return fail(err, errlen, -EINVAL, "internal: scale %d out of 0..9", scale);
+    return k8s_err(err, errlen, -EINVAL, "internal: scale %d out of 0..9", scale);
   if (*p == '+' || *p == '-')
     neg = *p++ == '-';
   for (; *p >= '0' && *p <= '9'; p++) {
@@ -71,8 +62,8 @@ int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *er
     }
   }
   if (!any_digit)
-    return fail(err, errlen, -EINVAL,
-                "\"%s\" is not a quantity: it needs digits (e.g. 3Gi, 1.5G, 100m)", text);
+    return k8s_err(err, errlen, -EINVAL,
+                   "\"%s\" is not a quantity: it needs digits (e.g. 3Gi, 1.5G, 100m)", text);
 
   /* An "e"/"E" followed by a sign or digit is an exponent; "E" alone is exa. */
   if ((*p == 'e' || *p == 'E') && (p[1] == '+' || p[1] == '-' || (p[1] >= '0' && p[1] <= '9'))) {
@@ -82,14 +73,14 @@ int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *er
     if (*q == '+' || *q == '-')
       eneg = *q++ == '-';
     if (!(*q >= '0' && *q <= '9'))
-      return fail(err, errlen, -EINVAL, "\"%s\": exponent needs digits after %c", text, *p);
+      return k8s_err(err, errlen, -EINVAL, "\"%s\": exponent needs digits after %c", text, *p);
     for (; *q >= '0' && *q <= '9'; q++) {
       e = e * 10 + (*q - '0');
       if (e > 1000)
-        return fail(err, errlen, -ERANGE, "\"%s\": exponent out of range", text);
+        return k8s_err(err, errlen, -ERANGE, "\"%s\": exponent out of range", text);
     }
     if (*q)
-      return fail(err, errlen, -EINVAL, "\"%s\": unexpected \"%s\" after the exponent", text, q);
+      return k8s_err(err, errlen, -EINVAL, "\"%s\": unexpected \"%s\" after the exponent", text, q);
     exp10 += eneg ? -(int)e : (int)e;
   } else {
     size_t i;
@@ -97,10 +88,10 @@ int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *er
       if (strcmp(p, suffixes[i].name) == 0)
         break;
     if (i == sizeof(suffixes) / sizeof(suffixes[0]))
-      return fail(err, errlen, -EINVAL,
-                  "\"%s\": unknown suffix \"%s\" (binary: Ki Mi Gi Ti Pi Ei; decimal: m k M G T "
-                  "P E; or an exponent like e6)",
-                  text, p);
+      return k8s_err(err, errlen, -EINVAL,
+                     "\"%s\": unknown suffix \"%s\" (binary: Ki Mi Gi Ti Pi Ei; decimal: m k M G T "
+                     "P E; or an exponent like e6)",
+                     text, p);
     exp10 += suffixes[i].exp10;
     exp2 = suffixes[i].exp2;
   }
@@ -112,12 +103,12 @@ int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *er
   }
   for (unsigned i = 0; i < exp2; i++) {
     if (mant > (((u128)1) << 126))
-      return fail(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
+      return k8s_err(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
     mant <<= 1;
   }
   for (; exp10 > 0; exp10--) {
     if (mant > (((u128)1) << 126) / 10)
-      return fail(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
+      return k8s_err(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
     mant *= 10;
   }
   for (; exp10 < 0; exp10++) {
@@ -132,7 +123,7 @@ int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *er
   if (inexact)
     mant++;
   if (mant > (u128)INT64_MAX)
-    return fail(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
+    return k8s_err(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
   *ret_value = neg ? -(int64_t)mant : (int64_t)mant;
   return 0;
 }
