@@ -1,0 +1,284 @@
+/* The compute gate's bursts: what a process launched under one token, timed with events on its
+ * streams; opened at a grant, closed at expiry, revoke, idle or a spent budget, and charged to
+ * the daemon. The helper's periodic look at a burst (expiry, idle) is here too. */
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "clock.h"
+#include "compute_state.h"
+
+static __thread CUcontext tl_ctx;
+static __thread int tl_dev = -1;
+
+/* ---- bursts (mu held) ---- */
+
+int gs_burst_current_dev(CUcontext *ret_ctx) {
+  const struct gs_real *r = gs_real();
+  CUcontext ctx = NULL;
+  CUdevice dev;
+
+  if (!r->cuCtxGetCurrent || r->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+    return -1;
+  if (ctx != tl_ctx || tl_dev < 0) {
+    if (!r->cuCtxGetDevice || r->cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 ||
+        dev >= GS_MAX_GPUS)
+      return -1;
+    tl_ctx = ctx;
+    tl_dev = dev;
+  }
+  *ret_ctx = ctx;
+  return tl_dev;
+}
+
+static void destroy_events(struct burst *b) {
+  const struct gs_real *r = gs_real();
+  if (!b->have_events || !r->cuEventDestroy_v2)
+    return;
+  r->cuEventDestroy_v2(b->start);
+  r->cuEventDestroy_v2(b->seg_start);
+  for (int i = 0; i < BURST_STREAMS; i++) {
+    r->cuEventDestroy_v2(b->end[i]);
+    r->cuEventDestroy_v2(b->probe[i]);
+  }
+  b->have_events = false;
+}
+
+/* Events live in the burst's context: made once, again only if the context changes. */
+static int make_events(struct burst *b, CUcontext ctx) {
+  const struct gs_real *r = gs_real();
+
+  if (b->have_events && b->ctx == ctx)
+    return 0;
+  destroy_events(b);
+  b->ctx = ctx;
+  if (!r->cuEventCreate || r->cuEventCreate(&b->start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+      r->cuEventCreate(&b->seg_start, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+    return -EIO;
+  for (int i = 0; i < BURST_STREAMS; i++)
+    if (r->cuEventCreate(&b->end[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+        r->cuEventCreate(&b->probe[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+      return -EIO;
+  b->have_events = true;
+  return 0;
+}
+
+CUresult gs_burst_record(CUevent ev, CUstream s) {
+  const struct gs_real *r = gs_real();
+  return r->cuEventRecord ? r->cuEventRecord(ev, s) : CUDA_ERROR_NOT_FOUND;
+}
+
+bool gs_burst_elapsed_ms(float *ret_ms, CUevent from, CUevent to) {
+  const struct gs_real *r = gs_real();
+  CUresult er = r->cuEventElapsedTime_v2 ? r->cuEventElapsedTime_v2(ret_ms, from, to)
+                                         : r->cuEventElapsedTime(ret_ms, from, to);
+  return er == CUDA_SUCCESS;
+}
+
+bool gs_burst_stream_known(struct burst *b, CUstream s) {
+  unsigned n = atomic_load(&b->nstreams);
+  for (unsigned i = 0; i < n; i++)
+    if (atomic_load(&b->streams[i]) == (uintptr_t)s)
+      return true;
+  return false;
+}
+
+/* A stream joins the burst before its first launch in it. */
+void gs_burst_add_stream(struct burst *b, CUstream s) {
+  unsigned n = atomic_load(&b->nstreams);
+  if (gs_burst_stream_known(b, s))
+    return;
+  if (s == CU_STREAM_PER_THREAD)
+    b->thread_local_stream = true;
+  if (n >= BURST_STREAMS) {
+    /* Too many to time one by one: the close syncs the whole context. */
+    b->thread_local_stream = true;
+    return;
+  }
+  atomic_store(&b->streams[n], (uintptr_t)s);
+  atomic_store(&b->nstreams, n + 1);
+}
+
+void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uint64_t until,
+                   uint64_t quantum) {
+  uint64_t k = b->kernel_ns;
+
+  b->open = true;
+  b->generation = gen;
+  b->opened_at = gs_mono_ns();
+  b->thread_local_stream = false;
+  b->probe_set = false;
+  b->idle_ticks = 0;
+  atomic_store(&b->nstreams, 0);
+  atomic_store(&b->launches, 0);
+  /* Launches are asynchronous: without a budget a slice could queue seconds
+   * of work inside one token. The budget keeps what is queued near the
+   * quantum, by this process's measured kernel length. */
+  uint64_t budget = k ? quantum / k : FIRST_BUDGET;
+  if (budget < 1)
+    budget = 1;
+  if (budget > MAX_BUDGET)
+    budget = MAX_BUDGET;
+  atomic_store(&b->budget, budget);
+  b->seg_open = true;
+  b->seg_used_ns = b->seg_span_ns = 0;
+  b->sync_seq++;
+  if (make_events(b, ctx) < 0 || gs_burst_record(b->start, s) != CUDA_SUCCESS ||
+      gs_burst_record(b->seg_start, s) != CUDA_SUCCESS)
+    b->thread_local_stream = true; /* no events: wall time it is */
+  gs_burst_add_stream(b, s);
+  /* Which stream the start event went on: a _ptsz launch on NULL must be
+   * timed on its thread's stream, never on the legacy one (launch.c). */
+  gs_log(GS_LOG_DEBUG, "compute: burst %u opened on the %s stream", gen,
+         s == CU_STREAM_PER_THREAD            ? "per-thread"
+         : s == NULL || s == CU_STREAM_LEGACY ? "legacy"
+                                              : "created");
+  atomic_store(&b->valid_until, until);
+}
+
+/* Closes the burst of GPU `dev`: no launch passes from here on; what was
+ * queued runs to its end (a kernel cannot be cut), and the burst's device
+ * time, overrun included, is what gets charged. */
+void gs_burst_close(int dev, bool from_helper, bool more) {
+  const struct gs_real *r = gs_real();
+  struct burst *b = &C.b[dev];
+  uint64_t used = 0, span = 0, launches, seen;
+  unsigned n;
+
+  if (!b->open)
+    return;
+  b->sync_seq++;
+  atomic_store(&b->valid_until, 0);
+  while (atomic_load(&b->inflight) > 0)
+    sched_yield();
+  seen = launches = atomic_load(&b->launches);
+  if (launches > atomic_load(&b->budget))
+    launches = atomic_load(&b->budget); /* refused fast-path attempts counted themselves */
+  n = atomic_load(&b->nstreams);
+  CUcontext saved = NULL;
+  if (from_helper && r->cuCtxGetCurrent && r->cuCtxSetCurrent) {
+    r->cuCtxGetCurrent(&saved);
+    r->cuCtxSetCurrent(b->ctx);
+  }
+  if (b->have_events && !b->thread_local_stream && !b->seg_open) {
+    /* Ended at a synchronize, nothing launched since. */
+    used = b->seg_used_ns;
+    span = b->seg_span_ns;
+  } else if (b->have_events && !b->thread_local_stream) {
+    /* Nothing launched since the helper's last probe: the probe marks the
+     * true end, not the moment someone noticed. */
+    bool use_probe = b->probe_set && b->probe_launches == seen;
+    float seg_ms = 0, span_ms = 0;
+    bool ok = true;
+    for (unsigned i = 0; i < n && ok; i++) {
+      CUevent e = use_probe ? b->probe[i] : b->end[i];
+      float a, z;
+      if (!use_probe)
+        ok = gs_burst_record(e, (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+      ok = ok && r->cuEventSynchronize(e) == CUDA_SUCCESS;
+      ok = ok && gs_burst_elapsed_ms(&a, b->seg_start, e) && gs_burst_elapsed_ms(&z, b->start, e);
+      if (ok && a > seg_ms)
+        seg_ms = a;
+      if (ok && z > span_ms)
+        span_ms = z;
+    }
+    if (ok) {
+      used = b->seg_used_ns + (uint64_t)((double)seg_ms * 1e6);
+      span = (uint64_t)((double)span_ms * 1e6);
+      if (span < b->seg_span_ns)
+        span = b->seg_span_ns;
+    } else {
+      b->thread_local_stream = true;
+    }
+  }
+  if (!b->have_events || b->thread_local_stream) {
+    if (r->cuCtxSynchronize)
+      r->cuCtxSynchronize();
+    used = gs_mono_ns() - b->opened_at;
+    span = used;
+  }
+  if (from_helper && r->cuCtxSetCurrent)
+    r->cuCtxSetCurrent(saved);
+  if (launches && used) {
+    uint64_t k = used / launches;
+    b->kernel_ns = b->kernel_ns ? (3 * b->kernel_ns + k) / 4 : k;
+  } else if (launches && !used) {
+    b->kernel_ns = 1000; /* free kernels: count them as 1 us so the budget stays finite */
+  }
+  b->open = false;
+  gs_log(GS_LOG_DEBUG, "compute: gpu %d burst %u closed by %s: %llu ns, %llu launches%s", dev,
+         b->generation, from_helper ? "helper" : "gate", (unsigned long long)used,
+         (unsigned long long)launches, b->thread_local_stream ? " (wall time)" : "");
+  if (C.mode == MODE_DAEMON && !b->denied && !b->self_burst) {
+    /* The burst's end stays where it was; its start moves up by the idle time left out, so a
+     * lone participant's span is what it ran, and a shared token's span still ends where the
+     * last participant's work did. */
+    uint64_t idle = span > used ? span - used : 0;
+    struct gs_msg_token_release rel = {.gpu = (uint32_t)dev,
+                                       .generation = b->generation,
+                                       .used_ns = used,
+                                       .launches = launches,
+                                       .more = more,
+                                       .start_ns = b->opened_at + idle};
+    if (gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more) {
+      b->waiting = true;
+      b->requested_at = gs_mono_ns();
+    }
+  } else if (C.limit_pct < 100) {
+    b->self_next = b->opened_at + used * 100 / C.limit_pct;
+  }
+}
+
+/* The helper's look at a GPU: a grant left unused, an expired burst, or an idle one. */
+void gs_burst_check(int dev, uint64_t now) {
+  const struct gs_real *r = gs_real();
+  struct burst *b = &C.b[dev];
+  uint64_t launches;
+  unsigned n;
+
+  if (b->granted && !b->open && b->gate_waiters == 0 && now >= b->granted_at + UNUSED_GRANT_NS) {
+    struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->grant.generation};
+    b->granted = false;
+    gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel));
+    return;
+  }
+  if (!b->open)
+    return;
+  launches = atomic_load(&b->launches);
+  if (now >= atomic_load(&b->valid_until)) {
+    /* Expired while the process is probably synchronizing on what it queued:
+     * it will want more, so it stays in the running for the next pick (an
+     * unused grant comes back after UNUSED_GRANT_NS). */
+    gs_burst_close(dev, true, launches > 0);
+    return;
+  }
+  if (!b->have_events || b->thread_local_stream)
+    return;
+  if (!b->probe_set || b->probe_launches != launches) {
+    /* New launches since the last look: mark where the queue ends now. */
+    CUcontext saved = NULL;
+    n = atomic_load(&b->nstreams);
+    r->cuCtxGetCurrent(&saved);
+    r->cuCtxSetCurrent(b->ctx);
+    bool ok = true;
+    for (unsigned i = 0; i < n; i++)
+      ok =
+          ok && gs_burst_record(b->probe[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+    r->cuCtxSetCurrent(saved);
+    b->probe_set = ok;
+    b->probe_launches = launches;
+    b->idle_ticks = 0;
+    return;
+  }
+  n = atomic_load(&b->nstreams);
+  for (unsigned i = 0; i < n; i++)
+    if (r->cuEventQuery(b->probe[i]) != CUDA_SUCCESS) {
+      b->idle_ticks = 0;
+      return;
+    }
+  /* Nothing queued and nothing launched: after IDLE_TICKS looks, nothing is
+   * left to run, and the token goes back at once. */
+  if (++b->idle_ticks >= IDLE_TICKS)
+    gs_burst_close(dev, true, false);
+}

@@ -1,0 +1,124 @@
+/* The compute gate's state, shared by its three files: the gate (compute.c: the fast and slow
+ * path, segments), the bursts (compute_burst.c: events, open, close, the helper's look at a burst)
+ * and the daemon link (compute_link.c: the connection, the helper thread, messages, set-up). One
+ * instance, C; what in it is not atomic changes under C.mu. Only those three files include this
+ * header; the rest of the hook goes through compute.h. */
+#pragma once
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hook.h"
+#include "proto.h"
+
+#define NS_PER_MS 1000000ull
+#define BURST_STREAMS 8
+/* The helper's tick while a burst is open. A process is idle when two looks in a row find
+ * nothing queued and no launch: 0.5-1 ms, longer than a synchronize-and-relaunch takes (tens
+ * of us), so a process between two batches keeps its token, and one that stopped hands it
+ * back about a millisecond after its last kernel ended. */
+#define IDLE_TICK_NS 500000ull
+#define IDLE_TICKS 2
+/* A grant nobody here takes up within this is handed back. */
+#define UNUSED_GRANT_NS 2000000ull
+/* Without a daemon: bursts of this length, paced at the slice's limit. */
+#define SELF_QUANTUM_NS (10 * NS_PER_MS)
+#define RECONNECT_NS (200 * NS_PER_MS)
+/* A grant later than this: the hook asks whether the daemon is there at all (PING). A slice can
+ * rightly wait longer (others' guarantees come first), so a late grant alone proves nothing. */
+#define GRANT_WAIT_NS (1000 * NS_PER_MS)
+/* No PONG within this: the daemon is stopped (SIGSTOP, a debugger) or hung; the slice paces
+ * itself at its limit until the daemon answers, as when it is lost (a 12 s stop of the daemon
+ * stopped every slice's GPU work for 12 s). */
+#define PING_WAIT_NS (500 * NS_PER_MS)
+/* Launches per burst when nothing is known yet about this process's kernels. */
+#define FIRST_BUDGET 16
+#define MAX_BUDGET (1u << 20)
+
+enum mode { MODE_OFF, MODE_DAEMON, MODE_SELF };
+
+/* One GPU (as this process numbers them) of this process. */
+struct burst {
+  _Atomic uint64_t valid_until; /* launches go ahead before this; 0: no burst open */
+  _Atomic uint64_t launches;    /* launches that passed the gate in this burst */
+  _Atomic int inflight;         /* launches between the gate and the driver's return */
+  _Atomic uintptr_t streams[BURST_STREAMS];
+  _Atomic unsigned nstreams;
+  _Atomic uint64_t budget; /* launches allowed in this burst: the quantum over the mean kernel */
+  bool open;
+  bool thread_local_stream; /* a per-thread stream: only a context sync sees all of it */
+  uint32_t generation;
+  uint64_t opened_at;
+  CUcontext ctx;
+  CUevent start, end[BURST_STREAMS], probe[BURST_STREAMS];
+  /* A burst is charged its segments: from a launch to the synchronize that waited for it. The
+   * idle time between a synchronize and the next launch is the process's own, not the device's
+   * (a 0.2 ms-kernel slice synchronizing every 8 kernels was charged 10-25% above what ran on a
+   * loaded machine, and fell under its request where requests add up to 100%). */
+  CUevent seg_start;
+  bool seg_open;          /* a segment is open: seg_start marks where it began */
+  uint64_t seg_used_ns;   /* device time of the burst's closed segments */
+  uint64_t seg_span_ns;   /* from the burst's start to its last closed segment's end */
+  uint64_t sync_seq;      /* bumped at each mark, burst open and close: a stale mark is ignored */
+  uint64_t mark_launches; /* launches when the last mark's end events were recorded */
+  bool have_events;
+  bool probe_set;
+  uint64_t probe_launches;
+  uint32_t idle_ticks; /* helper looks in a row that found nothing queued and no launch */
+  uint64_t kernel_ns;  /* EWMA of device time per launch */
+  /* Daemon side of the token. */
+  bool waiting; /* a TOKEN_REQUEST is out */
+  bool granted; /* a grant arrived, not yet opened */
+  bool denied;  /* the daemon refused this GPU: pace at the limit */
+  struct gs_msg_token_grant grant;
+  uint64_t granted_at;   /* when the grant arrived */
+  int gate_waiters;      /* launching threads waiting for a token */
+  uint64_t self_next;    /* self-paced: no burst before this */
+  uint64_t requested_at; /* when the TOKEN_REQUEST out went */
+  bool self_burst;       /* the open burst is self-paced, not the daemon's token */
+};
+
+struct compute {
+  _Atomic int state; /* 0: not set up, 1: set up */
+  pthread_mutex_t init_mu;
+  _Atomic int mode; /* enum mode: the fast path reads it, the helper changes it */
+  uint32_t slice_id;
+  uint64_t slice_nonce; /* GSLICE_SLICE_NONCE: the slice's identity beyond its id */
+  bool stale;           /* the daemon's slice of this id is another one: never reconnect */
+  uint32_t limit_pct;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int fd;      /* the daemon connection, -1 when lost */
+  int wake_fd; /* eventfd: wakes the helper */
+  bool said_lost;
+  uint64_t ping_at;  /* a PING is out since then, 0: none */
+  bool unresponsive; /* no PONG within PING_WAIT_NS: self-paced until the daemon answers */
+  uint64_t ping_cookie;
+  uint64_t next_connect;
+  unsigned char in[1024] __attribute__((aligned(8)));
+  size_t inlen;
+  struct burst b[GS_MAX_GPUS];
+};
+
+/* The hook's init-once table for compute (compute_link.c). */
+extern struct compute gs_compute_state;
+#define C gs_compute_state
+
+/* compute_link.c: the daemon link (mu held, except the last). */
+void gs_link_wake(void);
+int gs_link_send(uint32_t type, const void *body, size_t len);
+/* Sets compute up at the first launch (reads the environment, connects, starts the helper). */
+void gs_link_ensure_setup(void);
+
+/* compute_burst.c: bursts (mu held, except the stream lookup of the fast path). */
+int gs_burst_current_dev(CUcontext *ret_ctx);
+CUresult gs_burst_record(CUevent ev, CUstream s);
+bool gs_burst_elapsed_ms(float *ret_ms, CUevent from, CUevent to);
+bool gs_burst_stream_known(struct burst *b, CUstream s);
+void gs_burst_add_stream(struct burst *b, CUstream s);
+void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uint64_t until,
+                   uint64_t quantum);
+void gs_burst_close(int dev, bool from_helper, bool more);
+void gs_burst_check(int dev, uint64_t now);
