@@ -39,9 +39,9 @@ gslice_unit_test(test_hook_config SOURCES unit/test_hook_config.c ${CMAKE_SOURCE
 target_include_directories(test_hook_config PRIVATE ${CMAKE_SOURCE_DIR}/src/hook ${CUDA_INCLUDE_DIR})
 target_compile_definitions(test_hook_config PRIVATE __CUDA_API_VERSION_INTERNAL=1)
 gslice_script_test(hook_attack hook_attack.sh TIMEOUT 60)
-# Holds a region's lock (built from region.c: the lock is not public API).
+# Holds a region's lock (through region_layout.h: the lock is not public API).
 add_executable(hook_region_hold progs/hook_region_hold.c)
-target_include_directories(hook_region_hold PRIVATE ${CMAKE_SOURCE_DIR}/src/common)
+target_link_libraries(hook_region_hold PRIVATE gslice_common)
 set_target_properties(hook_region_hold PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 gslice_script_test(hook_lockstop hook_lockstop.sh TIMEOUT 60)
 gslice_script_test(hook_fulldisk hook_fulldisk.sh TIMEOUT 30)

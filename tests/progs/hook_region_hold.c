@@ -1,8 +1,10 @@
 /* Takes a slice region's lock and keeps it until killed, as a process stopped inside a critical
- * section would (hook_lockstop.sh). Built from region.c (and proc.c) itself: the lock is not public
- * API. usage: hook_region_hold DIR */
-#include "../../src/common/proc.c"
-#include "../../src/common/region.c"
+ * section would (hook_lockstop.sh). The lock is not public API: it is
+ * reached through the region's private header. usage: hook_region_hold DIR */
+#include "../../src/common/region_layout.h"
+
+#include <stdio.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
   struct gs_region *r;

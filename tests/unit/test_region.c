@@ -1,9 +1,17 @@
 /* Unit test of the slice's accounting region: caps, process entries, reclaim, repair, refusal. */
 #include "test.h"
 
-/* The test reaches into the layout (to die holding the lock, to corrupt a header), so it
- * compiles the module in. */
-#include "../../src/common/region.c"
+/* The test reaches into the layout (to die holding the lock, to corrupt a header): the module's
+ * private header. */
+#include "../../src/common/region_layout.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <sys/wait.h>
 
@@ -15,7 +23,7 @@ static int region_detach(struct gs_region *region, unsigned proc) {
   int e = region_lock(region);
   if (e < 0)
     return e;
-  proc_clear(&region->map->proc[proc]);
+  region_proc_clear(&region->map->proc[proc]);
   region_unlock(region);
   return 0;
 }
@@ -210,21 +218,21 @@ static void test_refusal(void) {
 
   /* A region of another layout version. */
   struct region_layout *l = calloc(1, sizeof(*l));
-  layout_init(l);
+  region_layout_init(l);
   l->version = 99;
   write_file(path, l, sizeof(*l));
   CHECK_EQ_INT(gs_region_open(sub, &r), -EPROTONOSUPPORT);
   /* The right header with a wrong check, then a body with impossible values. */
-  layout_init(l);
+  region_layout_init(l);
   l->max_procs = 7;
   write_file(path, l, sizeof(*l));
   CHECK_EQ_INT(gs_region_open(sub, &r), -EBADMSG);
-  layout_init(l);
+  region_layout_init(l);
   l->dev[3].in_use = 77;
   write_file(path, l, sizeof(*l));
   CHECK_EQ_INT(gs_region_open(sub, &r), -EBADMSG);
   /* Truncated. */
-  layout_init(l);
+  region_layout_init(l);
   write_file(path, l, sizeof(*l) / 2);
   CHECK_EQ_INT(gs_region_open(sub, &r), -EBADMSG);
   free(l);

@@ -1,0 +1,67 @@
+/* The region's layout and lock, private to common/: region.c (the file: create, open, validate,
+ * the robust lock) and region_books.c (what is kept in it) share these; every other user goes
+ * through region.h. Nothing here is stable API: the file's layout is versioned by REGION_VERSION,
+ * and a change to anything the file holds must bump it. */
+#pragma once
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "region.h"
+
+#define REGION_MAGIC 0x4e4f494745525347ULL /* "GSREGION" read as little-endian bytes */
+#define REGION_VERSION 1u
+#define SWEEP_NS 10000000ull /* 10 ms */
+
+struct region_device {
+  uint8_t uuid[GS_REGION_UUID_LEN];
+  uint32_t in_use;
+  uint32_t source; /* enum gs_cap_source */
+  uint64_t cap;
+  uint64_t context_cost;
+};
+
+struct region_proc {
+  uint32_t in_use;
+  int32_t pid;
+  uint64_t start_time;
+  uint64_t pidns;
+  uint64_t used[GS_REGION_MAX_DEVICES];
+};
+
+/* The file, as mapped. Everything before `lock` is written once at creation and validated on
+ * every open; everything after it changes only under `lock`. */
+struct region_layout {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t size;
+  uint32_t max_devices;
+  uint32_t max_procs;
+  uint32_t mutex_size;
+  uint32_t check; /* FNV-1a of the fields above */
+  pthread_mutex_t lock __attribute__((aligned(64)));
+  uint32_t proc_hint;     /* no entry at or past this index is in use */
+  uint32_t repairs;       /* times a holder died with the lock */
+  uint64_t last_sweep_ns; /* CLOCK_MONOTONIC of the last cheap liveness sweep */
+  struct region_device dev[GS_REGION_MAX_DEVICES];
+  struct region_proc proc[GS_REGION_MAX_PROCS];
+};
+
+struct gs_region {
+  struct region_layout *map;
+  int nowait; /* gs_region_open_nowait: reads lock-free, writes trylock */
+  uint64_t pidns;
+  char path[PATH_MAX];
+};
+
+/* The robust lock (region.c says how it is bounded and repaired): 0, or -ETIMEDOUT, -EBUSY (a
+ * nowait handle) and other -errno from the mutex. Cancellation is off while it is held. */
+int region_lock(struct gs_region *r);
+void region_unlock(struct gs_region *r);
+/* The lock for a reader: none for a nowait handle (see gs_region_open_nowait). */
+int region_read_lock(struct gs_region *r);
+void region_read_unlock(struct gs_region *r);
+/* A fresh layout: header, an initialized process-shared robust mutex, no devices, no entries. */
+void region_layout_init(struct region_layout *l);
+/* Empties a process entry (its bytes leave the slice's usage). */
+void region_proc_clear(struct region_proc *p);
