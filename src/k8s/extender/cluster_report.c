@@ -1,0 +1,151 @@
+/* What the cluster view reports (cluster.h): totals, per-GPU statistics, per-namespace figures
+ * and the extender's /metrics. Read-only: it takes the view's lock for reading and changes no
+ * record. */
+#include "cluster_records.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube.h"
+
+struct ns_sum {
+  char ns[K8S_NAME_MAX];
+  uint64_t mem;
+  uint64_t compute;
+  uint32_t pods;
+};
+
+static int ns_cmp(const void *a, const void *b) {
+  return strcmp(((const struct ns_sum *)a)->ns, ((const struct ns_sum *)b)->ns);
+}
+
+void cluster_totals(struct cluster *c, uint64_t now_ms, struct cluster_totals *ret) {
+  struct cluster_totals t = {0};
+  pthread_rwlock_rdlock(&c->lock);
+  SMAP_EACH(&c->nodes, e) {
+    struct xnode *n = e->value;
+    if (!n->present)
+      continue;
+    t.nodes++;
+    if (!n->unusable[0] && now_ms > n->pn.heartbeat_ms &&
+        now_ms - n->pn.heartbeat_ms > c->cfg.node_timeout_ms)
+      t.stale_nodes++;
+    for (uint32_t i = 0; i < n->pn.ngpus; i++) {
+      t.gpus++;
+      t.memory += n->gpus[i].memory;
+      t.mem_used += n->gpus[i].mem_used;
+      t.compute_used += n->gpus[i].compute_used;
+    }
+  }
+  SMAP_EACH(&c->pods, e) {
+    struct xpod *p = e->value;
+    if (p->held) {
+      t.pods++;
+      t.assumed += p->assumed;
+    }
+  }
+  pthread_rwlock_unlock(&c->lock);
+  *ret = t;
+}
+
+void cluster_gpu_stats(struct cluster *c, uint64_t fit_mem, uint32_t fit_compute,
+                       struct cluster_gpu_stats *ret) {
+  struct cluster_gpu_stats t = {0};
+  pthread_rwlock_rdlock(&c->lock);
+  SMAP_EACH(&c->nodes, e) {
+    struct xnode *n = e->value;
+    if (!n->present || n->unusable[0])
+      continue;
+    for (uint32_t i = 0; i < n->pn.ngpus; i++) {
+      const struct place_gpu *g = &n->gpus[i];
+      uint64_t free_mem = g->memory > g->mem_used ? g->memory - g->mem_used : 0;
+      t.gpus++;
+      t.memory += g->memory;
+      t.mem_used += g->mem_used;
+      t.compute_used += g->compute_used;
+      if (g->slices == 0)
+        t.whole_free++;
+      if (g->compute_used + fit_compute > 100) {
+        t.stranded += free_mem;
+        t.stranded_compute_full += free_mem;
+      } else if (free_mem < fit_mem || g->slices >= g->slots || !g->healthy) {
+        t.stranded += free_mem;
+        t.stranded_fragment += free_mem;
+      }
+    }
+  }
+  pthread_rwlock_unlock(&c->lock);
+  *ret = t;
+}
+
+void cluster_metrics(struct cluster *c, FILE *out, uint64_t now_ms) {
+  struct ns_sum *sums = NULL;
+  size_t n = 0, cap = 0;
+  struct cluster_totals t;
+
+  cluster_totals(c, now_ms, &t);
+  pthread_rwlock_rdlock(&c->lock);
+  SMAP_EACH(&c->pods, e) {
+    struct xpod *p = e->value;
+    size_t i;
+    if (!p->held)
+      continue;
+    for (i = 0; i < n && strcmp(sums[i].ns, p->id.ns) != 0; i++)
+      ;
+    if (i == n) {
+      if (n == cap) {
+        struct ns_sum *s = realloc(sums, (cap = cap ? cap * 2 : 16) * sizeof(*s));
+        if (!s)
+          break;
+        sums = s;
+      }
+      memset(&sums[n], 0, sizeof sums[n]);
+      memcpy(sums[n].ns, p->id.ns, sizeof sums[n].ns);
+      n++;
+    }
+    sums[i].mem += p->mem_total;
+    sums[i].compute += p->compute_total;
+    sums[i].pods++;
+  }
+  pthread_rwlock_unlock(&c->lock);
+  if (n)
+    qsort(sums, n, sizeof(*sums), ns_cmp);
+  fputs("# HELP gslice_namespace_memory_bytes GPU memory assigned to the namespace's pods "
+        "(bound or being bound), bytes: what requests.gslice.io/gpu-memory quota counts.\n"
+        "# TYPE gslice_namespace_memory_bytes gauge\n",
+        out);
+  for (size_t i = 0; i < n; i++)
+    fprintf(out, "gslice_namespace_memory_bytes{namespace=\"%s\"} %" PRIu64 "\n", sums[i].ns,
+            sums[i].mem);
+  fputs("# HELP gslice_namespace_compute_percent GPU compute assigned to the namespace's pods, "
+        "% of one GPU: what requests.gslice.io/gpu-compute quota counts.\n"
+        "# TYPE gslice_namespace_compute_percent gauge\n",
+        out);
+  for (size_t i = 0; i < n; i++)
+    fprintf(out, "gslice_namespace_compute_percent{namespace=\"%s\"} %" PRIu64 "\n", sums[i].ns,
+            sums[i].compute);
+  fputs("# HELP gslice_namespace_pods Pods of the namespace holding gslice GPU slices.\n"
+        "# TYPE gslice_namespace_pods gauge\n",
+        out);
+  for (size_t i = 0; i < n; i++)
+    fprintf(out, "gslice_namespace_pods{namespace=\"%s\"} %u\n", sums[i].ns, sums[i].pods);
+  fprintf(out,
+          "# HELP gslice_extender_nodes Nodes known, and those whose heartbeat is stale.\n"
+          "# TYPE gslice_extender_nodes gauge\n"
+          "gslice_extender_nodes{state=\"all\"} %u\ngslice_extender_nodes{state=\"stale\"} %u\n"
+          "# HELP gslice_extender_gpus GPUs on known nodes.\n# TYPE gslice_extender_gpus gauge\n"
+          "gslice_extender_gpus %u\n"
+          "# HELP gslice_extender_memory_bytes GPU memory on known nodes, and assigned.\n"
+          "# TYPE gslice_extender_memory_bytes gauge\n"
+          "gslice_extender_memory_bytes{state=\"total\"} %" PRIu64 "\n"
+          "gslice_extender_memory_bytes{state=\"assigned\"} %" PRIu64 "\n"
+          "# HELP gslice_extender_assumed_pods Pods bound by this extender whose binding the "
+          "watch has not echoed yet.\n# TYPE gslice_extender_assumed_pods gauge\n"
+          "gslice_extender_assumed_pods %u\n",
+          t.nodes, t.stale_nodes, t.gpus, t.memory, t.mem_used, t.assumed);
+  free(sums);
+}
