@@ -377,6 +377,7 @@ void server_housekeeping(struct daemon *d) {
     i--; /* registry_remove moved the last slice here */
   }
   (void)removed;
+  token_watchdog(d);
   /* Caps not written while a process of the slice held its region's lock. */
   for (uint32_t i = 0; i < d->reg.n; i++)
     if (d->reg.slices[i]->cap_pending)

@@ -138,8 +138,9 @@ void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launc
  * gone): the token is free and the holder's limit pacing is set. */
 void sched_token_done(struct sched *s, uint64_t now);
 
-/* Earliest time a waiting slice kept back by its limit becomes eligible;
- * UINT64_MAX if none. */
+/* Earliest time a waiting slice (other than the holder) may have the token: its limit's pacing
+ * time, or `now` where that has passed (a pick at an earlier clock reading missed it);
+ * UINT64_MAX if none is waiting. */
 uint64_t sched_next_wakeup(const struct sched *s, uint64_t now);
 
 /* The quantum the slice would get now. */

@@ -284,3 +284,30 @@ void token_forget_slice(struct daemon *d, uint32_t id) {
     token_dispatch(d, g);
   }
 }
+
+/* A slice that waits past its pacing time with the token free is a missed wakeup: every such
+ * path is a bug (one hung a process for good: sched_next_wakeup), and this bounds what the next
+ * one costs to a housekeeping period, said in the log so that it gets fixed. */
+#define MISSED_WAKEUP_NS 100000000ull
+
+void token_watchdog(struct daemon *d) {
+  uint64_t now = loop_now();
+
+  for (uint32_t i = 0; i < d->ngpus; i++) {
+    struct gpu *g = &d->gpus[i];
+    if (g->holder)
+      continue;
+    for (uint32_t k = 0; k < g->s.nslices; k++) {
+      const struct sched_slice *sl = g->s.slices[k];
+      uint64_t since = sl->eligible_at > sl->waiting_since ? sl->eligible_at : sl->waiting_since;
+      if (sl->waiting && now > since + MISSED_WAKEUP_NS) {
+        dlog("warning",
+             "gpu %u: slice %u waited %" PRIu64 " ms with the token free and no grant (a missed "
+             "wakeup: please report); granting now",
+             g->index, sl->id, (now - since) / 1000000);
+        token_dispatch(d, g);
+        break;
+      }
+    }
+  }
+}

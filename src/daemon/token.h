@@ -13,3 +13,6 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m);
 void token_conn_gone(struct daemon *d, struct conn *c);
 /* Slice id is being removed: off every GPU's scheduler, its token (if held) given to the next. */
 void token_forget_slice(struct daemon *d, uint32_t id);
+/* Housekeeping: a GPU whose token is free while a slice has waited past its time gets its
+ * dispatch (logged as a missed wakeup). */
+void token_watchdog(struct daemon *d);

@@ -29,6 +29,12 @@ _gs_cleanup() {
     echo "SKIP: what ran passed; not checked here: $_gs_skipped_parts"
     rc=77
   fi
+  # A failure shows the daemon's last words: a CI log is all there is to go on afterwards.
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+    for c in "$T"/gsliced*.log; do
+      [ -s "$c" ] && { echo "--- last lines of $(basename "$c"):"; tail -n 25 "$c"; } >&2
+    done
+  fi
   # Kill whatever this test started (its process group), then drop its files.
   jobs -p | xargs -r kill -9 2>/dev/null || true
   wait 2>/dev/null || true

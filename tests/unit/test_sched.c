@@ -221,6 +221,18 @@ static void test_limit_paces_overrun(void) {
   CHECK_EQ_INT(sched_pick(&s, 100 * MS, &g), -EAGAIN);
   CHECK_EQ_U64(sched_next_wakeup(&s, 100 * MS), 160 * MS);
   CHECK_EQ_INT(sched_pick(&s, 160 * MS, &g), 0);
+  /* Eligible between the pick's clock reading and the wakeup's: due at once, never "no wakeup"
+   * (the daemon then armed no timer, and the slice waited forever). */
+  sched_charge(&s, 1, 10 * MS, 1, 170 * MS);
+  sched_token_done(&s, 170 * MS);
+  sched_set_waiting(&s, 1, true, 170 * MS);
+  uint64_t due = sched_find(&s, 1)->eligible_at;
+  CHECK_EQ_INT(sched_pick(&s, due - 1, &g), -EAGAIN);
+  CHECK_EQ_U64(sched_next_wakeup(&s, due + 1), due + 1);
+  CHECK_EQ_INT(sched_pick(&s, due + 1, &g), 0);
+  /* The holder's own wish does not wake anyone. */
+  sched_set_waiting(&s, 1, true, due + 2);
+  CHECK(sched_next_wakeup(&s, due + 2) == UINT64_MAX);
   sched_fini(&s);
 }
 
