@@ -42,6 +42,12 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       gs_burst_close(dev, false, true);
       continue;
     }
+    if (b->closing) {
+      /* Another thread's close waits for the GPU: its release comes first, and the events are
+       * its until then. */
+      pthread_cond_wait(&C.cv, &C.mu);
+      continue;
+    }
     if (b->granted) {
       b->granted = false;
       if (now < b->grant.valid_until_ns) {

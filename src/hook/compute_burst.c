@@ -139,11 +139,15 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
 
 /* Closes the burst of GPU `dev`: no launch passes from here on; what was
  * queued runs to its end (a kernel cannot be cut), and the burst's device
- * time, overrun included, is what gets charged. */
+ * time, overrun included, is what gets charged. Called with mu held; mu is
+ * dropped while the GPU finishes the burst's work, so that neither the
+ * helper nor another launching thread waits on the GPU behind this one (the
+ * burst is `closing` meanwhile: its events are this call's). */
 void gs_burst_close(int dev, bool from_helper, bool more) {
   const struct gs_real *r = gs_real();
   struct burst *b = &C.b[dev];
   uint64_t used = 0, span = 0, launches, seen;
+  CUstream streams[BURST_STREAMS];
   unsigned n;
 
   if (!b->open)
@@ -156,26 +160,34 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
   if (launches > atomic_load(&b->budget))
     launches = atomic_load(&b->budget); /* refused fast-path attempts counted themselves */
   n = atomic_load(&b->nstreams);
+  for (unsigned i = 0; i < n; i++)
+    streams[i] = (CUstream)atomic_load(&b->streams[i]);
+  b->open = false;
+  b->closing = true;
+  bool timed = b->have_events && !b->thread_local_stream;
+  bool seg_open = b->seg_open, use_probe = b->probe_set && b->probe_launches == seen;
+  uint64_t seg_used = b->seg_used_ns, seg_span = b->seg_span_ns;
+  pthread_mutex_unlock(&C.mu);
+
   CUcontext saved = NULL;
   if (from_helper && r->cuCtxGetCurrent && r->cuCtxSetCurrent) {
     r->cuCtxGetCurrent(&saved);
     r->cuCtxSetCurrent(b->ctx);
   }
-  if (b->have_events && !b->thread_local_stream && !b->seg_open) {
+  if (timed && !seg_open) {
     /* Ended at a synchronize, nothing launched since. */
-    used = b->seg_used_ns;
-    span = b->seg_span_ns;
-  } else if (b->have_events && !b->thread_local_stream) {
+    used = seg_used;
+    span = seg_span;
+  } else if (timed) {
     /* Nothing launched since the helper's last probe: the probe marks the
      * true end, not the moment someone noticed. */
-    bool use_probe = b->probe_set && b->probe_launches == seen;
     float seg_ms = 0, span_ms = 0;
     bool ok = true;
     for (unsigned i = 0; i < n && ok; i++) {
       CUevent e = use_probe ? b->probe[i] : b->end[i];
       float a, z;
       if (!use_probe)
-        ok = gs_burst_record(e, (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+        ok = gs_burst_record(e, streams[i]) == CUDA_SUCCESS;
       ok = ok && r->cuEventSynchronize(e) == CUDA_SUCCESS;
       ok = ok && gs_burst_elapsed_ms(&a, b->seg_start, e) && gs_burst_elapsed_ms(&z, b->start, e);
       if (ok && a > seg_ms)
@@ -184,15 +196,15 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
         span_ms = z;
     }
     if (ok) {
-      used = b->seg_used_ns + (uint64_t)((double)seg_ms * 1e6);
+      used = seg_used + (uint64_t)((double)seg_ms * 1e6);
       span = (uint64_t)((double)span_ms * 1e6);
-      if (span < b->seg_span_ns)
-        span = b->seg_span_ns;
+      if (span < seg_span)
+        span = seg_span;
     } else {
-      b->thread_local_stream = true;
+      timed = false;
     }
   }
-  if (!b->have_events || b->thread_local_stream) {
+  if (!timed) {
     if (r->cuCtxSynchronize)
       r->cuCtxSynchronize();
     used = gs_mono_ns() - b->opened_at;
@@ -200,16 +212,21 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
   }
   if (from_helper && r->cuCtxSetCurrent)
     r->cuCtxSetCurrent(saved);
+
+  pthread_mutex_lock(&C.mu);
+  b->closing = false;
+  if (!timed)
+    b->thread_local_stream = true;
+  pthread_cond_broadcast(&C.cv); /* launching threads wait for the close (slow path) */
   if (launches && used) {
     uint64_t k = used / launches;
     b->kernel_ns = b->kernel_ns ? (3 * b->kernel_ns + k) / 4 : k;
   } else if (launches && !used) {
     b->kernel_ns = 1000; /* free kernels: count them as 1 us so the budget stays finite */
   }
-  b->open = false;
   gs_log(GS_LOG_DEBUG, "compute: gpu %d burst %u closed by %s: %llu ns, %llu launches%s", dev,
          b->generation, from_helper ? "helper" : "gate", (unsigned long long)used,
-         (unsigned long long)launches, b->thread_local_stream ? " (wall time)" : "");
+         (unsigned long long)launches, timed ? "" : " (wall time)");
   if (C.mode == MODE_DAEMON && !b->denied && !b->self_burst) {
     /* The burst's end stays where it was; its start moves up by the idle time left out, so a
      * lone participant's span is what it ran, and a shared token's span still ends where the

@@ -48,6 +48,7 @@ struct burst {
   _Atomic unsigned nstreams;
   _Atomic uint64_t budget; /* launches allowed in this burst: the quantum over the mean kernel */
   bool open;
+  bool closing;             /* a close waits (mu dropped) for the GPU: the burst's events are its */
   bool thread_local_stream; /* a per-thread stream: only a context sync sees all of it */
   uint32_t generation;
   uint64_t opened_at;
