@@ -44,7 +44,7 @@ wait "$OLD" || fail "the old slice's workload failed: $(cat "$T/old.err")"
 grep -q "is not this process's slice" "$T/old.err" || fail "the old slice's process did not say why: $(cat "$T/old.err")"
 cat "$T/old"
 # Paced at its own 20% limit, not scheduled as the stranger's 50%.
-within "old slice, paced by itself" "$(pct "$T/old")" 10 27
+STARVE_NO_DAEMON=1 share_ceiling_floor "old slice, paced by itself" "$(pct "$T/old")" 10 27 "$T/old"
 # Its runner's exit did not remove the stranger's slice of the same id.
 sleep 0.5
 "$BIN/gslice" status --json | grep -q '"id":1,"name":"stranger"' || fail "the old runner removed the stranger's slice"

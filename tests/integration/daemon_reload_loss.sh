@@ -25,5 +25,5 @@ stop_daemon
 wait $R || fail "the slice failed without its daemon: $(cat "$T/alone.err")"
 cat "$T/alone"
 grep -q "lost the gslice daemon" "$T/alone.err" || fail "the loss was not said: $(cat "$T/alone.err")"
-within "hard 30 without a daemon" "$(pct "$T/alone")" 15 35
+STARVE_NO_DAEMON=1 share_ceiling_floor "hard 30 without a daemon" "$(pct "$T/alone")" 15 35 "$T/alone"
 pass "SIGHUP reload; without a daemon a slice runs at no more than its limit"
