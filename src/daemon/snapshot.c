@@ -137,19 +137,11 @@ static int read_usage(struct daemon *d, struct slice *s, struct gs_region *rg, v
   return 0;
 }
 
-static void region_usage(struct daemon *d, struct slice *s, uint32_t gpu, uint64_t *used,
-                         uint64_t *cap) {
+uint64_t daemon_slice_memory_used(struct daemon *d, struct slice *s, uint32_t gpu) {
   struct usage u = {.gpu = gpu, .used = 0, .cap = s->spec.memory_cap};
 
   with_region(d, s, 0, read_usage, &u);
-  *used = u.used;
-  *cap = u.cap;
-}
-
-uint64_t daemon_slice_memory_used(struct daemon *d, struct slice *s, uint32_t gpu) {
-  uint64_t used, cap;
-  region_usage(d, s, gpu, &used, &cap);
-  return used;
+  return u.used;
 }
 
 static void add_pid(struct gs_slice_status *ss, int32_t pid) {
@@ -187,32 +179,30 @@ static bool is_accounted(void *arg, pid_t pid) {
   return false;
 }
 
-struct pids_arg {
-  struct gs_slice_status *ss;
-  struct accounted *acc;
+/* What a snapshot reads from one slice's region: its processes and its usage on each of its
+ * GPUs, in one open. Into a copy first: a jump out of the read leaves the status with none of
+ * the region's figures rather than some. */
+struct slice_read {
+  struct gs_region_proc_info procs[GS_REGION_MAX_PROCS];
+  unsigned nprocs;
+  struct usage usage[GS_MAX_GPUS];
 };
 
-/* Into a copy first: a jump out of the read leaves the status with none of the region's pids
- * rather than some. */
-static int read_pids(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
-  struct gs_region_proc_info procs[GS_REGION_MAX_PROCS];
-  struct pids_arg *pa = arg;
-  unsigned n = 0;
-  int r = gs_region_procs(rg, procs, GS_REGION_MAX_PROCS, &n);
+static int read_slice(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
+  struct slice_read *sr = arg;
 
-  (void)d;
-  (void)s;
-  if (r == 0)
-    for (unsigned i = 0; i < n; i++) {
-      add_pid(pa->ss, (int32_t)procs[i].pid);
-      account(pa->acc, (pid_t)procs[i].pid);
-    }
-  return r;
+  if (gs_region_procs(rg, sr->procs, GS_REGION_MAX_PROCS, &sr->nprocs) < 0)
+    sr->nprocs = 0;
+  for (uint32_t i = 0; i < d->ngpus; i++)
+    if (slice_mask(s) & (1u << i))
+      read_usage(d, s, rg, &sr->usage[i]);
+  return 0;
 }
 
 int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
   struct gs_status st = {0};
   struct accounted acc = {0};
+  struct slice_read *sr = NULL;
   struct timespec ts;
   uint64_t now = loop_now(), span = now - d->started;
   double window;
@@ -246,8 +236,12 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
   }
   if (d->reg.n) {
     st.slices = calloc(d->reg.n, sizeof(*st.slices));
-    if (!st.slices)
+    sr = malloc(sizeof(*sr)); /* 40 KiB: off the loop thread's stack */
+    if (!st.slices || !sr) {
+      free(st.slices);
+      free(sr);
       return -ENOMEM;
+    }
   }
   for (uint32_t k = 0; k < d->reg.n; k++) {
     struct slice *s = d->reg.slices[k];
@@ -265,16 +259,27 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
         account(&acc, c->pid);
       }
     /* Processes that hold memory but never launched have no connection yet:
-     * the slice's region knows them. */
-    struct pids_arg pa = {.ss = ss, .acc = &acc};
-    with_region(d, s, 0, read_pids, &pa);
+     * the slice's region knows them. Without a region (or a readable one), nothing is used and
+     * the cap is the slice's own. */
+    for (uint32_t i = 0; i < d->ngpus; i++)
+      sr->usage[i] = (struct usage){.gpu = i, .used = 0, .cap = s->spec.memory_cap};
+    if (with_region(d, s, 0, read_slice, sr) < 0) {
+      sr->nprocs = 0;
+      for (uint32_t i = 0; i < d->ngpus; i++)
+        sr->usage[i] = (struct usage){.gpu = i, .used = 0, .cap = s->spec.memory_cap};
+    }
+    for (unsigned p = 0; p < sr->nprocs; p++) {
+      add_pid(ss, (int32_t)sr->procs[p].pid);
+      account(&acc, (pid_t)sr->procs[p].pid);
+    }
     for (uint32_t i = 0; i < d->ngpus; i++) {
       struct sched_slice *sl;
       if (!(slice_mask(s) & (1u << i)))
         continue;
       struct gs_slice_gpu_status *sg = &ss->gpus[ss->ngpus++];
       sg->gpu = i;
-      region_usage(d, s, i, &sg->memory_used_bytes, &sg->memory_cap_bytes);
+      sg->memory_used_bytes = sr->usage[i].used;
+      sg->memory_cap_bytes = sr->usage[i].cap;
       sl = sched_find(&d->gpus[i].s, s->id);
       if (!sl)
         continue;
@@ -294,6 +299,7 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
   for (uint32_t i = 0; i < d->ngpus; i++)
     gpus_device_view(d, i, is_accounted, &acc, &st.gpus[i]);
   free(acc.pids);
+  free(sr);
   *ret = st;
   return 0;
 }
