@@ -10,6 +10,9 @@
 #include "size.h"
 
 #define RECONCILE_NS 200000000ull /* 200 ms */
+/* The region's own bound on dead processes' bytes staying in the count (its cheap sweep at
+ * reservations): a view keeps the same one. */
+#define VIEW_SWEEP_NS 10000000ull /* 10 ms */
 
 static void say_denied(const char *what, CUdevice dev, unsigned slot, uint64_t asked,
                        const struct gs_region_denial *d) {
@@ -64,6 +67,22 @@ void gs_reconcile(CUdevice dev, unsigned slot, int force) {
     S.overhead[slot] = want;
   }
   gs_slice_unlock();
+}
+
+/* A view asked on every call (a framework polling cuMemGetInfo, nvidia-smi in a loop) read
+ * /proc for every entry of the slice each time. The calling process's own bytes are exact in
+ * the region whatever this does (reserve and release are synchronous, reconciliation runs at
+ * the view); only a dead process's bytes wait, at most VIEW_SWEEP_NS after the last check, and
+ * an allocation that would be refused still does the full check first (gs_region_reserve). One
+ * thread sweeps; one that loses the race reads the figure as it is. */
+int gs_reclaim_for_view(void) {
+  uint64_t now = gs_mono_ns();
+  uint64_t last = __atomic_load_n(&S.view_swept_ns, __ATOMIC_RELAXED);
+  if (now - last < VIEW_SWEEP_NS ||
+      !__atomic_compare_exchange_n(&S.view_swept_ns, &last, now, 0, __ATOMIC_RELAXED,
+                                   __ATOMIC_RELAXED))
+    return 0;
+  return gs_region_reclaim(S.region) >= 0;
 }
 
 /* Reserves `bytes` on `dev` for the calling process. -ENOMEM (said on stderr) over the cap.

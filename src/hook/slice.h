@@ -39,6 +39,10 @@ int gs_current_device(CUdevice *ret_dev, CUcontext *ret_ctx);
  * does not wrap — as NVML's per-process figure shows it (nothing when NVML does not list this
  * process, e.g. in a pid namespace). At most every 200 ms unless `force`. */
 void gs_reconcile(CUdevice dev, unsigned slot, int force);
+/* For a view (cuMemGetInfo, NVML) whose figure holds other processes' bytes: drops the entries
+ * of the slice's dead processes (the full check, a /proc read per entry), at most once every
+ * 10 ms in this process. 1 when it ran (the figure is worth reading again), else 0. */
+int gs_reclaim_for_view(void);
 
 /* Reserves `bytes` on device slot `slot` for this process, before the real call; over the cap
  * (after reclaiming dead processes, pool trims and reconciling) says so on stderr and returns

@@ -33,7 +33,8 @@ struct gs_slice_state {
   uint64_t overhead[GS_REGION_MAX_DEVICES];
   uint64_t reconciled_ns[GS_REGION_MAX_DEVICES]; /* atomic: read without the lock (reserve.c) */
   int reconciling;
-  int ordinals_checked; /* GSLICE_MEMORY_LIMIT's device indexes checked against the devices */
+  uint64_t view_swept_ns; /* atomic: the last gs_reclaim_for_view that ran (reserve.c) */
+  int ordinals_checked;   /* GSLICE_MEMORY_LIMIT's device indexes checked against the devices */
   uint64_t serials; /* numbers for released-but-alive VMM handles and destroyed-but-held pools */
 };
 

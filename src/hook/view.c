@@ -5,19 +5,19 @@
 #include <errno.h>
 #include <pthread.h>
 
-/* The full liveness check (gs_region_reclaim) reads /proc for every entry of the slice. It can
+/* The full liveness check (gs_reclaim_for_view: /proc read for every entry of the slice) can
  * change the view only when the device's figure holds bytes beyond this process's own, some of
- * which a dead process may have left: only then is it run. The view is as exact as before. */
+ * which a dead process may have left: only then is it run, and at most every 10 ms, not per
+ * call. Other live processes' allocations and frees show at once (the figure is read under the
+ * region's lock at every call); a dead process's bytes within 10 ms. */
 static int view_of_slot(unsigned slot, uint64_t *ret_cap, uint64_t *ret_used) {
   struct gs_region_device_info info;
   uint64_t mine = 0;
   if (gs_region_device_info(gs_slice_region(), slot, &info) < 0)
     return -ENOENT;
-  if (gs_slice_held(slot, &mine) < 0 || info.used > mine) {
-    gs_region_reclaim(gs_slice_region());
-    if (gs_region_device_info(gs_slice_region(), slot, &info) < 0)
-      return -ENOENT;
-  }
+  if ((gs_slice_held(slot, &mine) < 0 || info.used > mine) && gs_reclaim_for_view() &&
+      gs_region_device_info(gs_slice_region(), slot, &info) < 0)
+    return -ENOENT;
   if (info.cap == GS_REGION_NO_CAP)
     return -ENOENT;
   *ret_cap = info.cap;

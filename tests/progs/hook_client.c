@@ -4,7 +4,8 @@
  * usage: hook_client --lookup link|default|next|dlsym|procaddr [--ptsz] --path PATH [--chunk SIZE]
  *                    [--ctx primary|create] [--device N] [--script "cmd;cmd"]
  * PATH: alloc pitch managed async pool vmm array array3d mipmap
- * commands: fill (allocate chunks until one fails), alloc N, free, info, race THREADS,
+ * commands: fill (allocate chunks until one fails), alloc N, free, info, infos N (N cuMemGetInfo
+ *           calls in a row: "infos n= err= ms=<elapsed>"), race THREADS,
  *           churn N (random alloc/free pairs), spawn (fork + exec self with --script "fill;info"),
  *           ctxdrop (destroy / release the context without freeing), ctxnew (a context again),
  *           export FILE (IPC handle of
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "size.h"
@@ -298,6 +300,20 @@ static void info(void) {
   printf("info err=%d free=%zu total=%zu devtotal=%zu\n", rc, f, t, dt);
 }
 
+static void infos(int n) {
+  struct timespec t0, t1;
+  CUresult rc = CUDA_SUCCESS;
+  int i;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (i = 0; i < n && rc == CUDA_SUCCESS; i++) {
+    size_t f, t;
+    rc = api.cuMemGetInfo_v2(&f, &t);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  printf("infos n=%d err=%d ms=%ld\n", i, rc, ms);
+}
+
 static void run(char *cmd) {
   char *arg = strchr(cmd, ' ');
   if (arg)
@@ -320,6 +336,8 @@ static void run(char *cmd) {
     printf("huge err=%d\n", rc);
   } else if (strcmp(cmd, "info") == 0) {
     info();
+  } else if (strcmp(cmd, "infos") == 0) {
+    infos(arg ? atoi(arg) : 100);
   } else if (strcmp(cmd, "race") == 0) {
     int k = arg ? atoi(arg) : 4, total = 0, all_oom = 1;
     struct racer *r = calloc((size_t)k, sizeof(*r));

@@ -1,10 +1,14 @@
 /* Reads (and, as the daemon would, sets the cap in) a slice's region, for the hook's tests.
- * usage: hook_region DIR show | DIR set-limit SIZE [SLOT] | DIR reclaim | DIR fill-devices
- * fill-devices: registers made-up devices until the region's device table is full. */
+ * usage: hook_region DIR show | DIR set-limit SIZE [SLOT] | DIR reclaim | DIR fill-devices |
+ *        DIR hold SIZE
+ * fill-devices: registers made-up devices until the region's device table is full.
+ * hold: takes an entry for this process, charges SIZE on device slot 0, says "held" and waits
+ * to be killed: a process of the slice that no (simulated) driver knows. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "region.h"
 #include "size.h"
@@ -32,6 +36,20 @@ int main(int argc, char **argv) {
       n++;
     printf("devices added=%u\n", n);
     e = e == -ENOSPC ? 0 : e;
+  } else if (strcmp(argv[2], "hold") == 0 && argc >= 4) {
+    uint64_t bytes;
+    unsigned proc;
+    if (gs_size_parse(argv[3], &bytes) < 0)
+      return 2;
+    e = gs_region_attach(r, &proc);
+    if (e == 0)
+      e = gs_region_charge(r, proc, 0, bytes);
+    if (e == 0) {
+      printf("held\n");
+      fflush(stdout);
+      for (;;)
+        pause();
+    }
   } else if (strcmp(argv[2], "reclaim") == 0) {
     e = gs_region_reclaim(r);
     printf("reclaimed %d\n", e);
