@@ -131,6 +131,40 @@ void gs_release(unsigned slot, uint64_t bytes) {
   gs_slice_unlock();
 }
 
+/* Opens ticket t (its dev and ctx set) for `bytes`. The device's slot and, in the common case,
+ * the reservation are one critical section: an allocation took S.lock once for the slot and
+ * again to reserve. The common case is the one where reserve() would do nothing else: the
+ * process has its entry, no reconciliation is due before the call (gs_reconcile would return
+ * at once: another thread probing, or not 200 ms since the last) and the reservation is
+ * granted. Anything else — the first allocation (the entry taken, its error said once), a
+ * refusal (pool trims, a forced reconciliation, the message), a lost entry, a reconciliation
+ * due — goes the long way through reserve(), from the start: this section changed nothing but
+ * S.attached on a lost entry, and a refusal is decided again there. */
+static CUresult ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what,
+                            int before_call) {
+  uint64_t now = gs_mono_ns();
+  int reserved = 0;
+
+  gs_slice_lock();
+  int e = gs_slot_for_alloc_locked(t->dev, &t->slot);
+  int due = before_call && !S.reconciling &&
+            now - __atomic_load_n(&S.reconciled_ns[t->slot], __ATOMIC_RELAXED) >= RECONCILE_NS;
+  if (e == 0 && !due && S.attached) {
+    int r = gs_region_reserve(S.region, S.proc, t->slot, bytes, NULL);
+    if (r == -ESTALE) /* our entry was taken from us: reserve() takes a new one */
+      S.attached = 0;
+    reserved = r == 0;
+  }
+  gs_slice_unlock();
+  if (e != 0)
+    return gs_slot_refusal(e);
+  if (!reserved && reserve(t->dev, t->slot, bytes, what, before_call) < 0)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  t->active = 1;
+  t->bytes = bytes;
+  return CUDA_SUCCESS;
+}
+
 /* Starts an allocation on the current context's device. Returns CUDA_SUCCESS with t->active
  * clear when there is nothing to count against (no context: the real call will say so). */
 CUresult gs_ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what) {
@@ -138,14 +172,7 @@ CUresult gs_ticket_open(struct gs_ticket *t, uint64_t bytes, const char *what) {
   gs_setup();
   if (gs_current_device(&t->dev, &t->ctx) < 0)
     return CUDA_SUCCESS;
-  int e = gs_slot_for_alloc(t->dev, &t->slot);
-  if (e != 0)
-    return gs_slot_refusal(e);
-  if (gs_reserve(t->dev, t->slot, bytes, what) < 0)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  t->active = 1;
-  t->bytes = bytes;
-  return CUDA_SUCCESS;
+  return ticket_open(t, bytes, what, 1);
 }
 
 /* The same for an explicit device (VMM, context creation). */
@@ -155,14 +182,7 @@ static CUresult ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx,
   gs_setup();
   t->dev = dev;
   t->ctx = ctx;
-  int e = gs_slot_for_alloc(dev, &t->slot);
-  if (e != 0)
-    return gs_slot_refusal(e);
-  if (reserve(dev, t->slot, bytes, what, before_call) < 0)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  t->active = 1;
-  t->bytes = bytes;
-  return CUDA_SUCCESS;
+  return ticket_open(t, bytes, what, before_call);
 }
 
 CUresult gs_ticket_open_on(struct gs_ticket *t, CUdevice dev, CUcontext ctx, uint64_t bytes,

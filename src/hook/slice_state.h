@@ -47,3 +47,5 @@ void gs_slice_lock(void);
 void gs_slice_unlock(void);
 /* Under S.lock: takes this process's entry in the region if it has none yet. */
 int gs_slice_attach_locked(void);
+/* Under S.lock: gs_slot_for_alloc (slice.h). */
+int gs_slot_for_alloc_locked(CUdevice dev, unsigned *ret_slot);
