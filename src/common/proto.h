@@ -6,6 +6,17 @@
 
 #include "status.h"
 
+/* GPU numbering, stated here once. Two numberings cross the wire, never mixed in one field:
+ * - the *index*: the node's GPU as NVML numbers it (physical order). REGISTER's and SET's
+ *   gpu_mask bits, STATUS_REPLY (status.h: gs_gpu_status.index, gs_slice_gpu_status.gpu),
+ *   /metrics and the CLI use it.
+ * - the *ordinal*: the CUDA device number as a process of the slice sees it. Every TOKEN_*
+ *   message's `gpu` is one. `gslice run --gpu` sets CUDA_VISIBLE_DEVICES to the slice's GPUs in
+ *   index order, so ordinal k is the k-th set bit of the slice's mask.
+ * The hook only ever knows ordinals and sends them as they are; the daemon converts, in
+ * registry.c (slice_gpu: ordinal -> index) and for the way back in token.c (ordinal_of), and
+ * nowhere else. */
+
 /* Messages travel over a Unix stream socket between processes of one machine,
  * so fields are in host byte order. Every message starts with the same header;
  * `length` counts the whole message, header included, and must equal the size
@@ -54,7 +65,7 @@ _Static_assert(sizeof(struct gs_msg_hdr) == 16, "header is 16 bytes");
 /* What a slice is: the arguments of `gslice run` that reach the daemon. */
 struct gs_slice_spec {
   char name[GS_NAME_MAX];   /* NUL-terminated, may be empty */
-  uint32_t gpu_mask;        /* bit i: physical GPU i; 0 means GPU 0 */
+  uint32_t gpu_mask;        /* bit i: GPU index i (above); 0 means GPU 0 */
   uint32_t compute_request; /* percent of one GPU, 0..100 */
   uint32_t compute_limit;   /* percent of one GPU, request..100, not 0 */
   int32_t priority;         /* enum gs_priority */
@@ -126,7 +137,7 @@ struct gs_msg_unregister {
 _Static_assert(sizeof(struct gs_msg_unregister) == 16, "unregister size");
 
 struct gs_msg_token_request {
-  uint32_t gpu; /* the device ordinal as the process sees it */
+  uint32_t gpu; /* an ordinal (GPU numbering, above), as in every TOKEN_* message */
   uint32_t reserved;
 };
 _Static_assert(sizeof(struct gs_msg_token_request) == 8, "token request size");

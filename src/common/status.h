@@ -1,6 +1,8 @@
 /* The node snapshot: what the daemon knows of every GPU and slice, as the CLI
  * (status, top), the metrics endpoint and the demo read it. One definition, so the
- * daemon fills it and every reader agrees on units: bytes, ratios 0..1, seconds. */
+ * daemon fills it and every reader agrees on units: bytes, ratios 0..1, seconds.
+ * GPUs here are by index (NVML's, physical), never by a process's CUDA ordinal: proto.h,
+ * "GPU numbering", says both and where the daemon converts. */
 #pragma once
 #include <stdint.h>
 
@@ -35,7 +37,7 @@ enum gs_device_known {
 };
 
 struct gs_gpu_status {
-  uint32_t index;
+  uint32_t index; /* the GPU's index */
   char name[GS_NAME_MAX];
   char uuid[GS_UUID_MAX];
   uint32_t device_known;      /* enum gs_device_known bits */
@@ -57,7 +59,7 @@ struct gs_gpu_status {
 
 /* One slice on one of its GPUs. */
 struct gs_slice_gpu_status {
-  uint32_t gpu;
+  uint32_t gpu; /* the GPU's index, as gs_gpu_status.index */
   uint64_t memory_used_bytes;
   uint64_t memory_cap_bytes;                 /* 0: no cap */
   double share_ratio;                        /* achieved share of device time, last window */

@@ -64,8 +64,9 @@ int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uid_t u
 /* Removes a slice and its dir. Does not save. */
 void registry_remove(struct registry *reg, uint32_t id);
 
-/* The physical GPU behind device ordinal `ordinal` of the slice (the k-th GPU
- * of its mask, as CUDA_VISIBLE_DEVICES orders them). -ENODEV if none. */
+/* The GPU index behind device ordinal `ordinal` of the slice (the k-th GPU of its mask, as
+ * CUDA_VISIBLE_DEVICES orders them; proto.h, "GPU numbering"): the one conversion of an
+ * arriving ordinal. -ENODEV if none. */
 int slice_gpu(const struct slice *s, uint32_t ordinal, uint32_t *ret_gpu);
 /* Its GPU mask, GPU 0 when empty. */
 uint32_t slice_mask(const struct slice *s);
