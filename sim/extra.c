@@ -75,7 +75,7 @@ SIM_API CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
   SIM_REQUIRE_INIT();
   if (!canAccessPeer)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || peerDev < 0 || (unsigned)dev >= sim.ndev || (unsigned)peerDev >= sim.ndev)
+  if (!sim_dev_ok(dev) || !sim_dev_ok(peerDev))
     return CUDA_ERROR_INVALID_DEVICE;
   *canAccessPeer = 0; /* peer access is not modelled */
   return CUDA_SUCCESS;

@@ -128,24 +128,27 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptsz) {
 
 SIM_TWINS(cuMemFreeAsync, _ptsz, free_async, (CUdeviceptr dptr, CUstream hStream), dptr, hStream)
 
+/* The arguments of a query of a device's pool: where the answer goes, and the device. */
+static CUresult device_pool_args(const CUmemoryPool *out, CUdevice dev) {
+  if (!out)
+    return CUDA_ERROR_INVALID_VALUE;
+  return sim_dev_ok(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
 SIM_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
   SIM_REQUIRE_INIT();
-  if (!pool_out)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || (unsigned)dev >= sim.ndev)
-    return CUDA_ERROR_INVALID_DEVICE;
-  *pool_out = (CUmemoryPool)&sim.default_pool[dev];
-  return CUDA_SUCCESS;
+  CUresult rc = device_pool_args(pool_out, dev);
+  if (rc == CUDA_SUCCESS)
+    *pool_out = (CUmemoryPool)&sim.default_pool[dev];
+  return rc;
 }
 
 SIM_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
   SIM_REQUIRE_INIT();
-  if (!pool)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (dev < 0 || (unsigned)dev >= sim.ndev)
-    return CUDA_ERROR_INVALID_DEVICE;
-  *pool = (CUmemoryPool)sim.cur_pool[dev];
-  return CUDA_SUCCESS;
+  CUresult rc = device_pool_args(pool, dev);
+  if (rc == CUDA_SUCCESS)
+    *pool = (CUmemoryPool)sim.cur_pool[dev];
+  return rc;
 }
 
 SIM_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
@@ -154,7 +157,7 @@ SIM_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   CUresult rc = pool_arg(pool, &p);
   if (rc != CUDA_SUCCESS)
     return rc;
-  if (dev < 0 || (unsigned)dev >= sim.ndev || p->dev != dev)
+  if (!sim_dev_ok(dev) || p->dev != dev)
     return CUDA_ERROR_INVALID_DEVICE;
   sim.cur_pool[dev] = p;
   return CUDA_SUCCESS;
@@ -166,7 +169,7 @@ SIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolP
       poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;
   int dev = poolProps->location.id;
-  if (dev < 0 || (unsigned)dev >= sim.ndev)
+  if (!sim_dev_ok(dev))
     return CUDA_ERROR_INVALID_DEVICE;
   struct sim_pool *p = calloc(1, sizeof(*p));
   if (!p)

@@ -70,7 +70,7 @@ SIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;
   int dev = prop->location.id;
-  if (dev < 0 || (unsigned)dev >= sim.ndev)
+  if (!sim_dev_ok(dev))
     return CUDA_ERROR_INVALID_DEVICE;
   CUresult rc = sim_charge(dev, size);
   if (rc != CUDA_SUCCESS)

@@ -262,10 +262,21 @@ out:
   return rc;
 }
 
+/* The encoders' last step: root as compact text, fields in the order they were packed, in
+ * *ret_text; root is released either way. 0 or -ENOMEM. */
+static int dump_compact(json_t *root, char **ret_text) {
+  char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+  json_decref(root);
+  if (!text)
+    return -ENOMEM;
+  *ret_text = text;
+  return 0;
+}
+
 int k8s_node_gpus_encode(const struct k8s_node_gpus *g, char **ret_text) {
   json_t *root = NULL, *list;
   char hb[32];
-  char *text;
   int rc = -ENOMEM;
 
   if (g->ngpus > K8S_MAX_GPUS || g->slots_per_gpu < 1 || g->slots_per_gpu > K8S_MAX_SLOTS)
@@ -288,11 +299,7 @@ int k8s_node_gpus_encode(const struct k8s_node_gpus *g, char **ret_text) {
                                               "slots", (json_int_t)gpu->slots)))
       goto out;
   }
-  text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  if (!text)
-    goto out;
-  *ret_text = text;
-  rc = 0;
+  return dump_compact(root, ret_text);
 out:
   json_decref(root);
   return rc;
@@ -425,7 +432,6 @@ out:
 
 int k8s_assigned_encode(const struct k8s_assigned *a, char **ret_text) {
   json_t *root, *list;
-  char *text;
   int rc = -ENOMEM;
 
   if (!a->node[0] || a->ncontainers > K8S_MAX_CONTAINERS)
@@ -462,11 +468,7 @@ int k8s_assigned_encode(const struct k8s_assigned *a, char **ret_text) {
         goto out;
     }
   }
-  text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  if (!text)
-    goto out;
-  *ret_text = text;
-  rc = 0;
+  return dump_compact(root, ret_text);
 out:
   json_decref(root);
   return rc;
