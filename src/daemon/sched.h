@@ -51,6 +51,7 @@ struct sched_slice {
   double credit_ns;
   uint64_t credit_at;
   bool token_on_request; /* its last token was granted for its request */
+  bool token_aged;       /* ... or after waiting a window (ahead of higher classes) */
   /* Fair share of what the requests leave: start-time fair queueing. The
    * slice's virtual time is its device time on fair tokens over its weight;
    * the lowest goes first, and one that comes back (from idle, from its
@@ -142,6 +143,15 @@ void sched_token_done(struct sched *s, uint64_t now);
  * time, or `now` where that has passed (a pick at an earlier clock reading missed it);
  * UINT64_MAX if none is waiting. */
 uint64_t sched_next_wakeup(const struct sched *s, uint64_t now);
+
+/* When the holder's token is to be taken back for a waiting slice of a higher class that the
+ * policy would pick before it: now or later (the holder keeps a token at least
+ * sched_preempt_hold); UINT64_MAX: not. The mechanism takes it back as a revoke (the holder
+ * stops launching; sched_charge_held, then sched_token_done) and grants the next. */
+uint64_t sched_preempt_at(struct sched *s, uint64_t now);
+/* The least a token is held before a higher class takes it: quantum_min / 5 (1 ms at the
+ * defaults). */
+uint64_t sched_preempt_hold(const struct sched *s);
 
 /* The quantum the slice would get now. */
 uint64_t sched_quantum(const struct sched *s, const struct sched_slice *sl);

@@ -32,9 +32,12 @@ static uint64_t release_grace(struct daemon *d, struct gpu *g) {
 static void rearm(struct daemon *d, struct gpu *g) {
   uint64_t when = UINT64_MAX;
 
-  if (g->holder)
+  if (g->holder) {
+    uint64_t pre = sched_preempt_at(&g->s, loop_now());
     when = g->s.valid_until + release_grace(d, g);
-  else
+    if (pre < when)
+      when = pre;
+  } else
     when = sched_next_wakeup(&g->s, loop_now());
   if (g->timer && g->timer_when == when)
     return;
@@ -71,10 +74,35 @@ static void token_done(struct daemon *d, struct gpu *g) {
   token_dispatch(d, g);
 }
 
+/* Takes the token from its holder for a slice of a higher class (sched_preempt_at): the holder
+ * stops launching, what it queued still runs and its release reports it, late, as after a
+ * revoke. Until then it is charged the time it held the token. */
+static void preempt(struct daemon *d, struct gpu *g) {
+  struct slice *s = registry_find(&d->reg, g->holder);
+  struct gs_msg_token_revoke rv = {.generation = g->s.generation};
+  uint32_t bit = 1u << g->index;
+  uint64_t now = loop_now(), held = now > g->s.granted_at ? now - g->s.granted_at : 0;
+  uint64_t reported = g->span_end - g->span_start;
+
+  sched_charge_held(&g->s, held > reported ? held - reported : 0, now);
+  for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
+    if (!(c->holding & bit))
+      continue;
+    c->holding &= ~bit;
+    rv.gpu = ordinal_of(s, g->index);
+    conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
+  }
+  token_done(d, g);
+}
+
 void token_dispatch(struct daemon *d, struct gpu *g) {
   uint64_t now = loop_now();
   struct sched_grant gr;
 
+  if (g->holder && g->participants && sched_preempt_at(&g->s, now) <= now) {
+    preempt(d, g); /* token_done dispatches the token again, free now */
+    return;
+  }
   while (!g->holder && sched_pick(&g->s, now, &gr) == 0) {
     struct slice *s = registry_find(&d->reg, gr.slice_id);
     uint32_t bit = 1u << g->index;
