@@ -273,6 +273,13 @@ void gs_burst_check(int dev, uint64_t now) {
   if (!b->have_events || b->thread_local_stream)
     return;
   if (!b->probe_set || b->probe_launches != launches) {
+    /* A launch counted but not yet in the driver (it passed the gate a moment ago, often the
+     * one that opened the burst and woke us): a probe now would land before its kernel and
+     * complete at once, and the burst's close would take it for the end. A burst of one 20 ms
+     * kernel was then charged ~50 us about one time in four, and the next holder, whose first
+     * kernels queued behind the rest of it, was charged that rest. Looked at next tick. */
+    if (atomic_load(&b->inflight) > 0)
+      return;
     /* New launches since the last look: mark where the queue ends now. */
     CUcontext saved = NULL;
     n = atomic_load(&b->nstreams);
