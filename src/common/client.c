@@ -1,6 +1,7 @@
 /* Client side of the gsliced protocol (client.h): blocking calls over one Unix-socket connection.
  */
 #include "client.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -60,19 +61,13 @@ int gs_client_send(int fd, uint32_t type, uint32_t seq, const void *body, size_t
   return 0;
 }
 
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Reads exactly len bytes by the deadline. */
 static int read_full(int fd, unsigned char *p, size_t len, uint64_t deadline) {
   size_t got = 0;
 
   while (got < len) {
     if (deadline != UINT64_MAX) {
-      uint64_t now = now_ms();
+      uint64_t now = gs_mono_ms();
       struct pollfd pfd = {.fd = fd, .events = POLLIN};
       if (now >= deadline)
         return -ETIMEDOUT;
@@ -98,7 +93,7 @@ static int read_full(int fd, unsigned char *p, size_t len, uint64_t deadline) {
 }
 
 int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg *ret) {
-  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+  uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : gs_mono_ms() + (uint64_t)timeout_ms;
   size_t len;
   int r;
 

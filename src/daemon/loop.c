@@ -1,6 +1,8 @@
 /* The daemon's event loop (loop.h): epoll for file descriptors, a small timer array, one thread. */
 #include "loop.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -46,9 +48,7 @@ struct loop {
 };
 
 uint64_t loop_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return gs_mono_ns();
 }
 
 int loop_new(struct loop **ret) {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "verbs.h"
 
 /* Last: it expects the system headers it builds on to be in already. */
@@ -35,12 +36,6 @@ struct req {
   size_t len, cap;
   bool too_big;
 };
-
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int ext_listen_parse(const char *text, char *host, size_t hostlen, uint16_t *ret_port) {
   const char *colon, *port;
@@ -98,7 +93,7 @@ static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
     *ret = NULL;
     return;
   }
-  cluster_metrics(s->cluster, f, mono_ms());
+  cluster_metrics(s->cluster, f, gs_mono_ms());
   fprintf(f,
           "# HELP gslice_extender_requests_total Extender calls by verb.\n"
           "# TYPE gslice_extender_requests_total counter\n"
@@ -181,14 +176,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   if (r->too_big)
     return reply_text(conn, 413, "request body over 64 MiB\n");
   if (strcmp(url, "/filter") == 0)
-    status = verb_filter(s->cluster, r->p ? r->p : "", r->len, mono_ms(), s->log, &s->stats, &body,
-                         &len);
+    status = verb_filter(s->cluster, r->p ? r->p : "", r->len, gs_mono_ms(), s->log, &s->stats,
+                         &body, &len);
   else if (strcmp(url, "/prioritize") == 0)
-    status = verb_prioritize(s->cluster, r->p ? r->p : "", r->len, mono_ms(), s->log, &s->stats,
+    status = verb_prioritize(s->cluster, r->p ? r->p : "", r->len, gs_mono_ms(), s->log, &s->stats,
                              &body, &len);
   else if (strcmp(url, "/bind") == 0)
-    status = verb_bind(s->cluster, s->kube, r->p ? r->p : "", r->len, mono_ms(), s->log, &s->stats,
-                       &body, &len);
+    status = verb_bind(s->cluster, s->kube, r->p ? r->p : "", r->len, gs_mono_ms(), s->log,
+                       &s->stats, &body, &len);
   else
     return reply_text(conn, 404, "not found: the verbs are /filter, /prioritize and /bind\n");
   if (!body)

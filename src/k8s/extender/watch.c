@@ -1,6 +1,8 @@
 /* List + watch threads (watch.h). */
 #include "watch.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,12 +32,6 @@ struct ext_watch {
   struct watcher nodes, pods;
 };
 
-static uint64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void nap(struct ext_watch *w, unsigned ms) {
   for (unsigned t = 0; t < ms && !atomic_load(&w->stop); t += 50)
     usleep(50000);
@@ -46,7 +42,7 @@ static int on_event(const char *type, json_t *obj, void *user) {
   if (strcmp(type, "BOOKMARK") == 0)
     return 0;
   if (x == &x->w->nodes)
-    cluster_node_event(x->w->c, type, obj, mono_ms(), time(NULL), x->w->log);
+    cluster_node_event(x->w->c, type, obj, gs_mono_ms(), time(NULL), x->w->log);
   else
     cluster_pod_event(x->w->c, type, obj, x->w->log);
   return atomic_load(&x->w->stop) ? -ECANCELED : 0;
@@ -62,7 +58,7 @@ static int relist_item(json_t *obj, void *user) {
   struct relist *r = user;
   struct ext_watch *w = r->x->w;
   if (r->x == &w->nodes)
-    cluster_node_relist_item(w->c, obj, mono_ms(), time(NULL), w->log);
+    cluster_node_relist_item(w->c, obj, gs_mono_ms(), time(NULL), w->log);
   else
     cluster_pod_relist_item(w->c, obj, w->log);
   r->n++;
@@ -78,7 +74,7 @@ static void *run(void *arg) {
   while (!atomic_load(&w->stop)) {
     struct relist r = {x, 0};
     char *rv = NULL;
-    uint64_t since = mono_ms();
+    uint64_t since = gs_mono_ms();
     bool nodes = x == &w->nodes;
     cluster_relist_begin(w->c, nodes);
     int rc = kube_list_each(x->k, x->path, relist_item, &r, &rv, err, sizeof err);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "clock.h"
 #include "node.h"
 #include "rpc.h"
 
@@ -26,9 +27,7 @@ static void on_stop(int sig) {
 }
 
 uint64_t node_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return gs_mono_ns();
 }
 
 void node_log(const char *level, const char *fmt, ...) {
