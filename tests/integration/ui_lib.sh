@@ -88,6 +88,32 @@ ui_share_wait() {
   echo "$a $b $max" | awk '{ printf "%.1f %.1f\n", 100 * ($4 - $2) / ($3 - $1), 100 * $5 / ($3 - $1) }'
 }
 
+# ui_sleep_cpu_wait SECONDS PID...: sleeps SECONDS and prints the longest any of PIDS waited for
+# a CPU meanwhile, in percent of SECONDS (the host's part in a share measured over that sleep).
+ui_sleep_cpu_wait() {
+  local s=$1 p w0="" w1=""
+  shift
+  for p in "$@"; do w0="$w0 $(ui_cpu_wait "$p")"; done
+  sleep "$s"
+  for p in "$@"; do w1="$w1 $(ui_cpu_wait "$p")"; done
+  awk -v x="$w0" -v y="$w1" -v s="$s" 'BEGIN { n = split(x, u); split(y, v); m = 0
+    for (i = 1; i <= n; i++) if (v[i] - u[i] > m) m = v[i] - u[i]; printf "%.1f\n", 100 * m / s }'
+}
+
+# ui_floor WHAT WAIT_PCT CONDITION-COMMAND...: a floor that held passes; one that did not fails,
+# unless the host kept a process from a CPU more than 5% of the window (skip_part, never passed).
+ui_floor() {
+  local what=$1 wait=$2
+  shift 2
+  if "$@"; then
+    echo "ok: $what"
+  elif awk -v x="$wait" 'BEGIN { exit !(x > 5) }'; then
+    skip_part "$what (the host kept a process from a CPU $wait% of the window)"
+  else
+    return 1
+  fi
+}
+
 # ui_check_share WHAT "SHARE WAIT" WANT TOL: a hard-limited share: never above WANT + TOL; at
 # least WANT - TOL, a failure below unless the host kept the slice or the daemon from a CPU more
 # than 5% of the window (then that floor is reported not checked, skip_part, never passed).

@@ -17,14 +17,19 @@ UI_DAEMON_LOG="$T/gsliced.log" ui_start_daemon || { cat "$T/gsliced.log"; fail "
   -- "$SPIN" --ptx "$SPIN_PTX" --kernel-us 1000 --seconds 20 > "$T/beta.out" 2>&1 &
 ui_wait_slice alpha || fail "alpha did not start: $(cat "$T/alpha.out")"
 ui_wait_slice beta || fail "beta did not start: $(cat "$T/beta.out")"
-sleep 2
+# Busy and shares are of the wall clock: a host that keeps the slices or the daemon from a CPU
+# lowers them (busy 41%, a third of the window lost to revoked holders, beside a soak's build).
+cpu_wait=$(ui_sleep_cpu_wait 2 "$DAEMON_PID" $(ui_slice_field alpha '.pids[]') $(ui_slice_field beta '.pids[]'))
 
 ui_json > "$T/s.json" || fail "status --json failed"
 jq -e . "$T/s.json" > /dev/null || fail "status --json is not JSON"
 expect_eq version "$(jq -r .version "$T/s.json")" 1
 jq -e '.gpus | length >= 1' "$T/s.json" > /dev/null || fail "no GPU in status"
-jq -e '.gpus[0].memory_total_bytes > 0 and .gpus[0].busy_ratio > 0.5' "$T/s.json" > /dev/null ||
+jq -e '.gpus[0].memory_total_bytes > 0 and .gpus[0].busy_ratio > 0' "$T/s.json" > /dev/null ||
   fail "GPU 0 should be busy with two spinning slices: $(jq -c '.gpus[0]' "$T/s.json")"
+busy_half() { jq -e '.gpus[0].busy_ratio > 0.5' "$T/s.json" > /dev/null; }
+ui_floor "GPU 0 over half busy with two spinning slices" "$cpu_wait" busy_half ||
+  fail "GPU 0 should be over half busy with two spinning slices: $(jq -c '.gpus[0]' "$T/s.json")"
 a() { jq -r ".slices[] | select(.name == \"alpha\") | $1" "$T/s.json"; }
 b() { jq -r ".slices[] | select(.name == \"beta\") | $1" "$T/s.json"; }
 expect_eq "alpha request" "$(a .compute_request_percent)" 30
@@ -49,7 +54,9 @@ sa=$(a '.gpus[0].share_ratio'); sb=$(b '.gpus[0].share_ratio')
 awk -v a="$sa" -v b="$sb" 'BEGIN { exit !(a > 0.05 && b > 0.05 && a + b <= 1.05) }' ||
   fail "shares alpha=$sa beta=$sb: both should run, together <= 1"
 # Each at least its request (within a loaded box's tolerance), alpha at most its limit.
-awk -v a="$sa" -v b="$sb" 'BEGIN { exit !(a >= 0.23 && a <= 0.57 && b >= 0.13) }' ||
+awk -v a="$sa" 'BEGIN { exit !(a <= 0.57) }' || fail "alpha's share $sa is above its 50% limit"
+ui_floor "shares alpha=$sa (want 0.30..0.50) beta=$sb (want >= 0.20)" "$cpu_wait" \
+  awk -v a="$sa" -v b="$sb" 'BEGIN { exit !(a >= 0.23 && b >= 0.13) }' ||
   fail "shares alpha=$sa (want 0.30..0.50) beta=$sb (want >= 0.20)"
 jq -e '[.slices[].gpus[0] | .launches_total > 0 and .tokens_total > 0] | all' "$T/s.json" > /dev/null ||
   fail "launches/tokens not counted: $(jq -c '[.slices[].gpus[0] | {launches_total, tokens_total}]' "$T/s.json")"
