@@ -168,7 +168,9 @@ static int check_body(const struct gs_msg *m) {
     /* A burst longer than an hour is a lie or a bug; refuse it rather than
      * let one message wreck every share on the GPU. */
     if (m->u.token_release.gpu >= GS_MAX_GPUS || m->u.token_release.more > 1 ||
-        m->u.token_release.used_ns > 3600ull * 1000000000)
+        m->u.token_release.used_ns > 3600ull * 1000000000 ||
+        (m->u.token_release.flags & ~(GS_RELEASE_PENDING | GS_RELEASE_CHARGE)) ||
+        m->u.token_release.flags == (GS_RELEASE_PENDING | GS_RELEASE_CHARGE))
       return -EPROTO;
     return 0;
   case GS_MSG_TOKEN_REVOKE: return m->u.token_revoke.gpu < GS_MAX_GPUS ? 0 : -EPROTO;

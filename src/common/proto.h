@@ -26,7 +26,7 @@
 #define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
 /* Versions: 2: slice nonces; 3: processes outside every slice in STATUS; 4: time lost to
  * token switches per GPU in STATUS; 5: PING. */
-#define GS_PROTO_VERSION 5u
+#define GS_PROTO_VERSION 6u
 #define GS_PROTO_MAX_SLICES 256u
 #define GS_PROTO_TEXT_MAX 256u
 #define GS_PROTO_PATH_MAX 256u
@@ -147,19 +147,29 @@ struct gs_msg_token_grant {
   uint32_t generation; /* names this token in the release */
   uint64_t quantum_ns;
   uint64_t valid_until_ns; /* CLOCK_MONOTONIC: launch only before this */
+  /* CLOCK_MONOTONIC: the previous holder's last work runs until about then (its handoff);
+   * the first launch goes no earlier than just before it. 0: the device is free. */
+  uint64_t busy_until_ns;
 };
-_Static_assert(sizeof(struct gs_msg_token_grant) == 24, "token grant size");
+_Static_assert(sizeof(struct gs_msg_token_grant) == 32, "token grant size");
 
 struct gs_msg_token_release {
   uint32_t gpu;
   uint32_t generation;
-  uint64_t used_ns;  /* device time of the burst, measured with events */
-  uint64_t launches; /* launches in the burst */
-  uint32_t more;     /* 1: this process has more to launch (a TOKEN_REQUEST in one) */
-  uint32_t reserved;
-  uint64_t start_ns; /* CLOCK_MONOTONIC when the burst's start event was recorded */
+  uint64_t used_ns;     /* device time of the burst, measured with events */
+  uint64_t launches;    /* launches in the burst */
+  uint32_t more;        /* 1: this process has more to launch (a TOKEN_REQUEST in one) */
+  uint32_t flags;       /* GS_RELEASE_*: 0 for a burst released once its work has run */
+  uint64_t start_ns;    /* CLOCK_MONOTONIC when the burst's start event was recorded */
+  uint64_t tail_end_ns; /* PENDING: CLOCK_MONOTONIC when its queued work should have run */
 };
-_Static_assert(sizeof(struct gs_msg_token_release) == 40, "token release size");
+/* The handoff (docs/compute.md): a burst gives its token back as its last queued work runs,
+ * before it has been measured (PENDING: used_ns and launches are 0, start_ns is the burst's),
+ * and says what it ran once that work has completed (CHARGE: the same generation, no longer
+ * held; more is 0). */
+#define GS_RELEASE_PENDING 1u
+#define GS_RELEASE_CHARGE 2u
+_Static_assert(sizeof(struct gs_msg_token_release) == 48, "token release size");
 
 struct gs_msg_token_revoke {
   uint32_t gpu;

@@ -72,7 +72,16 @@ struct gpu {
    * device, so their bursts overlap; summing them would charge the overlap
    * twice (measured: a hard-30 slice of two processes got 18%). */
   uint64_t span_start, span_end, span_launches;
-  uint64_t timer; /* release deadline or limit wakeup, 0: none */
+  /* The burst of a token released early (the handoff) is measured after the next holder has
+   * queued work behind its tail: the device intervals charged last, so that no stretch of
+   * device time is charged twice (token.c clip_charge). */
+  struct {
+    uint64_t start, end;
+  } charged[8];
+  uint32_t charged_next;
+  uint32_t pending;    /* participants released early whose charge has not come */
+  uint64_t busy_until; /* the device runs the last holder's tail until then (its handoff) */
+  uint64_t timer;      /* release deadline or limit wakeup, 0: none */
   uint64_t timer_when;
   uint64_t revoked; /* tokens taken back at the release deadline */
 };

@@ -443,7 +443,9 @@ int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret) {
   return 0;
 }
 
-void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launches, uint64_t now) {
+/* of_token: for the token being held (its pacing counts it); else for an older one. */
+static void charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launches, uint64_t now,
+                   bool of_token) {
   int i = find_index(s, id);
   struct sched_slice *sl;
 
@@ -459,8 +461,12 @@ void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launc
     uint64_t k = used_ns / launches;
     sl->kernel_ns = sl->kernel_ns ? (3 * sl->kernel_ns + k) / 4 : k;
   }
-  if (s->holder == i)
+  if (s->holder == i && of_token)
     sl->burst_used_ns += used_ns;
+}
+
+void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launches, uint64_t now) {
+  charge(s, id, used_ns, launches, now, true);
 }
 
 void sched_charge_held(struct sched *s, uint64_t held_ns, uint64_t now) {
@@ -483,12 +489,31 @@ void sched_charge_held(struct sched *s, uint64_t held_ns, uint64_t now) {
   sl->held_on_request = sl->token_on_request;
 }
 
+void sched_charge_estimate(struct sched *s, uint64_t est_ns, uint64_t now) {
+  if (s->holder < 0)
+    return;
+  sched_charge_held(s, est_ns, now);
+  s->slices[s->holder]->est_gen = s->generation;
+}
+
 void sched_charge_late(struct sched *s, uint32_t id, uint32_t generation, uint64_t used_ns,
                        uint64_t launches, uint64_t now) {
   struct sched_slice *sl = sched_find(s, id);
 
   if (!sl)
     return;
+  /* Paced by the estimate at the token's end: by what ran from here on, each process's charge
+   * in turn (a revoked token stays paced by the time it was held; a slice that holds a token
+   * again is paced at that token's end). */
+  bool repace = sl->est_gen == generation && sl->p.limit_pct < 100 && sl->eligible_at &&
+                !(s->holder >= 0 && s->slices[s->holder] == sl);
+  int64_t paced = (int64_t)used_ns;
+  if (sl->held_gen && sl->held_gen == generation)
+    paced -= (int64_t)sl->held_ns;
+  if (repace) {
+    int64_t d = paced * 100 / (int64_t)sl->p.limit_pct;
+    sl->eligible_at = d < 0 && (uint64_t)-d > sl->eligible_at ? 0 : sl->eligible_at + (uint64_t)d;
+  }
   if (sl->held_gen && sl->held_gen == generation) {
     /* Both to the account the revoked token was granted on. */
     bool basis = sl->token_on_request;
@@ -496,11 +521,14 @@ void sched_charge_late(struct sched *s, uint32_t id, uint32_t generation, uint64
     account(s, sl, -(double)sl->held_ns, now);
     sl->held_gen = 0;
     sl->held_ns = 0;
-    sched_charge(s, id, used_ns, launches, now);
+    /* Not the token held now, if the slice holds one again: a handoff's charge arrives while its
+     * next token may already be out, and counted there it paced that token twice over (a hard
+     * 60 next to a greedy slice got 44%). */
+    charge(s, id, used_ns, launches, now, false);
     sl->token_on_request = basis;
     return;
   }
-  sched_charge(s, id, used_ns, launches, now);
+  charge(s, id, used_ns, launches, now, false);
 }
 
 void sched_token_done(struct sched *s, uint64_t now) {

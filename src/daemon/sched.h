@@ -63,6 +63,9 @@ struct sched_slice {
   uint32_t held_gen;
   uint64_t held_ns;
   bool held_on_request;
+  /* The last token released at the handoff: its limit pacing was set by an estimate, and its
+   * charges (one per process of the slice) correct it as they come. */
+  uint32_t est_gen;
   struct sched_ring stats; /* 10 s, for status */
   uint64_t used_total_ns;
   uint64_t launches_total;
@@ -168,6 +171,11 @@ double sched_credit(const struct sched *s, struct sched_slice *sl, uint64_t now)
  * a hook that never releases gets nothing for free. Call before
  * sched_token_done. */
 void sched_charge_held(struct sched *s, uint64_t held_ns, uint64_t now);
+
+/* The holder released its token at the handoff, before its burst's work had run: until the
+ * charge comes (sched_charge_late, the same generation), it is charged `est_ns` (the time it held
+ * the token), and paced by it; the charge then replaces both. Call before sched_token_done. */
+void sched_charge_estimate(struct sched *s, uint64_t est_ns, uint64_t now);
 
 /* A release for a token that is no longer current: a revoked one's (its
  * held-time charge is replaced by what it reports) or a late one's. */

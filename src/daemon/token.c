@@ -9,6 +9,9 @@
 
 static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
 
+/* The most a hook's handoff may make the next holder wait for its tail (it says 0.5 ms). */
+#define HANDOFF_MAX_NS 2000000ull
+
 static uint32_t ordinal_of(const struct slice *s, uint32_t gpu) {
   return (uint32_t)__builtin_popcount(slice_mask(s) & ((1u << gpu) - 1));
 }
@@ -58,15 +61,64 @@ static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice
   sched_set_waiting(&g->s, slice_id, waiting, now);
 }
 
+/* Of the device time [start, start + used), what no interval charged before on this GPU covers;
+ * the interval joins them. With the handoff, the next holder's work is queued behind the
+ * previous holder's tail: its burst's events start before that tail has run, and the tail is
+ * the previous holder's (charged when its work completed, usually first). So each stretch of
+ * device time is charged once, to whoever reported it first: the charges of a GPU never add up
+ * to more than the time it was busy. */
+static uint64_t clip_charge(struct gpu *g, uint64_t start, uint64_t used) {
+  enum { N = sizeof(g->charged) / sizeof(g->charged[0]) };
+  uint64_t end = start + used, cs[N], ce[N], covered = 0, reach = 0;
+  unsigned n = 0;
+
+  if (!start || !used)
+    return used;
+  for (unsigned i = 0; i < N; i++) {
+    uint64_t s = g->charged[i].start > start ? g->charged[i].start : start;
+    uint64_t e = g->charged[i].end < end ? g->charged[i].end : end;
+    if (e <= s)
+      continue;
+    unsigned j = n++;
+    for (; j > 0 && cs[j - 1] > s; j--) {
+      cs[j] = cs[j - 1];
+      ce[j] = ce[j - 1];
+    }
+    cs[j] = s;
+    ce[j] = e;
+  }
+  for (unsigned i = 0; i < n; i++) { /* the union of the overlaps, sorted by start */
+    uint64_t s = cs[i] > reach ? cs[i] : reach;
+    if (ce[i] > s)
+      covered += ce[i] - s;
+    if (ce[i] > reach)
+      reach = ce[i];
+  }
+  g->charged[g->charged_next % N].start = start;
+  g->charged[g->charged_next % N].end = end;
+  g->charged_next++;
+  return used > covered ? used - covered : 0;
+}
+
 static void token_done(struct daemon *d, struct gpu *g) {
-  uint64_t now = loop_now();
+  uint64_t now = loop_now(), charged = 0;
 
   /* Every burst of the token opened after its grant and was reported after it ran: a span
    * longer than the time since the grant is a hook's wrong clock, charged no more than that. */
   if (g->holder && g->span_end > g->span_start) {
     uint64_t span = g->span_end - g->span_start, held = now - g->s.granted_at;
-    sched_charge(&g->s, g->holder, span < held ? span : held, g->span_launches, now);
+    charged = span < held ? span : held;
+    sched_charge(&g->s, g->holder, clip_charge(g, g->span_start, charged), g->span_launches, now);
   }
+  struct sched_slice *hs = g->holder ? sched_find(&g->s, g->holder) : NULL;
+  if (hs && g->pending && hs->held_gen != g->s.generation) {
+    /* Released at the handoff: until its charge says what ran, the token is charged the time
+     * it was held, so the pick that follows does not see it as free (unless a revoke or a
+     * preemption charged that already). */
+    uint64_t held = now - g->s.granted_at;
+    sched_charge_estimate(&g->s, held > charged ? held - charged : 0, now);
+  }
+  g->pending = 0;
   g->span_start = g->span_end = g->span_launches = 0;
   sched_token_done(&g->s, now);
   g->holder = 0;
@@ -114,7 +166,8 @@ void token_dispatch(struct daemon *d, struct gpu *g) {
       struct gs_msg_token_grant m = {.gpu = ordinal_of(s, g->index),
                                      .generation = gr.generation,
                                      .quantum_ns = gr.quantum_ns,
-                                     .valid_until_ns = gr.valid_until_ns};
+                                     .valid_until_ns = gr.valid_until_ns,
+                                     .busy_until_ns = g->busy_until > now ? g->busy_until : 0};
       c->waiting &= ~bit;
       if (conn_send(d, c, GS_MSG_TOKEN_GRANT, 0, &m, sizeof(m)) < 0)
         continue;
@@ -249,7 +302,23 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     return;
   bool current = (c->holding & (1u << g->index)) && c->hold_gen[g->index] == rl->generation;
 
-  if (current && (rl->used_ns || rl->launches)) {
+  if (current && (rl->flags & GS_RELEASE_PENDING)) {
+    /* The handoff: its last work is still running; its charge follows (GS_RELEASE_CHARGE). The
+     * next holder queues its first launch for about when that work ends: a hook's word, so no
+     * more than HANDOFF_MAX_NS ahead. */
+    uint64_t now = loop_now(), until = rl->tail_end_ns;
+    g->pending++;
+    if (until > now + HANDOFF_MAX_NS)
+      until = now + HANDOFF_MAX_NS;
+    if (until > g->busy_until)
+      g->busy_until = until;
+  } else if ((current && !rl->flags && (rl->used_ns || rl->launches)) ||
+             ((rl->flags & GS_RELEASE_CHARGE) && g->pending && g->holder == c->slice_id &&
+              g->s.generation == rl->generation)) {
+    /* A handoff's charge while another process of the slice still holds the token is part of
+     * the token's span, as a release (processes of a slice overlap on the device). */
+    if (rl->flags & GS_RELEASE_CHARGE)
+      g->pending--;
     /* Charged as the token's span when the last participant is done. A grant handed back
      * unused (start 0, nothing run) has no part in it: counted, it opened the span at 0 and
      * charged a slice of two processes the daemon's uptime (2950 s), wedging it behind its
@@ -260,10 +329,12 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     if (end > g->span_end)
       g->span_end = end;
     g->span_launches += rl->launches;
-  } else if (!current) {
-    /* Device time is charged whatever token it ran under: a late report after a revoke (it
-     * replaces the held time charged then), or one from before a daemon restart. */
-    sched_charge_late(&g->s, c->slice_id, rl->generation, rl->used_ns, rl->launches, loop_now());
+  } else if (!current || (rl->flags & GS_RELEASE_CHARGE)) {
+    /* Device time is charged whatever token it ran under: a handoff's charge or a late report
+     * after a revoke (each replaces the time held charged then), or one from before a daemon
+     * restart. */
+    sched_charge_late(&g->s, c->slice_id, rl->generation, clip_charge(g, rl->start_ns, rl->used_ns),
+                      rl->launches, loop_now());
   }
   /* Waiting before the token is free: the pick that follows weighs this
    * slice too, instead of handing the token to whoever else asked. */
@@ -271,7 +342,7 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     c->waiting |= 1u << g->index;
     sched_set_waiting(&g->s, c->slice_id, true, loop_now());
   }
-  if (current)
+  if (current && !(rl->flags & GS_RELEASE_CHARGE))
     leave_token(d, c, g);
   else if (rl->more)
     token_dispatch(d, g);

@@ -34,18 +34,46 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
           b->thread_local_stream = true;
       }
       gs_burst_add_stream(b, stream);
+      if (!b->handoff_set && atomic_load(&b->launches) == atomic_load(&b->fast_budget) &&
+          atomic_load(&b->fast_budget) < atomic_load(&b->budget))
+        gs_burst_mark_handoff(b);
       atomic_fetch_add(&b->inflight, 1);
       atomic_fetch_add(&b->launches, 1);
       break;
+    }
+    if (b->open && b->handoff_set && !b->released && now < atomic_load(&b->valid_until) &&
+        b->ctx == ctx) {
+      /* Budget spent: this thread waits anyway, so it hands the token off as the tail runs (a
+       * close here would release only once the whole queue has drained). */
+      if (b->handing)
+        pthread_cond_wait(&C.cv, &C.mu);
+      else
+        gs_burst_handoff(dev);
+      continue;
     }
     if (b->open) {
       gs_burst_close(dev, false, true);
       continue;
     }
-    if (b->closing) {
+    if (b->closing || b->handing) {
       /* Another thread's close waits for the GPU: its release comes first, and the events are
        * its until then. */
       pthread_cond_wait(&C.cv, &C.mu);
+      continue;
+    }
+    if (b->granted && b->grant.busy_until_ns > now + HANDOFF_LEAD_NS &&
+        b->grant.busy_until_ns < now + 2 * HANDOFF_LEAD_NS + HANDOFF_NS * 4) {
+      /* The previous holder's tail is still running: queue behind it just before it ends, not
+       * beside it (the device would take turns between the two, each charged the other's). */
+      uint64_t at = b->grant.busy_until_ns - HANDOFF_LEAD_NS;
+      struct timespec ts = {.tv_sec = (time_t)(at / 1000000000ull),
+                            .tv_nsec = (long)(at % 1000000000ull)};
+      b->gate_waiters++;
+      pthread_mutex_unlock(&C.mu);
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+      pthread_mutex_lock(&C.mu);
+      b->gate_waiters--;
+      b->grant.busy_until_ns = 0;
       continue;
     }
     if (b->granted) {
@@ -129,10 +157,12 @@ CUresult gs_compute_before_launch(CUstream stream) {
     return CUDA_SUCCESS; /* no context: the driver will say so */
   struct burst *b = &C.b[dev];
   atomic_fetch_add(&b->inflight, 1);
-  if (gs_mono_ns() < atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream) &&
-      atomic_fetch_add(&b->launches, 1) < atomic_load(&b->budget)) {
-    tl_gated = dev;
-    return CUDA_SUCCESS;
+  if (gs_mono_ns() < atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream)) {
+    if (atomic_fetch_add(&b->launches, 1) < atomic_load(&b->fast_budget)) {
+      tl_gated = dev;
+      return CUDA_SUCCESS;
+    }
+    atomic_fetch_sub(&b->launches, 1); /* the slow path counts it, under mu */
   }
   atomic_fetch_sub(&b->inflight, 1);
   return slow_path(dev, ctx, stream);
@@ -161,6 +191,14 @@ uint64_t gs_compute_before_sync(void) {
   if (atomic_load(&b->valid_until) == 0)
     return 0; /* no burst open: nothing to mark */
   pthread_mutex_lock(&C.mu);
+  if (b->open && b->handoff_set && !b->released && !b->handing && b->ctx == ctx &&
+      atomic_load(&b->launches) >= atomic_load(&b->budget)) {
+    /* Its budget spent, the thread waits for the burst's work: it hands the token off as the
+     * tail runs, and the close measures the burst (no segment mark needed). */
+    gs_burst_handoff(dev);
+    pthread_mutex_unlock(&C.mu);
+    return 0;
+  }
   if (b->open && b->seg_open && b->have_events && !b->thread_local_stream && b->ctx == ctx &&
       atomic_load(&b->inflight) == 0) {
     /* End events right behind what is queued: they complete when that work has, and time it. */

@@ -2,9 +2,11 @@
  * streams; opened at a grant, closed at expiry, revoke, idle or a spent budget, and charged to
  * the daemon. The helper's periodic look at a burst (expiry, idle) is here too. */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "clock.h"
 #include "compute_state.h"
@@ -41,6 +43,7 @@ static void destroy_events(struct burst *b) {
   for (int i = 0; i < BURST_STREAMS; i++) {
     r->cuEventDestroy_v2(b->end[i]);
     r->cuEventDestroy_v2(b->probe[i]);
+    r->cuEventDestroy_v2(b->handoff[i]);
   }
   b->have_events = false;
 }
@@ -58,7 +61,8 @@ static int make_events(struct burst *b, CUcontext ctx) {
     return -EIO;
   for (int i = 0; i < BURST_STREAMS; i++)
     if (r->cuEventCreate(&b->end[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-        r->cuEventCreate(&b->probe[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+        r->cuEventCreate(&b->probe[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+        r->cuEventCreate(&b->handoff[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS)
       return -EIO;
   b->have_events = true;
   return 0;
@@ -121,6 +125,17 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   if (budget > MAX_BUDGET)
     budget = MAX_BUDGET;
   atomic_store(&b->budget, budget);
+  /* The handoff: the last launches whose kernels make up HANDOFF_NS (one at least) are the
+   * tail; the launch before them marks it. Only for a token of the daemon and a burst timed
+   * with events; a first burst (no kernel length yet) hands off at its end. */
+  uint64_t tail = k ? (HANDOFF_NS + k - 1) / k : 0;
+  if (tail >= budget)
+    tail = budget - 1;
+  b->handoff_set = false;
+  b->handoff_tail_ns = tail * k;
+  b->release_at = 0;
+  b->released = false;
+  atomic_store(&b->fast_budget, gen && C.mode == MODE_DAEMON ? budget - tail : budget);
   b->seg_open = true;
   b->seg_used_ns = b->seg_span_ns = 0;
   b->sync_seq++;
@@ -236,15 +251,93 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
                                        .generation = b->generation,
                                        .used_ns = used,
                                        .launches = launches,
-                                       .more = more,
+                                       .more = b->released ? 0 : more,
+                                       .flags = b->released ? GS_RELEASE_CHARGE : 0,
                                        .start_ns = b->opened_at + idle};
-    if (gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more) {
+    if (gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more && !b->released) {
       b->waiting = true;
       b->requested_at = gs_mono_ns();
     }
   } else if (C.limit_pct < 100) {
     b->self_next = b->opened_at + used * 100 / C.limit_pct;
   }
+}
+
+/* Whether the work before the burst's tail has run (its handoff events completed); then when
+ * the tail should end and when to hand off. */
+static bool handoff_due(struct burst *b, uint64_t now) {
+  const struct gs_real *r = gs_real();
+  unsigned n = atomic_load(&b->nstreams);
+  float ms = 0, e;
+
+  for (unsigned i = 0; i < n; i++) {
+    if (r->cuEventQuery(b->handoff[i]) != CUDA_SUCCESS)
+      return false;
+    if (gs_burst_elapsed_ms(&e, b->start, b->handoff[i]) && e > ms)
+      ms = e;
+  }
+  /* When it completed by the events, not when someone noticed. */
+  uint64_t at = b->opened_at + (uint64_t)((double)ms * 1e6);
+  if (at > now || at + b->handoff_tail_ns < now)
+    at = now; /* an event clock at odds with ours: from when we saw it */
+  b->tail_end = at + b->handoff_tail_ns;
+  b->release_at = b->tail_end > HANDOFF_NS ? b->tail_end - HANDOFF_NS : 1;
+  return true;
+}
+
+/* The tail is down to HANDOFF_NS: the token goes back now, so that the next holder's first
+ * launch is queued before this burst's work has run out; the close waits for that work and
+ * sends what it ran (GS_RELEASE_CHARGE). It wants more: its budget ran out. */
+static void hand_off(int dev, bool from_helper, uint64_t now) {
+  struct burst *b = &C.b[dev];
+  struct gs_msg_token_release rel = {.gpu = (uint32_t)dev,
+                                     .generation = b->generation,
+                                     .more = 1,
+                                     .flags = GS_RELEASE_PENDING,
+                                     .start_ns = b->opened_at,
+                                     .tail_end_ns = b->tail_end};
+
+  gs_log(GS_LOG_DEBUG, "compute: gpu %d burst %u handed off %llu us after it opened, by the %s",
+         dev, b->generation, (unsigned long long)((now - b->opened_at) / 1000),
+         from_helper ? "helper" : "gate");
+  if (gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0) {
+    b->released = true;
+    b->waiting = true;
+    b->requested_at = now;
+  }
+  gs_burst_close(dev, from_helper, true);
+}
+
+void gs_burst_handoff(int dev) {
+  const struct gs_real *r = gs_real();
+  struct burst *b = &C.b[dev];
+  uint32_t gen = b->generation;
+  unsigned n = atomic_load(&b->nstreams);
+
+  if (!b->open || !b->handoff_set || b->released || b->handing || b->self_burst)
+    return;
+  /* The events are this burst's while `handing`: a close waits for nothing of ours. */
+  b->handing = true;
+  pthread_mutex_unlock(&C.mu);
+  for (unsigned i = 0; i < n; i++)
+    r->cuEventSynchronize(b->handoff[i]);
+  pthread_mutex_lock(&C.mu);
+  b->handing = false;
+  uint64_t now = gs_mono_ns();
+  if (b->open && !b->released && b->generation == gen && handoff_due(b, now) &&
+      b->release_at > now) {
+    struct timespec ts = {.tv_sec = (time_t)(b->release_at / 1000000000ull),
+                          .tv_nsec = (long)(b->release_at % 1000000000ull)};
+    b->handing = true;
+    pthread_mutex_unlock(&C.mu);
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    pthread_mutex_lock(&C.mu);
+    b->handing = false;
+    now = gs_mono_ns();
+  }
+  if (b->open && !b->released && b->generation == gen && b->release_at)
+    hand_off(dev, false, now);
+  pthread_cond_broadcast(&C.cv);
 }
 
 /* The helper's look at a GPU: a grant left unused, an expired burst, or an idle one. */
@@ -263,6 +356,14 @@ void gs_burst_check(int dev, uint64_t now) {
   if (!b->open)
     return;
   launches = atomic_load(&b->launches);
+  if (b->handoff_set && !b->released && !b->handing && now < atomic_load(&b->valid_until)) {
+    if (!b->release_at)
+      handoff_due(b, now);
+    if (b->release_at && now >= b->release_at) {
+      hand_off(dev, true, now);
+      return;
+    }
+  }
   if (now >= atomic_load(&b->valid_until)) {
     /* Expired while the process is probably synchronizing on what it queued:
      * it will want more, so it stays in the running for the next pick (an
@@ -305,4 +406,27 @@ void gs_burst_check(int dev, uint64_t now) {
    * left to run, and the token goes back at once. */
   if (++b->idle_ticks >= IDLE_TICKS)
     gs_burst_close(dev, true, false);
+}
+
+void gs_burst_mark_handoff(struct burst *b) {
+  unsigned n = atomic_load(&b->nstreams);
+  bool ok = n > 0 && b->have_events && !b->thread_local_stream && !b->self_burst;
+
+  for (unsigned i = 0; i < n && ok; i++)
+    ok = gs_burst_record(b->handoff[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+  b->handoff_set = ok;
+  if (ok)
+    gs_link_wake(); /* the helper watches the handoff events from now on */
+}
+
+uint64_t gs_burst_next_look(const struct burst *b, uint64_t now, uint64_t wake) {
+  uint64_t t = now + IDLE_TICK_NS, v = atomic_load(&b->valid_until);
+
+  if (!b->open)
+    return wake;
+  if (b->handoff_set && !b->released)
+    t = b->release_at ? b->release_at : now + HANDOFF_TICK_NS;
+  if (v && v < t)
+    t = v;
+  return t < wake ? t : wake;
 }

@@ -181,13 +181,7 @@ static void *helper(void *arg) {
       gs_burst_check(i, now);
       if (C.b[i].granted && !C.b[i].open && C.b[i].granted_at + UNUSED_GRANT_NS < wake)
         wake = C.b[i].granted_at + UNUSED_GRANT_NS;
-      if (C.b[i].open) {
-        uint64_t t = now + IDLE_TICK_NS, v = atomic_load(&C.b[i].valid_until);
-        if (v && v < t)
-          t = v;
-        if (t < wake)
-          wake = t;
-      }
+      wake = gs_burst_next_look(&C.b[i], now, wake);
     }
     if (C.fd < 0 && C.slice_id && !C.stale) {
       if (now >= C.next_connect && try_connect(true) < 0)

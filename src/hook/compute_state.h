@@ -34,6 +34,16 @@
  * stopped every slice's GPU work for 12 s). */
 #define PING_WAIT_NS (500 * NS_PER_MS)
 /* Launches per burst when nothing is known yet about this process's kernels. */
+/* The handoff: a burst that has spent its budget gives its token back when this much of its
+ * queued work is left to run, so that the next holder's grant, wake-up and first launch (0.1-0.4
+ * ms on a loaded machine, docs/compute.md) overlap the tail instead of leaving the device idle. */
+#define HANDOFF_NS 500000ull
+/* How often the helper looks at handoff events while they are due. */
+#define HANDOFF_TICK_NS 100000ull
+/* The next holder's first launch goes this long before the previous holder's tail is due to
+ * end: the launch's own way to the device, so that no idle gap is left, and too short for the
+ * two contexts to take turns on the device (a GPU time-slices contexts by the millisecond). */
+#define HANDOFF_LEAD_NS 100000ull
 #define FIRST_BUDGET 16
 #define MAX_BUDGET (1u << 20)
 
@@ -47,13 +57,25 @@ struct burst {
   _Atomic uintptr_t streams[BURST_STREAMS];
   _Atomic unsigned nstreams;
   _Atomic uint64_t budget; /* launches allowed in this burst: the quantum over the mean kernel */
+  /* The fast path's share of the budget: the launch that reaches it takes the slow path and
+   * marks the handoff (HANDOFF_NS) first; = budget when the burst hands off no earlier. */
+  _Atomic uint64_t fast_budget;
   bool open;
   bool closing;             /* a close waits (mu dropped) for the GPU: the burst's events are its */
   bool thread_local_stream; /* a per-thread stream: only a context sync sees all of it */
   uint32_t generation;
   uint64_t opened_at;
   CUcontext ctx;
-  CUevent start, end[BURST_STREAMS], probe[BURST_STREAMS];
+  CUevent start, end[BURST_STREAMS], probe[BURST_STREAMS], handoff[BURST_STREAMS];
+  /* The handoff: events behind all but the burst's last `handoff_tail_ns` of launches; once they
+   * have completed and that tail is down to HANDOFF_NS, the token goes back (released) while the
+   * tail runs, and the close sends the charge when it has. */
+  bool handoff_set;
+  uint64_t handoff_tail_ns; /* the work queued after the handoff events, by the mean kernel */
+  uint64_t release_at;      /* the handoff events completed: release then; 0: not yet */
+  uint64_t tail_end;        /* when the tail should have run (the next holder's cue) */
+  bool released;            /* the token went back at the handoff; the charge is still due */
+  bool handing;             /* a thread waits (mu dropped) to hand the token off */
   /* A burst is charged its segments: from a launch to the synchronize that waited for it. The
    * idle time between a synchronize and the next launch is the process's own, not the device's
    * (a 0.2 ms-kernel slice synchronizing every 8 kernels was charged 10-25% above what ran on a
@@ -123,3 +145,11 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
                    uint64_t quantum);
 void gs_burst_close(int dev, bool from_helper, bool more);
 void gs_burst_check(int dev, uint64_t now);
+/* Under mu, from a thread that would wait anyway (a launch past the budget, a synchronize):
+ * waits with mu dropped until the burst's tail is down to HANDOFF_NS, hands the token off and
+ * closes the burst. Returns with mu held; the burst may have been closed by others meanwhile. */
+void gs_burst_handoff(int dev);
+/* Under mu, before the launch that reaches the burst's fast budget: marks the handoff. */
+void gs_burst_mark_handoff(struct burst *b);
+/* When the helper should look at the burst next, at most `wake`. */
+uint64_t gs_burst_next_look(const struct burst *b, uint64_t now, uint64_t wake);

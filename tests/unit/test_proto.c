@@ -106,6 +106,16 @@ static void test_refusals(void) {
   CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_TOKEN_RELEASE, 1, &rel, sizeof(rel), &len),
                0);
   CHECK_EQ_INT(gs_msg_decode(buf, len, &m), -EPROTO);
+  /* Release flags: the handoff's PENDING or CHARGE, one at a time, nothing else. */
+  rel.gpu = 0;
+  for (uint32_t f = 0; f < 8; f++) {
+    rel.flags = f;
+    CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_TOKEN_RELEASE, 1, &rel, sizeof(rel), &len),
+                 0);
+    CHECK_EQ_INT(gs_msg_decode(buf, len, &m),
+                 f == 0 || f == GS_RELEASE_PENDING || f == GS_RELEASE_CHARGE ? 0 : -EPROTO);
+  }
+  rel.flags = 0;
   struct gs_msg_register reg = {0};
   reg.spec.compute_request = 50;
   reg.spec.compute_limit = 40;

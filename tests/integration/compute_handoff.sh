@@ -1,0 +1,58 @@
+#!/bin/bash
+# The handoff (docs/compute.md): a burst that has spent its budget gives its token back while its
+# last kernels still run, so the next holder's first kernel is queued before the device drains,
+# and every stretch of device time is charged once. Two greedy 50% slices of 1 ms kernels; over
+# 3 s, from the daemon's counters and the simulated GPU's own busy time:
+# - most bursts end in a handoff (the hook's log says so), not in a drained queue;
+# - what the daemon charged adds up to the device's busy time: not more (the next holder's events
+#   start while the previous tail runs: charged to both, the sum exceeded the busy time), and not
+#   much less (no device time goes free);
+# - the device was busy nearly all the wall clock, unless the host kept a process from a CPU.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
+start_daemon
+S=$(at 1)
+for l in a b; do
+  GSLICE_LOG_LEVEL=debug GSLICE_LOG_FILE="$T/hook.$l" gsrun --compute 50 --name "$l" -- \
+    "$TBIN/compute_spin" --start "$S" --warmup 1.5 --duration 4 --kernel-us 1000 --label "$l" \
+    >"$T/$l" &
+  eval "P$l=\$!"
+done
+# "charged_s device_busy_s time_s": both slices' busy_seconds_total on GPU 0, the sim's busy time
+counters() {
+  local sim
+  sim=$("$BIN/gslice-sim" info --json)
+  "$BIN/gslice" status --json | /usr/bin/python3 -c '
+import json, sys
+st, sim = json.load(sys.stdin), json.loads(sys.argv[1])
+c = sum(g["busy_seconds_total"] for s in st["slices"] for g in s["gpus"] if g["index"] == 0)
+print(c, sim["devices"][0]["busy_ns"] / 1e9, sim["time_ns"] / 1e9)' "$sim"
+}
+sleep "$(awk -v s="$S" -v n="$(date +%s.%N)" 'BEGIN { print s + 1.5 - n }')"
+daemon_wait_over "$(at 0)" 3
+x=$(counters)
+sleep 3
+y=$(counters)
+wait "$Pa" || fail "slice a failed"
+wait "$Pb" || fail "slice b failed"
+cat "$T/a" "$T/b"
+read -r charged busy wall < <(awk -v x="$x" -v y="$y" 'BEGIN { split(x, a, " "); split(y, b, " ");
+  printf "%.4f %.4f %.4f\n", b[1] - a[1], b[2] - a[2], b[3] - a[3] }')
+echo "counters: $x -> $y"
+echo "over ${wall} s: charged ${charged} s, device busy ${busy} s"
+
+handed=$(cat "$T"/hook.? | grep -c "handed off" || true)
+closed=$(cat "$T"/hook.? | grep -c "closed by" || true)
+echo "bursts: $closed closed, $handed handed off while their tail ran"
+[ "$closed" -gt 20 ] || fail "only $closed bursts closed: the hook's debug log is missing"
+if [ $((100 * handed)) -lt $((50 * closed)) ]; then
+  starved "$T/a $T/b" 2>"$T/starved" && skip_part "handoffs: $handed of $closed: $(cat "$T/starved")" ||
+    fail "only $handed of $closed bursts handed their token off while their tail ran"
+fi
+awk -v c="$charged" -v b="$busy" 'BEGIN { exit !(c <= b * 1.01 + 0.005) }' ||
+  fail "charged ${charged} s for ${busy} s of device time: overlap charged twice"
+awk -v c="$charged" -v b="$busy" 'BEGIN { exit !(c >= b * 0.95) }' ||
+  fail "charged ${charged} s for ${busy} s of device time: device time went free"
+pass_busy=$(awk -v b="$busy" -v w="$wall" 'BEGIN { printf "%d", 100 * b / w }')
+share_ceiling_floor "device busy" "$pass_busy" 97 100 "$T/a $T/b"
+pass "handoff: next holder queued behind the tail, device time charged once (${charged} s of ${busy} s)"
