@@ -110,7 +110,6 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
 
   b->open = true;
   b->generation = gen;
-  b->opened_at = gs_mono_ns();
   b->thread_local_stream = false;
   b->probe_set = false;
   b->idle_ticks = 0;
@@ -142,6 +141,11 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   if (make_events(b, ctx) < 0 || gs_burst_record(b->start, s) != CUDA_SUCCESS ||
       gs_burst_record(b->seg_start, s) != CUDA_SUCCESS)
     b->thread_local_stream = true; /* no events: wall time it is */
+  /* The burst's device time is anchored here: its events time from their record on, and a start
+   * taken before them (making the events, a preemption) moved every interval it reported early
+   * against the next holder's, which the daemon then clipped too little (0.55% of the device
+   * charged twice beside a build). */
+  b->opened_at = gs_mono_ns();
   gs_burst_add_stream(b, s);
   /* Which stream the start event went on: a _ptsz launch on NULL must be
    * timed on its thread's stream, never on the legacy one (launch.c). */

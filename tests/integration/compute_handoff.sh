@@ -4,18 +4,23 @@
 # and every stretch of device time is charged once. Two greedy 50% slices of 1 ms kernels; over
 # 3 s, from the daemon's counters and the simulated GPU's own busy time:
 # - most bursts end in a handoff (the hook's log says so), not in a drained queue;
-# - what the daemon charged adds up to the device's busy time: not more (the next holder's events
-#   start while the previous tail runs: charged to both, the sum exceeded the busy time), and not
-#   much less (no device time goes free);
+# - what the daemon charged over the run adds up to the device's busy time: not more (the next
+#   holder's events start while the previous tail runs, charged to both the sum would exceed the
+#   busy time), and not much less (no device time goes free). The bound is loose: charges ran
+#   0.2-0.4% over the busy time before the handoff too, and with the next holder queued 0.1 ms
+#   before the tail's end the overlap is small (without clip_charge: 0.6% over);
 # - the device was busy nearly all the wall clock, unless the host kept a process from a CPU.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
 S=$(at 1)
+# Each slice outlives its workload by 2 s (the slice goes when its runner does): its charges are
+# all in by then, and the totals compare without the edges of a window (charges arrive after
+# the work they are for; on a starved host, tens of ms after).
 for l in a b; do
   GSLICE_LOG_LEVEL=debug GSLICE_LOG_FILE="$T/hook.$l" gsrun --compute 50 --name "$l" -- \
-    "$TBIN/compute_spin" --start "$S" --warmup 1.5 --duration 4 --kernel-us 1000 --label "$l" \
-    >"$T/$l" &
+    bash -c '"$@" && exec env -u LD_PRELOAD sleep 2' spin "$TBIN/compute_spin" --start "$S" \
+    --warmup 1.5 --duration 3 --kernel-us 1000 --label "$l" >"$T/$l" &
   eval "P$l=\$!"
 done
 # "charged_s device_busy_s time_s": both slices' busy_seconds_total on GPU 0, the sim's busy time
@@ -33,13 +38,16 @@ daemon_wait_over "$(at 0)" 3
 x=$(counters)
 sleep 3
 y=$(counters)
+sleep "$(awk -v s="$S" -v n="$(date +%s.%N)" 'BEGIN { print s + 5.5 - n }')"
+z=$(counters) # every kernel ran and was charged; both slices still there
 wait "$Pa" || fail "slice a failed"
 wait "$Pb" || fail "slice b failed"
 cat "$T/a" "$T/b"
-read -r charged busy wall < <(awk -v x="$x" -v y="$y" 'BEGIN { split(x, a, " "); split(y, b, " ");
-  printf "%.4f %.4f %.4f\n", b[1] - a[1], b[2] - a[2], b[3] - a[3] }')
-echo "counters: $x -> $y"
-echo "over ${wall} s: charged ${charged} s, device busy ${busy} s"
+echo "counters (charged, device busy, time): $x -> $y -> $z"
+read -r busy wall < <(awk -v x="$x" -v y="$y" 'BEGIN { split(x, a, " "); split(y, b, " ");
+  printf "%.4f %.4f\n", b[2] - a[2], b[3] - a[3] }')
+read -r charged total < <(awk -v z="$z" 'BEGIN { split(z, c, " "); printf "%.4f %.4f\n", c[1], c[2] }')
+echo "over the run: charged ${charged} s, device busy ${total} s; device busy ${busy} s of ${wall} s"
 
 handed=$(cat "$T"/hook.? | grep -c "handed off" || true)
 closed=$(cat "$T"/hook.? | grep -c "closed by" || true)
@@ -49,10 +57,10 @@ if [ $((100 * handed)) -lt $((50 * closed)) ]; then
   starved "$T/a $T/b" 2>"$T/starved" && skip_part "handoffs: $handed of $closed: $(cat "$T/starved")" ||
     fail "only $handed of $closed bursts handed their token off while their tail ran"
 fi
-awk -v c="$charged" -v b="$busy" 'BEGIN { exit !(c <= b * 1.01 + 0.005) }' ||
-  fail "charged ${charged} s for ${busy} s of device time: overlap charged twice"
-awk -v c="$charged" -v b="$busy" 'BEGIN { exit !(c >= b * 0.95) }' ||
-  fail "charged ${charged} s for ${busy} s of device time: device time went free"
+awk -v c="$charged" -v b="$total" 'BEGIN { exit !(c <= b * 1.01 + 0.002) }' ||
+  fail "charged ${charged} s for ${total} s of device time: overlap charged twice"
+awk -v c="$charged" -v b="$total" 'BEGIN { exit !(c >= b * 0.97) }' ||
+  fail "charged ${charged} s for ${total} s of device time: device time went free"
 pass_busy=$(awk -v b="$busy" -v w="$wall" 'BEGIN { printf "%d", 100 * b / w }')
 share_ceiling_floor "device busy" "$pass_busy" 97 100 "$T/a $T/b"
-pass "handoff: next holder queued behind the tail, device time charged once (${charged} s of ${busy} s)"
+pass "handoff: next holder queued behind the tail, device time charged once (${charged} s of ${total} s)"
