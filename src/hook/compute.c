@@ -24,8 +24,8 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
   pthread_mutex_lock(&C.mu);
   for (;;) {
     uint64_t now = gs_mono_ns();
-    if (b->open && now < atomic_load(&b->valid_until) &&
-        atomic_load(&b->launches) < atomic_load(&b->budget) && b->ctx == ctx) {
+    if (b->open && now < atomic_load(&b->valid_until) && LAUNCHES(b) < atomic_load(&b->budget) &&
+        b->ctx == ctx) {
       /* Still valid: this stream is new to the burst, or the burst's last segment ended at a
        * synchronize and this launch begins the next one. */
       if (!b->seg_open) {
@@ -34,11 +34,10 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
           b->thread_local_stream = true;
       }
       gs_burst_add_stream(b, stream);
-      if (!b->handoff_set && atomic_load(&b->launches) == atomic_load(&b->fast_budget) &&
+      if (!b->handoff_set && LAUNCHES(b) == atomic_load(&b->fast_budget) &&
           atomic_load(&b->fast_budget) < atomic_load(&b->budget))
         gs_burst_mark_handoff(b);
-      atomic_fetch_add(&b->inflight, 1);
-      atomic_fetch_add(&b->launches, 1);
+      atomic_fetch_add(&b->gate, GATE_LAUNCH + 1);
       break;
     }
     if (b->open && b->handoff_set && !b->released && now < atomic_load(&b->valid_until) &&
@@ -82,8 +81,8 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
         gs_burst_open(b, ctx, stream, b->grant.generation, b->grant.valid_until_ns,
                       b->grant.quantum_ns);
         b->self_burst = false;
-        /* The helper watches the burst from now on (expiry, idle). */
-        gs_link_wake();
+        /* No wake-up for the helper: it read the grant, and looks again within UNUSED_GRANT_NS
+         * (then it watches the burst: expiry, idle). The first launch goes straight on. */
       } else {
         /* Expired before we got to it: give it back unused. */
         struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->grant.generation};
@@ -156,21 +155,20 @@ CUresult gs_compute_before_launch(CUstream stream) {
   if (dev < 0)
     return CUDA_SUCCESS; /* no context: the driver will say so */
   struct burst *b = &C.b[dev];
-  atomic_fetch_add(&b->inflight, 1);
-  if (gs_mono_ns() < atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream)) {
-    if (atomic_fetch_add(&b->launches, 1) < atomic_load(&b->fast_budget)) {
-      tl_gated = dev;
-      return CUDA_SUCCESS;
-    }
-    atomic_fetch_sub(&b->launches, 1); /* the slow path counts it, under mu */
+  /* No clock read: the helper closes the burst at its expiry (valid_until 0). */
+  uint64_t w = atomic_fetch_add(&b->gate, GATE_LAUNCH + 1);
+  if ((w >> 24) < atomic_load(&b->fast_budget) && atomic_load(&b->valid_until) &&
+      gs_burst_stream_known(b, stream)) {
+    tl_gated = dev;
+    return CUDA_SUCCESS;
   }
-  atomic_fetch_sub(&b->inflight, 1);
+  atomic_fetch_sub(&b->gate, GATE_LAUNCH + 1); /* the slow path counts it, under mu */
   return slow_path(dev, ctx, stream);
 }
 
 void gs_compute_after_launch(void) {
   if (tl_gated >= 0) {
-    atomic_fetch_sub(&C.b[tl_gated].inflight, 1);
+    atomic_fetch_sub(&C.b[tl_gated].gate, 1);
     tl_gated = -1;
   }
 }
@@ -192,7 +190,7 @@ uint64_t gs_compute_before_sync(void) {
     return 0; /* no burst open: nothing to mark */
   pthread_mutex_lock(&C.mu);
   if (b->open && b->handoff_set && !b->released && !b->handing && b->ctx == ctx &&
-      atomic_load(&b->launches) >= atomic_load(&b->budget)) {
+      LAUNCHES(b) >= atomic_load(&b->budget)) {
     /* Its budget spent, the thread waits for the burst's work: it hands the token off as the
      * tail runs, and the close measures the burst (no segment mark needed). */
     gs_burst_handoff(dev);
@@ -200,14 +198,14 @@ uint64_t gs_compute_before_sync(void) {
     return 0;
   }
   if (b->open && b->seg_open && b->have_events && !b->thread_local_stream && b->ctx == ctx &&
-      atomic_load(&b->inflight) == 0) {
+      INFLIGHT(b) == 0) {
     /* End events right behind what is queued: they complete when that work has, and time it. */
     unsigned n = atomic_load(&b->nstreams);
     bool ok = n > 0;
     for (unsigned i = 0; i < n && ok; i++)
       ok = gs_burst_record(b->end[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
     if (ok) {
-      b->mark_launches = atomic_load(&b->launches);
+      b->mark_launches = LAUNCHES(b);
       mark = (++b->sync_seq << 8) | (uint64_t)(dev + 1);
     }
   }
@@ -224,15 +222,15 @@ void gs_compute_after_sync(uint64_t mark) {
   struct burst *b = &C.b[dev];
   pthread_mutex_lock(&C.mu);
   if (b->open && b->seg_open && !b->thread_local_stream && b->sync_seq == mark >> 8 &&
-      atomic_load(&b->launches) == b->mark_launches) {
+      LAUNCHES(b) == b->mark_launches) {
     /* Launches from here on take the slow path (no stream is known), which opens the next
      * segment under mu; wait for any that passed the fast path meanwhile. */
     unsigned n = atomic_load(&b->nstreams);
     atomic_store(&b->nstreams, 0);
-    while (atomic_load(&b->inflight) > 0)
+    while (INFLIGHT(b) > 0)
       sched_yield();
     float seg_ms = 0, span_ms = 0;
-    bool ok = atomic_load(&b->launches) == b->mark_launches;
+    bool ok = LAUNCHES(b) == b->mark_launches;
     for (unsigned i = 0; i < n && ok; i++) {
       float a, z;
       /* The synchronize may have waited for one stream only: every one must be done. */

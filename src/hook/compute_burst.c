@@ -114,7 +114,7 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   b->probe_set = false;
   b->idle_ticks = 0;
   atomic_store(&b->nstreams, 0);
-  atomic_store(&b->launches, 0);
+  atomic_fetch_and(&b->gate, GATE_INFLIGHT); /* launches of the last burst: 0 */
   /* Launches are asynchronous: without a budget a slice could queue seconds
    * of work inside one token. The budget keeps what is queued near the
    * quantum, by this process's measured kernel length. */
@@ -173,11 +173,9 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
     return;
   b->sync_seq++;
   atomic_store(&b->valid_until, 0);
-  while (atomic_load(&b->inflight) > 0)
+  while (INFLIGHT(b) > 0)
     sched_yield();
-  seen = launches = atomic_load(&b->launches);
-  if (launches > atomic_load(&b->budget))
-    launches = atomic_load(&b->budget); /* refused fast-path attempts counted themselves */
+  seen = launches = LAUNCHES(b);
   n = atomic_load(&b->nstreams);
   for (unsigned i = 0; i < n; i++)
     streams[i] = (CUstream)atomic_load(&b->streams[i]);
@@ -359,7 +357,7 @@ void gs_burst_check(int dev, uint64_t now) {
   }
   if (!b->open)
     return;
-  launches = atomic_load(&b->launches);
+  launches = LAUNCHES(b);
   if (b->handoff_set && !b->released && !b->handing && now < atomic_load(&b->valid_until)) {
     if (!b->release_at)
       handoff_due(b, now);
@@ -383,7 +381,7 @@ void gs_burst_check(int dev, uint64_t now) {
      * complete at once, and the burst's close would take it for the end. A burst of one 20 ms
      * kernel was then charged ~50 us about one time in four, and the next holder, whose first
      * kernels queued behind the rest of it, was charged that rest. Looked at next tick. */
-    if (atomic_load(&b->inflight) > 0)
+    if (INFLIGHT(b) > 0)
       return;
     /* New launches since the last look: mark where the queue ends now. */
     CUcontext saved = NULL;
@@ -418,9 +416,9 @@ void gs_burst_mark_handoff(struct burst *b) {
 
   for (unsigned i = 0; i < n && ok; i++)
     ok = gs_burst_record(b->handoff[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+  /* The helper looks at the handoff events within its tick (no wake-up in the launch path); a
+   * thread that waits for the queue anyway hands off at once (gs_burst_handoff). */
   b->handoff_set = ok;
-  if (ok)
-    gs_link_wake(); /* the helper watches the handoff events from now on */
 }
 
 uint64_t gs_burst_next_look(const struct burst *b, uint64_t now, uint64_t wake) {

@@ -47,13 +47,20 @@
 #define FIRST_BUDGET 16
 #define MAX_BUDGET (1u << 20)
 
+#define GATE_LAUNCH (1ull << 24)
+#define GATE_INFLIGHT (GATE_LAUNCH - 1)
+#define LAUNCHES(b) (atomic_load(&(b)->gate) >> 24)
+#define INFLIGHT(b) (atomic_load(&(b)->gate) & GATE_INFLIGHT)
+
 enum mode { MODE_OFF, MODE_DAEMON, MODE_SELF };
 
 /* One GPU (as this process numbers them) of this process. */
 struct burst {
   _Atomic uint64_t valid_until; /* launches go ahead before this; 0: no burst open */
-  _Atomic uint64_t launches;    /* launches that passed the gate in this burst */
-  _Atomic int inflight;         /* launches between the gate and the driver's return */
+  /* One word, so that a launch costs one atomic add at the gate and one after: the launches
+   * that passed the gate in this burst (GATE_LAUNCH each) and those between the gate and the
+   * driver's return (1 each). */
+  _Atomic uint64_t gate;
   _Atomic uintptr_t streams[BURST_STREAMS];
   _Atomic unsigned nstreams;
   _Atomic uint64_t budget; /* launches allowed in this burst: the quantum over the mean kernel */
