@@ -37,6 +37,7 @@ case_run() {
 echo "| case | slice: request/limit, kernel → achieved share (launch wait p99) | device busy |"
 echo "|---|---|---:|"
 case_run "70/30" "--compute 70|--label a" "--compute 30|--label b"
+case_run "10/90" "--compute 10|--label a" "--compute 90|--label b"
 case_run "hard 30 alone" "--compute 30 --compute-limit 30|--label a"
 case_run "hard 30 next to a greedy best-effort slice" \
   "--compute 30 --compute-limit 30|--label a --kernel-us 1000" "|--label be --kernel-us 1000"

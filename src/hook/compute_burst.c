@@ -426,8 +426,14 @@ uint64_t gs_burst_next_look(const struct burst *b, uint64_t now, uint64_t wake) 
 
   if (!b->open)
     return wake;
-  if (b->handoff_set && !b->released)
-    t = b->release_at ? b->release_at : now + HANDOFF_TICK_NS;
+  if (b->handoff_set && !b->released) {
+    /* Half the tail between looks: the events say when the work before the tail completed, so
+     * a late look costs nothing while release_at is ahead; polling a 20 ms kernel's handoff
+     * every 0.1 ms took the CPU from the launching threads of a loaded machine. */
+    uint64_t tick =
+        b->handoff_tail_ns / 2 > HANDOFF_TICK_NS ? b->handoff_tail_ns / 2 : HANDOFF_TICK_NS;
+    t = b->release_at ? b->release_at : now + tick;
+  }
   if (v && v < t)
     t = v;
   return t < wake ? t : wake;
