@@ -11,15 +11,17 @@ S=$!
 "$BIN/gslice" status >/dev/null || fail "status does not answer after the bad clients"
 wait $S || fail "the slice failed"
 cat "$T/s"
-# The slice's share of the time it had work at the device or at its gate, not of wall time: the
-# sanitizer suite beside daemon_attack took the wall-clock share to 42% one run in three, the
-# daemon held up by the client below that writes STATUS and never reads (each ASan snapshot
-# handled before the slice's requests; fixed: a bounded turn per connection, no request taken
-# while a reply waits), and a loaded CPU lowers the wall-clock share for no fault of the daemon.
-got=$(pct_asked "$T/s")
-echo "the slice ran $got% of the time it asked (wall clock: $(pct "$T/s")%)"
-# A holder kept from a CPU cannot release in time and is revoked (86% of the window off a CPU
-# beside a soak's build: 69%): below the floor is then the host's doing, reported not checked.
+# The slice's share of the wall clock, alone on the device: the bad clients must not hold the
+# daemon up (the sanitizer suite beside daemon_attack once took it to 42% one run in three: each
+# ASan snapshot for the client below that writes STATUS and never reads was handled before the
+# slice's requests; fixed: a bounded turn per connection, no request taken while a reply
+# waits). Not of the time it spent in launch calls: since the handoff (issue 12, item 1) a
+# launch waits for its own slice's next token while that slice's tail still runs, so launch
+# time overlaps device time (68-73% of "device + launch time" with the device 99% busy).
+got=$(pct "$T/s")
+echo "the slice ran $got% of the wall clock"
+# A host that kept the slice or the daemon from a CPU (a holder off its CPU cannot release in
+# time and is revoked) lowers it for no fault of the daemon: reported, not checked.
 if [ "$got" -lt 70 ]; then
   if starved "$T/s" 2>"$T/starved"; then
     skip_part "the slice's floor of 70% (got $got%): $(cat "$T/starved")"

@@ -31,14 +31,6 @@ pct_of() {
   for f in $2; do t=$(awk -v x="$t" -v y="$(field "$f" device_s)" 'BEGIN { print x + y }'); done
   awk -v a="$a" -v t="$t" 'BEGIN { printf "%d", (t > 0 ? 100 * a / t + 0.5 : 0) }'
 }
-# pct_asked FILE: of the time compute_spin's slice had work at the device or waited at its gate
-# (device_s + in_launch_s), the part the device ran it, in percent. Time the process did not run
-# at all (a loaded machine's CPU) is in neither: what the daemon and the device gave it, not what
-# the machine's CPUs let it ask for, which a wall-clock share mixes in.
-pct_asked() {
-  awk -v d="$(field "$1" device_s)" -v w="$(field "$1" in_launch_s)" \
-    'BEGIN { printf "%d", (d + w > 0 ? d / (d + w) : 0) * 100 + 0.5 }'
-}
 # within NAME GOT LO HI
 within() { [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || fail "$1: got $2%, want $3..$4%"; echo "ok: $1 = $2% (want $3..$4)"; }
 # nslices: how many slices the daemon has now
