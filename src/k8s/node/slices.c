@@ -174,8 +174,6 @@ static void rec_remove(struct node *n, uint32_t i, const char *why) {
       return;
     }
   }
-  node_log("info", "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id, r->ns,
-           r->pod, r->container, r->slots, why);
   node_alloc_dir(n, r->key, path, sizeof(path));
   struct stat st;
   if (lstat(path, &st) == 0) {
@@ -190,6 +188,10 @@ static void rec_remove(struct node *n, uint32_t i, const char *why) {
   }
   rec_path(n, r->key, path, sizeof(path));
   unlink(path);
+  /* Said once it is done: the record and the container's directory are gone by then (a reader
+   * of the log that looked at once found the record still there). */
+  node_log("info", "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id, r->ns,
+           r->pod, r->container, r->slots, why);
   free(r);
   n->recs[i] = n->recs[--n->nrecs];
 }
