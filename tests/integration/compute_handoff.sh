@@ -6,10 +6,12 @@
 # - most bursts end in a handoff (the hook's log says so), not in a drained queue;
 # - what the daemon charged over the run adds up to the device's busy time: not more (the next
 #   holder's events start while the previous tail runs, charged to both the sum would exceed the
-#   busy time), and not much less (no device time goes free). The bound is loose: charges ran
-#   0.2-0.4% over the busy time before the handoff too, and with the next holder queued 0.1 ms
-#   before the tail's end the overlap is small (without clip_charge: 0.6% over);
-# - the device was busy nearly all the wall clock, unless the host kept a process from a CPU.
+#   busy time), and not much less (no device time goes free). The bound is loose (1.5%):
+#   charges ran 0.2-0.4% over the busy time before the handoff too (0.3-0.8% in the sanitizer
+#   build), and with the next holder queued 0.1 ms before the tail's end the overlap is small
+#   (without clip_charge: 0.6% over);
+# - the device was busy nearly all the wall clock (no stall), unless the host kept a process
+#   from a CPU.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
@@ -57,10 +59,12 @@ if [ $((100 * handed)) -lt $((50 * closed)) ]; then
   starved "$T/a $T/b" 2>"$T/starved" && skip_part "handoffs: $handed of $closed: $(cat "$T/starved")" ||
     fail "only $handed of $closed bursts handed their token off while their tail ran"
 fi
-awk -v c="$charged" -v b="$total" 'BEGIN { exit !(c <= b * 1.01 + 0.002) }' ||
+awk -v c="$charged" -v b="$total" 'BEGIN { exit !(c <= b * 1.015 + 0.002) }' ||
   fail "charged ${charged} s for ${total} s of device time: overlap charged twice"
 awk -v c="$charged" -v b="$total" 'BEGIN { exit !(c >= b * 0.97) }' ||
   fail "charged ${charged} s for ${total} s of device time: device time went free"
 pass_busy=$(awk -v b="$busy" -v w="$wall" 'BEGIN { printf "%d", 100 * b / w }')
-share_ceiling_floor "device busy" "$pass_busy" 97 100 "$T/a $T/b"
+# A floor against stalls, not the handoff's measure (the handoffs above are): 97-99% on a quiet
+# host, 95-96% in the sanitizer build, 97% before the handoff with two slices.
+share_ceiling_floor "device busy" "$pass_busy" 93 100 "$T/a $T/b"
 pass "handoff: next holder queued behind the tail, device time charged once (${charged} s of ${total} s)"
