@@ -14,7 +14,7 @@
  *   message's `gpu` is one. `gslice run --gpu` sets CUDA_VISIBLE_DEVICES to the slice's GPUs in
  *   index order, so ordinal k is the k-th set bit of the slice's mask.
  * The hook only ever knows ordinals and sends them as they are; the daemon converts, in
- * registry.c (slice_gpu: ordinal -> index) and for the way back in token.c (ordinal_of), and
+ * registry.c, both ways (slice_gpu: ordinal -> index; slice_ordinal: index -> ordinal), and
  * nowhere else. */
 
 /* Messages travel over a Unix stream socket between processes of one machine,

@@ -33,6 +33,10 @@ int slice_gpu(const struct slice *s, uint32_t ordinal, uint32_t *ret_gpu) {
   return -ENODEV;
 }
 
+uint32_t slice_ordinal(const struct slice *s, uint32_t gpu) {
+  return (uint32_t)__builtin_popcount(slice_mask(s) & ((1u << gpu) - 1));
+}
+
 int slice_name_ok(const char *name) {
   size_t n = strnlen(name, GS_NAME_MAX);
 

@@ -68,6 +68,9 @@ void registry_remove(struct registry *reg, uint32_t id);
  * CUDA_VISIBLE_DEVICES orders them; proto.h, "GPU numbering"): the one conversion of an
  * arriving ordinal. -ENODEV if none. */
 int slice_gpu(const struct slice *s, uint32_t ordinal, uint32_t *ret_gpu);
+/* The other way: the slice's device ordinal of GPU index `gpu` (one of its mask), the one
+ * conversion of a departing one. */
+uint32_t slice_ordinal(const struct slice *s, uint32_t gpu);
 /* Its GPU mask, GPU 0 when empty. */
 uint32_t slice_mask(const struct slice *s);
 /* Names: letters, digits, '.', '_', '-'; at most 63. */

@@ -12,10 +12,6 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
 /* The most a hook's handoff may make the next holder wait for its tail (it says 0.5 ms). */
 #define HANDOFF_MAX_NS 2000000ull
 
-static uint32_t ordinal_of(const struct slice *s, uint32_t gpu) {
-  return (uint32_t)__builtin_popcount(slice_mask(s) & ((1u << gpu) - 1));
-}
-
 /* How long past expiry the holder may take to close its burst: its last kernels finish (a
  * kernel cannot be cut) and its release crosses the socket. One quantum, or two of its
  * kernels when they are longer, covers a holder that works; a stopped or hostile one loses
@@ -141,7 +137,7 @@ static void preempt(struct daemon *d, struct gpu *g) {
     if (!(c->holding & bit))
       continue;
     c->holding &= ~bit;
-    rv.gpu = ordinal_of(s, g->index);
+    rv.gpu = slice_ordinal(s, g->index);
     conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
   }
   token_done(d, g);
@@ -163,7 +159,7 @@ void token_dispatch(struct daemon *d, struct gpu *g) {
     for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
       if (!(c->waiting & bit))
         continue;
-      struct gs_msg_token_grant m = {.gpu = ordinal_of(s, g->index),
+      struct gs_msg_token_grant m = {.gpu = slice_ordinal(s, g->index),
                                      .generation = gr.generation,
                                      .quantum_ns = gr.quantum_ns,
                                      .valid_until_ns = gr.valid_until_ns,
@@ -237,7 +233,7 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
       if (!(c->holding & bit))
         continue;
       c->holding &= ~bit;
-      rv.gpu = s ? ordinal_of(s, g->index) : 0;
+      rv.gpu = s ? slice_ordinal(s, g->index) : 0;
       conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
     }
     g->revoked++;
