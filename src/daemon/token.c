@@ -125,11 +125,13 @@ static void token_done(struct daemon *d, struct gpu *g) {
 /* Takes the token from its holder for a slice of a higher class (sched_preempt_at): the holder
  * stops launching, what it queued still runs and its release reports it, late, as after a
  * revoke. Until then it is charged the time it held the token. */
-static void preempt(struct daemon *d, struct gpu *g) {
+/* Takes the token back from its holder's connections (REVOKE to each), charging the time it
+ * held it up to `end` until its late release says what ran. The caller ends the token. */
+static void take_back(struct daemon *d, struct gpu *g, uint64_t end, uint64_t now) {
   struct slice *s = registry_find(&d->reg, g->holder);
   struct gs_msg_token_revoke rv = {.generation = g->s.generation};
   uint32_t bit = 1u << g->index;
-  uint64_t now = loop_now(), held = now > g->s.granted_at ? now - g->s.granted_at : 0;
+  uint64_t held = end > g->s.granted_at ? end - g->s.granted_at : 0;
   uint64_t reported = g->span_end - g->span_start;
 
   sched_charge_held(&g->s, held > reported ? held - reported : 0, now);
@@ -137,9 +139,15 @@ static void preempt(struct daemon *d, struct gpu *g) {
     if (!(c->holding & bit))
       continue;
     c->holding &= ~bit;
-    rv.gpu = slice_ordinal(s, g->index);
+    rv.gpu = s ? slice_ordinal(s, g->index) : 0;
     conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
   }
+}
+
+static void preempt(struct daemon *d, struct gpu *g) {
+  uint64_t now = loop_now();
+
+  take_back(d, g, now, now);
   token_done(d, g);
 }
 
@@ -206,8 +214,6 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
     }
     /* A holder that never closed its burst (stuck kernel, stopped process):
      * take the token back so the others run; its late release is charged. */
-    struct gs_msg_token_revoke rv = {.generation = g->s.generation};
-    struct slice *s = registry_find(&d->reg, g->holder);
     uint64_t now = loop_now(), end = now;
     /* Charged up to its release deadline at most: a timer that fires later is the daemon's own
      * delay (a stalled loop), never the slice's. */
@@ -226,16 +232,7 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
      * win every pick on an empty account: it starved a neighbour to 2%). Then it is charged
      * what ran, not the time held: 64 slices on a loaded machine each charged 29-168 ms for one
      * 0.5 ms kernel (6.08 s charged of 4.24 s run) got nothing for 6-8 s. */
-    uint64_t held = end > g->s.granted_at ? end - g->s.granted_at : 0;
-    uint64_t reported = g->span_end - g->span_start;
-    sched_charge_held(&g->s, held > reported ? held - reported : 0, now);
-    for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
-      if (!(c->holding & bit))
-        continue;
-      c->holding &= ~bit;
-      rv.gpu = s ? slice_ordinal(s, g->index) : 0;
-      conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
-    }
+    take_back(d, g, end, now);
     g->revoked++;
     token_done(d, g);
     return;
