@@ -10,6 +10,7 @@
 #include "proto.h"
 #include "registry.h"
 #include "sched.h"
+#include "token.h"
 
 /* A client sends only small messages; anything longer is hostile. */
 #define CONN_IN_MAX 512
@@ -35,13 +36,11 @@ struct conn {
   uid_t uid;
   gid_t gid;
   bool hello;
-  bool dropped;         /* its replies piled up unread: closed at the next chance */
-  uint64_t accepted_at; /* for the HELLO deadline */
-  uint32_t role;        /* enum gs_role, after HELLO */
-  uint32_t slice_id;    /* 0: not a slice's process */
-  uint32_t waiting;     /* physical GPUs this process asked a token for */
-  uint32_t holding;     /* physical GPUs whose current token it takes part in */
-  uint32_t hold_gen[GS_MAX_GPUS];
+  bool dropped;          /* its replies piled up unread: closed at the next chance */
+  uint64_t accepted_at;  /* for the HELLO deadline */
+  uint32_t role;         /* enum gs_role, after HELLO */
+  uint32_t slice_id;     /* 0: not a slice's process */
+  struct token_conn tok; /* its part in the GPUs' tokens (token.h) */
   unsigned char in[CONN_IN_MAX];
   size_t inlen;
   unsigned char *out;
@@ -64,26 +63,8 @@ struct gpu {
   bool has_uuid;
   uint64_t memory_total;
   uint64_t memory_used;
-  struct sched s;
-  uint32_t holder;       /* slice holding the token, 0: free */
-  uint32_t participants; /* connections whose burst is still open */
-  /* The token's span of device time: from the first participant's start to
-   * the last one's end. Processes of a slice queue behind each other on the
-   * device, so their bursts overlap; summing them would charge the overlap
-   * twice (measured: a hard-30 slice of two processes got 18%). */
-  uint64_t span_start, span_end, span_launches;
-  /* The burst of a token released early (the handoff) is measured after the next holder has
-   * queued work behind its tail: the device intervals charged last, so that no stretch of
-   * device time is charged twice (token.c clip_charge). */
-  struct {
-    uint64_t start, end;
-  } charged[8];
-  uint32_t charged_next;
-  uint32_t pending;    /* participants released early whose charge has not come */
-  uint64_t busy_until; /* the device runs the last holder's tail until then (its handoff) */
-  uint64_t timer;      /* release deadline or limit wakeup, 0: none */
-  uint64_t timer_when;
-  uint64_t revoked; /* tokens taken back at the release deadline */
+  struct sched s;   /* the policy's view of the token: holder, generation, validity */
+  struct token tok; /* the mechanism's (token.h) */
 };
 
 struct nvml;

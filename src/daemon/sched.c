@@ -90,6 +90,10 @@ struct sched_slice *sched_find(struct sched *s, uint32_t id) {
   return i < 0 ? NULL : s->slices[i];
 }
 
+uint32_t sched_holder(const struct sched *s) {
+  return s->holder >= 0 ? s->slices[s->holder]->id : 0;
+}
+
 int sched_add(struct sched *s, uint32_t id, const struct sched_params *p, uint64_t now) {
   struct sched_slice *sl;
 

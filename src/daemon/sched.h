@@ -125,6 +125,8 @@ void sched_remove(struct sched *s, uint32_t id);
 /* New limits take effect at the next token. Returns 0 or -ENOENT. */
 int sched_set_params(struct sched *s, uint32_t id, const struct sched_params *p);
 struct sched_slice *sched_find(struct sched *s, uint32_t id);
+/* The id of the slice holding the token, 0: free (ids start at 1). */
+uint32_t sched_holder(const struct sched *s);
 
 /* Whether the slice has work waiting for the GPU. */
 void sched_set_waiting(struct sched *s, uint32_t id, bool waiting, uint64_t now);

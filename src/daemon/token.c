@@ -1,4 +1,5 @@
-/* The token flow of every GPU (token.h): grants, releases, the release deadline, revokes. */
+/* The token flow of every GPU (token.h): grants, joins, releases, the handoff, the release
+ * deadline, revokes, and the one reset of a token (token_end). */
 #include "token.h"
 
 #include <errno.h>
@@ -18,7 +19,7 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
  * the token that much after expiry, not release_timeout_ms (1 s) later, so the others wait
  * about one quantum. release_timeout_ms stays the ceiling. */
 static uint64_t release_grace(struct daemon *d, struct gpu *g) {
-  struct sched_slice *sl = sched_find(&g->s, g->holder);
+  struct sched_slice *sl = sched_find(&g->s, sched_holder(&g->s));
   uint64_t grace = g->s.valid_until - g->s.granted_at, cap = d->cfg.release_timeout_ms * 1000000ull;
 
   if (sl && 2 * sl->kernel_ns > grace)
@@ -31,20 +32,20 @@ static uint64_t release_grace(struct daemon *d, struct gpu *g) {
 static void rearm(struct daemon *d, struct gpu *g) {
   uint64_t when = UINT64_MAX;
 
-  if (g->holder) {
+  if (sched_holder(&g->s)) {
     uint64_t pre = sched_preempt_at(&g->s, loop_now());
     when = g->s.valid_until + release_grace(d, g);
     if (pre < when)
       when = pre;
   } else
     when = sched_next_wakeup(&g->s, loop_now());
-  if (g->timer && g->timer_when == when)
+  if (g->tok.timer && g->tok.timer_when == when)
     return;
-  if (g->timer)
-    loop_del_timer(d->loop, g->timer);
-  g->timer = 0;
-  if (when != UINT64_MAX && loop_add_timer(d->loop, when, gpu_timer_cb, g, &g->timer) == 0)
-    g->timer_when = when;
+  if (g->tok.timer)
+    loop_del_timer(d->loop, g->tok.timer);
+  g->tok.timer = 0;
+  if (when != UINT64_MAX && loop_add_timer(d->loop, when, gpu_timer_cb, g, &g->tok.timer) == 0)
+    g->tok.timer_when = when;
 }
 
 static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice_id, uint64_t now) {
@@ -52,7 +53,7 @@ static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice
   bool waiting = false;
 
   for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next)
-    if (c->waiting & (1u << g->index))
+    if (c->tok.waiting & (1u << g->index))
       waiting = true;
   sched_set_waiting(&g->s, slice_id, waiting, now);
 }
@@ -64,15 +65,16 @@ static void slice_waiting_update(struct daemon *d, struct gpu *g, uint32_t slice
  * device time is charged once, to whoever reported it first: the charges of a GPU never add up
  * to more than the time it was busy. */
 static uint64_t clip_charge(struct gpu *g, uint64_t start, uint64_t used) {
-  enum { N = sizeof(g->charged) / sizeof(g->charged[0]) };
+  enum { N = TOKEN_CHARGED_MAX };
+  struct token *t = &g->tok;
   uint64_t end = start + used, cs[N], ce[N], covered = 0, reach = 0;
   unsigned n = 0;
 
   if (!start || !used)
     return used;
   for (unsigned i = 0; i < N; i++) {
-    uint64_t s = g->charged[i].start > start ? g->charged[i].start : start;
-    uint64_t e = g->charged[i].end < end ? g->charged[i].end : end;
+    uint64_t s = t->charged[i].start > start ? t->charged[i].start : start;
+    uint64_t e = t->charged[i].end < end ? t->charged[i].end : end;
     if (e <= s)
       continue;
     unsigned j = n++;
@@ -90,60 +92,90 @@ static uint64_t clip_charge(struct gpu *g, uint64_t start, uint64_t used) {
     if (ce[i] > reach)
       reach = ce[i];
   }
-  g->charged[g->charged_next % N].start = start;
-  g->charged[g->charged_next % N].end = end;
-  g->charged_next++;
+  t->charged[t->charged_next % N].start = start;
+  t->charged[t->charged_next % N].end = end;
+  t->charged_next++;
   return used > covered ? used - covered : 0;
 }
 
+/* The slice holding g's token, NULL while it is free. */
+static struct slice *holder_slice(struct daemon *d, struct gpu *g) {
+  uint32_t id = sched_holder(&g->s);
+
+  return id ? registry_find(&d->reg, id) : NULL;
+}
+
+/* Whether a connection still takes part in g's token: its participants are connections of the
+ * holder slice with their holding bit set (token.h), so the slice's list finds them all. */
+static bool has_participants(struct daemon *d, struct gpu *g) {
+  struct slice *s = holder_slice(d, g);
+
+  for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next)
+    if (c->tok.holding & (1u << g->index))
+      return true;
+  return false;
+}
+
+/* The one reset of a token: every path that ends one comes here (token.h). No connection takes
+ * part in it any longer, its burst is zeroed whole (a field added to struct token_burst is reset
+ * with it), and the scheduler frees it (sched_token_done: the holder's limit pacing, the
+ * switching loss). Charging it is the caller's; dispatching the next is too. */
+static void token_end(struct daemon *d, struct gpu *g, uint64_t now) {
+  struct slice *s = holder_slice(d, g);
+
+  for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next)
+    c->tok.holding &= ~(1u << g->index);
+  g->tok.burst = (struct token_burst){0};
+  sched_token_done(&g->s, now);
+}
+
+/* The token's burst is over (its last participant released or is gone, or it was taken back):
+ * charged, ended, and handed to the next. */
 static void token_done(struct daemon *d, struct gpu *g) {
+  const struct token_burst *b = &g->tok.burst;
+  uint32_t holder = sched_holder(&g->s);
   uint64_t now = loop_now(), charged = 0;
 
   /* Every burst of the token opened after its grant and was reported after it ran: a span
    * longer than the time since the grant is a hook's wrong clock, charged no more than that. */
-  if (g->holder && g->span_end > g->span_start) {
-    uint64_t span = g->span_end - g->span_start, held = now - g->s.granted_at;
+  if (holder && b->span_end > b->span_start) {
+    uint64_t span = b->span_end - b->span_start, held = now - g->s.granted_at;
     charged = span < held ? span : held;
-    sched_charge(&g->s, g->holder, clip_charge(g, g->span_start, charged), g->span_launches, now);
+    sched_charge(&g->s, holder, clip_charge(g, b->span_start, charged), b->span_launches, now);
   }
-  struct sched_slice *hs = g->holder ? sched_find(&g->s, g->holder) : NULL;
-  if (hs && g->pending && hs->held_gen != g->s.generation) {
+  struct sched_slice *hs = holder ? sched_find(&g->s, holder) : NULL;
+  if (hs && b->pending && hs->held_gen != g->s.generation) {
     /* Released at the handoff: until its charge says what ran, the token is charged the time
      * it was held, so the pick that follows does not see it as free (unless a revoke or a
      * preemption charged that already). */
     uint64_t held = now - g->s.granted_at;
     sched_charge_estimate(&g->s, held > charged ? held - charged : 0, now);
   }
-  g->pending = 0;
-  g->span_start = g->span_end = g->span_launches = 0;
-  sched_token_done(&g->s, now);
-  g->holder = 0;
-  g->participants = 0;
+  token_end(d, g, now);
   token_dispatch(d, g);
+}
+
+/* Takes the token back from its holder's connections (REVOKE to each), charging the time it
+ * held it up to `end` until its late release says what ran. The caller ends the token. */
+static void take_back(struct daemon *d, struct gpu *g, uint64_t end, uint64_t now) {
+  struct slice *s = holder_slice(d, g);
+  struct gs_msg_token_revoke rv = {.generation = g->s.generation};
+  uint32_t bit = 1u << g->index;
+  uint64_t held = end > g->s.granted_at ? end - g->s.granted_at : 0;
+  uint64_t reported = g->tok.burst.span_end - g->tok.burst.span_start;
+
+  sched_charge_held(&g->s, held > reported ? held - reported : 0, now);
+  for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
+    if (!(c->tok.holding & bit))
+      continue;
+    rv.gpu = slice_ordinal(s, g->index);
+    conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
+  }
 }
 
 /* Takes the token from its holder for a slice of a higher class (sched_preempt_at): the holder
  * stops launching, what it queued still runs and its release reports it, late, as after a
  * revoke. Until then it is charged the time it held the token. */
-/* Takes the token back from its holder's connections (REVOKE to each), charging the time it
- * held it up to `end` until its late release says what ran. The caller ends the token. */
-static void take_back(struct daemon *d, struct gpu *g, uint64_t end, uint64_t now) {
-  struct slice *s = registry_find(&d->reg, g->holder);
-  struct gs_msg_token_revoke rv = {.generation = g->s.generation};
-  uint32_t bit = 1u << g->index;
-  uint64_t held = end > g->s.granted_at ? end - g->s.granted_at : 0;
-  uint64_t reported = g->span_end - g->span_start;
-
-  sched_charge_held(&g->s, held > reported ? held - reported : 0, now);
-  for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
-    if (!(c->holding & bit))
-      continue;
-    c->holding &= ~bit;
-    rv.gpu = s ? slice_ordinal(s, g->index) : 0;
-    conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
-  }
-}
-
 static void preempt(struct daemon *d, struct gpu *g) {
   uint64_t now = loop_now();
 
@@ -155,35 +187,32 @@ void token_dispatch(struct daemon *d, struct gpu *g) {
   uint64_t now = loop_now();
   struct sched_grant gr;
 
-  if (g->holder && g->participants && sched_preempt_at(&g->s, now) <= now) {
+  /* A token is held only while a connection takes part in it (token_end otherwise). */
+  if (sched_holder(&g->s) && sched_preempt_at(&g->s, now) <= now) {
     preempt(d, g); /* token_done dispatches the token again, free now */
     return;
   }
-  while (!g->holder && sched_pick(&g->s, now, &gr) == 0) {
+  while (!sched_holder(&g->s) && sched_pick(&g->s, now, &gr) == 0) {
     struct slice *s = registry_find(&d->reg, gr.slice_id);
     uint32_t bit = 1u << g->index;
-    g->holder = gr.slice_id;
-    g->participants = 0;
+    bool taken = false;
     for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
-      if (!(c->waiting & bit))
+      if (!(c->tok.waiting & bit))
         continue;
       struct gs_msg_token_grant m = {.gpu = slice_ordinal(s, g->index),
                                      .generation = gr.generation,
                                      .quantum_ns = gr.quantum_ns,
                                      .valid_until_ns = gr.valid_until_ns,
-                                     .busy_until_ns = g->busy_until > now ? g->busy_until : 0};
-      c->waiting &= ~bit;
+                                     .busy_until_ns =
+                                         g->tok.busy_until > now ? g->tok.busy_until : 0};
+      c->tok.waiting &= ~bit;
       if (conn_send(d, c, GS_MSG_TOKEN_GRANT, 0, &m, sizeof(m)) < 0)
         continue;
-      c->holding |= bit;
-      c->hold_gen[g->index] = gr.generation;
-      g->participants++;
+      c->tok.holding |= bit;
+      taken = true;
     }
-    if (g->participants == 0) {
-      /* Nobody is left to take it: free again, try the next. */
-      sched_token_done(&g->s, now);
-      g->holder = 0;
-    }
+    if (!taken)
+      token_end(d, g, now); /* nobody is left to take it: free again, try the next */
   }
   rearm(d, g);
 }
@@ -194,21 +223,22 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
 
   (void)l;
   (void)id;
-  g->timer = 0;
-  if (g->holder && g->participants && loop_now() >= g->s.valid_until) {
+  g->tok.timer = 0;
+  uint32_t holder = sched_holder(&g->s);
+  if (holder && loop_now() >= g->s.valid_until) {
     uint32_t bit = 1u << g->index;
     uint64_t gen = g->s.generation;
-    struct slice *hs = registry_find(&d->reg, g->holder);
+    struct slice *hs = holder_slice(d, g);
     /* The holders' releases may be waiting unread behind a loop that was itself held up: read
      * first, so that a slice is not revoked for the daemon's delay. Only the holder's
      * connections take part in its token. */
     for (struct conn *c = hs ? hs->conns : NULL, *next; c; c = next) {
       next = c->slice_next; /* conn_serve closes at most c */
-      if (c->holding & bit)
+      if (c->tok.holding & bit)
         conn_serve(d, c);
     }
-    if (!g->holder || !g->participants || g->s.generation != gen) {
-      if (!g->timer)
+    if (!sched_holder(&g->s) || g->s.generation != gen) {
+      if (!g->tok.timer)
         token_dispatch(d, g);
       return;
     }
@@ -217,23 +247,22 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
     uint64_t now = loop_now(), end = now;
     /* Charged up to its release deadline at most: a timer that fires later is the daemon's own
      * delay (a stalled loop), never the slice's. */
-    if (g->timer_when && end > g->timer_when)
-      end = g->timer_when;
+    if (g->tok.timer_when && end > g->tok.timer_when)
+      end = g->tok.timer_when;
     if (now - end > 50000000ull)
       dlog("warning",
            "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked (the daemon "
            "itself was %" PRIu64 " ms late: not charged to the slice)",
-           g->index, g->holder, (end - g->s.valid_until) / 1000000, (now - end) / 1000000);
+           g->index, holder, (end - g->s.valid_until) / 1000000, (now - end) / 1000000);
     else
       dlog("warning", "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked",
-           g->index, g->holder, (end - g->s.valid_until) / 1000000);
+           g->index, holder, (end - g->s.valid_until) / 1000000);
     /* It held the GPU from the grant to its deadline: until its late release says what ran,
      * that is what it is charged (a hook that never releases gets nothing for free and cannot
      * win every pick on an empty account: it starved a neighbour to 2%). Then it is charged
      * what ran, not the time held: 64 slices on a loaded machine each charged 29-168 ms for one
      * 0.5 ms kernel (6.08 s charged of 4.24 s run) got nothing for 6-8 s. */
     take_back(d, g, end, now);
-    g->revoked++;
     token_done(d, g);
     return;
   }
@@ -243,10 +272,10 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
 static void leave_token(struct daemon *d, struct conn *c, struct gpu *g) {
   uint32_t bit = 1u << g->index;
 
-  if (!(c->holding & bit))
+  if (!(c->tok.holding & bit))
     return;
-  c->holding &= ~bit;
-  if (g->participants > 0 && --g->participants == 0)
+  c->tok.holding &= ~bit;
+  if (!has_participants(d, g))
     token_done(d, g);
 }
 
@@ -268,21 +297,17 @@ void token_request(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     return;
   }
   uint32_t bit = 1u << g->index;
-  if (g->holder == c->slice_id && now < g->s.valid_until) {
+  if (sched_holder(&g->s) == c->slice_id && now < g->s.valid_until) {
     /* Processes of one slice share its token: join the burst. */
     struct gs_msg_token_grant gr = {.gpu = m->u.token_request.gpu,
                                     .generation = g->s.generation,
                                     .quantum_ns = g->s.valid_until - g->s.granted_at,
                                     .valid_until_ns = g->s.valid_until};
-    if (!(c->holding & bit)) {
-      c->holding |= bit;
-      c->hold_gen[g->index] = g->s.generation;
-      g->participants++;
-    }
+    c->tok.holding |= bit;
     conn_send(d, c, GS_MSG_TOKEN_GRANT, m->hdr.seq, &gr, sizeof(gr));
     return;
   }
-  c->waiting |= bit;
+  c->tok.waiting |= bit;
   sched_set_waiting(&g->s, c->slice_id, true, now);
   token_dispatch(d, g);
 }
@@ -293,35 +318,37 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
 
   if (!g)
     return;
-  bool current = (c->holding & (1u << g->index)) && c->hold_gen[g->index] == rl->generation;
+  /* A connection takes part only in the current token (token.h): its generation is g's. */
+  bool current = (c->tok.holding & (1u << g->index)) && g->s.generation == rl->generation;
+  struct token_burst *b = &g->tok.burst;
 
   if (current && (rl->flags & GS_RELEASE_PENDING)) {
     /* The handoff: its last work is still running; its charge follows (GS_RELEASE_CHARGE). The
      * next holder queues its first launch for about when that work ends: a hook's word, so no
      * more than HANDOFF_MAX_NS ahead. */
     uint64_t now = loop_now(), until = rl->tail_end_ns;
-    g->pending++;
+    b->pending++;
     if (until > now + HANDOFF_MAX_NS)
       until = now + HANDOFF_MAX_NS;
-    if (until > g->busy_until)
-      g->busy_until = until;
+    if (until > g->tok.busy_until)
+      g->tok.busy_until = until;
   } else if ((current && !rl->flags && (rl->used_ns || rl->launches)) ||
-             ((rl->flags & GS_RELEASE_CHARGE) && g->pending && g->holder == c->slice_id &&
+             ((rl->flags & GS_RELEASE_CHARGE) && b->pending && sched_holder(&g->s) == c->slice_id &&
               g->s.generation == rl->generation)) {
     /* A handoff's charge while another process of the slice still holds the token is part of
      * the token's span, as a release (processes of a slice overlap on the device). */
     if (rl->flags & GS_RELEASE_CHARGE)
-      g->pending--;
+      b->pending--;
     /* Charged as the token's span when the last participant is done. A grant handed back
      * unused (start 0, nothing run) has no part in it: counted, it opened the span at 0 and
      * charged a slice of two processes the daemon's uptime (2950 s), wedging it behind its
      * own limit's pacing for hours. */
     uint64_t end = rl->start_ns + rl->used_ns;
-    if (!g->span_end || rl->start_ns < g->span_start)
-      g->span_start = rl->start_ns;
-    if (end > g->span_end)
-      g->span_end = end;
-    g->span_launches += rl->launches;
+    if (!b->span_end || rl->start_ns < b->span_start)
+      b->span_start = rl->start_ns;
+    if (end > b->span_end)
+      b->span_end = end;
+    b->span_launches += rl->launches;
   } else if (!current || (rl->flags & GS_RELEASE_CHARGE)) {
     /* Device time is charged whatever token it ran under: a handoff's charge or a late report
      * after a revoke (each replaces the time held charged then), or one from before a daemon
@@ -332,7 +359,7 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   /* Waiting before the token is free: the pick that follows weighs this
    * slice too, instead of handing the token to whoever else asked. */
   if (rl->more) {
-    c->waiting |= 1u << g->index;
+    c->tok.waiting |= 1u << g->index;
     sched_set_waiting(&g->s, c->slice_id, true, loop_now());
   }
   if (current && !(rl->flags & GS_RELEASE_CHARGE))
@@ -345,14 +372,9 @@ void token_conn_gone(struct daemon *d, struct conn *c) {
   /* A killed token holder: its burst is over as far as anyone can tell. */
   for (uint32_t i = 0; i < d->ngpus; i++) {
     struct gpu *g = &d->gpus[i];
-    uint32_t bit = 1u << i;
-    bool was_waiting = c->waiting & bit;
-    c->waiting &= ~bit;
-    if (c->holding & bit) {
-      c->holding &= ~bit;
-      if (g->participants > 0 && --g->participants == 0)
-        token_done(d, g);
-    }
+    bool was_waiting = c->tok.waiting & (1u << i);
+    c->tok.waiting &= ~(1u << i);
+    leave_token(d, c, g);
     if (was_waiting && c->slice_id)
       slice_waiting_update(d, g, c->slice_id, loop_now());
   }
@@ -363,16 +385,13 @@ void token_forget_slice(struct daemon *d, uint32_t id) {
 
   for (uint32_t i = 0; i < d->ngpus; i++) {
     struct gpu *g = &d->gpus[i];
-    for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next) {
-      c->holding &= ~(1u << i);
-      c->waiting &= ~(1u << i);
-    }
+    /* Its token ends as any other: its connections, still in its list, are the participants
+     * token_end clears (a connection of the slice takes part in no other slice's token). */
+    if (sched_holder(&g->s) == id)
+      token_end(d, g, loop_now());
+    for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next)
+      c->tok.waiting &= ~(1u << i);
     sched_remove(&g->s, id);
-    if (g->holder == id) {
-      g->holder = 0;
-      g->participants = 0;
-      g->span_start = g->span_end = g->span_launches = 0;
-    }
     token_dispatch(d, g);
   }
 }
@@ -387,7 +406,7 @@ void token_watchdog(struct daemon *d) {
 
   for (uint32_t i = 0; i < d->ngpus; i++) {
     struct gpu *g = &d->gpus[i];
-    if (g->holder)
+    if (sched_holder(&g->s))
       continue;
     for (uint32_t k = 0; k < g->s.nslices; k++) {
       const struct sched_slice *sl = g->s.slices[k];
