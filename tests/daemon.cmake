@@ -23,6 +23,9 @@ endif()
 if(TARGET gslice_daemon_core)
   gslice_unit_test(test_registry SOURCES unit/test_registry.c LIBS gslice_daemon_core)
   gslice_unit_test(test_loop SOURCES unit/test_loop.c LIBS gslice_daemon_core)
+  # The token mechanism on its own: token.c with its connections' I/O stubbed in the test.
+  gslice_unit_test(test_token SOURCES unit/test_token.c ${CMAKE_SOURCE_DIR}/src/daemon/token.c
+                   LIBS gslice_daemon_core)
 endif()
 
 file(GLOB GSLICE_DAEMON_SCRIPTS CONFIGURE_DEPENDS
