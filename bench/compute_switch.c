@@ -101,6 +101,13 @@ int main(int argc, char **argv) {
   }
   sim_state_close(&st);
 
+  const char *dump = getenv("GSLICE_SWITCH_DUMP");
+  FILE *df = dump ? fopen(dump, "we") : NULL;
+  for (size_t i = 0; df && i < n; i++)
+    fprintf(df, "%llu %llu %u\n", (unsigned long long)v[i].start, (unsigned long long)v[i].end,
+            v[i].proc);
+  if (df)
+    fclose(df);
   uint64_t *gaps = malloc((n ? n : 1) * sizeof(uint64_t)), own_idle = 0, busy = 0, switch_idle = 0;
   size_t ng = 0;
   for (size_t i = 0; i < n; i++) {

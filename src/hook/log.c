@@ -2,6 +2,8 @@
  */
 #include "hook.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -36,7 +38,11 @@ void gs_log(enum gs_log_level level, const char *fmt, ...) {
     return;
   int saved = errno;
   char line[1024];
-  int n = snprintf(line, sizeof(line), "gslice[%d]: ", (int)getpid());
+  /* Debug lines carry CLOCK_MONOTONIC (ms.us), the clock of the daemon's grants and of the
+   * simulated GPU's record, so that a token switch can be followed across processes. */
+  int n = level == GS_LOG_DEBUG ? snprintf(line, sizeof(line), "gslice[%d] %.3f: ", (int)getpid(),
+                                           (double)gs_mono_ns() / 1e6)
+                                : snprintf(line, sizeof(line), "gslice[%d]: ", (int)getpid());
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
