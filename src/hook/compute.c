@@ -40,10 +40,9 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       atomic_fetch_add(&b->gate, GATE_LAUNCH + 1);
       break;
     }
-    if (b->open && b->handoff_set && !b->released && now < atomic_load(&b->valid_until) &&
-        b->ctx == ctx) {
-      /* Budget spent: this thread waits anyway, so it hands the token off as the tail runs (a
-       * close here would release only once the whole queue has drained). */
+    if (b->open && b->handoff_set && !b->released && b->ctx == ctx) {
+      /* Budget spent or token expired: this thread waits anyway, so it hands the token off as
+       * the tail runs (a close here would release only once the whole queue has drained). */
       if (b->handing)
         pthread_cond_wait(&C.cv, &C.mu);
       else

@@ -83,6 +83,7 @@ struct burst {
   uint64_t tail_end;        /* when the tail should have run (the next holder's cue) */
   bool released;            /* the token went back at the handoff; the charge is still due */
   bool handing;             /* a thread waits (mu dropped) to hand the token off */
+  bool tail_final;          /* tail_end counts the launches made, not the budget's */
   /* A burst is charged its segments: from a launch to the synchronize that waited for it. The
    * idle time between a synchronize and the next launch is the process's own, not the device's
    * (a 0.2 ms-kernel slice synchronizing every 8 kernels was charged 10-25% above what ran on a
