@@ -98,8 +98,10 @@ static void *run(void *arg) {
     /* The burst: as if kernels ran for burst_ns. */
     struct timespec b = {0, (long)burst_ns};
     nanosleep(&b, NULL);
-    struct gs_msg_token_release r = {
-        .generation = m.u.token_grant.generation, .used_ns = burst_ns, .launches = 1};
+    struct gs_msg_token_release r = {.generation = m.u.token_grant.generation,
+                                     .used_ns = burst_ns,
+                                     .launches = 1,
+                                     .kernel_ns = burst_ns};
     /* On record before it is sent: the next grant cannot come before the daemon read it. */
     atomic_store(&rel_at[gen % REL_SLOTS], ns());
     atomic_store(&rel_gen[gen % REL_SLOTS], gen);

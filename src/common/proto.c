@@ -165,10 +165,11 @@ static int check_body(const struct gs_msg *m) {
   case GS_MSG_TOKEN_REQUEST: return m->u.token_request.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
   case GS_MSG_TOKEN_GRANT: return m->u.token_grant.gpu < GS_MAX_GPUS ? 0 : -EPROTO;
   case GS_MSG_TOKEN_RELEASE:
-    /* A burst longer than an hour is a lie or a bug; refuse it rather than
+    /* A burst (or a kernel) longer than an hour is a lie or a bug; refuse it rather than
      * let one message wreck every share on the GPU. */
     if (m->u.token_release.gpu >= GS_MAX_GPUS || m->u.token_release.more > 1 ||
         m->u.token_release.used_ns > 3600ull * 1000000000 ||
+        m->u.token_release.kernel_ns > 3600ull * 1000000000 ||
         (m->u.token_release.flags & ~(GS_RELEASE_PENDING | GS_RELEASE_CHARGE)) ||
         m->u.token_release.flags == (GS_RELEASE_PENDING | GS_RELEASE_CHARGE))
       return -EPROTO;

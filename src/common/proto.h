@@ -25,8 +25,9 @@
 #define GS_DEFAULT_SOCKET "/run/gslice/gsliced.sock"
 #define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
 /* Versions: 2: slice nonces; 3: processes outside every slice in STATUS; 4: time lost to
- * token switches per GPU in STATUS; 5: PING. */
-#define GS_PROTO_VERSION 6u
+ * token switches per GPU in STATUS; 5: PING; 6: the handoff (TOKEN_RELEASE flags and tail end,
+ * TOKEN_GRANT busy_until); 7: TOKEN_RELEASE kernel_ns. */
+#define GS_PROTO_VERSION 7u
 #define GS_PROTO_MAX_SLICES 256u
 #define GS_PROTO_TEXT_MAX 256u
 #define GS_PROTO_PATH_MAX 256u
@@ -162,6 +163,10 @@ struct gs_msg_token_release {
   uint32_t flags;       /* GS_RELEASE_*: 0 for a burst released once its work has run */
   uint64_t start_ns;    /* CLOCK_MONOTONIC when the burst's start event was recorded */
   uint64_t tail_end_ns; /* PENDING: CLOCK_MONOTONIC when its queued work should have run */
+  /* This process's mean kernel length on this GPU (the hook's event measurement, EWMA of device
+   * time per launch); 0: none (nothing ran). The one estimate: the daemon's quanta and release
+   * grace are made of it (sched_set_kernel), never of charges. */
+  uint64_t kernel_ns;
 };
 /* The handoff (docs/compute.md): a burst gives its token back as its last queued work runs,
  * before it has been measured (PENDING: used_ns and launches are 0, start_ns is the burst's),
@@ -169,7 +174,7 @@ struct gs_msg_token_release {
  * held; more is 0). */
 #define GS_RELEASE_PENDING 1u
 #define GS_RELEASE_CHARGE 2u
-_Static_assert(sizeof(struct gs_msg_token_release) == 48, "token release size");
+_Static_assert(sizeof(struct gs_msg_token_release) == 56, "token release size");
 
 struct gs_msg_token_revoke {
   uint32_t gpu;

@@ -39,9 +39,9 @@ const struct config_entry config_table[] = {
     U64(quantum_max_us, DEF(SCHED_DEFAULT_QUANTUM_MAX_US), 100, 10000000, true,
         "largest quantum, us"),
     U64(quantum_init_us, DEF(SCHED_DEFAULT_QUANTUM_INIT_US), 100, 10000000, true,
-        "quantum before kernels are measured, us"),
+        "quantum before a kernel length is reported, us"),
     U64(quantum_kernels, DEF(SCHED_DEFAULT_QUANTUM_KERNELS), 1, 1000, true,
-        "a quantum is this many of the slice's mean kernels"),
+        "a quantum is this many of the slice's kernels (as its hooks measure them)"),
     U64(release_timeout_ms, "1000", 10, 600000, true,
         "most a holder may take past expiry to close its burst before it is revoked (it gets "
         "one quantum, or two of its kernels when longer), ms"),

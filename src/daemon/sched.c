@@ -424,6 +424,7 @@ int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret) {
   if (s->generation == 0)
     s->generation = 1;
   s->granted_at = now;
+  sl->token_gen = s->generation;
   /* Ready since `from`, granted only now: the time it waited behind another
    * holder, which its limit pacing makes up (sched_token_done). A slice that
    * kept asking was ready from its pacing time on, even where that lies
@@ -461,12 +462,25 @@ static void charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t laun
   account(s, sl, (double)used_ns, now);
   sched_ring_add(&sl->stats, used_ns, now);
   sched_ring_add(&s->busy, used_ns, now);
-  if (launches > 0 && used_ns > 0) {
-    uint64_t k = used_ns / launches;
-    sl->kernel_ns = sl->kernel_ns ? (3 * sl->kernel_ns + k) / 4 : k;
-  }
   if (s->holder == i && of_token)
     sl->burst_used_ns += used_ns;
+}
+
+void sched_set_kernel(struct sched *s, uint32_t id, uint32_t generation, uint64_t kernel_ns) {
+  struct sched_slice *sl = sched_find(s, id);
+
+  if (!sl || !kernel_ns)
+    return;
+  if (sl->kernel_ns && generation == sl->kernel_gen) {
+    if (kernel_ns > sl->kernel_ns)
+      sl->kernel_ns = kernel_ns;
+  } else if (!sl->kernel_ns || generation == sl->token_gen) {
+    /* The first report of its latest token replaces the last token's: a process that has gone
+     * idle or exited stops counting. Before any, a release from an earlier token (or an earlier
+     * daemon) is better than the initial quantum. */
+    sl->kernel_ns = kernel_ns;
+    sl->kernel_gen = generation;
+  }
 }
 
 void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launches, uint64_t now) {

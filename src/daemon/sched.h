@@ -23,7 +23,7 @@ struct sched_cfg {
   uint64_t quantum_min_ns; /* bounds of the adaptive quantum */
   uint64_t quantum_max_ns;
   uint64_t quantum_init_ns; /* before a slice's kernels have been measured */
-  uint32_t quantum_kernels; /* quantum = this many of the slice's mean kernels */
+  uint32_t quantum_kernels; /* quantum = this many of the slice's kernels (sched_set_kernel) */
 };
 
 struct sched_params {
@@ -39,11 +39,15 @@ struct sched_slice {
   struct sched_params p;
   bool waiting; /* some process of the slice has work for the GPU */
   uint64_t waiting_since;
-  uint64_t last_wanted;   /* last time it asked for the token */
-  uint64_t eligible_at;   /* pacing of the limit: no token before this */
-  uint64_t late_ns;       /* how long the current token came after the slice could have had it */
-  bool backlogged;        /* asked again before its own token ended: never idle since */
-  uint64_t kernel_ns;     /* mean kernel length (EWMA), 0: not measured */
+  uint64_t last_wanted; /* last time it asked for the token */
+  uint64_t eligible_at; /* pacing of the limit: no token before this */
+  uint64_t late_ns;     /* how long the current token came after the slice could have had it */
+  bool backlogged;      /* asked again before its own token ended: never idle since */
+  /* Its kernel length, as its processes' hooks measured it (sched_set_kernel): the longest one
+   * reported for kernel_gen, its latest token that reported any; 0: none reported yet. */
+  uint64_t kernel_ns;
+  uint32_t kernel_gen;
+  uint32_t token_gen;     /* its latest token's generation */
   uint64_t burst_used_ns; /* charged to the token being held */
   /* The request: device time owed, accrued at request_pct of the clock and
    * paid by the tokens granted on it (token_on_request). Capped near one
@@ -136,8 +140,17 @@ void sched_set_waiting(struct sched *s, uint32_t id, bool waiting, uint64_t now)
  * sched_next_wakeup). */
 int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret);
 
+/* A process of the slice reports its mean kernel length (its hook's event measurement, with a
+ * release of token `generation`; 0: nothing to report). The slice's kernel length, of which its
+ * quantum is made and which its release grace covers, is the longest reported for its latest
+ * token that reported any: each process's launch budget is the quantum over its own kernel
+ * length, so the quantum must hold the slowest one's quantum_kernels, and the grace its last
+ * kernels. A report for an older token is ignored once a newer one has come (unless none had). */
+void sched_set_kernel(struct sched *s, uint32_t id, uint32_t generation, uint64_t kernel_ns);
+
 /* Charges measured device time (and the launches behind it) to a slice; it
- * may arrive for the current token or late, for an old one. */
+ * may arrive for the current token or late, for an old one. The kernel length is not derived
+ * from charges (spans, clipped, or estimates): sched_set_kernel has the hook's. */
 void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launches, uint64_t now);
 
 /* The holder is done with the token (every process closed its burst, or is

@@ -263,7 +263,8 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
                                        .launches = launches,
                                        .more = b->released ? 0 : more,
                                        .flags = b->released ? GS_RELEASE_CHARGE : 0,
-                                       .start_ns = b->opened_at + idle};
+                                       .start_ns = b->opened_at + idle,
+                                       .kernel_ns = b->kernel_ns};
     if (gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more && !b->released) {
       b->waiting = true;
       b->requested_at = gs_mono_ns();
@@ -314,7 +315,8 @@ static void hand_off(int dev, bool from_helper, uint64_t now) {
                                      .more = 1,
                                      .flags = GS_RELEASE_PENDING,
                                      .start_ns = b->opened_at,
-                                     .tail_end_ns = b->tail_end};
+                                     .tail_end_ns = b->tail_end,
+                                     .kernel_ns = b->kernel_ns};
 
   gs_log(GS_LOG_DEBUG,
          "compute: gpu %d burst %u handed off %llu us after it opened, by the %s; tail until %.3f",

@@ -98,7 +98,9 @@ struct burst {
   bool probe_set;
   uint64_t probe_launches;
   uint32_t idle_ticks; /* helper looks in a row that found nothing queued and no launch */
-  uint64_t kernel_ns;  /* EWMA of device time per launch */
+  /* EWMA of device time per launch: the budget and the handoff tail here, and, sent with every
+   * release, the daemon's quanta (the one kernel-length estimate). */
+  uint64_t kernel_ns;
   /* Daemon side of the token. */
   bool waiting; /* a TOKEN_REQUEST is out */
   bool granted; /* a grant arrived, not yet opened */

@@ -1,6 +1,7 @@
 /* Clients of gsliced that attack it the way a careless or hostile process could: never say
  * hello, lie about a length, flood token requests, hold a token and stop, open a thousand
- * connections, register slices in a loop, sit idle after hello. One mode per run; each prints what
+ * connections, register slices in a loop, sit idle after hello; and one that reports kernel lengths
+ * (quanta). One mode per run; each prints what
  * it saw. */
 #include <errno.h>
 #include <poll.h>
@@ -130,7 +131,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: daemon_attack SOCKET nohello N WAIT_MS | biglen | many N | flood N |\n"
                     "       hold | grants SECONDS | holdloop SECONDS | register N ROUNDS |\n"
                     "       idle N SECONDS | statusflood CONNS SECONDS [SLICES] |\n"
-                    "       nonreaders N HOLD_SECONDS | garbage SECONDS\n");
+                    "       nonreaders N HOLD_SECONDS | garbage SECONDS | quanta\n");
     return 2;
   }
   path = argv[1];
@@ -444,6 +445,61 @@ int main(int argc, char **argv) {
     printf("grants: %u, longest gap %.0f ms\n", grants, worst * 1000);
     if (dpid)
       printf("grants: most daemon CPU between two grants %.1f ms\n", (double)cpu_worst / 1e6);
+    return 0;
+  }
+  if (!strcmp(mode, "quanta")) {
+    /* Two processes of one slice report their kernel lengths with their releases: prints the
+     * quantum of each grant, ms. The daemon makes quanta of what the hooks report (the longest
+     * of the slice's latest token), not of charges; a report of an hour is held to the largest
+     * quantum. */
+    int a = hook_conn(), b = hook_conn();
+    struct gs_msg m;
+    uint64_t q[5];
+    uint32_t gen;
+    const uint64_t ms = 1000000;
+#define GRANT(fd, i)                                                                               \
+  do {                                                                                             \
+    if (wait_for(fd, GS_MSG_TOKEN_GRANT, 5000, &m) < 0) {                                          \
+      fprintf(stderr, "quanta: no grant %d\n", i);                                                 \
+      return 1;                                                                                    \
+    }                                                                                              \
+    q[i] = m.u.token_grant.quantum_ns / ms;                                                        \
+    gen = m.u.token_grant.generation;                                                              \
+  } while (0)
+#define RELEASE(fd, used, kernel, more_)                                                           \
+  do {                                                                                             \
+    struct gs_msg_token_release rl = {.generation = gen,                                           \
+                                      .used_ns = (used),                                           \
+                                      .launches = 1,                                               \
+                                      .more = (more_),                                             \
+                                      .start_ns = mono_ns() - (used),                              \
+                                      .kernel_ns = (kernel)};                                      \
+    gs_client_send(fd, GS_MSG_TOKEN_RELEASE, 0, &rl, sizeof(rl));                                  \
+  } while (0)
+    request(a);
+    GRANT(a, 0);
+    /* One launch charged 1 s, no kernel length reported. */
+    RELEASE(a, 1000 * ms, 0, 1);
+    GRANT(a, 1);
+    /* b joins a's token; a reports 30 ms kernels, b 100 ms. */
+    request(b);
+    if (wait_for(b, GS_MSG_TOKEN_GRANT, 5000, &m) < 0 || m.u.token_grant.generation != gen) {
+      fprintf(stderr, "quanta: b did not join a's token\n");
+      return 1;
+    }
+    RELEASE(a, 30 * ms, 30 * ms, 0);
+    RELEASE(b, 100 * ms, 100 * ms, 1);
+    GRANT(b, 2);
+    /* b alone on its next token, 40 ms. */
+    RELEASE(b, 40 * ms, 40 * ms, 1);
+    GRANT(b, 3);
+    RELEASE(b, 40 * ms, 3600000 * ms, 1);
+    GRANT(b, 4);
+    RELEASE(b, 40 * ms, 40 * ms, 0);
+#undef GRANT
+#undef RELEASE
+    printf("quanta: %llu %llu %llu %llu %llu\n", (unsigned long long)q[0], (unsigned long long)q[1],
+           (unsigned long long)q[2], (unsigned long long)q[3], (unsigned long long)q[4]);
     return 0;
   }
   if (!strcmp(mode, "holdloop")) {

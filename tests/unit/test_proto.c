@@ -116,6 +116,17 @@ static void test_refusals(void) {
                  f == 0 || f == GS_RELEASE_PENDING || f == GS_RELEASE_CHARGE ? 0 : -EPROTO);
   }
   rel.flags = 0;
+  /* The kernel length travels as it is; a kernel of over an hour is refused as a burst is. */
+  rel.kernel_ns = 3600ull * 1000000000;
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_TOKEN_RELEASE, 1, &rel, sizeof(rel), &len),
+               0);
+  CHECK_EQ_INT(gs_msg_decode(buf, len, &m), 0);
+  CHECK_EQ_U64(m.u.token_release.kernel_ns, 3600ull * 1000000000);
+  rel.kernel_ns++;
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_TOKEN_RELEASE, 1, &rel, sizeof(rel), &len),
+               0);
+  CHECK_EQ_INT(gs_msg_decode(buf, len, &m), -EPROTO);
+  rel.kernel_ns = 0;
   struct gs_msg_register reg = {0};
   reg.spec.compute_request = 50;
   reg.spec.compute_limit = 40;

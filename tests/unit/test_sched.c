@@ -50,6 +50,8 @@ static uint64_t run_model(struct sched *s, struct model *m, uint32_t n, uint64_t
     *now += burst;
     x->used += burst;
     busy += burst;
+    /* The release carries the hook's kernel length: the quanta are made of it. */
+    sched_set_kernel(s, g.slice_id, g.generation, x->kernel_ns);
     sched_charge(s, g.slice_id, burst, k, *now);
     sched_token_done(s, *now);
     *now += switch_ns;
@@ -146,6 +148,54 @@ static void test_mixed_kernels(void) {
   CHECK_EQ_U64(sched_quantum(&s, sched_find(&s, 1)), cfg.quantum_min_ns);
   CHECK_NEAR((double)sched_quantum(&s, sched_find(&s, 2)) / MS, 16, 0.5);
   CHECK_EQ_U64(sched_quantum(&s, sched_find(&s, 3)), cfg.quantum_max_ns);
+  sched_fini(&s);
+}
+
+/* The kernel length is the hooks' (sched_set_kernel), one estimate: charges (spans, clipped,
+ * estimates) never make it; a slice of several processes gets the longest its processes reported
+ * for its latest token, so that its quantum holds the slowest one's quantum_kernels. */
+static void test_kernel_reports(void) {
+  struct sched_cfg cfg;
+  struct sched s;
+  struct sched_grant g;
+
+  default_cfg(&cfg);
+  sched_init(&s, &cfg, 0);
+  add(&s, 1, 0, 100, 0, 1);
+  add(&s, 2, 0, 100, 0, 1);
+  struct sched_slice *a = sched_find(&s, 1), *b = sched_find(&s, 2);
+  sched_set_waiting(&s, 1, true, 0);
+  CHECK_EQ_INT(sched_pick(&s, 0, &g), 0);
+  uint32_t gen1 = g.generation;
+  /* A charge of one 40 ms launch says nothing about the kernel length. */
+  sched_charge(&s, 1, 40 * MS, 1, 40 * MS);
+  sched_token_done(&s, 40 * MS);
+  CHECK_EQ_U64(sched_quantum(&s, a), cfg.quantum_init_ns);
+  /* Two processes of the slice report 1 and 3 ms, and one nothing (an unused grant). */
+  sched_set_kernel(&s, 1, gen1, MS);
+  sched_set_kernel(&s, 1, gen1, 3 * MS);
+  sched_set_kernel(&s, 1, gen1, 0);
+  CHECK_EQ_U64(a->kernel_ns, 3 * MS);
+  CHECK_EQ_U64(sched_quantum(&s, a), 3 * MS * cfg.quantum_kernels);
+  /* Its next token: only the process of 1 ms kernels ran (the other went idle). */
+  sched_set_waiting(&s, 1, true, 50 * MS);
+  CHECK_EQ_INT(sched_pick(&s, 50 * MS, &g), 0);
+  sched_set_kernel(&s, 1, g.generation, MS);
+  sched_token_done(&s, 60 * MS);
+  CHECK_EQ_U64(a->kernel_ns, MS);
+  CHECK_EQ_U64(sched_quantum(&s, a), MS * cfg.quantum_kernels);
+  /* A late report from the older token changes nothing. */
+  sched_set_kernel(&s, 1, gen1, 6 * MS);
+  CHECK_EQ_U64(a->kernel_ns, MS);
+  /* A slice with no report yet takes one from any token (from before a daemon restart), and
+   * its own token's reports then replace it. */
+  sched_set_kernel(&s, 2, 999, 2 * MS);
+  CHECK_EQ_U64(sched_quantum(&s, b), 2 * MS * cfg.quantum_kernels);
+  sched_set_waiting(&s, 2, true, 70 * MS);
+  CHECK_EQ_INT(sched_pick(&s, 70 * MS, &g), 0);
+  sched_set_kernel(&s, 2, g.generation, 10 * MS);
+  CHECK_EQ_U64(sched_quantum(&s, b), cfg.quantum_max_ns); /* 80 ms, within the bounds */
+  sched_set_kernel(&s, 7, g.generation, MS);              /* no such slice: nothing */
   sched_fini(&s);
 }
 
@@ -293,6 +343,7 @@ static void hard_next_to_greedy(uint64_t hard_kernel, uint64_t greedy_kernel) {
     /* As the hook does: the release says "more", so the holder asks again
      * before its token is done. */
     sched_set_waiting(&s, g.slice_id, true, now);
+    sched_set_kernel(&s, g.slice_id, g.generation, x->kernel_ns);
     sched_charge(&s, g.slice_id, burst, k, now);
     sched_token_done(&s, now);
     now += 200000; /* a token switch on a loaded sim */
@@ -379,6 +430,7 @@ static void run_fleet(struct sched *s, struct fleet *f, uint64_t *now, uint64_t 
       *now += held;
       sched_charge_held(s, held, *now);
       sched_token_done(s, *now);
+      sched_set_kernel(s, g.slice_id, g.generation, k);
       sched_charge_late(s, g.slice_id, g.generation, k, 1, *now);
       continue;
     }
@@ -390,6 +442,7 @@ static void run_fleet(struct sched *s, struct fleet *f, uint64_t *now, uint64_t 
     *now += nk * k;
     if (present(f, g.slice_id, *now))
       sched_set_waiting(s, g.slice_id, true, *now); /* the release says "more" */
+    sched_set_kernel(s, g.slice_id, g.generation, k);
     sched_charge(s, g.slice_id, nk * k, nk, *now);
     sched_token_done(s, *now);
     *now += f->switch_ns;
@@ -806,6 +859,8 @@ static size_t priority_model(uint64_t pause, uint64_t *waits, size_t cap, uint64
     if (!hi_waiting && h != 4 && want_at < next)
       next = want_at;
     now = next > now ? next : now;
+    if (now >= release_at || now >= pre)
+      sched_set_kernel(&s, (uint32_t)h, gen, h == 4 ? MS : 2 * MS);
     if (now >= release_at) {
       sched_charge(&s, (uint32_t)h, used, nk, now);
       sched_token_done(&s, now);
@@ -951,6 +1006,7 @@ int main(void) {
   test_shares_70_30();
   test_hard_and_soft_alone();
   test_mixed_kernels();
+  test_kernel_reports();
   test_weights_and_best_effort();
   test_priority_and_work_conserving();
   test_limit_paces_overrun();
