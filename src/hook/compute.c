@@ -64,6 +64,7 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       /* The previous holder's tail is still running: queue behind it just before it ends, not
        * beside it (the device would take turns between the two, each charged the other's). */
       uint64_t at = b->grant.busy_until_ns - HANDOFF_LEAD_NS;
+      uint32_t gen = b->grant.generation;
       struct timespec ts = {.tv_sec = (time_t)(at / 1000000000ull),
                             .tv_nsec = (long)(at % 1000000000ull)};
       b->gate_waiters++;
@@ -71,7 +72,10 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
       pthread_mutex_lock(&C.mu);
       b->gate_waiters--;
-      b->grant.busy_until_ns = 0;
+      /* A revoke meanwhile dropped that grant (compute_link.c), and another may have come: its
+       * own previous tail is still to be waited for. */
+      if (b->granted && b->grant.generation == gen)
+        b->grant.busy_until_ns = 0;
       continue;
     }
     if (b->granted) {

@@ -101,6 +101,27 @@ static int try_connect(bool locked) {
 
 /* ---- the helper thread ---- */
 
+/* A revoke of a grant that no launching thread has opened a burst with yet: one waits for the
+ * mutex, or sleeps in the gate until the previous holder's tail. The daemon has given the token to
+ * another slice already, so the grant is dropped, never opened; opened, its burst ran beside the
+ * next holder's kernels. The daemon charges a revoked token the time it was held until a release
+ * of its generation says what ran: this one says nothing did, and asks again in the same message
+ * (more) when a launching thread waits, as a close with more work does. */
+static void revoke_grant(uint32_t gpu) {
+  struct burst *b = &C.b[gpu];
+  bool more = b->gate_waiters > 0;
+  struct gs_msg_token_release rel = {.gpu = gpu, .generation = b->grant.generation, .more = more};
+
+  b->granted = false;
+  gs_log(GS_LOG_DEBUG, "compute: gpu %u grant %u revoked before a burst opened with it%s", gpu,
+         b->grant.generation, more ? ": asking again" : "");
+  if (gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel)) == 0 && more) {
+    b->waiting = true;
+    b->requested_at = gs_mono_ns();
+  }
+  pthread_cond_broadcast(&C.cv);
+}
+
 static void handle_msg(const struct gs_msg *m) {
   /* Whatever it sends, the daemon is there: late grants are waited for again. */
   if (C.unresponsive)
@@ -136,6 +157,8 @@ static void handle_msg(const struct gs_msg *m) {
     struct burst *b = &C.b[m->u.token_revoke.gpu];
     if (b->open && b->generation == m->u.token_revoke.generation)
       gs_burst_close((int)m->u.token_revoke.gpu, true, false);
+    else if (b->granted && b->grant.generation == m->u.token_revoke.generation)
+      revoke_grant(m->u.token_revoke.gpu);
   } else if (m->hdr.type == GS_MSG_ERROR) {
     /* A token request refused (GPU not in the slice): pace at the limit. */
     for (int i = 0; i < GS_MAX_GPUS; i++)

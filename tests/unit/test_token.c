@@ -354,6 +354,41 @@ static void test_preempt(void) {
   teardown();
 }
 
+/* A preempted holder whose grant no launching thread had opened yet (the hook drops it,
+ * compute_link.c): its release of that generation says nothing ran and asks again. The time held,
+ * charged at the revoke, is taken back, and the slice waits for the GPU again: it gets the next
+ * token once the high slice is done. */
+static void test_preempt_unopened(void) {
+  setup();
+  struct slice *a = add_slice(1, GS_PRIORITY_LOW), *h = add_slice(2, GS_PRIORITY_HIGH);
+  struct tconn *a1 = add_conn(a), *h1 = add_conn(h);
+
+  request(a1);
+  uint32_t gen = a1->gen;
+  request(h1);
+  run_until(&h1->grants, 5000);
+  CHECK_EQ_INT(a1->revokes, 1);
+  CHECK_EQ_INT(sched_holder(&gpu0()->s), 2);
+  const struct sched_slice *sa = sched_find(&gpu0()->s, 1);
+  CHECK_EQ_INT(sa->held_gen, gen); /* charged the time held until a release says what ran */
+  CHECK(sa->held_ns > 0);
+  CHECK(!sa->waiting);
+  release(a1, gen, 0, 0, 1);
+  CHECK_EQ_INT(sa->held_gen, 0);
+  CHECK_EQ_INT(sa->held_ns, 0);
+  CHECK_EQ_INT(sa->used_total_ns, 0);
+  CHECK(sa->waiting && (a1->c.tok.waiting & 1u));
+  CHECK_EQ_INT(sched_holder(&gpu0()->s), 2);
+  CHECK(token_ok("revoked grant handed back"));
+  release(h1, h1->gen, 0, 20000, 0);
+  CHECK_EQ_INT(sched_holder(&gpu0()->s), 1);
+  CHECK_EQ_INT(a1->grants, 2);
+  CHECK(token_ok("asked again"));
+  close_conn(a1);
+  close_conn(h1);
+  teardown();
+}
+
 /* The holder slice removed while a handoff's charge is pending: its token ends as any other, the
  * pending charge with it (it once stayed, and the next holder's token was then charged an
  * estimate of its time held as though it had handed off). */
@@ -421,6 +456,7 @@ int main(void) {
   test_grant_untaken();
   test_revoke();
   test_preempt();
+  test_preempt_unopened();
   test_forget_holder();
   test_handoff();
   return test_done();
