@@ -164,8 +164,8 @@ struct gs_msg_token_release {
   uint64_t start_ns;    /* CLOCK_MONOTONIC when the burst's start event was recorded */
   uint64_t tail_end_ns; /* PENDING: CLOCK_MONOTONIC when its queued work should have run */
   /* This process's mean kernel length on this GPU (the hook's event measurement, EWMA of device
-   * time per launch); 0: none (nothing ran). The one estimate: the daemon's quanta and release
-   * grace are made of it (sched_set_kernel), never of charges. */
+   * time per launch, as this process sees the device); 0: none (nothing ran). The one estimate:
+   * the daemon's quanta and release grace are made of it (sched_set_kernel), never of charges. */
   uint64_t kernel_ns;
 };
 /* The handoff (docs/compute.md): a burst gives its token back as its last queued work runs,

@@ -466,21 +466,38 @@ static void charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t laun
     sl->burst_used_ns += used_ns;
 }
 
-void sched_set_kernel(struct sched *s, uint32_t id, uint32_t generation, uint64_t kernel_ns) {
+void sched_set_kernel(struct sched *s, uint32_t id, uint32_t generation, uint32_t proc,
+                      uint64_t kernel_ns) {
   struct sched_slice *sl = sched_find(s, id);
+  uint32_t i;
 
   if (!sl || !kernel_ns)
     return;
-  if (sl->kernel_ns && generation == sl->kernel_gen) {
-    if (kernel_ns > sl->kernel_ns)
-      sl->kernel_ns = kernel_ns;
-  } else if (!sl->kernel_ns || generation == sl->token_gen) {
+  if (sl->nreports && generation == sl->kernel_gen) {
+    for (i = 0; i < sl->nreports && sl->report[i].proc != proc; i++)
+      ;
+    if (i == SCHED_KERNEL_PROCS)
+      return;
+    if (i == sl->nreports)
+      sl->nreports++;
+  } else if (!sl->nreports || generation == sl->token_gen) {
     /* The first report of its latest token replaces the last token's: a process that has gone
      * idle or exited stops counting. Before any, a release from an earlier token (or an earlier
      * daemon) is better than the initial quantum. */
-    sl->kernel_ns = kernel_ns;
     sl->kernel_gen = generation;
+    sl->nreports = 1;
+    i = 0;
+  } else {
+    return;
   }
+  sl->report[i].proc = proc;
+  sl->report[i].kernel_ns = kernel_ns;
+  double rate = 0; /* launches per ns of the slice */
+  for (i = 0; i < sl->nreports; i++)
+    rate += 1.0 / (double)sl->report[i].kernel_ns;
+  sl->kernel_ns = (uint64_t)(1.0 / rate + 0.5);
+  if (sl->kernel_ns == 0)
+    sl->kernel_ns = 1;
 }
 
 void sched_charge(struct sched *s, uint32_t id, uint64_t used_ns, uint64_t launches, uint64_t now) {

@@ -7,6 +7,8 @@
 
 #define SCHED_RING_BUCKETS 100
 #define SCHED_STATS_WINDOW_NS (10ull * 1000000000)
+/* Processes of one slice whose kernel lengths make its time per launch (sched_set_kernel). */
+#define SCHED_KERNEL_PROCS 16
 
 /* Device time per bucket over a sliding window: the newest bucket is filled,
  * the oldest falls off as time moves on. */
@@ -43,11 +45,16 @@ struct sched_slice {
   uint64_t eligible_at; /* pacing of the limit: no token before this */
   uint64_t late_ns;     /* how long the current token came after the slice could have had it */
   bool backlogged;      /* asked again before its own token ended: never idle since */
-  /* Its kernel length, as its processes' hooks measured it (sched_set_kernel): the longest one
-   * reported for kernel_gen, its latest token that reported any; 0: none reported yet. */
+  /* Its time per launch, of its processes' reports for kernel_gen, its latest token that
+   * reported any (sched_set_kernel); 0: none reported yet. */
   uint64_t kernel_ns;
   uint32_t kernel_gen;
-  uint32_t token_gen;     /* its latest token's generation */
+  uint32_t token_gen; /* its latest token's generation */
+  uint32_t nreports;
+  struct {
+    uint32_t proc;
+    uint64_t kernel_ns;
+  } report[SCHED_KERNEL_PROCS];
   uint64_t burst_used_ns; /* charged to the token being held */
   /* The request: device time owed, accrued at request_pct of the clock and
    * paid by the tokens granted on it (token_on_request). Capped near one
@@ -140,13 +147,18 @@ void sched_set_waiting(struct sched *s, uint32_t id, bool waiting, uint64_t now)
  * sched_next_wakeup). */
 int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret);
 
-/* A process of the slice reports its mean kernel length (its hook's event measurement, with a
- * release of token `generation`; 0: nothing to report). The slice's kernel length, of which its
- * quantum is made and which its release grace covers, is the longest reported for its latest
- * token that reported any: each process's launch budget is the quantum over its own kernel
- * length, so the quantum must hold the slowest one's quantum_kernels, and the grace its last
- * kernels. A report for an older token is ignored once a newer one has come (unless none had). */
-void sched_set_kernel(struct sched *s, uint32_t id, uint32_t generation, uint64_t kernel_ns);
+/* Process `proc` of the slice reports its mean kernel length (its hook's event measurement: device
+ * time per launch as that process sees it) with a release of token `generation`; 0: nothing to
+ * report. The slice's kernel length, of which its quantum is made and which its release grace
+ * covers, is its time per launch over the processes that reported for its latest token: their
+ * launch rates add, 1 / sum(1 / k). A process's own figure includes the kernels of the others
+ * that ran between its own (two processes of 2 ms kernels each see ~3.9 ms), and its launch
+ * budget is the quantum over that figure, so the budgets add up to quantum_kernels launches of
+ * the slice, as one process's do. A later report of the same process replaces its earlier one
+ * (the handoff's PENDING and CHARGE); a report for an older token is ignored once a newer one
+ * has come (unless none had); past SCHED_KERNEL_PROCS processes, the rest are not counted. */
+void sched_set_kernel(struct sched *s, uint32_t id, uint32_t generation, uint32_t proc,
+                      uint64_t kernel_ns);
 
 /* Charges measured device time (and the launches behind it) to a slice; it
  * may arrive for the current token or late, for an old one. The kernel length is not derived

@@ -15,8 +15,8 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
 
 /* How long past expiry the holder may take to close its burst: its last kernels finish (a
  * kernel cannot be cut) and its release crosses the socket. One quantum, or two of its
- * kernels (the longest its processes reported, sched_set_kernel) when they are longer, covers a
- * holder that works; a stopped or hostile one loses the token that much after expiry, not
+ * kernels (its time per launch as its processes reported it, sched_set_kernel) when longer, covers
+ * a holder that works; a stopped or hostile one loses the token that much after expiry, not
  * release_timeout_ms (1 s) later, so the others wait about one quantum. release_timeout_ms stays
  * the ceiling. */
 static uint64_t release_grace(struct daemon *d, struct gpu *g) {
@@ -321,7 +321,7 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     return;
   /* The hook's kernel length is the slice's (the one estimate): before the pick this release may
    * lead to, so that the slice's next quantum is made of it. */
-  sched_set_kernel(&g->s, c->slice_id, rl->generation, rl->kernel_ns);
+  sched_set_kernel(&g->s, c->slice_id, rl->generation, (uint32_t)c->pid, rl->kernel_ns);
   /* A connection takes part only in the current token (token.h): its generation is g's. */
   bool current = (c->tok.holding & (1u << g->index)) && g->s.generation == rl->generation;
   struct token_burst *b = &g->tok.burst;

@@ -449,10 +449,10 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(mode, "quanta")) {
     /* Two processes of one slice report their kernel lengths with their releases: prints the
-     * quantum of each grant, ms. The daemon makes quanta of what the hooks report (the longest
-     * of the slice's latest token), not of charges; a report of an hour is held to the largest
-     * quantum. */
-    int a = hook_conn(), b = hook_conn();
+     * quantum of each grant, ms. The daemon makes quanta of what the hooks report (the slice's
+     * time per launch over its latest token's processes: their launch rates add), not of
+     * charges; a report of an hour is held to the largest quantum. */
+    int a = hook_conn(), st;
     struct gs_msg m;
     uint64_t q[5];
     uint32_t gen;
@@ -481,21 +481,28 @@ int main(int argc, char **argv) {
     /* One launch charged 1 s, no kernel length reported. */
     RELEASE(a, 1000 * ms, 0, 1);
     GRANT(a, 1);
-    /* b joins a's token; a reports 30 ms kernels, b 100 ms. */
-    request(b);
-    if (wait_for(b, GS_MSG_TOKEN_GRANT, 5000, &m) < 0 || m.u.token_grant.generation != gen) {
-      fprintf(stderr, "quanta: b did not join a's token\n");
-      return 1;
+    /* Another process of the slice joins the token and reports 300 ms; this one 150 ms. */
+    pid_t child = fork();
+    if (child == 0) {
+      int b = hook_conn();
+      request(b);
+      if (wait_for(b, GS_MSG_TOKEN_GRANT, 5000, &m) < 0 || m.u.token_grant.generation != gen) {
+        fprintf(stderr, "quanta: the second process did not join the token\n");
+        _exit(1);
+      }
+      RELEASE(b, 300 * ms, 300 * ms, 0);
+      _exit(0);
     }
-    RELEASE(a, 30 * ms, 30 * ms, 0);
-    RELEASE(b, 100 * ms, 100 * ms, 1);
-    GRANT(b, 2);
-    /* b alone on its next token, 40 ms. */
-    RELEASE(b, 40 * ms, 40 * ms, 1);
-    GRANT(b, 3);
-    RELEASE(b, 40 * ms, 3600000 * ms, 1);
-    GRANT(b, 4);
-    RELEASE(b, 40 * ms, 40 * ms, 0);
+    if (child < 0 || waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st))
+      return 1;
+    RELEASE(a, 150 * ms, 150 * ms, 1);
+    GRANT(a, 2);
+    /* Alone on its next token, 40 ms. */
+    RELEASE(a, 40 * ms, 40 * ms, 1);
+    GRANT(a, 3);
+    RELEASE(a, 40 * ms, 3600000 * ms, 1);
+    GRANT(a, 4);
+    RELEASE(a, 40 * ms, 40 * ms, 0);
 #undef GRANT
 #undef RELEASE
     printf("quanta: %llu %llu %llu %llu %llu\n", (unsigned long long)q[0], (unsigned long long)q[1],

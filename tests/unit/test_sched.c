@@ -51,7 +51,7 @@ static uint64_t run_model(struct sched *s, struct model *m, uint32_t n, uint64_t
     x->used += burst;
     busy += burst;
     /* The release carries the hook's kernel length: the quanta are made of it. */
-    sched_set_kernel(s, g.slice_id, g.generation, x->kernel_ns);
+    sched_set_kernel(s, g.slice_id, g.generation, 1, x->kernel_ns);
     sched_charge(s, g.slice_id, burst, k, *now);
     sched_token_done(s, *now);
     *now += switch_ns;
@@ -152,8 +152,9 @@ static void test_mixed_kernels(void) {
 }
 
 /* The kernel length is the hooks' (sched_set_kernel), one estimate: charges (spans, clipped,
- * estimates) never make it; a slice of several processes gets the longest its processes reported
- * for its latest token, so that its quantum holds the slowest one's quantum_kernels. */
+ * estimates) never make it. A slice of several processes gets its time per launch: their launch
+ * rates add (each one's figure includes the others' kernels that ran between its own), so that
+ * their budgets add up to quantum_kernels launches of the slice. */
 static void test_kernel_reports(void) {
   struct sched_cfg cfg;
   struct sched s;
@@ -171,31 +172,41 @@ static void test_kernel_reports(void) {
   sched_charge(&s, 1, 40 * MS, 1, 40 * MS);
   sched_token_done(&s, 40 * MS);
   CHECK_EQ_U64(sched_quantum(&s, a), cfg.quantum_init_ns);
-  /* Two processes of the slice report 1 and 3 ms, and one nothing (an unused grant). */
-  sched_set_kernel(&s, 1, gen1, MS);
-  sched_set_kernel(&s, 1, gen1, 3 * MS);
-  sched_set_kernel(&s, 1, gen1, 0);
-  CHECK_EQ_U64(a->kernel_ns, 3 * MS);
-  CHECK_EQ_U64(sched_quantum(&s, a), 3 * MS * cfg.quantum_kernels);
-  /* Its next token: only the process of 1 ms kernels ran (the other went idle). */
+  /* Two processes of 2 ms kernels ran at once: each saw 4 ms per launch. A third reports
+   * nothing (an unused grant). */
+  sched_set_kernel(&s, 1, gen1, 100, 4 * MS);
+  CHECK_EQ_U64(a->kernel_ns, 4 * MS);
+  sched_set_kernel(&s, 1, gen1, 200, 4 * MS);
+  sched_set_kernel(&s, 1, gen1, 300, 0);
+  CHECK_EQ_U64(a->kernel_ns, 2 * MS);
+  CHECK_EQ_U64(sched_quantum(&s, a), 2 * MS * cfg.quantum_kernels);
+  /* One process's second report (the handoff's CHARGE after its PENDING) replaces its first:
+   * 1 / (1/4 + 1/6) = 2.4 ms. */
+  sched_set_kernel(&s, 1, gen1, 200, 6 * MS);
+  CHECK_EQ_U64(a->kernel_ns, 2400000);
+  /* Its next token: only one process ran (the other went idle): its own figure. */
   sched_set_waiting(&s, 1, true, 50 * MS);
   CHECK_EQ_INT(sched_pick(&s, 50 * MS, &g), 0);
-  sched_set_kernel(&s, 1, g.generation, MS);
+  sched_set_kernel(&s, 1, g.generation, 100, MS);
   sched_token_done(&s, 60 * MS);
   CHECK_EQ_U64(a->kernel_ns, MS);
   CHECK_EQ_U64(sched_quantum(&s, a), MS * cfg.quantum_kernels);
   /* A late report from the older token changes nothing. */
-  sched_set_kernel(&s, 1, gen1, 6 * MS);
+  sched_set_kernel(&s, 1, gen1, 200, 6 * MS);
   CHECK_EQ_U64(a->kernel_ns, MS);
+  /* Past SCHED_KERNEL_PROCS processes, the rest are not counted. */
+  for (uint32_t p = 0; p < SCHED_KERNEL_PROCS + 4; p++)
+    sched_set_kernel(&s, 1, g.generation, 1000 + p, 16 * MS * SCHED_KERNEL_PROCS);
+  CHECK_EQ_U64(a->nreports, SCHED_KERNEL_PROCS);
   /* A slice with no report yet takes one from any token (from before a daemon restart), and
    * its own token's reports then replace it. */
-  sched_set_kernel(&s, 2, 999, 2 * MS);
+  sched_set_kernel(&s, 2, 999, 1, 2 * MS);
   CHECK_EQ_U64(sched_quantum(&s, b), 2 * MS * cfg.quantum_kernels);
   sched_set_waiting(&s, 2, true, 70 * MS);
   CHECK_EQ_INT(sched_pick(&s, 70 * MS, &g), 0);
-  sched_set_kernel(&s, 2, g.generation, 10 * MS);
+  sched_set_kernel(&s, 2, g.generation, 1, 10 * MS);
   CHECK_EQ_U64(sched_quantum(&s, b), cfg.quantum_max_ns); /* 80 ms, within the bounds */
-  sched_set_kernel(&s, 7, g.generation, MS);              /* no such slice: nothing */
+  sched_set_kernel(&s, 7, g.generation, 1, MS);           /* no such slice: nothing */
   sched_fini(&s);
 }
 
@@ -343,7 +354,7 @@ static void hard_next_to_greedy(uint64_t hard_kernel, uint64_t greedy_kernel) {
     /* As the hook does: the release says "more", so the holder asks again
      * before its token is done. */
     sched_set_waiting(&s, g.slice_id, true, now);
-    sched_set_kernel(&s, g.slice_id, g.generation, x->kernel_ns);
+    sched_set_kernel(&s, g.slice_id, g.generation, 1, x->kernel_ns);
     sched_charge(&s, g.slice_id, burst, k, now);
     sched_token_done(&s, now);
     now += 200000; /* a token switch on a loaded sim */
@@ -430,7 +441,7 @@ static void run_fleet(struct sched *s, struct fleet *f, uint64_t *now, uint64_t 
       *now += held;
       sched_charge_held(s, held, *now);
       sched_token_done(s, *now);
-      sched_set_kernel(s, g.slice_id, g.generation, k);
+      sched_set_kernel(s, g.slice_id, g.generation, 1, k);
       sched_charge_late(s, g.slice_id, g.generation, k, 1, *now);
       continue;
     }
@@ -442,7 +453,7 @@ static void run_fleet(struct sched *s, struct fleet *f, uint64_t *now, uint64_t 
     *now += nk * k;
     if (present(f, g.slice_id, *now))
       sched_set_waiting(s, g.slice_id, true, *now); /* the release says "more" */
-    sched_set_kernel(s, g.slice_id, g.generation, k);
+    sched_set_kernel(s, g.slice_id, g.generation, 1, k);
     sched_charge(s, g.slice_id, nk * k, nk, *now);
     sched_token_done(s, *now);
     *now += f->switch_ns;
@@ -860,7 +871,7 @@ static size_t priority_model(uint64_t pause, uint64_t *waits, size_t cap, uint64
       next = want_at;
     now = next > now ? next : now;
     if (now >= release_at || now >= pre)
-      sched_set_kernel(&s, (uint32_t)h, gen, h == 4 ? MS : 2 * MS);
+      sched_set_kernel(&s, (uint32_t)h, gen, 1, h == 4 ? MS : 2 * MS);
     if (now >= release_at) {
       sched_charge(&s, (uint32_t)h, used, nk, now);
       sched_token_done(&s, now);
