@@ -22,13 +22,6 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
   struct burst *b = &C.b[dev];
 
   pthread_mutex_lock(&C.mu);
-  if (b->synced_at) {
-    /* The first launch after a synchronize that drained the queue (it always takes the slow path:
-     * the segment or the burst ended there): the device idle since, the process's own gap. */
-    uint64_t gap = gs_mono_ns() - b->synced_at;
-    b->sync_gap_ns = b->sync_gap_ns ? (3 * b->sync_gap_ns + gap) / 4 : gap;
-    b->synced_at = 0;
-  }
   for (;;) {
     uint64_t now = gs_mono_ns();
     if (b->open && now < atomic_load(&b->valid_until) && LAUNCHES(b) < atomic_load(&b->budget) &&
@@ -37,8 +30,6 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
        * synchronize and this launch begins the next one. */
       if (!b->seg_open) {
         b->seg_open = true;
-        b->seg_opened_at = now;
-        b->seg_launches0 = LAUNCHES(b);
         if (gs_burst_record(b->seg_start, stream) != CUDA_SUCCESS)
           b->thread_local_stream = true;
       }
@@ -209,12 +200,6 @@ uint64_t gs_compute_before_sync(void) {
     pthread_mutex_unlock(&C.mu);
     return 0;
   }
-  if (b->ctx == ctx && gs_burst_handoff_at_sync(dev, gs_mono_ns())) {
-    /* Closed: the queue has drained, as the synchronize would have waited for. */
-    b->synced_at = gs_mono_ns();
-    pthread_mutex_unlock(&C.mu);
-    return 0;
-  }
   if (b->open && b->seg_open && b->have_events && !b->thread_local_stream && b->ctx == ctx &&
       INFLIGHT(b) == 0) {
     /* End events right behind what is queued: they complete when that work has, and time it. */
@@ -266,10 +251,6 @@ void gs_compute_after_sync(uint64_t mark) {
       b->seg_open = false;
       b->probe_set = false;
       b->idle_ticks = 0;
-      /* The gap is from where the queue ran out on the device, not from this return: a process
-       * kept from a CPU is mostly late waking from the synchronize itself. */
-      uint64_t now = gs_mono_ns(), ran_out = b->opened_at + b->seg_span_ns;
-      b->synced_at = ran_out < now ? ran_out : now;
     } else {
       atomic_store(&b->nstreams, n);
     }

@@ -146,8 +146,7 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
    * taken before them (making the events, a preemption) moved every interval it reported early
    * against the next holder's, which the daemon then clipped too little (0.55% of the device
    * charged twice beside a build). */
-  b->opened_at = b->seg_opened_at = gs_mono_ns();
-  b->seg_launches0 = 0;
+  b->opened_at = gs_mono_ns();
   gs_burst_add_stream(b, s);
   /* Which stream the start event went on: a _ptsz launch on NULL must be
    * timed on its thread's stream, never on the legacy one (launch.c). */
@@ -250,12 +249,9 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
   } else if (launches && !used) {
     b->kernel_ns = 1000; /* free kernels: count them as 1 us so the budget stays finite */
   }
-  gs_log(GS_LOG_DEBUG,
-         "compute: gpu %d burst %u closed by %s: %llu ns, %llu launches%s; gaps after synchronizes "
-         "%llu us",
-         dev, b->generation, from_helper ? "helper" : "gate", (unsigned long long)used,
-         (unsigned long long)launches, timed ? "" : " (wall time)",
-         (unsigned long long)(b->sync_gap_ns / 1000));
+  gs_log(GS_LOG_DEBUG, "compute: gpu %d burst %u closed by %s: %llu ns, %llu launches%s", dev,
+         b->generation, from_helper ? "helper" : "gate", (unsigned long long)used,
+         (unsigned long long)launches, timed ? "" : " (wall time)");
   if (C.mode == MODE_DAEMON && !b->denied && !b->self_burst) {
     /* The burst's end stays where it was; its start moves up by the idle time left out, so a
      * lone participant's span is what it ran, and a shared token's span still ends where the
@@ -332,25 +328,6 @@ static void hand_off(int dev, bool from_helper, uint64_t now) {
     b->requested_at = now;
   }
   gs_burst_close(dev, from_helper, true);
-}
-
-bool gs_burst_handoff_at_sync(int dev, uint64_t now) {
-  struct burst *b = &C.b[dev];
-  uint64_t k = b->kernel_ns;
-
-  if (!b->open || b->released || b->handing || b->self_burst || !b->generation ||
-      C.mode != MODE_DAEMON || !b->have_events || b->thread_local_stream || !k ||
-      b->sync_gap_ns <= SYNC_HANDOFF_GAP_NS)
-    return false;
-  /* The segment's kernels run back to back from its first launch (the burst's earlier segments
-   * had run when their synchronizes returned): they end about then, and no earlier than now. */
-  uint64_t end = b->seg_opened_at + (LAUNCHES(b) - b->seg_launches0) * k;
-  b->tail_end = end > now ? end : now;
-  gs_log(GS_LOG_DEBUG,
-         "compute: gpu %d burst %u hands off at a synchronize (gaps after them %llu us)", dev,
-         b->generation, (unsigned long long)(b->sync_gap_ns / 1000));
-  hand_off(dev, false, now);
-  return true;
 }
 
 void gs_burst_handoff(int dev) {

@@ -44,12 +44,6 @@
  * end: the launch's own way to the device, so that no idle gap is left, and too short for the
  * two contexts to take turns on the device (a GPU time-slices contexts by the millisecond). */
 #define HANDOFF_LEAD_NS 100000ull
-/* A process that leaves the device idle longer than this after its synchronizes (the EWMA of
- * its gaps from a synchronize's return to its next launch: a process kept from a CPU on a loaded
- * host) hands its token off at each synchronize instead of holding it through the gap. Quiet,
- * the gap is 16-28 us on the sim; a token switch with the handoff costs 20-40 us of device time
- * (median, docs/benchmarks.md (b2)). */
-#define SYNC_HANDOFF_GAP_NS 250000ull
 #define FIRST_BUDGET 16
 #define MAX_BUDGET (1u << 20)
 
@@ -90,12 +84,6 @@ struct burst {
   bool released;            /* the token went back at the handoff; the charge is still due */
   bool handing;             /* a thread waits (mu dropped) to hand the token off */
   bool tail_final;          /* tail_end counts the launches made, not the budget's */
-  /* The process's own gap after a synchronize: where the queue ran out before the last one that
-   * drained it returned (0: measured already), and the EWMA of the gaps to the next launch. */
-  uint64_t synced_at;
-  uint64_t sync_gap_ns;
-  uint64_t seg_opened_at; /* the current segment's first launch (clock) */
-  uint64_t seg_launches0; /* launches before it */
   /* A burst is charged its segments: from a launch to the synchronize that waited for it. The
    * idle time between a synchronize and the next launch is the process's own, not the device's
    * (a 0.2 ms-kernel slice synchronizing every 8 kernels was charged 10-25% above what ran on a
@@ -171,10 +159,6 @@ void gs_burst_check(int dev, uint64_t now);
  * waits with mu dropped until the burst's tail is down to HANDOFF_NS, hands the token off and
  * closes the burst. Returns with mu held; the burst may have been closed by others meanwhile. */
 void gs_burst_handoff(int dev);
-/* At a synchronize, under mu: hands the token off now, its queue's end estimated from the
- * current segment's launches, when the process's gaps after synchronizes are long
- * (SYNC_HANDOFF_GAP_NS); the burst is closed and charged as any handoff. Returns whether it did. */
-bool gs_burst_handoff_at_sync(int dev, uint64_t now);
 /* Under mu, before the launch that reaches the burst's fast budget: marks the handoff. */
 void gs_burst_mark_handoff(struct burst *b);
 /* When the helper should look at the burst next, at most `wake`. */
