@@ -150,8 +150,9 @@ static void handle_msg(const struct gs_msg *m) {
     b->granted = true;
     b->granted_at = gs_mono_ns();
     b->grant = m->u.token_grant;
-    gs_log(GS_LOG_DEBUG, "compute: gpu %u grant %u, previous tail until %.3f", m->u.token_grant.gpu,
-           m->u.token_grant.generation, (double)m->u.token_grant.busy_until_ns / 1e6);
+    gs_log(GS_LOG_DEBUG, "compute: gpu %u grant %u, quantum %.3f ms, previous tail until %.3f",
+           m->u.token_grant.gpu, m->u.token_grant.generation,
+           (double)m->u.token_grant.quantum_ns / 1e6, (double)m->u.token_grant.busy_until_ns / 1e6);
     pthread_cond_broadcast(&C.cv);
   } else if (m->hdr.type == GS_MSG_TOKEN_REVOKE) {
     struct burst *b = &C.b[m->u.token_revoke.gpu];

@@ -13,4 +13,17 @@ cat "$T/q"
 # init (2000); still init after a charge of one 1 s launch; 8 x 100 (two processes of 150 and
 # 300 ms per launch: 1 / (1/150 + 1/300)); 8 x 40 (one process on the next token); the largest.
 grep -qx "quanta: 2000 2000 800 320 2500" "$T/q" || fail "quanta do not follow the hooks' kernel lengths: $(cat "$T/q")"
+stop_daemon
+
+# The real hook sends its measurement: a process of 20 ms kernels alone gets the largest quantum
+# (8 x 20 ms, held to 50 ms) once it has reported, where without a report it would keep the
+# initial 10 ms (the daemon's defaults; its grants' quanta from the hook's debug log).
+start_daemon
+GSLICE_LOG_LEVEL=debug GSLICE_LOG_FILE="$T/hook.log" gsrun --name spin -- \
+  "$TBIN/compute_spin" --kernel-us 20000 --warmup 0 --duration 1 --label s > "$T/s" || fail "spin run failed"
+grep -o "quantum [0-9.]* ms" "$T/hook.log" | sort | uniq -c
+n=$(grep -c "quantum 50.000 ms" "$T/hook.log" || true)
+first=$(grep -o "quantum [0-9.]* ms" "$T/hook.log" | head -1)
+[ "$first" = "quantum 10.000 ms" ] || fail "the first grant's quantum is not the initial 10 ms: $first"
+[ "$n" -ge 3 ] || fail "the hook's 20 ms kernels did not make 50 ms quanta ($n grants of 50 ms)"
 pass "quanta are made of the kernel lengths the hooks report"
