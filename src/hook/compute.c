@@ -14,7 +14,7 @@
 #include "compute.h"
 #include "compute_state.h"
 
-static __thread int tl_gated = -1;
+static __thread int tl_gated __attribute__((tls_model("initial-exec"))) = -1;
 
 /* ---- the gate ---- */
 

@@ -11,8 +11,8 @@
 #include "clock.h"
 #include "compute_state.h"
 
-static __thread CUcontext tl_ctx;
-static __thread int tl_dev = -1;
+static __thread CUcontext tl_ctx __attribute__((tls_model("initial-exec")));
+static __thread int tl_dev __attribute__((tls_model("initial-exec"))) = -1;
 
 /* ---- bursts (mu held) ---- */
 

@@ -13,6 +13,7 @@
  * cuMemAlloc_v2, cuCtxCreate_v2/_v3/_v4 ...) and defines no renaming macros, so the wrappers are
  * checked against cuda.h and the table's members are the exported names. */
 #pragma once
+#include <stdatomic.h>
 #ifndef __CUDA_API_VERSION_INTERNAL
 #error "the hook is built with -D__CUDA_API_VERSION_INTERNAL (see src/hook/CMakeLists.txt)"
 #endif
@@ -37,8 +38,14 @@ struct gs_real {
   void *nvml; /* dlopen handle of the real libnvidia-ml.so.1, NULL if none */
 };
 
-/* The real driver's table, resolved once (thread-safe, cheap after the first call). */
-const struct gs_real *gs_real(void);
+/* The real driver's table, resolved once (thread-safe). Once resolved, one acquire load: every
+ * launch reads it twice, and through pthread_once it cost a call each. */
+extern const struct gs_real *_Atomic gs_real_table;
+const struct gs_real *gs_real_resolve(void);
+static inline const struct gs_real *gs_real(void) {
+  const struct gs_real *r = atomic_load_explicit(&gs_real_table, memory_order_acquire);
+  return __builtin_expect(r != NULL, 1) ? r : gs_real_resolve();
+}
 /* Any other real entry point, by its exported name: libcuda first, then NVML. NULL if absent. */
 void *gs_real_sym(const char *name);
 

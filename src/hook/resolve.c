@@ -70,9 +70,12 @@ static void resolve(void) {
 #undef GS_RESOLVE_NVML
   }
   resolving = 0;
+  atomic_store_explicit(&gs_real_table, &real, memory_order_release);
 }
 
-const struct gs_real *gs_real(void) {
+const struct gs_real *_Atomic gs_real_table;
+
+const struct gs_real *gs_real_resolve(void) {
   pthread_once(&real_once, resolve);
   return &real;
 }
