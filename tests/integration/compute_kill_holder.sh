@@ -24,5 +24,5 @@ cat "$T/o"
 got=$(pct "$T/o")
 share_ceiling_floor "the other slice, its neighbour killed 1.5 s in" "$got" 60 100 "$T/o"
 sleep 0.3
-"$BIN/gslice" status --json | grep -q '"victim"' && fail "the killed run's slice is still there"
+"$BIN/gslice" status --json | qgrep '"victim"' && fail "the killed run's slice is still there"
 pass "killed holder: the other slice continued ($got%), slice removed, exit 137"

@@ -78,7 +78,7 @@ pass "an owner may lower, not raise"
 # 3. admin_group: a member (as a supplementary group) raises U's slice; a non-member cannot.
 if as_user "$ADM" "$G_" set u1 --compute 40 2>/dev/null; then fail "a non-member raised U's slice"; fi
 as_user_in "$ADM" "$G_GID" "$G_" set u1 --compute 40 --priority high || fail "admin_group member could not raise"
-slice_json u1 | grep -q '"compute_request_percent":40,' || fail "the raise did not apply: $(slice_json u1)"
+slice_json u1 | qgrep '"compute_request_percent":40,' || fail "the raise did not apply: $(slice_json u1)"
 pass "admin_group members may raise"
 
 # 4. Per-user bounds (max_compute_per_user = 50 by default): U has 40% of GPU 0; 20% more is
@@ -101,7 +101,7 @@ if unshare --pid --fork --mount-proc true 2>/dev/null; then
   if unshare --pid --fork --mount-proc "$G_" set h1 --compute 5 2>/dev/null; then
     fail "root in another pid namespace changed a host slice"
   fi
-  slice_json h1 | grep -q '"compute_request_percent":10,' || fail "h1 changed: $(slice_json h1)"
+  slice_json h1 | qgrep '"compute_request_percent":10,' || fail "h1 changed: $(slice_json h1)"
   if unshare --pid --fork --mount-proc "$G_" run --name c1 --compute 45 -- true 2>"$T/err"; then
     fail "root in another pid namespace went past max_compute_per_user"
   fi

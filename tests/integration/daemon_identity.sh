@@ -12,7 +12,7 @@ gsrun --compute 20 --compute-limit 20 --name old -- "$TBIN/compute_spin" --warmu
   --duration 5 --label old$$ >"$T/old" 2>"$T/old.err" &
 OLD=$!
 for _ in $(seq 100); do
-  "$BIN/gslice" status --json | grep -q '"name":"old","[^]]*"pids":\[[0-9]' && break
+  "$BIN/gslice" status --json | qgrep '"name":"old","[^]]*"pids":\[[0-9]' && break
   sleep 0.05
 done
 kill -9 "$DAEMON_PID"
@@ -23,10 +23,10 @@ DSTATE="$T/daemon2"
 start_daemon
 "$BIN/gslice" run --compute 50 --name stranger -- sleep 15 >/dev/null 2>&1 &
 for _ in $(seq 100); do
-  "$BIN/gslice" status --json | grep -q '"id":1,"name":"stranger"' && break
+  "$BIN/gslice" status --json | qgrep '"id":1,"name":"stranger"' && break
   sleep 0.05
 done
-"$BIN/gslice" status --json | grep -q '"id":1,"name":"stranger"' || fail "the stranger's slice is not slice 1"
+"$BIN/gslice" status --json | qgrep '"id":1,"name":"stranger"' || fail "the stranger's slice is not slice 1"
 
 # The old slice's hook tries to reconnect every 200 ms: give it time, then look.
 old_pid=$(pgrep -f "^$TBIN/compute_spin --warmup 0 --duration 5 --label old$$\$" || true)
@@ -47,5 +47,5 @@ cat "$T/old"
 STARVE_NO_DAEMON=1 share_ceiling_floor "old slice, paced by itself" "$(pct "$T/old")" 10 27 "$T/old"
 # Its runner's exit did not remove the stranger's slice of the same id.
 sleep 0.5
-"$BIN/gslice" status --json | grep -q '"id":1,"name":"stranger"' || fail "the old runner removed the stranger's slice"
+"$BIN/gslice" status --json | qgrep '"id":1,"name":"stranger"' || fail "the old runner removed the stranger's slice"
 pass "a slice's process never joins another slice that got its id"

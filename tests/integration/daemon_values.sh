@@ -21,12 +21,12 @@ done
 grep -q "at most 1048576TiB" "$T/out" || fail "the refusal does not say the largest size: $(cat "$T/out")"
 
 gsrun --name v --compute 10 --memory 1GiB -- sleep 20 >/dev/null 2>&1 &
-for _ in $(seq 100); do "$G" status --json | grep -q '"name":"v"' && break; sleep 0.05; done
+for _ in $(seq 100); do "$G" status --json | qgrep '"name":"v"' && break; sleep 0.05; done
 for v in " 5" "5 " "+5"; do refused "set --compute '$v'" "$G" set v --compute "$v"; done
 for v in " 1" "1 "; do refused "set --weight '$v'" "$G" set v --weight "$v"; done
 for v in " 512MiB" "512MiB " "18446744073709551615"; do refused "set --memory '$v'" "$G" set v --memory "$v"; done
 "$G" set v --compute 5 --memory 1048576TiB >/dev/null || fail "the largest size was refused"
-"$G" status --json | grep -q '"memory_cap_bytes":1152921504606846976' ||
+"$G" status --json | qgrep '"memory_cap_bytes":1152921504606846976' ||
   fail "1048576TiB did not mean 2^60 bytes: $("$G" status --json)"
 pass "gslice run and set: whitespace refused on both sides; the largest size means what it says"
 

@@ -89,7 +89,7 @@ expect_eq "foreign file untouched" "$(cat "$T/foreign/memory.region")" "not a re
 if command -v nm > /dev/null; then
   extra=$(nm -D --defined-only "$HOOK" | awk '{print $3}' | grep -v '^dlsym$' | grep -Ev '^(cu|nvml)[A-Z]' || true)
   [ -z "$extra" ] || fail "libgslice.so exports more than its wrappers: $extra"
-  nm -D --defined-only "$HOOK" | grep -q ' cuGetProcAddress_v2$' || fail "cuGetProcAddress_v2 not exported"
+  nm -D --defined-only "$HOOK" | qgrep ' cuGetProcAddress_v2$' || fail "cuGetProcAddress_v2 not exported"
 else
   skip_part "exported symbols (no nm: install binutils)"
 fi

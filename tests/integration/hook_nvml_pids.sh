@@ -40,10 +40,10 @@ check() { # NAME
 holder=$!
 for _ in $(seq 300); do grep -q holding "$T/holder.out" && break; sleep 0.05; done
 grep -q holding "$T/holder.out" || fail "holder: $(cat "$T/holder.out")"
-"$TBIN/sim_nvml" | grep -q "procs=1 $holder:$((768 * MiB))" || fail "NVML does not list the holder"
-GSLICE_SIM_NVML_HIDE_PIDS=1 "$TBIN/sim_nvml" | grep -q "procs=0 sm=none" ||
+"$TBIN/sim_nvml" | qgrep "procs=1 $holder:$((768 * MiB))" || fail "NVML does not list the holder"
+GSLICE_SIM_NVML_HIDE_PIDS=1 "$TBIN/sim_nvml" | qgrep "procs=0 sm=none" ||
   fail "hidden pids still listed: $(GSLICE_SIM_NVML_HIDE_PIDS=1 "$TBIN/sim_nvml")"
-GSLICE_SIM_NVML_PID_OFFSET=-7 "$TBIN/sim_nvml" | grep -q "procs=1 $((holder - 7)):" ||
+GSLICE_SIM_NVML_PID_OFFSET=-7 "$TBIN/sim_nvml" | qgrep "procs=1 $((holder - 7)):" ||
   fail "offset pids: $(GSLICE_SIM_NVML_PID_OFFSET=-7 "$TBIN/sim_nvml")"
 kill -9 $holder
 wait $holder 2> /dev/null || true

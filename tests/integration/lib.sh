@@ -1,6 +1,10 @@
 # Shared by the bash integration tests: a private simulated machine and temp dirs per test.
 # Usage: source "$GSLICE_SRC/tests/integration/lib.sh"
 set -euo pipefail
+# qgrep ARGS...: grep -q that reads its input to the end. Under pipefail, `cmd | grep -q` fails
+# when grep exits at its first match and cmd, still writing, dies of SIGPIPE (status 141): a
+# passing check then fails now and then (k8s.ext_cli, one soak run in 8 beside a build).
+qgrep() { grep "$@" >/dev/null; }
 : "${GSLICE_BUILD:?run through ctest (make test), which sets GSLICE_BUILD}"
 : "${GSLICE_SRC:?run through ctest (make test), which sets GSLICE_SRC}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/gslice-test.XXXXXX")

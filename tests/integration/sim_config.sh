@@ -35,7 +35,7 @@ json=$("$BIN/gslice-sim" info --json)
 expect_eq "device 0 used" "$(jq '.devices[0].memory_used' <<<"$json")" 0
 expect_eq "device 1 used" "$(jq '.devices[1].memory_used' <<<"$json")" $(((1 << 20) + (256 << 20)))
 expect_eq "device 1 process" "$(jq '.devices[1].processes[0].pid' <<<"$json")" $d1
-GSLICE_SIM_DEVICES=2 "$TBIN/sim_nvml" | grep -q "dev=1 .* procs=1 $d1:" || fail "NVML device 1"
+GSLICE_SIM_DEVICES=2 "$TBIN/sim_nvml" | qgrep "dev=1 .* procs=1 $d1:" || fail "NVML device 1"
 kill -9 $d1
 wait $d1 2>/dev/null || true
 "$BIN/gslice-sim" reset >/dev/null
@@ -53,6 +53,6 @@ wait $h 2>/dev/null || true
 out=$(GSLICE_SIM_MEMORY=2GiB "$TBIN/sim_client_linked" fill $((64 << 20)) 2>&1) || fail "$out"
 grep -q "total=$((2 << 30))" <<<"$out" || fail "not rebuilt: $out"
 grep -q "in use" <<<"$out" && fail "spurious note: $out"
-"$BIN/gslice-sim" reset | grep -q removed || fail "reset"
+"$BIN/gslice-sim" reset | qgrep removed || fail "reset"
 [ ! -e "$GSLICE_SIM_STATE" ] || fail "state file still there"
 pass "sim config"

@@ -36,7 +36,7 @@ grep -q "late allocation of 32MiB: out of memory" "$T/mem.out" ||
 kill -0 "$pid" || fail "the workload died under the forced cap"
 used2=$(ui_slice_field mem '.gpus[0].memory_used_bytes')
 [ "$used2" -ge $((128 << 20)) ] || fail "--force must not free memory: used $used2"
-"$GSLICE" status | grep -q '!' || fail "table does not mark the forced cap"
+"$GSLICE" status | qgrep '!' || fail "table does not mark the forced cap"
 
 # Raising the cap again lets allocations through.
 "$GSLICE" set mem --memory 1GiB > /dev/null || fail "raise after force refused"

@@ -29,7 +29,7 @@ sock="$T/tmux.sock"
 tmux -S "$sock" new-session -d -x 120 -y 30 -s top \
   "env GSLICE_SOCKET='$GSLICE_SOCKET' '$GSLICE' top --interval 0.2; echo \"TOP EXITED \$?\"; stty -a; sleep 30"
 at_exit 'tmux -S "$sock" kill-server 2> /dev/null'
-for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top | grep -q '^  topped ' && break; sleep 0.1; done
+for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top | qgrep '^  topped ' && break; sleep 0.1; done
 tmux -S "$sock" capture-pane -p -t top > "$T/screen"
 grep -q 'q quits' "$T/screen" || fail "no header on the terminal: $(cat "$T/screen")"
 grep -q '^  topped ' "$T/screen" || fail "slice missing on the terminal: $(cat "$T/screen")"
@@ -37,7 +37,7 @@ grep -q '^  topped ' "$T/screen" || fail "slice missing on the terminal: $(cat "
 expect_eq "alternate screen" "$(tmux -S "$sock" display -p -t top '#{alternate_on}')" 1
 tmux -S "$sock" send-keys -t top q
 # Until stty -a has printed too (its line with icanon), not just the echo before it.
-for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top | grep -q 'icanon' && break; sleep 0.1; done
+for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top | qgrep 'icanon' && break; sleep 0.1; done
 tmux -S "$sock" capture-pane -p -t top > "$T/after"
 grep -q 'TOP EXITED 0' "$T/after" || fail "q did not quit top cleanly: $(cat "$T/after")"
 expect_eq "alternate screen after q" "$(tmux -S "$sock" display -p -t top '#{alternate_on}')" 0
@@ -47,12 +47,12 @@ grep -Eq '(^| )icanon( |$)' "$T/after" && grep -Eq '(^| )echo( |$)' "$T/after" |
 # SIGTERM (a closing ssh session, a kill) restores the terminal too.
 tmux -S "$sock" new-window -t top -n term \
   "env GSLICE_SOCKET='$GSLICE_SOCKET' '$GSLICE' top --interval 0.2; echo \"TOP EXITED \$?\"; stty -a; sleep 30"
-for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top:term | grep -q 'q quits' && break; sleep 0.1; done
+for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top:term | qgrep 'q quits' && break; sleep 0.1; done
 shell=$(tmux -S "$sock" display -p -t top:term '#{pane_pid}')
 toppid=$(ps -o pid= --ppid "$shell" | head -1 | tr -d ' ')
 [ -n "$toppid" ] || fail "cannot find top's pid under the tmux shell $shell"
 kill -TERM "$toppid"
-for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top:term | grep -q 'icanon' && break; sleep 0.1; done
+for i in $(seq 50); do tmux -S "$sock" capture-pane -p -t top:term | qgrep 'icanon' && break; sleep 0.1; done
 tmux -S "$sock" capture-pane -p -t top:term > "$T/term"
 grep -q 'TOP EXITED 0' "$T/term" || fail "SIGTERM did not end top cleanly: $(cat "$T/term")"
 expect_eq "alternate screen after SIGTERM" "$(tmux -S "$sock" display -p -t top:term '#{alternate_on}')" 0

@@ -4,7 +4,7 @@
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 X="$BIN/gslice-extender"
 out=$("$X" --help)
-echo "$out" | grep -q "^usage: gslice-extender \[--listen \[HOST:\]PORT\] \[--kubeconfig FILE\]" ||
+echo "$out" | qgrep "^usage: gslice-extender \[--listen \[HOST:\]PORT\] \[--kubeconfig FILE\]" ||
   fail "--help: $out"
 # refused ARGS... EXIT WORDS: runs it, checks the status and that stderr says WORDS.
 refused() {

@@ -40,12 +40,12 @@ pass "merge patch"
 # Watch from the list's version sees exactly the two changes since, in order.
 out=$("$C" "$KUBECONFIG_FILE" watch /api/v1/nodes "$rv" 5 2 || true)
 expect_eq "watch events" "$(echo "$out" | awk '{print $1, $2}' | head -2 | tr '\n' ' ')" "MODIFIED node-a MODIFIED node-a "
-echo "$out" | grep -q "^end 1 rv " || fail "watch did not stop at the callback: $out"
+echo "$out" | qgrep "^end 1 rv " || fail "watch did not stop at the callback: $out"
 # A watch with nothing to say ends at timeoutSeconds with bookmarks only, rc 0.
 now=$(jget "$(api GET /_test/state)" 'd["resourceVersion"]')
 out=$("$C" "$KUBECONFIG_FILE" watch /api/v1/nodes "$now" 1 100)
-echo "$out" | grep -q "^BOOKMARK" || fail "no bookmark in an idle watch: $out"
-echo "$out" | grep -q "^end 0 rv $now\$" || fail "idle watch did not end cleanly at timeout: $out"
+echo "$out" | qgrep "^BOOKMARK" || fail "no bookmark in an idle watch: $out"
+echo "$out" | qgrep "^end 0 rv $now\$" || fail "idle watch did not end cleanly at timeout: $out"
 pass "watch from a resourceVersion, bookmarks, timeout"
 
 # Binding: annotations land with spec.nodeName in one write; a second binding is 409.

@@ -15,7 +15,7 @@ out=$(NODE_NAME= "$BIN/gslice-node" --kubelet-dir "$DP" --hook "$HOOK" 2>&1) && 
 grep -q "no node name" <<<"$out" || fail "no reason without a node name: $out"
 out=$("$BIN/gslice-node" --no-api-server --kubelet-dir "$T/nope" --hook "$HOOK" 2>&1) && fail "missing kubelet dir accepted"
 grep -q "is not a directory" <<<"$out" || fail "no reason for a missing kubelet dir: $out"
-"$BIN/gslice-node" --help | grep -q -- "--slots-per-gpu" || fail "--help"
+"$BIN/gslice-node" --help | qgrep -- "--slots-per-gpu" || fail "--help"
 
 start_gsliced
 start_kubelet
