@@ -362,6 +362,11 @@ void gs_burst_handoff(int dev) {
   pthread_cond_broadcast(&C.cv);
 }
 
+/* When a grant nobody has taken up goes back. */
+static uint64_t unused_grant_at(const struct burst *b) {
+  return b->granted_at + UNUSED_GRANT_NS;
+}
+
 /* The helper's look at a GPU: a grant left unused, an expired burst, or an idle one. */
 void gs_burst_check(int dev, uint64_t now) {
   const struct gs_real *r = gs_real();
@@ -369,7 +374,7 @@ void gs_burst_check(int dev, uint64_t now) {
   uint64_t launches;
   unsigned n;
 
-  if (b->granted && !b->open && b->gate_waiters == 0 && now >= b->granted_at + UNUSED_GRANT_NS) {
+  if (b->granted && !b->open && b->gate_waiters == 0 && now >= unused_grant_at(b)) {
     struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->grant.generation};
     b->granted = false;
     gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel));
@@ -461,8 +466,16 @@ void gs_burst_mark_handoff(struct burst *b) {
 uint64_t gs_burst_next_look(const struct burst *b, uint64_t now, uint64_t wake) {
   uint64_t t = now + IDLE_TICK_NS, v = atomic_load(&b->valid_until);
 
-  if (!b->open)
-    return wake;
+  if (!b->open) {
+    if (!b->granted)
+      return wake;
+    /* A grant not taken up goes back; one taken up opens a burst the helper is not woken for
+     * (the fast path reads no clock): it looks by the grant's expiry at the latest. */
+    t = unused_grant_at(b);
+    if (b->grant.valid_until_ns && b->grant.valid_until_ns < t)
+      t = b->grant.valid_until_ns;
+    return t < wake ? t : wake;
+  }
   if (b->handoff_set && !b->released) {
     /* Half the tail between looks: the events say when the work before the tail completed, so
      * a late look costs nothing while release_at is ahead; polling a 20 ms kernel's handoff

@@ -205,15 +205,6 @@ static void *helper(void *arg) {
     struct pollfd p[2] = {{.fd = C.wake_fd, .events = POLLIN}, {.fd = C.fd, .events = POLLIN}};
     for (int i = 0; i < GS_MAX_GPUS; i++) {
       gs_burst_check(i, now);
-      if (C.b[i].granted && !C.b[i].open) {
-        /* A grant not taken up goes back; one taken up opened a burst the helper was not woken
-         * for: it looks by the grant's expiry at the latest (the fast path reads no clock). */
-        uint64_t t = C.b[i].granted_at + UNUSED_GRANT_NS;
-        if (C.b[i].grant.valid_until_ns && C.b[i].grant.valid_until_ns < t)
-          t = C.b[i].grant.valid_until_ns;
-        if (t < wake)
-          wake = t;
-      }
       wake = gs_burst_next_look(&C.b[i], now, wake);
     }
     if (C.fd < 0 && C.slice_id && !C.stale) {

@@ -161,5 +161,6 @@ void gs_burst_check(int dev, uint64_t now);
 void gs_burst_handoff(int dev);
 /* Under mu, before the launch that reaches the burst's fast budget: marks the handoff. */
 void gs_burst_mark_handoff(struct burst *b);
-/* When the helper should look at the burst next, at most `wake`. */
+/* When the helper should look at this GPU next (its grant not taken up, or its open burst), at
+ * most `wake`. */
 uint64_t gs_burst_next_look(const struct burst *b, uint64_t now, uint64_t wake);
