@@ -29,6 +29,8 @@ pkg-config --exists jansson 2>/dev/null || pkgs="$pkgs libjansson-dev"
 pkg-config --exists libcurl 2>/dev/null || pkgs="$pkgs libcurl4-openssl-dev"
 # libyaml: kubeconfig files are YAML (src/k8s/common/kube.c).
 pkg-config --exists yaml-0.1 2>/dev/null || pkgs="$pkgs libyaml-dev"
+# libcrypto (OpenSSL): gslice.io/assigned is signed with HMAC-SHA256 (src/k8s/common/sign.c).
+pkg-config --exists libcrypto 2>/dev/null || pkgs="$pkgs libssl-dev"
 test_pkgs=""
 for tp in jq:jq curl:curl tmux:tmux clang-format:clang-format protoc:protobuf-compiler; do
   command -v "${tp%%:*}" >/dev/null 2>&1 || test_pkgs="$test_pkgs ${tp#*:}"

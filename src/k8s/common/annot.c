@@ -54,7 +54,12 @@ int k8s_time_parse(const char *text, time_t *ret) {
   } else {
     return -EINVAL;
   }
-  if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+  if (*p || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 60)
+    return -EINVAL;
+  /* timegm takes Feb 31 as Mar 3: a date that does not exist is refused instead. */
+  static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (d > mdays[mo - 1] + (mo == 2 && leap))
     return -EINVAL;
   tm.tm_year = y - 1900;
   tm.tm_mon = mo - 1;

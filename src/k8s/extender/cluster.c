@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "kube.h"
+#include "podcheck.h"
+#include "sign.h"
 
 int cluster_new(const struct cluster_cfg *cfg, struct cluster **ret) {
   struct cluster *c = calloc(1, sizeof(*c));
@@ -31,6 +33,12 @@ static void pod_free(struct xpod *p) {
   free(p);
 }
 
+static void node_free(struct xnode *n) {
+  pthread_mutex_destroy(&n->bind_lock);
+  free(n->gpus);
+  free(n);
+}
+
 void cluster_free(struct cluster *c) {
   if (!c)
     return;
@@ -40,12 +48,14 @@ void cluster_free(struct cluster *c) {
     free(e);
   }
   SMAP_EACH(&c->nodes, e) {
-    struct xnode *n = e->value;
-    pthread_mutex_destroy(&n->bind_lock);
-    free(n->gpus);
-    free(n);
+    node_free(e->value);
     free(e->key);
     free(e);
+  }
+  while (c->graves) {
+    struct xnode *n = c->graves;
+    c->graves = n->grave_next;
+    node_free(n);
   }
   free(c->pods.b);
   free(c->nodes.b);
@@ -68,6 +78,7 @@ struct xnode *xnode_get(struct cluster *c, const char *name, bool create) {
   strcpy(n->name, name);
   n->pn.name = n->name;
   pthread_mutex_init(&n->bind_lock, NULL);
+  n->gone_ms = c->now_ms;
   snprintf(n->unusable, sizeof n->unusable, "no such node");
   n->pn.unusable = n->unusable;
   if (smap_put(&c->nodes, name, n)) {
@@ -126,8 +137,8 @@ void xpod_hold(struct xpod *p, struct xnode *n, struct k8s_assigned *a) {
   p->compute_total = 0;
   for (uint32_t i = 0; i < p->a.ncontainers; i++)
     for (uint32_t j = 0; j < p->a.containers[i].ngpus; j++) {
-      p->mem_total += p->a.containers[i].gpus[j].memory;
-      p->compute_total += p->a.containers[i].gpus[j].compute;
+      p->mem_total = place_sat_add(p->mem_total, p->a.containers[i].gpus[j].memory);
+      p->compute_total = place_sat_add32(p->compute_total, p->a.containers[i].gpus[j].compute);
     }
   hold_apply(p, +1);
 }
@@ -190,6 +201,21 @@ static void node_update(struct cluster *c, const json_t *obj, uint64_t now_ms, t
     free(g);
     return;
   }
+  if (g->heartbeat < CLUSTER_HEARTBEAT_MIN || g->heartbeat > wall + CLUSTER_HEARTBEAT_AHEAD_S) {
+    char hb[32];
+    k8s_time_format(g->heartbeat, hb, sizeof hb);
+    snprintf(err, sizeof err,
+             "%s: heartbeat %s is not a time gslice-node wrote (before 2000, or more than a "
+             "day ahead of this clock)",
+             K8S_ANNOT_GPUS, hb);
+    if (log && strcmp(n->unusable, err) != 0)
+      fprintf(log, "gslice-extender: node %s: %s; the node is out of placement\n", name, err);
+    snprintf(n->unusable, sizeof n->unusable, "%s", err);
+    n->pn.unusable = n->unusable;
+    n->hb = 0;
+    free(g);
+    return;
+  }
   /* Heartbeat age: by the node's clock once, when first seen; afterwards by
    * when this process saw the value change, so clock skew cannot age a node. */
   if (!n->hb || n->unusable[0]) {
@@ -223,25 +249,62 @@ static void node_update(struct cluster *c, const json_t *obj, uint64_t now_ms, t
   free(g);
 }
 
-static void node_gone(struct xnode *n) {
+static void node_gone(struct cluster *c, struct xnode *n) {
   /* Its pods keep pointing at it: they still hold what they hold if it comes back. */
   n->present = false;
+  n->gone_ms = c->now_ms;
   snprintf(n->unusable, sizeof n->unusable, "no such node");
   n->pn.unusable = n->unusable;
   n->hb = 0;
 }
 
+/* Under wrlock: forgets node records gone for CLUSTER_NODE_FORGET_MS that no pod holds on
+ * (every name ever seen would otherwise stay for good), and frees those forgotten more than
+ * CLUSTER_NODE_GRACE_MS ago. At most every 10 s: a walk of every node. */
+static void nodes_sweep(struct cluster *c, uint64_t now_ms) {
+  if (c->sweep_ms && now_ms >= c->sweep_ms && now_ms - c->sweep_ms < 10000)
+    return;
+  c->sweep_ms = now_ms;
+  for (struct xnode **pp = &c->graves; *pp;) {
+    struct xnode *n = *pp;
+    if (now_ms >= n->buried_ms && now_ms - n->buried_ms >= CLUSTER_NODE_GRACE_MS) {
+      *pp = n->grave_next;
+      node_free(n);
+    } else {
+      pp = &n->grave_next;
+    }
+  }
+  SMAP_EACH(&c->nodes, e) {
+    struct xnode *n = e->value;
+    if (n->present || n->pods || now_ms < n->gone_ms ||
+        now_ms - n->gone_ms < CLUSTER_NODE_FORGET_MS)
+      continue;
+    smap_del(&c->nodes, n->name);
+    n->buried_ms = now_ms;
+    n->grave_next = c->graves;
+    c->graves = n;
+    c->free_gen++;
+  }
+}
+
+static void clock_to(struct cluster *c, uint64_t now_ms) {
+  if (now_ms > c->now_ms)
+    c->now_ms = now_ms;
+}
+
 void cluster_node_event(struct cluster *c, const char *type, const json_t *node, uint64_t now_ms,
                         time_t wall, FILE *log) {
   pthread_rwlock_wrlock(&c->lock);
+  clock_to(c, now_ms);
   if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
     node_update(c, node, now_ms, wall, log);
   } else if (strcmp(type, "DELETED") == 0) {
     const char *name = kube_meta_str(node, "name");
     struct xnode *n = name ? xnode_get(c, name, false) : NULL;
     if (n)
-      node_gone(n);
+      node_gone(c, n);
   }
+  nodes_sweep(c, now_ms);
   pthread_rwlock_unlock(&c->lock);
 }
 
@@ -280,6 +343,34 @@ static void pod_remove(struct cluster *c, struct xpod *p) {
   pod_free(p);
 }
 
+/* Whether a (decoded from text) is one the extender made for this pod, on its node, and
+ * agrees with what the pod declares: 0, or -EPERM / -EINVAL with err. */
+static int assignment_trusted(const struct cluster *c, const json_t *obj, const struct pod_id *id,
+                              const char *text, const struct k8s_assigned *a, char *err,
+                              size_t errlen) {
+  int rc;
+  if (!c->cfg.keys)
+    return 0; /* the bench's cluster: taken as written */
+  rc = k8s_assigned_verify(c->cfg.keys, id->uid, id->node, text,
+                           kube_annotation(obj, K8S_ANNOT_ASSIGNED_SIG), err, errlen);
+  if (rc)
+    return rc;
+  return k8s_assigned_check_pod(a, obj, err, errlen);
+}
+
+/* p's assignment does not count: it holds nothing, and the first refusal for this pod is
+ * counted and logged. */
+static void pod_refuse(struct cluster *c, struct xpod *p, const char *why, FILE *log) {
+  xpod_unhold(p);
+  if (!p->forged) {
+    p->forged = true;
+    c->forged_total++;
+    if (log)
+      fprintf(log, "gslice-extender: pod %s (uid %s): %s; its %s is not counted\n", p->key,
+              p->id.uid[0] ? p->id.uid : "?", why, K8S_ANNOT_ASSIGNED);
+  }
+}
+
 static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
   struct pod_id id;
   struct place_pod req = {0};
@@ -300,25 +391,46 @@ static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
   text = kube_annotation(obj, K8S_ANNOT_ASSIGNED);
   if (id.node[0] && text) {
     struct k8s_assigned a;
+    bool same_pod;
     if (!p && !(p = xpod_get(c, &id, true)))
       return;
+    /* The same incarnation on the same node as the holding we counted. */
+    same_pod = p->held && id.uid[0] && strcmp(p->id.uid, id.uid) == 0 &&
+               strcmp(p->node->name, id.node) == 0;
+    if (strcmp(p->id.uid, id.uid) != 0)
+      p->forged = false; /* another incarnation: judged afresh */
     p->id = id;
     p->seen_relist = true;
     p->pending = false;
     podspec_request_free(&p->req);
     if (k8s_assigned_decode(text, &a, err, sizeof err)) {
-      if (log)
-        fprintf(log, "gslice-extender: pod %s: %s; not counted\n", p->key, err);
-      xpod_unhold(p);
-    } else if (strcmp(a.node, id.node) != 0) {
-      if (log)
-        fprintf(log, "gslice-extender: pod %s is on node %s but %s names node %s; not counted\n",
-                p->key, id.node, K8S_ANNOT_ASSIGNED, a.node);
-      xpod_unhold(p);
+      pod_refuse(c, p, err, log);
+      return;
+    }
+    if (strcmp(a.node, id.node) != 0) {
+      char why[2 * K8S_NAME_MAX + 64];
+      snprintf(why, sizeof why, "it is on node %s but %s names node %s", id.node,
+               K8S_ANNOT_ASSIGNED, a.node);
+      pod_refuse(c, p, why, log);
+    } else if (assignment_trusted(c, obj, &id, text, &a, err, sizeof err)) {
+      if (same_pod && !p->assumed) {
+        /* A bound pod's annotation edited after the fact changes nothing: it still holds
+         * what it was given (gslice-node keeps the slice it made). */
+        if (log && !p->forged)
+          fprintf(log,
+                  "gslice-extender: pod %s: %s was changed after binding (%s); it still "
+                  "holds what it was assigned\n",
+                  p->key, K8S_ANNOT_ASSIGNED, err);
+        p->forged = true;
+      } else {
+        pod_refuse(c, p, err, log);
+      }
     } else if (p->held && strcmp(p->node->name, id.node) == 0 && k8s_assigned_equal(&a, &p->a)) {
       p->assumed = false; /* the watch's echo of our binding, or a status update */
+      p->forged = false;
     } else {
       struct xnode *n = xnode_get(c, id.node, true);
+      p->forged = false;
       if (n)
         xpod_hold(p, n, &a);
     }
@@ -338,7 +450,8 @@ static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
     return;
   }
   /* Pending: remember its request for /bind, if it asks for gslice at all. */
-  rc = podspec_request(obj, c->cfg.policy, &req, err, sizeof err);
+  struct podspec_cfg pcfg = {c->cfg.policy, c->cfg.classes, c->cfg.nclasses};
+  rc = podspec_request_cfg(obj, &pcfg, &req, err, sizeof err);
   if (rc == 0 && req.ncontainers == 0) {
     if (p)
       pod_remove(c, p);
@@ -396,6 +509,7 @@ void cluster_relist_begin(struct cluster *c, bool nodes) {
 void cluster_node_relist_item(struct cluster *c, const json_t *node, uint64_t now_ms, time_t wall,
                               FILE *log) {
   pthread_rwlock_wrlock(&c->lock);
+  clock_to(c, now_ms);
   node_update(c, node, now_ms, wall, log);
   pthread_rwlock_unlock(&c->lock);
 }
@@ -412,8 +526,9 @@ void cluster_relist_end(struct cluster *c, bool nodes, uint64_t since_ms) {
     SMAP_EACH(&c->nodes, e) {
       struct xnode *n = e->value;
       if (!n->seen_relist && n->present)
-        node_gone(n);
+        node_gone(c, n);
     }
+    nodes_sweep(c, c->now_ms);
   } else {
     SMAP_EACH(&c->pods, e) {
       struct xpod *p = e->value;

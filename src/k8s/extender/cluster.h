@@ -11,10 +11,28 @@
 #include "place.h"
 #include "podspec.h"
 
+struct k8s_keys;
+
 struct cluster_cfg {
   enum place_policy policy; /* when a pod does not say */
   uint64_t node_timeout_ms; /* --node-timeout */
+  /* --priority-class: what the admin gives pods of each PriorityClass (podspec.h). */
+  const struct podspec_class *classes;
+  size_t nclasses;
+  /* --signing-key: an assignment counts only when its gslice.io/assigned-signature verifies
+   * for the pod's uid and node (and it agrees with the pod). NULL: assignments are taken
+   * as written, for the bench's in-process cluster only; gslice-extender always has keys. */
+  const struct k8s_keys *keys;
 };
+
+/* A node record that is gone (deleted, or a name only pods pointed at) and holds no pod is
+ * forgotten this long after; its memory is given back a grace period later. */
+#define CLUSTER_NODE_FORGET_MS (5 * 60 * 1000)
+#define CLUSTER_NODE_GRACE_MS (60 * 1000)
+/* A heartbeat before this (2000-01-01) or more than a day ahead of the wall clock is not a
+ * time gslice-node wrote: the node is out of placement, with the reason. */
+#define CLUSTER_HEARTBEAT_MIN 946684800
+#define CLUSTER_HEARTBEAT_AHEAD_S 86400
 
 struct cluster;
 
@@ -98,6 +116,9 @@ void cluster_unreserve(struct cluster *c, const struct pod_id *id);
 void *cluster_node_lock(struct cluster *c, const char *node_name);
 void cluster_node_unlock(void *lock);
 
+/* The keys of cfg (NULL when none): /bind signs what it binds with the first. */
+const struct k8s_keys *cluster_keys(struct cluster *c);
+
 /* A pending pod's request as last seen by the watch (so /bind needs no GET):
  * 0, -ENOENT (not seen), or the parse's error. */
 int cluster_pending_request(struct cluster *c, const char *ns, const char *name,
@@ -112,6 +133,9 @@ void cluster_metrics(struct cluster *c, FILE *out, uint64_t now_ms);
 /* For tests and the bench: totals over every GPU of every node. */
 struct cluster_totals {
   uint32_t nodes, stale_nodes, gpus, pods, assumed;
+  uint32_t node_records; /* node records kept (present or not), for the sweep's tests */
+  uint32_t forged_pods;  /* pods whose assignment is not counted (now) */
+  uint64_t forged_total; /* assignments refused since start */
   uint64_t memory, mem_used;
   uint64_t compute_used;
 };

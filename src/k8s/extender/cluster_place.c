@@ -15,7 +15,8 @@
 
 int cluster_request(struct cluster *c, const json_t *pod, struct place_pod *ret, char *err,
                     size_t errlen) {
-  int rc = podspec_request(pod, c->cfg.policy, ret, err, errlen);
+  struct podspec_cfg pcfg = {c->cfg.policy, c->cfg.classes, c->cfg.nclasses};
+  int rc = podspec_request_cfg(pod, &pcfg, ret, err, errlen);
   if (rc)
     return rc;
   if (ret->ncontainers == 0) {
@@ -45,6 +46,11 @@ void cluster_eval(struct cluster *c, const struct place_pod *req, const char *co
     }
   }
   pthread_rwlock_rdlock(&c->lock);
+  if (cache && c->last_gen != c->free_gen) {
+    /* Node records were forgotten since: the remembered pointers may be among them. */
+    memset(c->last, 0, c->nlast * sizeof(*c->last));
+    c->last_gen = c->free_gen;
+  }
   for (size_t i = 0; i < n; i++) {
     struct xnode *x = cache ? c->last[i] : NULL;
     if (!x || strcmp(x->name, names[i]) != 0) {
@@ -207,13 +213,17 @@ void cluster_unreserve(struct cluster *c, const struct pod_id *id) {
   pthread_rwlock_unlock(&c->lock);
 }
 
+const struct k8s_keys *cluster_keys(struct cluster *c) {
+  return c->cfg.keys;
+}
+
 void *cluster_node_lock(struct cluster *c, const char *node_name) {
   struct xnode *n;
   pthread_rwlock_rdlock(&c->lock);
   n = xnode_get(c, node_name, false);
   pthread_rwlock_unlock(&c->lock);
-  /* Node records are never freed while the process runs, so the lock outlives
-   * the read lock it was found under. */
+  /* A node record is freed only CLUSTER_NODE_GRACE_MS after it left the map (and only when
+   * it was gone for CLUSTER_NODE_FORGET_MS before), far longer than a bind holds the lock. */
   if (!n)
     return NULL;
   pthread_mutex_lock(&n->bind_lock);

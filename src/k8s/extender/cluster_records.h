@@ -23,6 +23,9 @@ struct xnode {
   struct place_gpu *gpus;
   struct xpod *pods; /* held on this node */
   pthread_mutex_t bind_lock;
+  uint64_t gone_ms;         /* when it was last present, or made a placeholder */
+  uint64_t buried_ms;       /* out of the map since (on c->graves) */
+  struct xnode *grave_next; /* on c->graves */
 };
 
 struct xpod {
@@ -38,6 +41,9 @@ struct xpod {
   struct xpod *prev, *next; /* on node->pods */
   uint64_t mem_total;       /* what it was assigned, for per-namespace quota metrics */
   uint32_t compute_total;
+  /* Bound with an assignment that does not count (unsigned, signed for another pod or
+   * node, or not what the pod declares): held is false. */
+  bool forged;
   /* Pending (unbound) and asking for gslice: its request as last seen. */
   bool pending;
   int req_rc;
@@ -62,6 +68,14 @@ struct cluster {
   size_t memo_n, memo_cap;
   struct smap nodes, pods;
   bool synced_nodes, synced_pods;
+  /* The view's clock: the latest now_ms a node event brought (pod events bring none). */
+  uint64_t now_ms;
+  /* Node records out of the map, freed CLUSTER_NODE_GRACE_MS later (a verb may still hold
+   * a handle from before); free_gen counts removals, last_gen (under names_lock) the
+   * removals c->last has been cleared for. */
+  struct xnode *graves;
+  uint64_t free_gen, last_gen, sweep_ms;
+  uint64_t forged_total;
 };
 
 /* Under c->lock (wrlock to create): the record of node `name` (a placeholder when create and it

@@ -28,6 +28,7 @@ void cluster_totals(struct cluster *c, uint64_t now_ms, struct cluster_totals *r
   pthread_rwlock_rdlock(&c->lock);
   SMAP_EACH(&c->nodes, e) {
     struct xnode *n = e->value;
+    t.node_records++;
     if (!n->present)
       continue;
     t.nodes++;
@@ -36,9 +37,9 @@ void cluster_totals(struct cluster *c, uint64_t now_ms, struct cluster_totals *r
       t.stale_nodes++;
     for (uint32_t i = 0; i < n->pn.ngpus; i++) {
       t.gpus++;
-      t.memory += n->gpus[i].memory;
-      t.mem_used += n->gpus[i].mem_used;
-      t.compute_used += n->gpus[i].compute_used;
+      t.memory = place_sat_add(t.memory, n->gpus[i].memory);
+      t.mem_used = place_sat_add(t.mem_used, n->gpus[i].mem_used);
+      t.compute_used = place_sat_add(t.compute_used, n->gpus[i].compute_used);
     }
   }
   SMAP_EACH(&c->pods, e) {
@@ -46,8 +47,11 @@ void cluster_totals(struct cluster *c, uint64_t now_ms, struct cluster_totals *r
     if (p->held) {
       t.pods++;
       t.assumed += p->assumed;
+    } else if (p->forged) {
+      t.forged_pods++;
     }
   }
+  t.forged_total = c->forged_total;
   pthread_rwlock_unlock(&c->lock);
   *ret = t;
 }
@@ -64,17 +68,17 @@ void cluster_gpu_stats(struct cluster *c, uint64_t fit_mem, uint32_t fit_compute
       const struct place_gpu *g = &n->gpus[i];
       uint64_t free_mem = g->memory > g->mem_used ? g->memory - g->mem_used : 0;
       t.gpus++;
-      t.memory += g->memory;
-      t.mem_used += g->mem_used;
-      t.compute_used += g->compute_used;
+      t.memory = place_sat_add(t.memory, g->memory);
+      t.mem_used = place_sat_add(t.mem_used, g->mem_used);
+      t.compute_used = place_sat_add(t.compute_used, g->compute_used);
       if (g->slices == 0)
         t.whole_free++;
-      if (g->compute_used + fit_compute > 100) {
-        t.stranded += free_mem;
-        t.stranded_compute_full += free_mem;
+      if ((uint64_t)g->compute_used + fit_compute > 100) {
+        t.stranded = place_sat_add(t.stranded, free_mem);
+        t.stranded_compute_full = place_sat_add(t.stranded_compute_full, free_mem);
       } else if (free_mem < fit_mem || g->slices >= g->slots || !g->healthy) {
-        t.stranded += free_mem;
-        t.stranded_fragment += free_mem;
+        t.stranded = place_sat_add(t.stranded, free_mem);
+        t.stranded_fragment = place_sat_add(t.stranded_fragment, free_mem);
       }
     }
   }
@@ -107,8 +111,8 @@ void cluster_metrics(struct cluster *c, FILE *out, uint64_t now_ms) {
       memcpy(sums[n].ns, p->id.ns, sizeof sums[n].ns);
       n++;
     }
-    sums[i].mem += p->mem_total;
-    sums[i].compute += p->compute_total;
+    sums[i].mem = place_sat_add(sums[i].mem, p->mem_total);
+    sums[i].compute = place_sat_add(sums[i].compute, p->compute_total);
     sums[i].pods++;
   }
   pthread_rwlock_unlock(&c->lock);
@@ -145,7 +149,15 @@ void cluster_metrics(struct cluster *c, FILE *out, uint64_t now_ms) {
           "gslice_extender_memory_bytes{state=\"assigned\"} %" PRIu64 "\n"
           "# HELP gslice_extender_assumed_pods Pods bound by this extender whose binding the "
           "watch has not echoed yet.\n# TYPE gslice_extender_assumed_pods gauge\n"
-          "gslice_extender_assumed_pods %u\n",
-          t.nodes, t.stale_nodes, t.gpus, t.memory, t.mem_used, t.assumed);
+          "gslice_extender_assumed_pods %u\n"
+          "# HELP gslice_extender_forged_assignments_total Assignments not counted since start: "
+          "unsigned, signed for another pod or node, or not what the pod declares.\n"
+          "# TYPE gslice_extender_forged_assignments_total counter\n"
+          "gslice_extender_forged_assignments_total %" PRIu64 "\n"
+          "# HELP gslice_extender_forged_pods Bound pods whose assignment is not counted now.\n"
+          "# TYPE gslice_extender_forged_pods gauge\n"
+          "gslice_extender_forged_pods %u\n",
+          t.nodes, t.stale_nodes, t.gpus, t.memory, t.mem_used, t.assumed, t.forged_total,
+          t.forged_pods);
   free(sums);
 }

@@ -8,16 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "podcheck.h"
 #include "size.h"
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
+/* The split is gslice-node's too: both check it with k8s_split (podcheck.h). */
 uint64_t place_split_u64(uint64_t total, uint32_t n, uint32_t j) {
-  return total / n + (j < total % n ? 1 : 0);
+  return k8s_split(total, n, j);
 }
 
 uint32_t place_split_u32(uint32_t total, uint32_t n, uint32_t j) {
-  return total / n + (j < total % n ? 1 : 0);
+  return (uint32_t)k8s_split(total, n, j);
+}
+
+uint64_t place_sat_add(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+uint32_t place_sat_add32(uint32_t a, uint32_t b) {
+  return a > UINT32_MAX - b ? UINT32_MAX : a + b;
 }
 
 int place_policy_parse(const char *text, enum place_policy *ret) {
@@ -111,8 +121,8 @@ int place_pod_check(const struct place_pod *pod, char *err, size_t errlen) {
     if (c->compute_limit < 1 || c->compute_limit > 100 ||
         c->compute_limit < place_split_u32(c->compute, c->ngpus, 0)) {
       snprintf(err, errlen,
-               "container %s: %s %u%% is below the %u%% of each GPU it asks for (or outside "
-               "1..100)",
+               "container %s: %s %u%% (the annotation, or its priority class's limit) is "
+               "below the %u%% of each GPU it asks for (or outside 1..100)",
                c->name, K8S_ANNOT_COMPUTE_LIMIT, c->compute_limit,
                place_split_u32(c->compute, c->ngpus, 0));
       return -EINVAL;
@@ -139,7 +149,7 @@ struct usage {
 static bool gpu_fits(const struct place_gpu *g, const struct usage *u, uint64_t mem,
                      uint32_t compute) {
   return g->healthy && u->mem <= g->memory && g->memory - u->mem >= mem &&
-         u->compute + compute <= 100 && u->slices < g->slots;
+         (uint64_t)u->compute + compute <= 100 && u->slices < g->slots;
 }
 
 static void gpu_why(struct text *t, const struct place_gpu *g, const struct usage *u, uint64_t mem,
@@ -157,8 +167,8 @@ static void gpu_why(struct text *t, const struct place_gpu *g, const struct usag
     add(t, " free, ");
     add_size(t, mem);
     add(t, " asked");
-  } else if (u->compute + compute > 100) {
-    add_u(t, 100 - u->compute);
+  } else if ((uint64_t)u->compute + compute > 100) {
+    add_u(t, u->compute < 100 ? 100 - u->compute : 0);
     add(t, "% of compute free, ");
     add_u(t, compute);
     add(t, "% asked");
@@ -251,9 +261,9 @@ static bool place_container(const struct place_node *node, enum place_policy pol
     s->gpu = cands[j].pos;
     s->memory = place_split_u64(c->memory, c->ngpus, j);
     s->compute = place_split_u32(c->compute, c->ngpus, j);
-    u[s->gpu].mem += s->memory;
-    u[s->gpu].compute += s->compute;
-    u[s->gpu].slices++;
+    u[s->gpu].mem = place_sat_add(u[s->gpu].mem, s->memory);
+    u[s->gpu].compute = place_sat_add32(u[s->gpu].compute, s->compute);
+    u[s->gpu].slices = place_sat_add32(u[s->gpu].slices, 1);
   }
   return true;
 }
@@ -293,9 +303,9 @@ static void pod_usage(const struct place_node *node, const struct place_pod *pod
     if (s->gpu >= node->ngpus || s->container >= pod->ncontainers ||
         pod->containers[s->container].init)
       continue;
-    app[s->gpu].mem += s->memory;
-    app[s->gpu].compute += s->compute;
-    app[s->gpu].slices++;
+    app[s->gpu].mem = place_sat_add(app[s->gpu].mem, s->memory);
+    app[s->gpu].compute = place_sat_add32(app[s->gpu].compute, s->compute);
+    app[s->gpu].slices = place_sat_add32(app[s->gpu].slices, 1);
   }
   memcpy(ret, app, node->ngpus * sizeof ret[0]);
   for (uint32_t i = 0; i < nshares; i++) {
@@ -321,9 +331,10 @@ void place_apply(struct place_node *node, const struct place_pod *pod,
   for (uint32_t i = 0; i < node->ngpus; i++) {
     struct place_gpu *g = &node->gpus[i];
     if (sign > 0) {
-      g->mem_used += u[i].mem;
-      g->compute_used += u[i].compute;
-      g->slices += u[i].slices;
+      /* Saturating: parts that wrapped the counter would make a full GPU look empty. */
+      g->mem_used = place_sat_add(g->mem_used, u[i].mem);
+      g->compute_used = place_sat_add32(g->compute_used, u[i].compute);
+      g->slices = place_sat_add32(g->slices, u[i].slices);
     } else {
       /* A pod removed twice would be a bug of the caller's bookkeeping;
        * clamp rather than wrap so one bug cannot block a GPU forever. */
@@ -338,6 +349,10 @@ void place_apply(struct place_node *node, const struct place_pod *pod,
 
 static int round_div(uint64_t num, uint64_t den) {
   return den ? (int)((num * 2 + den) / (den * 2)) : 0;
+}
+
+static int clamp_score(int s) {
+  return s < 0 ? 0 : s > PLACE_SCORE_MAX ? PLACE_SCORE_MAX : s;
 }
 
 /* binpack: 2..10 by how full the chosen GPUs end up when they all held slices
@@ -363,11 +378,13 @@ static int score(const struct place_node *node, const struct place_pod *pod,
     if (!g->healthy || g->memory == 0)
       continue;
     /* Parts per million of the GPU's memory and of its compute. */
-    uint64_t mem_after = base[i].mem + add[i].mem;
+    uint64_t mem_after = place_sat_add(base[i].mem, add[i].mem);
     uint64_t mem_ppm = (uint64_t)((double)mem_after / (double)g->memory * 1e6);
-    uint64_t cpu_ppm = (uint64_t)(base[i].compute + add[i].compute) * 10000;
+    uint64_t cpu_ppm = ((uint64_t)base[i].compute + add[i].compute) * 10000;
     if (mem_ppm > 1000000)
       mem_ppm = 1000000;
+    if (cpu_ppm > 1000000)
+      cpu_ppm = 1000000;
     if (pod->policy == PLACE_BINPACK) {
       if (chosen) {
         num += mem_ppm + cpu_ppm;
@@ -379,9 +396,9 @@ static int score(const struct place_node *node, const struct place_pod *pod,
     }
   }
   if (pod->policy == PLACE_SPREAD)
-    return round_div(num * PLACE_SCORE_MAX, den);
+    return clamp_score(round_div(num * PLACE_SCORE_MAX, den));
   if (all_used)
-    return 2 + round_div(num * (PLACE_SCORE_MAX - 2), den);
+    return clamp_score(2 + round_div(num * (PLACE_SCORE_MAX - 2), den));
   return node_used ? 1 : 0;
 }
 

@@ -121,6 +121,10 @@ void place_apply(struct place_node *node, const struct place_pod *pod,
 /* The per-GPU split of a container's totals: part j of n. */
 uint64_t place_split_u64(uint64_t total, uint32_t n, uint32_t j);
 uint32_t place_split_u32(uint32_t total, uint32_t n, uint32_t j);
+/* a + b, or the type's largest value where that would wrap: every sum of parts in the cluster
+ * view and placement is one of these (parts from many pods must never wrap a counter). */
+uint64_t place_sat_add(uint64_t a, uint64_t b);
+uint32_t place_sat_add32(uint32_t a, uint32_t b);
 
 /* "binpack" / "spread" -> enum; 0 or -EINVAL. */
 int place_policy_parse(const char *text, enum place_policy *ret);

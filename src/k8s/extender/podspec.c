@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kube.h"
+#include "podcheck.h"
 #include "quantity.h"
 
 static int copy_str(const json_t *v, char *buf, size_t len) {
@@ -46,52 +47,11 @@ int podspec_id(const json_t *pod, struct pod_id *ret, char *err, size_t errlen) 
   return 0;
 }
 
-/* A resource's quantity from limits or requests; *ret_set false when absent. */
+/* A resource's quantity from limits or requests; *ret_set false when absent. One reader
+ * with gslice-node's check of an assignment (podcheck.h). */
 static int resource(const json_t *ctr, const char *cname, const char *res, int64_t *ret,
                     bool *ret_set, char *err, size_t errlen) {
-  json_t *rs = json_object_get(ctr, "resources");
-  const char *from[2] = {"limits", "requests"};
-  int64_t got[2];
-  bool set[2] = {false, false};
-  char qerr[200];
-
-  for (int i = 0; i < 2; i++) {
-    json_t *v = json_object_get(json_object_get(rs, from[i]), res);
-    char num[64];
-    const char *text;
-    if (!v)
-      continue;
-    if (json_is_integer(v)) {
-      snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
-      text = num;
-    } else if (json_is_string(v)) {
-      text = json_string_value(v);
-    } else {
-      snprintf(err, errlen, "container %s: resources.%s[%s] must be a quantity string", cname,
-               from[i], res);
-      return -EINVAL;
-    }
-    if (k8s_quantity_parse(text, 0, &got[i], qerr, sizeof qerr)) {
-      snprintf(err, errlen, "container %s: resources.%s[%s]: %s", cname, from[i], res, qerr);
-      return -EINVAL;
-    }
-    if (got[i] < 0) {
-      snprintf(err, errlen, "container %s: resources.%s[%s] is negative (%s)", cname, from[i], res,
-               text);
-      return -EINVAL;
-    }
-    set[i] = true;
-  }
-  if (set[0] && set[1] && got[0] != got[1]) {
-    snprintf(err, errlen,
-             "container %s: %s requests (%lld) and limits (%lld) differ; extended resources "
-             "need them equal",
-             cname, res, (long long)got[1], (long long)got[0]);
-    return -EINVAL;
-  }
-  *ret_set = set[0] || set[1];
-  *ret = set[0] ? got[0] : set[1] ? got[1] : 0;
-  return 0;
+  return k8s_container_resource(ctr, cname, res, ret, ret_set, err, errlen);
 }
 
 static int annot_uint(const json_t *pod, const char *key, uint32_t min, uint32_t max, uint32_t dflt,
@@ -120,26 +80,98 @@ void podspec_request_free(struct place_pod *p) {
   p->ncontainers = 0;
 }
 
+int podspec_class_parse(const char *text, struct podspec_class *ret, char *err, size_t errlen) {
+  struct podspec_class k = {.priority = K8S_PRIO_NORMAL, .weight = 1, .compute_limit = 100};
+  const char *eq = text ? strchr(text, '=') : NULL, *p;
+  char prio[16];
+  size_t n;
+
+  if (!eq || eq == text || (size_t)(eq - text) >= sizeof k.name) {
+    snprintf(err, errlen, "--priority-class \"%s\": want NAME=high|normal|low[:weight=N][:limit=P]",
+             text ? text : "");
+    return -EINVAL;
+  }
+  memcpy(k.name, text, (size_t)(eq - text));
+  p = eq + 1;
+  n = strcspn(p, ":");
+  if (n >= sizeof prio ||
+      (memcpy(prio, p, n), prio[n] = 0, k8s_priority_parse(prio, &k.priority))) {
+    snprintf(err, errlen, "--priority-class \"%s\": the priority must be high, normal or low",
+             text);
+    return -EINVAL;
+  }
+  for (p += n; *p == ':';) {
+    const char *f = p + 1;
+    char *end;
+    unsigned long v;
+    bool w = strncmp(f, "weight=", 7) == 0, l = strncmp(f, "limit=", 6) == 0;
+    if (!w && !l) {
+      snprintf(err, errlen,
+               "--priority-class \"%s\": unknown field at \"%s\" (weight=N or limit=P)", text, f);
+      return -EINVAL;
+    }
+    f += w ? 7 : 6;
+    errno = 0;
+    v = strtoul(f, &end, 10);
+    if (f[0] < '0' || f[0] > '9' || errno || (*end && *end != ':') || v < 1 ||
+        v > (w ? 1000ul : 100ul)) {
+      snprintf(err, errlen, "--priority-class \"%s\": %s must be 1..%u", text,
+               w ? "weight" : "limit", w ? 1000 : 100);
+      return -EINVAL;
+    }
+    if (w)
+      k.weight = (uint32_t)v;
+    else
+      k.compute_limit = (uint32_t)v;
+    p = end;
+  }
+  if (*p) {
+    snprintf(err, errlen, "--priority-class \"%s\": unexpected \"%s\"", text, p);
+    return -EINVAL;
+  }
+  *ret = k;
+  return 0;
+}
+
 int podspec_request(const json_t *pod, enum place_policy dflt, struct place_pod *ret, char *err,
                     size_t errlen) {
-  struct place_pod p = {.policy = dflt};
+  struct podspec_cfg cfg = {.policy = dflt};
+  return podspec_request_cfg(pod, &cfg, ret, err, errlen);
+}
+
+int podspec_request_cfg(const json_t *pod, const struct podspec_cfg *cfg, struct place_pod *ret,
+                        char *err, size_t errlen) {
+  struct place_pod p = {.policy = cfg->policy};
   json_t *spec = json_object_get(pod, "spec");
   const char *lists[2] = {"initContainers", "containers"};
+  const char *pclass = json_string_value(json_object_get(spec, "priorityClassName"));
+  struct podspec_class k = {.priority = K8S_PRIO_NORMAL, .weight = 1, .compute_limit = 100};
   uint32_t limit, weight;
-  enum k8s_priority prio = K8S_PRIO_NORMAL;
+  enum k8s_priority prio;
   const char *v;
   size_t total = 0;
   int rc;
 
-  if ((rc = annot_uint(pod, K8S_ANNOT_COMPUTE_LIMIT, 1, 100, 100, &limit, err, errlen)))
+  /* The admin's ceiling for the pod's PriorityClass; the annotations only lower it. */
+  for (size_t i = 0; pclass && i < cfg->nclasses; i++)
+    if (strcmp(cfg->classes[i].name, pclass) == 0)
+      k = cfg->classes[i];
+  prio = k.priority;
+  if ((rc = annot_uint(pod, K8S_ANNOT_COMPUTE_LIMIT, 1, 100, k.compute_limit, &limit, err, errlen)))
     return rc;
-  if ((rc = annot_uint(pod, K8S_ANNOT_WEIGHT, 1, 1000, 1, &weight, err, errlen)))
+  if ((rc = annot_uint(pod, K8S_ANNOT_WEIGHT, 1, 1000, k.weight, &weight, err, errlen)))
     return rc;
   if ((v = kube_annotation(pod, K8S_ANNOT_PRIORITY)) && k8s_priority_parse(v, &prio)) {
     snprintf(err, errlen, "annotation %s is \"%s\", must be high, normal or low",
              K8S_ANNOT_PRIORITY, v);
     return -EINVAL;
   }
+  if (limit > k.compute_limit)
+    limit = k.compute_limit;
+  if (weight > k.weight)
+    weight = k.weight;
+  if (prio > k.priority)
+    prio = k.priority;
   if ((v = kube_annotation(pod, K8S_ANNOT_POLICY)) && place_policy_parse(v, &p.policy)) {
     snprintf(err, errlen, "annotation %s is \"%s\", must be binpack or spread", K8S_ANNOT_POLICY,
              v);

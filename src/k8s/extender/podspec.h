@@ -21,6 +21,28 @@ struct pod_id {
  * what) when the object is no pod. */
 int podspec_id(const json_t *pod, struct pod_id *ret, char *err, size_t errlen);
 
+/* What the cluster admin decides for pods of a PriorityClass (gslice-extender
+ * --priority-class NAME=high|normal|low[:weight=N][:limit=P]): the gslice priority, the
+ * weight and the compute ceiling its pods get at most. A pod of no mapped class gets
+ * normal, weight 1, ceiling 100; its gslice.io/priority, gslice.io/weight and
+ * gslice.io/compute-limit annotations may lower these, never raise them. */
+struct podspec_class {
+  char name[K8S_NAME_MAX]; /* spec.priorityClassName */
+  enum k8s_priority priority;
+  uint32_t weight;        /* 1..1000 */
+  uint32_t compute_limit; /* 1..100, % of each GPU */
+};
+
+struct podspec_cfg {
+  enum place_policy policy; /* when the pod does not say */
+  const struct podspec_class *classes;
+  size_t nclasses;
+};
+
+/* Parses "NAME=high|normal|low[:weight=N][:limit=P]" (weight 1 and limit 100 when not
+ * given). 0 or -EINVAL with err saying what is wrong. */
+int podspec_class_parse(const char *text, struct podspec_class *ret, char *err, size_t errlen);
+
 /* The containers (init ones too) that ask for gslice.io/gpu, with their totals
  * of gslice.io/gpu-memory and gslice.io/gpu-compute (limits, or requests; equal
  * when both are given) and the pod's annotations gslice.io/compute-limit,
@@ -29,6 +51,11 @@ int podspec_id(const json_t *pod, struct pod_id *ret, char *err, size_t errlen);
  * naming the container, field and value, or -ENOMEM. */
 int podspec_request(const json_t *pod, enum place_policy dflt, struct place_pod *ret, char *err,
                     size_t errlen);
+/* The same with the admin's classes: priority, weight and compute limit are the class's
+ * (see struct podspec_class), lowered by the pod's annotations. podspec_request is this with
+ * no class mapped. */
+int podspec_request_cfg(const json_t *pod, const struct podspec_cfg *cfg, struct place_pod *ret,
+                        char *err, size_t errlen);
 void podspec_request_free(struct place_pod *p);
 
 /* The annotation for a placement on node: per container its GPUs' uuid, index,
