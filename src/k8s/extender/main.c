@@ -9,11 +9,14 @@
 
 #include "cluster.h"
 #include "server.h"
+#include "sign.h"
 #include "watch.h"
 
 static const char usage[] =
     "usage: gslice-extender [--listen [HOST:]PORT] [--kubeconfig FILE]\n"
     "                       [--policy binpack|spread] [--node-timeout SECS]\n"
+    "                       [--signing-key FILE [--signing-key FILE]]\n"
+    "                       [--priority-class NAME=high|normal|low[:weight=N][:limit=P]]...\n"
     "\n"
     "The kube-scheduler extender of gslice: places pods that ask for gslice.io/gpu,\n"
     "gslice.io/gpu-memory and gslice.io/gpu-compute on a node and GPUs where they fit,\n"
@@ -28,6 +31,18 @@ static const char usage[] =
     "                        with the annotation gslice.io/policy\n"
     "  --node-timeout SECS   a node whose gslice-node heartbeat is older is out of\n"
     "                        placement (default 60)\n"
+    "  --signing-key FILE    the key that signs each assignment (HMAC-SHA256, the\n"
+    "                        gslice.io/assigned-signature annotation); given twice, the\n"
+    "                        first signs and both verify (rotation). Default\n"
+    "                        /etc/gslice/signing/key, and /etc/gslice/signing/previous\n"
+    "                        when it exists. A file of 32 bytes or more, not readable\n"
+    "                        by others; gslice-node mounts the same Secret\n"
+    "  --priority-class NAME=PRIO[:weight=N][:limit=P]\n"
+    "                        pods of PriorityClass NAME get gslice priority PRIO (high,\n"
+    "                        normal, low), weight N (1..1000, default 1) and compute\n"
+    "                        ceiling P% (1..100, default 100) at most; repeatable.\n"
+    "                        Other pods: normal, 1, 100. The annotations\n"
+    "                        gslice.io/priority, weight, compute-limit only lower them\n"
     "  --help                this text\n"
     "\n"
     "Serves POST /filter, /prioritize, /bind (nodeCacheCapable: true) and GET /healthz,\n"
@@ -41,10 +56,18 @@ static int bad(const char *fmt, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"listen", required_argument, NULL, 'l'}, {"kubeconfig", required_argument, NULL, 'k'},
-      {"policy", required_argument, NULL, 'p'}, {"node-timeout", required_argument, NULL, 't'},
-      {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
+                                       {"kubeconfig", required_argument, NULL, 'k'},
+                                       {"policy", required_argument, NULL, 'p'},
+                                       {"node-timeout", required_argument, NULL, 't'},
+                                       {"signing-key", required_argument, NULL, 'K'},
+                                       {"priority-class", required_argument, NULL, 'P'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  static struct podspec_class classes[64];
+  static struct k8s_keys keys;
+  const char *key_paths[K8S_SIGN_MAX_KEYS];
+  size_t nkeys = 0;
   struct cluster_cfg ccfg = {.policy = PLACE_BINPACK, .node_timeout_ms = 60000};
   const char *listen_at = "8765", *kubeconfig = NULL;
   char host[256], err[KUBE_ERR_MAX];
@@ -78,6 +101,21 @@ int main(int argc, char **argv) {
       ccfg.node_timeout_ms = v * 1000;
       break;
     }
+    case 'K':
+      if (nkeys == K8S_SIGN_MAX_KEYS)
+        return bad("--signing-key \"%s\": at most two (the new key, then the old one)", optarg);
+      key_paths[nkeys++] = optarg;
+      break;
+    case 'P': {
+      char perr[K8S_ERR_MAX];
+      if (ccfg.nclasses == sizeof classes / sizeof classes[0])
+        return bad("--priority-class \"%s\": at most 64 classes", optarg);
+      if (podspec_class_parse(optarg, &classes[ccfg.nclasses], perr, sizeof perr))
+        return bad("%s", perr);
+      ccfg.classes = classes;
+      ccfg.nclasses++;
+      break;
+    }
     case 'h': fputs(usage, stdout); return 0;
     case ':': return bad("%s needs a value", argv[optind - 1]);
     default: return bad("unknown option \"%s\"", argv[optind - 1]);
@@ -87,6 +125,17 @@ int main(int argc, char **argv) {
     return bad("unexpected argument \"%s\"", argv[optind]);
 
   setvbuf(stderr, NULL, _IOLBF, 0);
+  rc = k8s_keys_load(key_paths, nkeys, &keys, err, sizeof err);
+  if (rc) {
+    fprintf(stderr,
+            "gslice-extender: %s\ngslice-extender: every assignment is signed, so a key is "
+            "needed: make one (openssl rand -hex 32 >key; kubectl -n gslice-system create "
+            "secret generic gslice-signing --from-file=key) and mount it at "
+            "/etc/gslice/signing as deploy/ does, or give --signing-key FILE\n",
+            err);
+    return 1;
+  }
+  ccfg.keys = &keys;
   /* Signals are taken by sigwait below; every thread started after this inherits the mask. */
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
@@ -115,9 +164,10 @@ int main(int argc, char **argv) {
   }
   fprintf(stderr,
           "gslice-extender: listening on port %u (policy %s, node timeout %llu s, API server "
-          "%s)\n",
+          "%s, signing key %s%s%s, %zu priority class(es))\n",
           ext_server_port(s), place_policy_name(ccfg.policy),
-          (unsigned long long)(ccfg.node_timeout_ms / 1000), kube_server(k));
+          (unsigned long long)(ccfg.node_timeout_ms / 1000), kube_server(k), keys.key[0].id,
+          keys.n > 1 ? ", also verifying " : "", keys.n > 1 ? keys.key[1].id : "", ccfg.nclasses);
   sigwait(&sigs, &sig);
   fprintf(stderr, "gslice-extender: %s, stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   rc = 0;
@@ -126,5 +176,6 @@ out:
   ext_watch_stop(w);
   cluster_free(c);
   kube_close(k);
+  k8s_keys_clear(&keys);
   return rc ? 1 : 0;
 }
