@@ -19,6 +19,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scheduler  # noqa: E402
+import signing  # noqa: E402
+from signing import sign_assigned, make_key  # noqa: E402,F401  (for the tests)
 
 GiB = 1 << 30
 BUILD = os.environ.get("GSLICE_BUILD")
@@ -79,6 +81,8 @@ class Cluster:
         with open(self.kubeconfig, "w") as f:
             f.write("current-context: t\nclusters:\n- name: c\n  cluster:\n    server: %s\n"
                     "contexts:\n- name: t\n  context: {cluster: c}\n" % self.api)
+        # The cluster's signing key (the Secret gslice-extender and gslice-node mount).
+        self.signing_key = make_key(os.path.join(self.dir, "signing.key"))
         self.hb_thread = threading.Thread(target=self._heartbeats, daemon=True)
         self.hb_thread.start()
 
@@ -145,8 +149,10 @@ class Cluster:
                 except OSError:
                     pass
 
-    def add_pod(self, ns, name, containers, annotations=None, init=None):
-        """containers: [(name, gpus, memory, compute)] with memory/compute as quantities."""
+    def add_pod(self, ns, name, containers, annotations=None, init=None, node=None,
+                priority_class=None):
+        """containers: [(name, gpus, memory, compute)] with memory/compute as quantities;
+        node: spec.nodeName set at creation, as a namespace user may write it."""
         def ctr(c):
             cname, n, mem, cpu = c
             lim = {"gslice.io/gpu": str(n)}
@@ -161,7 +167,21 @@ class Cluster:
                "status": {"phase": "Pending"}}
         if init:
             pod["spec"]["initContainers"] = [ctr(c) for c in init]
+        if node:
+            pod["spec"]["nodeName"] = node
+        if priority_class:
+            pod["spec"]["priorityClassName"] = priority_class
         return self.req("POST", "/api/v1/namespaces/%s/pods" % ns, pod)
+
+    def annotate(self, ns, name, annotations):
+        """A merge patch of the pod's annotations (None deletes one), as its namespace's
+        edit role may write them."""
+        return self.req("PATCH", "/api/v1/namespaces/%s/pods/%s" % (ns, name),
+                        {"metadata": {"annotations": annotations}})
+
+    def signature(self, ns, name):
+        return (self.pod(ns, name)["metadata"].get("annotations") or {}).get(
+            "gslice.io/assigned-signature")
 
     def pod(self, ns, name):
         return self.req("GET", "/api/v1/namespaces/%s/pods/%s" % (ns, name))
@@ -186,8 +206,10 @@ class Cluster:
         log_path = os.path.join(self.dir, "extender.log")
         self.ext_log = open(log_path, "a")
         start = self.ext_log.tell()
+        keys = [] if any(a == "--signing-key" for a in args) else [
+            "--signing-key", self.signing_key]
         self.ext = subprocess.Popen([EXTENDER, "--listen", "127.0.0.1:0", "--kubeconfig",
-                                     self.kubeconfig] + list(args),
+                                     self.kubeconfig] + keys + list(args),
                                     stdout=self.ext_log, stderr=subprocess.STDOUT)
         self.procs.append(self.ext)
 

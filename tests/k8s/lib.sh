@@ -34,6 +34,19 @@ _k8s_cleanup() {
   exit $rc
 }
 trap _k8s_cleanup EXIT
+# SIGNING_KEY: this test's signing key (64 hex digits, mode 0600), what gslice-extender and
+# gslice-node are started with (--signing-key; start_node passes it). A test that hand-writes
+# gslice.io/assigned signs it with sign_assigned.
+SIGNING_KEY="$T/signing.key"
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$SIGNING_KEY")
+export SIGNING_KEY
+# sign_assigned KEY_FILE UID NODE TEXT: prints the gslice.io/assigned-signature gslice-extender
+# would write for assignment TEXT (the annotation's exact bytes) of the pod with UID on NODE:
+# v1:<first 16 hex of SHA-256(key)>:<hex HMAC-SHA256 of "gslice.io/assigned/v1\n" UID "\n"
+# NODE "\n" TEXT> (src/k8s/common/sign.h).
+sign_assigned() {
+  "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import signing; print(signing.sign_assigned(*sys.argv[2:6]))' "$K8S" "$@"
+}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "PASS: $*"; }
 expect_eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }
