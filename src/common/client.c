@@ -18,6 +18,20 @@ const char *gs_client_socket_path(void) {
   return p && *p ? p : GS_DEFAULT_SOCKET;
 }
 
+int gs_hook_socket_path(const char *main_socket, char *out, size_t len) {
+  const char *slash = strrchr(main_socket, '/'), *base = slash ? slash + 1 : main_socket;
+  size_t dir = slash ? (size_t)(slash - main_socket) + 1 : 0; /* with its '/' */
+  struct sockaddr_un a;
+  int n;
+
+  if (!*base)
+    return -EINVAL;
+  n = snprintf(out, len, "%.*shook/%s", (int)dir, main_socket, base);
+  if (n < 0 || (size_t)n >= len || (size_t)n >= sizeof(a.sun_path))
+    return -ENAMETOOLONG;
+  return 0;
+}
+
 int gs_client_connect(const char *path, int *ret_fd) {
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   int fd, r;

@@ -10,6 +10,13 @@
 /* GSLICE_SOCKET when set, else the default. */
 const char *gs_client_socket_path(void);
 
+/* The hook socket of a daemon whose main socket is main_socket: <dirname>/hook/<basename>
+ * (/run/gslice/gsliced.sock: /run/gslice/hook/gsliced.sock). gsliced listens there unless its
+ * config (hook_socket) says otherwise, and gslice-node mounts that dir read-only into containers:
+ * one function, so both agree (docs/protocol.md, "The hook socket"). Returns 0, -EINVAL (empty, or
+ * ending in '/') or -ENAMETOOLONG (does not fit in len, or in a socket address). */
+int gs_hook_socket_path(const char *main_socket, char *out, size_t len);
+
 /* Connects (blocking, close-on-exec). Returns 0 and the fd, or -errno
  * (-ENOENT/-ECONNREFUSED: no daemon answers there). */
 int gs_client_connect(const char *path, int *ret_fd);

@@ -112,6 +112,33 @@ static int str_ok(const char *s, size_t cap) {
   return memchr(s, '\0', cap) != NULL;
 }
 
+/* The per-GPU arrays (proto.h, gs_spec_per_gpu): 0 outside the mask and where their bit is
+ * clear; a request within the limit, a cap within GS_SIZE_MAX. */
+static int per_gpu_check(const struct gs_slice_spec *spec, char *why, size_t why_len) {
+  uint32_t mask = gs_spec_mask(spec);
+
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    uint32_t request = spec->gpu_compute_request[g];
+    uint64_t cap = spec->gpu_memory_cap[g];
+    int in = (mask & (1u << g)) != 0;
+    const char *reason = NULL;
+
+    if ((request && (!in || !(spec->per_gpu & GS_SPEC_GPU_REQUEST))) ||
+        (cap && (!in || !(spec->per_gpu & GS_SPEC_GPU_MEMORY))))
+      reason = "a per-GPU value for a GPU outside the mask, or without its per_gpu flag";
+    else if (request > spec->compute_limit)
+      reason = "compute limit is below the request on a GPU";
+    else if (cap > GS_SIZE_MAX)
+      reason = "memory cap is over " GS_SIZE_MAX_TEXT " on a GPU";
+    if (reason) {
+      if (why && why_len)
+        snprintf(why, why_len, "GPU %u: %s", g, reason);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 int gs_slice_spec_check(const struct gs_slice_spec *spec, char *why, size_t why_len) {
   const char *reason = NULL;
 
@@ -131,11 +158,52 @@ int gs_slice_spec_check(const struct gs_slice_spec *spec, char *why, size_t why_
     reason = "GPU index out of range";
   else if (spec->memory_cap > GS_SIZE_MAX)
     reason = "memory cap is over " GS_SIZE_MAX_TEXT;
+  else if (spec->per_gpu & ~(uint32_t)GS_SPEC_GPU_KNOWN)
+    reason = "unknown per-GPU flags";
   if (!reason)
-    return 0;
+    return per_gpu_check(spec, why, why_len);
   if (why && why_len)
     snprintf(why, why_len, "%s", reason);
   return -EINVAL;
+}
+
+uint32_t gs_spec_mask(const struct gs_slice_spec *spec) {
+  return spec->gpu_mask ? spec->gpu_mask : 1u;
+}
+
+uint32_t gs_spec_request(const struct gs_slice_spec *spec, uint32_t gpu) {
+  if ((spec->per_gpu & GS_SPEC_GPU_REQUEST) && gpu < GS_MAX_GPUS)
+    return spec->gpu_compute_request[gpu];
+  return spec->compute_request;
+}
+
+uint64_t gs_spec_memory_cap(const struct gs_slice_spec *spec, uint32_t gpu) {
+  if ((spec->per_gpu & GS_SPEC_GPU_MEMORY) && gpu < GS_MAX_GPUS)
+    return spec->gpu_memory_cap[gpu];
+  return spec->memory_cap;
+}
+
+void gs_spec_normalize(struct gs_slice_spec *spec) {
+  uint32_t mask = gs_spec_mask(spec), request = 0;
+  uint64_t cap = 0;
+  int uncapped = 0;
+  struct gs_slice_spec n = *spec;
+
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    n.gpu_compute_request[g] = (mask & (1u << g)) ? gs_spec_request(spec, g) : 0;
+    n.gpu_memory_cap[g] = (mask & (1u << g)) ? gs_spec_memory_cap(spec, g) : 0;
+    if (!(mask & (1u << g)))
+      continue;
+    if (n.gpu_compute_request[g] > request)
+      request = n.gpu_compute_request[g];
+    if (n.gpu_memory_cap[g] > cap)
+      cap = n.gpu_memory_cap[g];
+    uncapped |= n.gpu_memory_cap[g] == 0;
+  }
+  n.per_gpu = GS_SPEC_GPU_REQUEST | GS_SPEC_GPU_MEMORY;
+  n.compute_request = request;
+  n.memory_cap = uncapped ? 0 : cap;
+  *spec = n;
 }
 
 static int check_body(const struct gs_msg *m) {
@@ -201,6 +269,11 @@ static int check_body(const struct gs_msg *m) {
       return -EPROTO;
     if ((st->fields & GS_SET_WEIGHT) && (st->spec.weight < 1 || st->spec.weight > 1000))
       return -EPROTO;
+    if (st->spec.per_gpu & ~(uint32_t)GS_SPEC_GPU_KNOWN)
+      return -EPROTO;
+    for (uint32_t g = 0; g < GS_MAX_GPUS; g++)
+      if (st->spec.gpu_compute_request[g] > 100 || st->spec.gpu_memory_cap[g] > GS_SIZE_MAX)
+        return -EPROTO;
     return 0;
   }
   default: return 0;

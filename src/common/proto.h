@@ -26,8 +26,9 @@
 #define GS_PROTO_MAGIC 0x434c5347u /* "GSLC" in memory on little-endian */
 /* Versions: 2: slice nonces; 3: processes outside every slice in STATUS; 4: time lost to
  * token switches per GPU in STATUS; 5: PING; 6: the handoff (TOKEN_RELEASE flags and tail end,
- * TOKEN_GRANT busy_until); 7: TOKEN_RELEASE kernel_ns. */
-#define GS_PROTO_VERSION 7u
+ * TOKEN_GRANT busy_until); 7: TOKEN_RELEASE kernel_ns; 8: per-GPU requests and memory caps in
+ * gs_slice_spec, each slice's request per GPU in STATUS, the hook socket. */
+#define GS_PROTO_VERSION 8u
 #define GS_PROTO_MAX_SLICES 256u
 #define GS_PROTO_TEXT_MAX 256u
 #define GS_PROTO_PATH_MAX 256u
@@ -63,18 +64,34 @@ struct gs_msg_hdr {
 };
 _Static_assert(sizeof(struct gs_msg_hdr) == 16, "header is 16 bytes");
 
+/* gs_slice_spec.per_gpu: which per-GPU arrays hold the slice's values. A slice over several GPUs
+ * may ask for different amounts of each (a container given 16% of GPU 0 and 15% of GPU 1): with
+ * the bit set, the array's entry for each GPU of the mask is that GPU's value and the scalar is
+ * not read (the daemon sets it to the largest, for readers that show one figure); with the bit
+ * clear, the scalar applies to every GPU of the mask and the array is all 0. Entries of GPUs
+ * outside the mask are 0 either way. */
+enum gs_spec_per_gpu {
+  GS_SPEC_GPU_REQUEST = 1u << 0, /* gpu_compute_request[] */
+  GS_SPEC_GPU_MEMORY = 1u << 1,  /* gpu_memory_cap[] */
+  GS_SPEC_GPU_KNOWN = (1u << 2) - 1,
+};
+
 /* What a slice is: the arguments of `gslice run` that reach the daemon. */
 struct gs_slice_spec {
   char name[GS_NAME_MAX];   /* NUL-terminated, may be empty */
   uint32_t gpu_mask;        /* bit i: GPU index i (above); 0 means GPU 0 */
-  uint32_t compute_request; /* percent of one GPU, 0..100 */
-  uint32_t compute_limit;   /* percent of one GPU, request..100, not 0 */
+  uint32_t compute_request; /* percent of one GPU, 0..100, on each of its GPUs */
+  uint32_t compute_limit;   /* percent of one GPU, request..100, not 0 (every GPU alike) */
   int32_t priority;         /* enum gs_priority */
   uint32_t weight;          /* 1..1000 */
-  uint32_t reserved;
-  uint64_t memory_cap; /* bytes per GPU, 0: no cap */
+  uint32_t per_gpu;         /* enum gs_spec_per_gpu */
+  uint64_t memory_cap;      /* bytes per GPU, 0: no cap */
+  /* By GPU index: percent of that GPU, 0..compute_limit (GS_SPEC_GPU_REQUEST). */
+  uint32_t gpu_compute_request[GS_MAX_GPUS];
+  /* By GPU index: bytes on that GPU, 0: no cap there (GS_SPEC_GPU_MEMORY). */
+  uint64_t gpu_memory_cap[GS_MAX_GPUS];
 };
-_Static_assert(sizeof(struct gs_slice_spec) == 96, "slice spec size");
+_Static_assert(sizeof(struct gs_slice_spec) == 96 + 16 * 4 + 16 * 8, "slice spec size");
 
 struct gs_msg_hello {
   uint32_t role;     /* enum gs_role */
@@ -93,7 +110,7 @@ struct gs_msg_hello_ok {
   uint64_t window_ns;        /* the scheduler's window */
   struct gs_slice_spec spec; /* the slice (zero when slice_id is 0) */
 };
-_Static_assert(sizeof(struct gs_msg_hello_ok) == 112, "hello_ok size");
+_Static_assert(sizeof(struct gs_msg_hello_ok) == 112 + 192, "hello_ok size");
 
 struct gs_msg_error {
   int32_t code; /* negative errno */
@@ -120,7 +137,7 @@ struct gs_msg_register {
   int32_t runner_pid; /* the `gslice run` process whose life is the slice's */
   uint32_t flags;     /* enum gs_register_flag */
 };
-_Static_assert(sizeof(struct gs_msg_register) == 104, "register size");
+_Static_assert(sizeof(struct gs_msg_register) == 104 + 192, "register size");
 
 struct gs_msg_registered {
   uint32_t slice_id;
@@ -216,9 +233,12 @@ struct gs_msg_set {
   uint32_t fields; /* enum gs_set_field bits */
   uint32_t force;  /* memory cap below current use: allowed, new allocations fail */
   uint32_t reserved;
-  struct gs_slice_spec spec; /* name and gpu_mask are ignored */
+  /* name and gpu_mask are ignored. GS_SET_REQUEST with GS_SPEC_GPU_REQUEST in spec.per_gpu sets
+   * each GPU of the slice's mask to its gpu_compute_request entry, without it every GPU to
+   * compute_request; GS_SET_MEMORY likewise with GS_SPEC_GPU_MEMORY and gpu_memory_cap. */
+  struct gs_slice_spec spec;
 };
-_Static_assert(sizeof(struct gs_msg_set) == 112, "set size");
+_Static_assert(sizeof(struct gs_msg_set) == 112 + 192, "set size");
 
 /* PING and its PONG: the daemon echoes the cookie. */
 struct gs_msg_ping {
@@ -286,3 +306,12 @@ int gs_msg_decode(const void *buf, size_t len, struct gs_msg *ret);
 /* Validates a slice spec as `gslice run` and SET must: returns 0 or -EINVAL
  * with a reason in why (NUL-terminated) when why is not NULL. */
 int gs_slice_spec_check(const struct gs_slice_spec *spec, char *why, size_t why_len);
+/* The slice's GPU mask, GPU 0 when empty. */
+uint32_t gs_spec_mask(const struct gs_slice_spec *spec);
+/* What the spec asks on GPU index `gpu` (one of its mask): its per-GPU entry when per_gpu says
+ * so, else the scalar. */
+uint32_t gs_spec_request(const struct gs_slice_spec *spec, uint32_t gpu);
+uint64_t gs_spec_memory_cap(const struct gs_slice_spec *spec, uint32_t gpu);
+/* Puts a checked spec in its one stored form: both arrays filled for the GPUs of its mask (both
+ * per_gpu bits set), the scalars the largest request and cap (the cap 0 when a GPU has none). */
+void gs_spec_normalize(struct gs_slice_spec *spec);

@@ -59,7 +59,8 @@ struct gs_gpu_status {
 
 /* One slice on one of its GPUs. */
 struct gs_slice_gpu_status {
-  uint32_t gpu; /* the GPU's index, as gs_gpu_status.index */
+  uint32_t gpu;             /* the GPU's index, as gs_gpu_status.index */
+  uint32_t compute_request; /* percent of this GPU the slice requests (per GPU: proto.h) */
   uint64_t memory_used_bytes;
   uint64_t memory_cap_bytes;                 /* 0: no cap */
   double share_ratio;                        /* achieved share of device time, last window */

@@ -90,18 +90,24 @@ static bool in_our_pidns(pid_t pid) {
          ours.st_ino == theirs.st_ino && ours.st_dev == theirs.st_dev;
 }
 
-bool authz_admin(const struct daemon *d, const struct conn *c) {
+bool authz_host_process(const struct daemon *d, const struct conn *c) {
   uint64_t start = 0;
   int exited = 1;
+
+  (void)d;
+  /* What is read from /proc counts only while the process is still the one that connected (a
+   * reused pid could be anyone's). */
+  return in_our_pidns(c->pid) && gs_proc_identity(c->pid, &start, &exited) == 0 && !exited &&
+         start == c->start;
+}
+
+bool authz_admin(const struct daemon *d, const struct conn *c) {
   gid_t gid;
 
   /* Root in a container is a container's root: containers often run as uid 0 without a user
    * namespace, and their processes reach the socket (it is mounted into them). A process in
-   * another pid namespace is never an admin, whatever its uid or groups. What is read from
-   * /proc counts only while the process is still the one that connected (a reused pid could
-   * be anyone's). */
-  if (!in_our_pidns(c->pid) || gs_proc_identity(c->pid, &start, &exited) < 0 || exited ||
-      start != c->start)
+   * another pid namespace is never an admin, whatever its uid or groups. */
+  if (!authz_host_process(d, c))
     return false;
   if (c->uid == 0 || c->uid == geteuid())
     return true;
@@ -198,11 +204,19 @@ static int raised(const struct gs_slice_spec *from, const struct gs_slice_spec *
 #define RAISED(cond, what)                                                                         \
   if ((cond) && (size_t)n < len)                                                                   \
   n += snprintf(buf + n, len - (size_t)n, "%s%s", n ? ", " : "", what)
-  RAISED(to->compute_request > from->compute_request, "compute request");
+  bool request = false, cap = false;
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    uint64_t was = gs_spec_memory_cap(from, g), now = gs_spec_memory_cap(to, g);
+    if (!(gs_spec_mask(from) & (1u << g)))
+      continue;
+    request |= gs_spec_request(to, g) > gs_spec_request(from, g);
+    cap |= was && (!now || now > was);
+  }
+  RAISED(request, "compute request");
   RAISED(to->compute_limit > from->compute_limit, "compute limit");
   RAISED(to->priority > from->priority, "priority");
   RAISED(to->weight > from->weight, "weight");
-  RAISED(from->memory_cap && (!to->memory_cap || to->memory_cap > from->memory_cap), "memory cap");
+  RAISED(cap, "memory cap");
 #undef RAISED
   return n > 0;
 }
@@ -243,27 +257,29 @@ int authz_unregister(struct daemon *d, const struct conn *c, const struct slice 
 
 int authz_register(struct daemon *d, const struct conn *c, const struct gs_slice_spec *spec,
                    char *why, size_t why_len) {
-  uint32_t mask = spec->gpu_mask ? spec->gpu_mask : 1u;
+  uint32_t mask = gs_spec_mask(spec);
 
   if (authz_admin(d, c))
     return 0;
-  if (d->cfg.max_memory_per_user && !spec->memory_cap) {
-    snprintf(why, why_len,
-             "uid %u must give its slices a memory cap (max_memory_per_user is set); add "
-             "--memory",
-             (unsigned)c->uid);
-    return -EDQUOT;
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    if ((mask & (1u << g)) && d->cfg.max_memory_per_user && !gs_spec_memory_cap(spec, g)) {
+      snprintf(why, why_len,
+               "uid %u must give its slices a memory cap (max_memory_per_user is set); add "
+               "--memory",
+               (unsigned)c->uid);
+      return -EDQUOT;
+    }
   }
   for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
-    uint64_t compute = spec->compute_request, memory = spec->memory_cap;
+    uint64_t compute = gs_spec_request(spec, g), memory = gs_spec_memory_cap(spec, g);
     if (!(mask & (1u << g)))
       continue;
     for (uint32_t i = 0; i < d->reg.n; i++) {
       const struct slice *o = d->reg.slices[i];
       if (o->uid != c->uid || !(slice_mask(o) & (1u << g)))
         continue;
-      compute += o->spec.compute_request;
-      memory += o->spec.memory_cap;
+      compute += gs_spec_request(&o->spec, g);
+      memory += gs_spec_memory_cap(&o->spec, g);
     }
     if (compute > d->cfg.max_compute_per_user) {
       snprintf(why, why_len,

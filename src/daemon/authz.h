@@ -11,6 +11,10 @@
  * that process is still the one that connected. */
 bool authz_admin(const struct daemon *d, const struct conn *c);
 
+/* Whether the connected process runs in the daemon's own pid namespace (not in a container),
+ * and is still the process that connected. REGISTER needs it, whatever the uid. */
+bool authz_host_process(const struct daemon *d, const struct conn *c);
+
 /* Whether c may change s at all (SET, UNREGISTER, HELLO as its process): an admin, or s's owner
  * uid — from another pid namespace (a container), only a process inside s. What it may change is
  * authz_set's. */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "proto.h"
 #include "sched.h"
 
@@ -28,6 +29,10 @@
 const struct config_entry config_table[] = {
     STR(socket, GS_DEFAULT_SOCKET, false,
         "Unix socket of the daemon (GSLICE_SOCKET overrides the default)"),
+    STR(hook_socket, "", false,
+        "Unix socket for container slices' hooks only (HELLO as a slice's hook with its nonce, "
+        "then tokens), its dir mounted read-only into containers; default: <dir of "
+        "socket>/hook/<name of socket>"),
     STR(state_dir, "", false,
         "slices, their state dirs, lock and log; default /var/lib/gslice as root, "
         "else ${XDG_RUNTIME_DIR:-/tmp}/gslice-UID"),
@@ -213,6 +218,20 @@ int config_admin_gid(const struct config *c, gid_t *ret_gid) {
   return 0;
 }
 
+int config_derive(struct config *c, char *why, size_t why_len) {
+  if (c->hook_socket[0])
+    return 0;
+  if (gs_hook_socket_path(c->socket, c->hook_socket, sizeof(c->hook_socket)) < 0) {
+    c->hook_socket[0] = 0;
+    snprintf(why, why_len,
+             "hook_socket: <dir of socket>/hook/<name> of '%s' does not fit in a socket address "
+             "(107 bytes); give a shorter socket, or hook_socket",
+             c->socket);
+    return -ENAMETOOLONG;
+  }
+  return 0;
+}
+
 int config_check(const struct config *c, char *why, size_t why_len) {
   if (c->quantum_min_us > c->quantum_max_us || c->quantum_init_us < c->quantum_min_us ||
       c->quantum_init_us > c->quantum_max_us) {
@@ -229,6 +248,15 @@ int config_check(const struct config *c, char *why, size_t why_len) {
   }
   if (!c->socket[0] || !c->state_dir[0]) {
     snprintf(why, why_len, "socket and state_dir must not be empty");
+    return -EINVAL;
+  }
+  /* The hook socket's dir is mounted into containers: the main socket must not be in it. */
+  const char *hs = strrchr(c->hook_socket, '/'), *ms = strrchr(c->socket, '/');
+  size_t hd = hs ? (size_t)(hs - c->hook_socket) : 0, md = ms ? (size_t)(ms - c->socket) : 0;
+  if (c->hook_socket[0] && hd == md && !strncmp(c->hook_socket, c->socket, hd)) {
+    snprintf(why, why_len,
+             "hook_socket must be in another directory than socket (that directory is mounted "
+             "into containers)");
     return -EINVAL;
   }
   return 0;

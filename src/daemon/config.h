@@ -9,7 +9,8 @@
 #define CONFIG_STR_MAX 256
 
 struct config {
-  char socket[108]; /* sun_path size */
+  char socket[108];      /* sun_path size */
+  char hook_socket[108]; /* "": gs_hook_socket_path(socket), set by config_derive */
   char state_dir[CONFIG_STR_MAX];
   char metrics[CONFIG_STR_MAX]; /* HOST:PORT of /metrics, "off": none */
   uint64_t window_ms;
@@ -55,6 +56,9 @@ int config_load_file(struct config *c, const char *path, char *why, size_t why_l
 /* The gid admin_group names: 0 and *ret_gid (when not NULL), or -ENOENT (empty, or no such group).
  */
 int config_admin_gid(const struct config *c, gid_t *ret_gid);
+/* Settings whose default is made of others (hook_socket of socket), once all are read: 0, or
+ * -ENAMETOOLONG with a reason in why. */
+int config_derive(struct config *c, char *why, size_t why_len);
 /* Cross-field checks (quantum bounds against the window). */
 int config_check(const struct config *c, char *why, size_t why_len);
 /* The table with each entry's value in c (or the default when c is NULL). */

@@ -36,6 +36,7 @@ struct conn {
   uid_t uid;
   gid_t gid;
   bool hello;
+  bool hook_only;        /* accepted on the hook socket: a container slice's hook, nothing more */
   bool dropped;          /* its replies piled up unread: closed at the next chance */
   uint64_t accepted_at;  /* for the HELLO deadline */
   uint32_t role;         /* enum gs_role, after HELLO */
@@ -74,7 +75,8 @@ struct daemon {
   char config_path[CONFIG_STR_MAX];
   struct loop *loop;
   int listen_fd;
-  int spare_fd; /* kept open to accept-and-close when out of file descriptors */
+  int hook_listen_fd; /* the hook socket (config hook_socket): hook-only connections */
+  int spare_fd;       /* kept open to accept-and-close when out of file descriptors */
   bool said_nofile;
   uint64_t said_user_clients_at; /* last log of a max_clients_per_user refusal */
   /* Connections refused over max_clients_per_user, their ERROR sent and their write side shut,
@@ -102,6 +104,9 @@ struct daemon {
  * (connections), requests.c (what a request does), token.c (the token flow of every GPU). */
 /* sock.c */
 int server_listen(struct daemon *d);
+/* The hook socket (cfg.hook_socket) in a dir of the daemon's own, made 0755 through descriptors:
+ * 0, or -errno with the reason in why. */
+int server_listen_hook(struct daemon *d, char *why, size_t why_len);
 void server_close_all(struct daemon *d);
 /* requests.c: applies new scheduler settings to every GPU (SIGHUP). */
 void server_apply_sched_cfg(struct daemon *d);

@@ -131,6 +131,33 @@ static int mkdirs(const char *path, mode_t mode) {
   return 0;
 }
 
+/* A relative state dir is the working directory's at start: every slice's dir is handed out as
+ * a path under it (GSLICE_STATE_DIR), which must be absolute (`gsliced --state-dir st` was taken,
+ * and every `gslice run` then died: GSLICE_STATE_DIR="st/slices/1" is malformed). */
+static int absolute_state_dir(struct config *c, char *why, size_t why_len) {
+  char cwd[CONFIG_STR_MAX], abs[CONFIG_STR_MAX];
+  const char *rel = c->state_dir;
+
+  if (rel[0] == '/')
+    return 0;
+  while (rel[0] == '.' && rel[1] == '/')
+    rel += 2;
+  if (!getcwd(cwd, sizeof(cwd)) ||
+      (size_t)snprintf(abs, sizeof(abs), "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", rel) >=
+          sizeof(abs)) {
+    snprintf(why, why_len,
+             "state_dir '%s' is relative and cannot be made absolute (%s); give an absolute path",
+             c->state_dir, errno == ERANGE || !errno ? "too long" : strerror(errno));
+    return -EINVAL;
+  }
+  /* "." alone, or a trailing "/.": the working directory itself. */
+  size_t n = strlen(abs);
+  if (n > 2 && !strcmp(abs + n - 2, "/."))
+    abs[n - 2] = 0;
+  snprintf(c->state_dir, sizeof(c->state_dir), "%s", abs);
+  return 0;
+}
+
 /* The state dir holds the lock, the log, the registry and every slice's dir: whoever can write
  * in it can point those names at other files (a non-root daemon's default sits in a shared
  * /tmp, where another user can make it first, with symlinks in it). It must be a directory
@@ -285,7 +312,7 @@ static void reload(struct daemon *d) {
     return;
   }
   if (config_load_file(&c, d->config_path, why, sizeof(why)) < 0 ||
-      config_check(&c, why, sizeof(why)) < 0) {
+      config_derive(&c, why, sizeof(why)) < 0 || config_check(&c, why, sizeof(why)) < 0) {
     dlog("error", "SIGHUP: %s; keeping the running settings", why);
     return;
   }
@@ -336,7 +363,7 @@ int main(int argc, char **argv) {
 
   if (!d)
     return 1;
-  d->listen_fd = d->signal_fd = d->lock_fd = d->spare_fd = -1;
+  d->listen_fd = d->hook_listen_fd = d->signal_fd = d->lock_fd = d->spare_fd = -1;
   config_defaults(&d->cfg);
   while ((o = getopt_long(argc, argv, "s:d:fc:m:S:Ph", opts, NULL)) != -1) {
     switch (o) {
@@ -378,7 +405,8 @@ int main(int argc, char **argv) {
   if ((socket_arg && config_set(&d->cfg, "socket", socket_arg, why, sizeof(why)) < 0) ||
       (state_arg && config_set(&d->cfg, "state_dir", state_arg, why, sizeof(why)) < 0) ||
       (metrics_arg && config_set(&d->cfg, "metrics", metrics_arg, why, sizeof(why)) < 0) ||
-      config_check(&d->cfg, why, sizeof(why)) < 0) {
+      absolute_state_dir(&d->cfg, why, sizeof(why)) < 0 ||
+      config_derive(&d->cfg, why, sizeof(why)) < 0 || config_check(&d->cfg, why, sizeof(why)) < 0) {
     fprintf(stderr, "gsliced: %s\n", why);
     return 2;
   }
@@ -418,6 +446,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gsliced: cannot listen on %s: %s\n", d->cfg.socket, strerror(-r));
     return 1;
   }
+  r = server_listen_hook(d, why, sizeof(why));
+  if (r < 0) {
+    fprintf(stderr, "gsliced: cannot listen on the hook socket %s: %s\n", d->cfg.hook_socket, why);
+    return 1;
+  }
   if (!foreground && background(d, dir_fd) < 0)
     return 1;
   close(dir_fd);
@@ -455,8 +488,10 @@ int main(int argc, char **argv) {
                                          : ": NOT loopback, reachable from other hosts");
   }
   loop_add_timer(d->loop, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
-  dlog("info", "serving %s, state %s, %u GPU(s), %u slice(s) recovered", d->cfg.socket,
-       d->cfg.state_dir, d->ngpus, d->reg.n);
+  dlog("info",
+       "serving %s (hooks of container slices: %s), state %s, %u GPU(s), %u slice(s) "
+       "recovered",
+       d->cfg.socket, d->cfg.hook_socket, d->cfg.state_dir, d->ngpus, d->reg.n);
   r = loop_run(d->loop);
   server_close_all(d);
   gs_metrics_stop(d->metrics);

@@ -16,7 +16,7 @@
 #define STATE_MAGIC "gslice-state 1"
 
 uint32_t slice_mask(const struct slice *s) {
-  return s->spec.gpu_mask ? s->spec.gpu_mask : 1u;
+  return gs_spec_mask(&s->spec);
 }
 
 int slice_gpu(const struct slice *s, uint32_t ordinal, uint32_t *ret_gpu) {
@@ -64,7 +64,7 @@ uint32_t registry_committed(const struct registry *reg, uint32_t gpu, uint32_t e
   for (uint32_t i = 0; i < reg->n; i++) {
     const struct slice *s = reg->slices[i];
     if (s->id != except_id && (slice_mask(s) & (1u << gpu)))
-      sum += s->spec.compute_request;
+      sum += gs_spec_request(&s->spec, gpu);
   }
   return sum;
 }
@@ -88,12 +88,12 @@ int registry_admit(const struct registry *reg, const struct gs_slice_spec *spec,
                ngpus ? ngpus - 1 : 0);
       return -ENODEV;
     }
-    uint32_t used = registry_committed(reg, g, except_id);
-    if (used + spec->compute_request > 100) {
+    uint32_t used = registry_committed(reg, g, except_id), want = gs_spec_request(spec, g);
+    if (used + want > 100) {
       snprintf(why, why_len,
                "GPU %u has %u%% of compute committed already; %u%% more is over 100%% "
                "(at most %u%% is left)",
-               g, used, spec->compute_request, 100 - used);
+               g, used, want, 100 - used);
       return -EBUSY;
     }
   }
@@ -113,43 +113,97 @@ static void remove_dir(const char *dir) {
     return;
   }
   while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-      unlinkat(dirfd(d), e->d_name, 0);
+    /* An empty dir a container's root made there goes too; nothing is entered. */
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && unlinkat(dirfd(d), e->d_name, 0) < 0 &&
+        errno == EISDIR)
+      unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
   }
   closedir(d);
   rmdir(dir);
 }
 
-static int make_dir(const struct registry *reg, struct slice *s) {
-  char parent[GS_PROTO_PATH_MAX + 16];
+/* Where a slice's dir lives: slices/ for gslice run's (the user's own, 0700), held/ for those a
+ * container's processes join (flags). held/ is 0700 and the daemon's: the dir of such a slice is
+ * 0755 with a 0666 memory region and slice.env beside it, for whatever uid the container runs as
+ * once the dir is mounted into it, and a local user must not reach them by path (user nobody
+ * joined a Kubernetes slice through slices/<id>/slice.env). */
+static const char *parent_name(uint32_t flags) {
+  return flags ? "held" : "slices";
+}
 
-  snprintf(parent, sizeof(parent), "%s/slices", reg->state_dir);
-  if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+/* Opens (making it first) the daemon's own subdir `name` of the dir at parent_fd, never through
+ * a link, and sets its mode: one that is not a dir of the daemon's user is refused. */
+static int open_own_dir(int parent_fd, const char *name, mode_t mode, int *ret_fd) {
+  struct stat st;
+  int fd;
+
+  if (mkdirat(parent_fd, name, mode) < 0 && errno != EEXIST)
     return -errno;
-  if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%" PRIu32, parent, s->id) >= sizeof(s->dir))
-    return -ENAMETOOLONG;
-  /* A dir of that id left by an earlier daemon is its old owner's, with their files in it:
-   * emptied and made again. */
-  if (mkdir(s->dir, 0700) < 0) {
-    if (errno != EEXIST)
-      return -errno;
-    remove_dir(s->dir);
-    if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
-      return -errno;
-  }
-  /* The slice's processes run as its owner and share files there (the memory region): the dir
-   * is theirs, given through a descriptor that did not follow a link. */
-  if (geteuid() == 0) {
-    struct stat st;
-    int r = 0, fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-      return -errno;
-    if (fstat(fd, &st) < 0 || fchown(fd, s->uid, s->gid) < 0 || fchmod(fd, 0700) < 0)
-      r = -errno;
+  fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int r = 0;
+  if (fstat(fd, &st) < 0)
+    r = -errno;
+  else if (st.st_uid != geteuid())
+    r = -EPERM;
+  else if (fchmod(fd, mode) < 0)
+    r = -errno;
+  if (r < 0) {
     close(fd);
     return r;
   }
+  *ret_fd = fd;
   return 0;
+}
+
+static int make_dir(const struct registry *reg, struct slice *s) {
+  char id[16];
+  struct stat st;
+  int r, sfd = -1, pfd = -1, fd = -1;
+
+  snprintf(id, sizeof(id), "%" PRIu32, s->id);
+  if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s/%s", reg->state_dir, parent_name(s->flags),
+                       id) >= sizeof(s->dir))
+    return -ENAMETOOLONG;
+  sfd = open(reg->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (sfd < 0)
+    return -errno;
+  r = open_own_dir(sfd, parent_name(s->flags), s->flags ? 0700 : 0755, &pfd);
+  if (r < 0)
+    goto out;
+  /* A dir of that id left by an earlier daemon is its old owner's, with their files in it:
+   * emptied and made again. */
+  if (mkdirat(pfd, id, 0700) < 0) {
+    if (errno != EEXIST) {
+      r = -errno;
+      goto out;
+    }
+    remove_dir(s->dir);
+    if (mkdirat(pfd, id, 0700) < 0 && errno != EEXIST) {
+      r = -errno;
+      goto out;
+    }
+  }
+  /* The slice's processes run as its owner and share files there (the memory region): the dir
+   * is theirs, given through a descriptor that did not follow a link. A container's slice's dir
+   * stays the registrant's (gslice-node's), readable by the container's user. */
+  fd = openat(pfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    r = -errno;
+    goto out;
+  }
+  r = 0;
+  if (fstat(fd, &st) < 0 || (geteuid() == 0 && fchown(fd, s->uid, s->gid) < 0) ||
+      fchmod(fd, (s->flags & GS_REGISTER_ANY_UID) ? 0755 : 0700) < 0)
+    r = -errno;
+out:
+  if (fd >= 0)
+    close(fd);
+  if (pfd >= 0)
+    close(pfd);
+  close(sfd);
+  return r;
 }
 
 /* A slice's nonce: random, so that a daemon started over an empty state dir (ids from 1 again)
@@ -167,8 +221,8 @@ static uint64_t new_nonce(void) {
   return v;
 }
 
-int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uid_t uid, gid_t gid,
-                 pid_t runner_pid, uint64_t runner_start, struct slice **ret) {
+int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uint32_t flags, uid_t uid,
+                 gid_t gid, pid_t runner_pid, uint64_t runner_start, struct slice **ret) {
   struct slice *s;
   int r;
 
@@ -183,7 +237,9 @@ int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uid_t u
                       .uid = uid,
                       .gid = gid,
                       .runner_pid = runner_pid,
-                      .runner_start = runner_start};
+                      .runner_start = runner_start,
+                      .flags = flags};
+  gs_spec_normalize(&s->spec);
   if (reg->next_id == 0)
     reg->next_id = 1;
   r = make_dir(reg, s);
@@ -238,11 +294,24 @@ int registry_save(const struct registry *reg) {
     fprintf(f,
             "slice %" PRIu32 " uid=%u gid=%u runner=%d start=%" PRIu64 " gpus=%" PRIu32
             " request=%" PRIu32 " limit=%" PRIu32 " priority=%" PRId32 " weight=%" PRIu32
-            " memory=%" PRIu64 " force=%" PRIu32 " nonce=%016" PRIx64 " flags=%" PRIu32
-            " name=%s\n",
+            " memory=%" PRIu64 " force=%" PRIu32 " nonce=%016" PRIx64 " flags=%" PRIu32,
             s->id, (unsigned)s->uid, (unsigned)s->gid, (int)s->runner_pid, s->runner_start,
             s->spec.gpu_mask, s->spec.compute_request, s->spec.compute_limit, s->spec.priority,
-            s->spec.weight, s->spec.memory_cap, s->memory_force, s->nonce, s->flags, s->spec.name);
+            s->spec.weight, s->spec.memory_cap, s->memory_force, s->nonce, s->flags);
+    /* Each GPU's request and cap, in the mask's index order (gs_spec_normalize filled them). */
+    for (int k = 0; k < 2; k++) {
+      const char *sep = k ? " gpu_memory=" : " gpu_request=";
+      for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+        if (!(slice_mask(s) & (1u << g)))
+          continue;
+        if (k)
+          fprintf(f, "%s%" PRIu64, sep, gs_spec_memory_cap(&s->spec, g));
+        else
+          fprintf(f, "%s%" PRIu32, sep, gs_spec_request(&s->spec, g));
+        sep = ",";
+      }
+    }
+    fprintf(f, " name=%s\n", s->spec.name);
   }
   if (fflush(f) != 0 || fsync(fd) != 0)
     r = -errno;
@@ -253,6 +322,35 @@ int registry_save(const struct registry *reg) {
   if (r < 0)
     unlink(tmp);
   return r;
+}
+
+/* "v,v,...": one value per GPU of the spec's mask, in index order, into its request (memory 0)
+ * or cap array. *p is left after the last. */
+static int parse_per_gpu(char **p, struct gs_slice_spec *spec, int memory) {
+  uint32_t mask = gs_spec_mask(spec);
+  char *q = *p;
+
+  for (uint32_t g = 0, first = 1; g < GS_MAX_GPUS; g++) {
+    char *end;
+    if (!(mask & (1u << g)))
+      continue;
+    if (!first && *q++ != ',')
+      return -EBADMSG;
+    first = 0;
+    if (*q < '0' || *q > '9')
+      return -EBADMSG;
+    errno = 0;
+    unsigned long long v = strtoull(q, &end, 10);
+    if (errno || end == q || (!memory && v > 100))
+      return -EBADMSG;
+    if (memory)
+      spec->gpu_memory_cap[g] = v;
+    else
+      spec->gpu_compute_request[g] = (uint32_t)v;
+    q = end;
+  }
+  *p = q;
+  return 0;
 }
 
 static int parse_slice(char *line, struct slice *s) {
@@ -287,6 +385,20 @@ static int parse_slice(char *line, struct slice *s) {
       return -EBADMSG;
     rest += nused;
   }
+  /* Per-GPU requests and caps came with protocol 8: without them the scalars hold on every GPU
+   * (gs_spec_normalize below). */
+  if (strncmp(rest, " gpu_request=", 13) == 0) {
+    rest += 13;
+    if (parse_per_gpu(&rest, &s->spec, 0) < 0)
+      return -EBADMSG;
+    s->spec.per_gpu |= GS_SPEC_GPU_REQUEST;
+  }
+  if (strncmp(rest, " gpu_memory=", 12) == 0) {
+    rest += 12;
+    if (parse_per_gpu(&rest, &s->spec, 1) < 0)
+      return -EBADMSG;
+    s->spec.per_gpu |= GS_SPEC_GPU_MEMORY;
+  }
   if (strncmp(rest, " name=", 6) != 0)
     return -EBADMSG;
   name = rest + 6;
@@ -301,12 +413,13 @@ static int parse_slice(char *line, struct slice *s) {
   s->runner_pid = pid;
   if (s->id == 0 || !slice_name_ok(s->spec.name) || gs_slice_spec_check(&s->spec, NULL, 0) < 0)
     return -EBADMSG;
+  gs_spec_normalize(&s->spec);
   return 0;
 }
 
 int registry_load(struct registry *reg, const char *state_dir, uint32_t max_slices, char *why,
                   size_t why_len) {
-  char path[GS_PROTO_PATH_MAX + 32], line[512];
+  char path[GS_PROTO_PATH_MAX + 32], line[2048];
   unsigned lineno = 0;
   FILE *f;
   int r = 0;
@@ -358,7 +471,7 @@ int registry_load(struct registry *reg, const char *state_dir, uint32_t max_slic
       r = -EBADMSG;
       break;
     }
-    snprintf(s->dir, sizeof(s->dir), "%s/slices/%" PRIu32, state_dir, s->id);
+    snprintf(s->dir, sizeof(s->dir), "%s/%s/%" PRIu32, state_dir, parent_name(s->flags), s->id);
     reg->slices[reg->n++] = s;
   }
   if (r == 0 && lineno == 0) {

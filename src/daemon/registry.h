@@ -25,7 +25,7 @@ struct slice {
   uint32_t flags;              /* enum gs_register_flag: held (no runner), any uid's hooks */
   bool region_broken;          /* truncated under the daemon: never read again (snapshot.c) */
   bool cap_pending;            /* its region's lock was held: the cap is written at housekeeping */
-  char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id> */
+  char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id>, or held/<id> with flags */
   /* The connections that said HELLO as this slice's (conn.c links them, not saved): its token
    * and its processes are found without walking every connection of the daemon. */
   struct conn *conns;
@@ -57,10 +57,12 @@ int registry_admit(const struct registry *reg, const struct gs_slice_spec *spec,
 /* Sum of requests on one GPU. */
 uint32_t registry_committed(const struct registry *reg, uint32_t gpu, uint32_t except_id);
 
-/* Adds a slice (id assigned, dir made, owned by uid/gid when run as root).
- * Does not save. Returns 0, -ENOSPC, -ENOMEM or a mkdir error. */
-int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uid_t uid, gid_t gid,
-                 pid_t runner_pid, uint64_t runner_start, struct slice **ret);
+/* Adds a slice (id assigned, spec normalized, dir made, owned by uid/gid when run as root):
+ * <state_dir>/slices/<id> (0700), or with flags (enum gs_register_flag) <state_dir>/held/<id>
+ * under a 0700 parent of the daemon's (0755 when GS_REGISTER_ANY_UID). Does not save. Returns 0,
+ * -ENOSPC, -ENOMEM, -EPERM (a parent that is not the daemon's) or a mkdir error. */
+int registry_add(struct registry *reg, const struct gs_slice_spec *spec, uint32_t flags, uid_t uid,
+                 gid_t gid, pid_t runner_pid, uint64_t runner_start, struct slice **ret);
 /* Removes a slice and its dir. Does not save. */
 void registry_remove(struct registry *reg, uint32_t id);
 

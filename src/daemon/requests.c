@@ -3,6 +3,7 @@
 #include "requests.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -26,8 +27,10 @@ void daemon_sched_cfg(const struct config *c, struct sched_cfg *ret) {
                             .quantum_kernels = (uint32_t)c->quantum_kernels};
 }
 
-static struct sched_params slice_params(const struct slice *s) {
-  return (struct sched_params){.request_pct = s->spec.compute_request,
+/* Its parameters on GPU index `gpu`: the request is that GPU's (a slice may ask 16% of one GPU and
+ * 15% of another), the rest is the slice's. */
+static struct sched_params slice_params(const struct slice *s, uint32_t gpu) {
+  return (struct sched_params){.request_pct = gs_spec_request(&s->spec, gpu),
                                .limit_pct = s->spec.compute_limit,
                                .priority = s->spec.priority,
                                .weight = s->spec.weight};
@@ -78,17 +81,30 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   conn_send(d, c, GS_MSG_HELLO_OK, m->hdr.seq, &ok, sizeof(ok));
 }
 
-/* A slice any uid's processes join: its dir and memory region are made usable by them (the dir
- * is mounted into that one container only: docs/kubernetes.md). By path: the dir is made by
- * and belongs to an admin (authz_admin above), so no one else can swap what is in it. */
-static void open_slice_dir(struct daemon *d, struct slice *s) {
-  char path[GS_PROTO_PATH_MAX + 32];
+/* A slice any uid's processes join: its memory region is made usable by them (its dir is 0755,
+ * registry.c; mounted into that one container only: docs/kubernetes.md). Through a descriptor
+ * opened without following a link, and only a regular file of one link: a container's root can
+ * write in the dir once it is mounted, and a path there is the container's. */
+static void open_slice_region(struct daemon *d, struct slice *s) {
+  struct stat st;
+  int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fd = -1;
 
   (void)d;
-  snprintf(path, sizeof(path), "%s/%s", s->dir, GS_REGION_FILE);
-  if (chmod(s->dir, 0755) < 0 || (access(path, F_OK) == 0 && chmod(path, 0666) < 0))
-    dlog("warn", "slice %u: cannot open %s to its container's user: %s", s->id, s->dir,
-         strerror(errno));
+  if (dfd >= 0)
+    fd = openat(dfd, GS_REGION_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT)
+      dlog("warning", "slice %u: cannot open %s/%s to its container's user: %s", s->id, s->dir,
+           GS_REGION_FILE, strerror(errno));
+  } else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+             fchmod(fd, 0666) < 0) {
+    dlog("warning", "slice %u: %s/%s is not the region the daemon made; left as it is", s->id,
+         s->dir, GS_REGION_FILE);
+  }
+  if (fd >= 0)
+    close(fd);
+  if (dfd >= 0)
+    close(dfd);
 }
 
 static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m) {
@@ -97,6 +113,18 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
   uint64_t start = 0;
   int exited = 0, r;
 
+  /* A container's processes reach gsliced's socket (it is mounted into them); what they may do
+   * is what a slice's processes do. A slice for a container is gslice-node's to make, on the
+   * host: whatever its uid, a process in another pid namespace registers nothing (two uids of
+   * one pod took 49% + 50% of a GPU beside the slices the cluster had placed). */
+  if (!authz_host_process(d, c)) {
+    dlog("warning", "pid %d (uid %u): REGISTER from another pid namespace refused", (int)c->pid,
+         (unsigned)c->uid);
+    conn_send_error(d, c, m->hdr.seq, -EPERM,
+                    "no REGISTER from a container (a process in another pid namespace than "
+                    "gsliced's), whatever its uid: slices for containers are made by gslice-node");
+    return;
+  }
   r = registry_admit(&d->reg, &m->u.reg.spec, 0, d->ngpus, why, sizeof(why));
   if (r < 0 || (r = authz_register(d, c, &m->u.reg.spec, why, sizeof(why))) < 0) {
     conn_send_error(d, c, m->hdr.seq, r, why);
@@ -128,7 +156,7 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
   /* The slice lives as long as the peer that registered it (SO_PEERCRED, not
    * what the message claims). */
   gs_proc_identity(c->pid, &start, &exited);
-  r = registry_add(&d->reg, &m->u.reg.spec, c->uid, c->gid, c->pid, start, &s);
+  r = registry_add(&d->reg, &m->u.reg.spec, flags, c->uid, c->gid, c->pid, start, &s);
   if (r < 0) {
     if (r == -ENOSPC)
       snprintf(why, sizeof(why), "the node has its maximum of %u slices (max_slices)",
@@ -138,15 +166,14 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
     conn_send_error(d, c, m->hdr.seq, r, why);
     return;
   }
-  s->flags = m->u.reg.flags;
   for (uint32_t g = 0; g < d->ngpus; g++) {
-    struct sched_params p = slice_params(s);
+    struct sched_params p = slice_params(s, g);
     if (slice_mask(s) & (1u << g))
       sched_add(&d->gpus[g].s, s->id, &p, loop_now());
   }
   daemon_apply_memory_cap(d, s);
   if (s->flags & GS_REGISTER_ANY_UID)
-    open_slice_dir(d, s);
+    open_slice_region(d, s);
   r = registry_save(&d->reg);
   if (r < 0)
     dlog("error", "cannot save %s/%s: %s (slices will not survive a restart)", d->reg.state_dir,
@@ -211,6 +238,15 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     return;
   }
   spec = s->spec;
+  /* Per GPU when the SET says so, else one value for every GPU of the slice (gslice set). */
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    if (!(slice_mask(s) & (1u << g)))
+      continue;
+    if (st->fields & GS_SET_REQUEST)
+      spec.gpu_compute_request[g] = gs_spec_request(&st->spec, g);
+    if (st->fields & GS_SET_MEMORY)
+      spec.gpu_memory_cap[g] = gs_spec_memory_cap(&st->spec, g);
+  }
   if (st->fields & GS_SET_REQUEST)
     spec.compute_request = st->spec.compute_request;
   if (st->fields & GS_SET_LIMIT)
@@ -221,6 +257,7 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     spec.weight = st->spec.weight;
   if (st->fields & GS_SET_MEMORY)
     spec.memory_cap = st->spec.memory_cap;
+  gs_spec_normalize(&spec);
   r = registry_admit(&d->reg, &spec, s->id, d->ngpus, why, sizeof(why));
   if (r < 0 || (r = authz_set(d, c, s, &spec, why, sizeof(why))) < 0) {
     if (r == -EPERM)
@@ -230,18 +267,18 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     return;
   }
   uint32_t force = 0;
-  if ((st->fields & GS_SET_MEMORY) && spec.memory_cap) {
+  if (st->fields & GS_SET_MEMORY) {
     for (uint32_t g = 0; g < d->ngpus; g++) {
-      uint64_t used;
-      if (!(slice_mask(s) & (1u << g)))
+      uint64_t used, cap = gs_spec_memory_cap(&spec, g);
+      if (!(slice_mask(s) & (1u << g)) || !cap)
         continue;
       used = daemon_slice_memory_used(d, s, g);
-      if (used > spec.memory_cap) {
+      if (used > cap) {
         if (!st->force) {
           snprintf(why, sizeof(why),
                    "slice %u holds %" PRIu64 " bytes on GPU %u, more than the new cap %" PRIu64
                    "; use force to lower it anyway (new allocations then fail)",
-                   s->id, used, g, spec.memory_cap);
+                   s->id, used, g, cap);
           conn_send_error(d, c, m->hdr.seq, -EBUSY, why);
           return;
         }
@@ -254,9 +291,10 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     s->memory_force = force;
     daemon_apply_memory_cap(d, s);
   }
-  struct sched_params p = slice_params(s);
-  for (uint32_t g = 0; g < d->ngpus; g++)
+  for (uint32_t g = 0; g < d->ngpus; g++) {
+    struct sched_params p = slice_params(s, g);
     sched_set_params(&d->gpus[g].s, s->id, &p);
+  }
   r = registry_save(&d->reg);
   if (r < 0)
     dlog("error", "cannot save the registry: %s", strerror(-r));
@@ -296,8 +334,68 @@ static bool on_status(struct daemon *d, struct conn *c, const struct gs_msg *m) 
   return ok;
 }
 
+static bool requests_handle_main(struct daemon *d, struct conn *c, const struct gs_msg *m);
+
+/* A connection accepted on the hook socket (sock.c): the socket a container's processes reach,
+ * mounted read-only into them. It serves what a Kubernetes slice's hook does and nothing else:
+ * HELLO as HOOK of an existing any-uid slice with its nonce, then its token requests and releases
+ * and PINGs (src/hook/compute*.c send no other message). Every other request is refused with
+ * -EPERM and the connection stays; a message only the daemon sends closes it, as on the main
+ * socket. Returns false when the connection must close. */
+static bool hook_socket_handle(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  uint32_t t = m->hdr.type;
+  char why[GS_PROTO_TEXT_MAX + 128]; /* cut to the ERROR's text */
+
+  switch (t) {
+  case GS_MSG_HELLO: {
+    const struct slice *s =
+        m->u.hello.slice_id ? registry_find(&d->reg, m->u.hello.slice_id) : NULL;
+    if (c->hello)
+      return false;
+    if (m->u.hello.role != GS_ROLE_HOOK || !s || !(s->flags & GS_REGISTER_ANY_UID)) {
+      snprintf(why, sizeof(why),
+               "gsliced's hook socket serves only the hooks of a container's slice (HELLO as "
+               "HOOK with that slice's id and nonce)%s; anything else goes to %s",
+               m->u.hello.role != GS_ROLE_HOOK ? ""
+               : !m->u.hello.slice_id          ? ": HELLO named no slice"
+                                               : ": no such container slice",
+               d->cfg.socket);
+      conn_send_error(d, c, m->hdr.seq, -EPERM, why);
+      return true;
+    }
+    on_hello(d, c, m);
+    return true;
+  }
+  case GS_MSG_TOKEN_REQUEST:
+  case GS_MSG_TOKEN_RELEASE:
+  case GS_MSG_PING:
+    if (!c->hello)
+      return false;
+    return requests_handle_main(d, c, m);
+  case GS_MSG_REGISTER:
+  case GS_MSG_UNREGISTER:
+  case GS_MSG_SET:
+  case GS_MSG_STATUS:
+    dlog("warning", "pid %d (uid %u): %s on the hook socket refused", (int)c->pid, (unsigned)c->uid,
+         gs_msg_type_name(t));
+    snprintf(why, sizeof(why),
+             "%s is refused on gsliced's hook socket, which serves only a container slice's "
+             "hooks (token requests and releases); slices are made and changed on the host",
+             gs_msg_type_name(t));
+    conn_send_error(d, c, m->hdr.seq, -EPERM, why);
+    return true;
+  default: return false;
+  }
+}
+
 /* Returns false when the connection must close (a protocol violation). */
 bool requests_handle(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  if (c->hook_only)
+    return hook_socket_handle(d, c, m);
+  return requests_handle_main(d, c, m);
+}
+
+static bool requests_handle_main(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   uint32_t t = m->hdr.type;
 
   if (!c->hello) {
@@ -345,10 +443,11 @@ void server_apply_sched_cfg(struct daemon *d) {
 void server_adopt_slices(struct daemon *d) {
   for (uint32_t i = 0; i < d->reg.n; i++) {
     struct slice *s = d->reg.slices[i];
-    struct sched_params p = slice_params(s);
-    for (uint32_t g = 0; g < d->ngpus; g++)
+    for (uint32_t g = 0; g < d->ngpus; g++) {
+      struct sched_params p = slice_params(s, g);
       if (slice_mask(s) & (1u << g))
         sched_add(&d->gpus[g].s, s->id, &p, loop_now());
+    }
     daemon_apply_memory_cap(d, s);
   }
 }

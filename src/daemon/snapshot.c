@@ -89,10 +89,10 @@ static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, vo
     unsigned slot;
     if (!(slice_mask(s) & (1u << i)))
       continue;
+    uint64_t cap = gs_spec_memory_cap(&s->spec, i);
     int r = region_slot(rg, &d->gpus[i], 1, &slot);
     if (r == 0)
-      r = gs_region_set_cap(rg, slot, s->spec.memory_cap ? s->spec.memory_cap : GS_REGION_NO_CAP,
-                            GS_CAP_FROM_DAEMON);
+      r = gs_region_set_cap(rg, slot, cap ? cap : GS_REGION_NO_CAP, GS_CAP_FROM_DAEMON);
     if (r == -EBUSY)
       busy = 1;
     else if (r < 0 && r != -ENODEV)
@@ -101,16 +101,25 @@ static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, vo
   return busy ? -EBUSY : 0;
 }
 
+/* Whether the slice has a memory cap on any of its GPUs (each GPU's is its own). */
+static bool slice_capped(const struct slice *s) {
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++)
+    if ((slice_mask(s) & (1u << g)) && gs_spec_memory_cap(&s->spec, g))
+      return true;
+  return false;
+}
+
 int daemon_apply_memory_cap(struct daemon *d, struct slice *s) {
   /* Without NVML there is no UUID to key the cap on; the hook still
    * enforces GSLICE_MEMORY_LIMIT from its environment. Without a cap, only a region the slice
    * made already needs "no cap" written into it. */
-  int r = with_region(d, s, s->spec.memory_cap != 0, apply_cap, NULL);
+  bool capped = slice_capped(s);
+  int r = with_region(d, s, capped, apply_cap, NULL);
 
   s->cap_pending = r == -EBUSY;
   if (r == -EBUSY)
     return 0;
-  if (r < 0 && !s->spec.memory_cap && !s->region_broken)
+  if (r < 0 && !capped && !s->region_broken)
     return 0;
   if (r < 0 && !s->region_broken)
     dlog("error", "slice %u: cannot open its memory region in %s: %s", s->id, s->dir, strerror(-r));
@@ -138,7 +147,7 @@ static int read_usage(struct daemon *d, struct slice *s, struct gs_region *rg, v
 }
 
 uint64_t daemon_slice_memory_used(struct daemon *d, struct slice *s, uint32_t gpu) {
-  struct usage u = {.gpu = gpu, .used = 0, .cap = s->spec.memory_cap};
+  struct usage u = {.gpu = gpu, .used = 0, .cap = gs_spec_memory_cap(&s->spec, gpu)};
 
   with_region(d, s, 0, read_usage, &u);
   return u.used;
@@ -262,11 +271,11 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
      * the slice's region knows them. Without a region (or a readable one), nothing is used and
      * the cap is the slice's own. */
     for (uint32_t i = 0; i < d->ngpus; i++)
-      sr->usage[i] = (struct usage){.gpu = i, .used = 0, .cap = s->spec.memory_cap};
+      sr->usage[i] = (struct usage){.gpu = i, .used = 0, .cap = gs_spec_memory_cap(&s->spec, i)};
     if (with_region(d, s, 0, read_slice, sr) < 0) {
       sr->nprocs = 0;
       for (uint32_t i = 0; i < d->ngpus; i++)
-        sr->usage[i] = (struct usage){.gpu = i, .used = 0, .cap = s->spec.memory_cap};
+        sr->usage[i] = (struct usage){.gpu = i, .used = 0, .cap = gs_spec_memory_cap(&s->spec, i)};
     }
     for (unsigned p = 0; p < sr->nprocs; p++) {
       add_pid(ss, (int32_t)sr->procs[p].pid);
@@ -278,6 +287,7 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret) {
         continue;
       struct gs_slice_gpu_status *sg = &ss->gpus[ss->ngpus++];
       sg->gpu = i;
+      sg->compute_request = gs_spec_request(&s->spec, i);
       sg->memory_used_bytes = sr->usage[i].used;
       sg->memory_cap_bytes = sr->usage[i].cap;
       sl = sched_find(&d->gpus[i].s, s->id);

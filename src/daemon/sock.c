@@ -118,6 +118,7 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       c->start = 0;
     c->uid = cred.uid;
     c->gid = cred.gid;
+    c->hook_only = fd == d->hook_listen_fd;
     if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, conn_cb, c) < 0) {
       free(c);
       close(cfd);
@@ -179,6 +180,130 @@ int server_listen(struct daemon *d) {
   return 0;
 }
 
+/* The hook socket's dir: made by the daemon in the dir above it, 0755, its own. A link or
+ * anything but a dir there is removed and the dir made (an old deployment mounted the socket's
+ * dir read-write into containers, whose root could plant one); a dir of another user is refused.
+ * Returns the dir's descriptor, or -errno with the reason in why. */
+static int open_hook_dir(const char *dir, char *why, size_t why_len) {
+  char parent[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  const char *name;
+  struct stat st;
+  int pfd, fd = -1, r = 0;
+
+  snprintf(parent, sizeof(parent), "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (slash == parent) {
+    name = dir + 1;
+    snprintf(parent, sizeof(parent), "/");
+  } else if (slash) {
+    *slash = 0;
+    name = dir + (slash - parent) + 1;
+  } else {
+    name = dir;
+    snprintf(parent, sizeof(parent), ".");
+  }
+  pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (pfd < 0) {
+    r = -errno;
+    snprintf(why, why_len, "cannot open %s: %s", parent, strerror(errno));
+    return r;
+  }
+  if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+    dlog("warning", "%s is not a directory (mode %06o): removed, and made again", dir,
+         (unsigned)st.st_mode);
+    unlinkat(pfd, name, 0);
+  }
+  if (mkdirat(pfd, name, 0755) < 0 && errno != EEXIST) {
+    r = -errno;
+    snprintf(why, why_len, "cannot make %s: %s", dir, strerror(errno));
+    goto out;
+  }
+  fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    r = -errno;
+    snprintf(why, why_len, "cannot open %s: %s", dir, strerror(errno));
+    goto out;
+  }
+  if (fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+    r = -EPERM;
+    snprintf(why, why_len,
+             "%s belongs to uid %u, not to gsliced's (%u): remove it, and start gsliced again", dir,
+             (unsigned)st.st_uid, (unsigned)geteuid());
+    goto out;
+  }
+  if ((st.st_mode & 07777) != 0755 && fchmod(fd, 0755) < 0) {
+    r = -errno;
+    snprintf(why, why_len, "cannot make %s mode 0755: %s", dir, strerror(errno));
+    goto out;
+  }
+out:
+  if (r < 0 && fd >= 0)
+    close(fd);
+  close(pfd);
+  return r < 0 ? r : fd;
+}
+
+int server_listen_hook(struct daemon *d, char *why, size_t why_len) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  char dir[sizeof(a.sun_path)];
+  const char *path = d->cfg.hook_socket, *slash = strrchr(path, '/'), *name;
+  int dfd, fd = -1, r = 0;
+
+  if (!slash || !slash[1] || slash == path) {
+    snprintf(why, why_len, "want an absolute path of a socket in a directory of its own");
+    return -EINVAL;
+  }
+  name = slash + 1;
+  snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+  dfd = open_hook_dir(dir, why, why_len);
+  if (dfd < 0)
+    return dfd;
+  /* Bound through the dir's descriptor: the path above it is not walked again. */
+  if ((size_t)snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d/%s", dfd, name) >=
+      sizeof(a.sun_path)) {
+    r = -ENAMETOOLONG;
+    snprintf(why, why_len, "socket name too long");
+    goto out;
+  }
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    r = -errno;
+    snprintf(why, why_len, "%s", strerror(errno));
+    goto out;
+  }
+  /* The state-dir lock says no other daemon owns this state: a socket nobody answers on is a
+   * dead daemon's. */
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+    r = -EADDRINUSE;
+    snprintf(why, why_len, "another daemon answers there");
+    goto out;
+  }
+  unlinkat(dfd, name, 0);
+  close(fd);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
+    r = -errno;
+    snprintf(why, why_len, "%s", strerror(errno));
+    goto out;
+  }
+  /* A container's process may run as any uid: anyone may connect, and what a connection here
+   * may do is a container slice hook's (requests.c, hook_socket_handle). */
+  if (fchmodat(dfd, name, 0666, 0) < 0 ||
+      (r = loop_add_fd(d->loop, fd, EPOLLIN, accept_cb, d)) < 0) {
+    r = r < 0 ? r : -errno;
+    snprintf(why, why_len, "%s", strerror(-r));
+    goto out;
+  }
+  d->hook_listen_fd = fd;
+  fd = -1;
+  r = 0;
+out:
+  if (fd >= 0)
+    close(fd);
+  close(dfd);
+  return r;
+}
+
 /* Refused connections held since at least `before` (all with UINT64_MAX). */
 static void close_refused(struct daemon *d, uint64_t before) {
   uint32_t k = 0;
@@ -201,6 +326,12 @@ void server_close_all(struct daemon *d) {
     close(d->listen_fd);
     unlink(d->cfg.socket);
     d->listen_fd = -1;
+  }
+  if (d->hook_listen_fd >= 0) {
+    loop_del_fd(d->loop, d->hook_listen_fd);
+    close(d->hook_listen_fd);
+    unlink(d->cfg.hook_socket);
+    d->hook_listen_fd = -1;
   }
   if (d->spare_fd >= 0)
     close(d->spare_fd);

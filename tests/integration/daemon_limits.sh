@@ -8,8 +8,10 @@ A="$TBIN/daemon_attack"
 S="$GSLICE_SOCKET"
 OTHER=65534 # nobody
 as_other() { setpriv --reuid="$OTHER" --regid="$OTHER" --clear-groups -- "$@"; }
-# The other uid reaches the socket through the test's private dir.
-chmod 755 "$T"
+# The other uid reaches the socket through the test's private dir, and what it runs through a
+# copy it can reach (lib.sh).
+reach_for_others
+A="$TBIN/daemon_attack"
 start_daemon --set max_slices_per_user=3 --set max_clients_per_user=6
 
 # Slices: a loop stops at 3, with the reason.

@@ -47,6 +47,29 @@ _gs_cleanup() {
 }
 trap _gs_cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# reach_for_others: for a test that runs programs as another user (lib_users.sh, or setpriv). A
+# checkout under a 0700 dir (root's home, where `git clone` then `make test` put it) is out of
+# that user's reach: integration.daemon_authz, daemon_chown_race and daemon_limits failed there.
+# The binaries, the hook, the sim's libraries and the test programs are copied to a fresh 0755
+# dir under /tmp (removed at exit), in the build's layout (gslice finds the hook at ../lib), and
+# BIN, TBIN, HOOK and LD_LIBRARY_PATH point there, for root's own runs too. $T is made 0755.
+reach_for_others() {
+  local r
+  chmod 0755 "$T"
+  r=$(mktemp -d /tmp/gslice-reach.XXXXXX)
+  at_exit "rm -rf '$r'"
+  mkdir -p "$r/bin" "$r/lib" "$r/sim" "$r/tests"
+  cp -p "$BIN"/* "$r/bin/"
+  cp -p "$GSLICE_BUILD"/lib/*.so "$r/lib/"
+  cp -pP "$GSLICE_BUILD"/sim/*.so* "$r/sim/" 2>/dev/null || true
+  find "$TBIN" -maxdepth 1 -type f -perm -u+x -exec cp -p {} "$r/tests/" \;
+  chmod -R go+rX "$r"
+  chmod 0755 "$r"
+  BIN="$r/bin"
+  TBIN="$r/tests"
+  HOOK="$r/lib/libgslice.so"
+  export LD_LIBRARY_PATH="$r/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
 pass() { echo "PASS: $*"; }
 # expect_eq WHAT GOT WANT
 expect_eq() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; }

@@ -25,6 +25,8 @@ _gs_users_cleanup() {
 trap _gs_users_cleanup EXIT
 # Others must reach the test's socket and files.
 chmod 0755 "$T"
+# And what they run (a checkout under a 0700 dir is out of their reach): lib.sh.
+reach_for_others
 new_user() {
   local var=$1 name
   name="gst$$${#_GS_USERS[@]}$RANDOM"

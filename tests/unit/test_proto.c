@@ -152,6 +152,42 @@ static void test_refusals(void) {
   CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_REGISTER, 1, &reg, sizeof(reg), &len), 0);
   CHECK_EQ_INT(gs_msg_decode(buf, len, &m), -EPROTO);
   reg.flags = 0;
+  /* Per-GPU requests and caps (protocol 8): only for GPUs of the mask, with their per_gpu bit,
+   * a request within the limit; SET's arrays within range. */
+  reg.spec.gpu_mask = 3;
+  reg.spec.per_gpu = GS_SPEC_GPU_REQUEST | GS_SPEC_GPU_MEMORY;
+  reg.spec.gpu_compute_request[0] = 16;
+  reg.spec.gpu_compute_request[1] = 15;
+  reg.spec.gpu_memory_cap[1] = 1ull << 30;
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_REGISTER, 1, &reg, sizeof(reg), &len), 0);
+  CHECK_EQ_INT(gs_msg_decode(buf, len, &m), 0);
+  CHECK_EQ_U64(m.u.reg.spec.gpu_compute_request[1], 15);
+  CHECK_EQ_U64(gs_spec_request(&m.u.reg.spec, 1), 15);
+  CHECK_EQ_U64(gs_spec_memory_cap(&m.u.reg.spec, 0), 0);
+  gs_spec_normalize(&m.u.reg.spec);
+  CHECK_EQ_U64(m.u.reg.spec.compute_request, 16);
+  CHECK_EQ_U64(m.u.reg.spec.memory_cap, 0); /* GPU 0 has no cap */
+  reg.spec.gpu_compute_request[2] = 1;      /* outside the mask */
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_REGISTER, 1, &reg, sizeof(reg), &len), 0);
+  CHECK_EQ_INT(gs_msg_decode(buf, len, &m), -EPROTO);
+  reg.spec.gpu_compute_request[2] = 0;
+  reg.spec.gpu_compute_request[1] = 51; /* over the limit of 50 */
+  CHECK_EQ_INT(gs_slice_spec_check(&reg.spec, why, sizeof(why)), -EINVAL);
+  reg.spec.gpu_compute_request[1] = 15;
+  reg.spec.per_gpu = GS_SPEC_GPU_REQUEST; /* a cap without its bit */
+  CHECK_EQ_INT(gs_slice_spec_check(&reg.spec, why, sizeof(why)), -EINVAL);
+  reg.spec.per_gpu = 1u << 5;
+  CHECK_EQ_INT(gs_slice_spec_check(&reg.spec, why, sizeof(why)), -EINVAL);
+  struct gs_msg_set st = {.slice_id = 1, .fields = GS_SET_REQUEST};
+  st.spec.per_gpu = GS_SPEC_GPU_REQUEST;
+  st.spec.gpu_compute_request[1] = 101;
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_SET, 1, &st, sizeof(st), &len), 0);
+  CHECK_EQ_INT(gs_msg_decode(buf, len, &m), -EPROTO);
+  st.spec.gpu_compute_request[1] = 100;
+  CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_SET, 1, &st, sizeof(st), &len), 0);
+  CHECK_EQ_INT(gs_msg_decode(buf, len, &m), 0);
+  memset(&reg.spec, 0, sizeof(reg.spec));
+  reg.spec.compute_limit = 50;
   reg.spec.weight = 0;
   /* Encoding refuses the wrong body size and a small buffer. */
   CHECK_EQ_INT(gs_msg_encode(buf, sizeof(buf), GS_MSG_REGISTER, 1, &reg, 3, &len), -EINVAL);
