@@ -1,6 +1,8 @@
 /* gslice-node and the API server (src/k8s/common/kube.h): its pods' assignments, and the node's
  * inventory annotation gslice.io/gpus with its heartbeat. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +32,9 @@ static bool name_ok(const char *s) {
   return l > 0 && l < 254 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-.") == l;
 }
 
+/* Both read the pod cache (pods.c): no API server I/O here, whatever thread calls. */
 int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_assigned, char *uid,
                   size_t uid_len, char *phase, size_t phase_len, char *err, size_t err_len) {
-  char path[640];
   json_t *pod = NULL;
 
   *ret_assigned = NULL;
@@ -40,8 +42,7 @@ int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_a
     snprintf(err, err_len, "\"%s/%s\" is not a pod name", ns, name);
     return -EINVAL;
   }
-  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
-  int r = kube_get(n->kube, path, &pod, err, err_len);
+  int r = node_pods_get(n, ns, name, NODE_POD_WAIT_MS, &pod, err, err_len);
   if (r < 0)
     return r;
   const char *u = kube_meta_str(pod, "uid");
@@ -57,13 +58,14 @@ int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_a
 }
 
 int node_kube_heartbeat(struct node *n, char *err, size_t err_len) {
-  static struct k8s_node_gpus g;
+  static struct k8s_node_gpus g; /* its one caller is the heartbeat thread */
   char path[NODE_NAME_MAX + 32], *text = NULL;
 
   memset(&g, 0, sizeof(g));
   g.version = K8S_ANNOT_VERSION;
   g.heartbeat = time(NULL);
   g.slots_per_gpu = n->cfg.slots_per_gpu;
+  pthread_mutex_lock(&n->lock);
   g.ngpus = n->ngpus < K8S_MAX_GPUS ? n->ngpus : K8S_MAX_GPUS;
   for (uint32_t i = 0; i < g.ngpus; i++) {
     g.gpus[i].index = n->gpus[i].index;
@@ -72,6 +74,7 @@ int node_kube_heartbeat(struct node *n, char *err, size_t err_len) {
     g.gpus[i].healthy = n->daemon_up;
     g.gpus[i].slots = n->cfg.slots_per_gpu;
   }
+  pthread_mutex_unlock(&n->lock);
   int r = k8s_node_gpus_encode(&g, &text);
   if (r < 0) {
     snprintf(err, err_len, "cannot encode %s: %s", K8S_ANNOT_GPUS, strerror(-r));
@@ -90,6 +93,92 @@ int node_kube_heartbeat(struct node *n, char *err, size_t err_len) {
   r = kube_merge_patch(n->kube, path, patch, NULL, err, err_len);
   json_decref(patch);
   return r;
+}
+
+/* ---- the API server's thread for the node's own writes ---- */
+
+#define HEARTBEAT_NS 10000000000ull
+
+struct node_api {
+  pthread_t thread;
+  pthread_cond_t wake; /* with n->lock */
+  bool stop;           /* under n->lock */
+};
+
+static void *heartbeat_run(void *arg) {
+  struct node *n = arg;
+  struct node_api *a = n->api;
+  uint64_t next = 0;
+  unsigned fails = 0;
+  char err[KUBE_ERR_MAX];
+
+  pthread_mutex_lock(&n->lock);
+  while (!a->stop) {
+    if (node_now() < next || !n->daemon_up) {
+      uint64_t at = n->daemon_up ? next : node_now() + 200000000ull;
+      struct timespec ts = {(time_t)(at / 1000000000ull), (long)(at % 1000000000ull)};
+      pthread_cond_timedwait(&a->wake, &n->lock, &ts);
+      continue;
+    }
+    pthread_mutex_unlock(&n->lock);
+    int r = node_kube_heartbeat(n, err, sizeof(err));
+    if (r < 0 && fails++ % 30 == 0)
+      node_log("warn", "cannot write the node's %s annotation: %s (retrying every %llu s)",
+               K8S_ANNOT_GPUS, err, HEARTBEAT_NS / 5 / 1000000000ull);
+    if (r == 0) {
+      if (fails)
+        node_log("info", "wrote the node's %s annotation again", K8S_ANNOT_GPUS);
+      fails = 0;
+    }
+    next = node_now() + (r < 0 ? HEARTBEAT_NS / 5 : HEARTBEAT_NS);
+    pthread_mutex_lock(&n->lock);
+  }
+  pthread_mutex_unlock(&n->lock);
+  return NULL;
+}
+
+int node_kube_start(struct node *n, char *err, size_t err_len) {
+  struct node_api *a = calloc(1, sizeof(*a));
+  pthread_condattr_t ca;
+  int r;
+
+  if (!a)
+    return -ENOMEM;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&a->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  /* One request, not a list or watch: a slow server holds up only this thread, and not long. */
+  kube_set_timeout(n->kube, 10000);
+  n->api = a;
+  r = -pthread_create(&a->thread, NULL, heartbeat_run, n);
+  if (r < 0) {
+    n->api = NULL;
+    pthread_cond_destroy(&a->wake);
+    free(a);
+    snprintf(err, err_len, "cannot start a thread: %s", strerror(-r));
+    return r;
+  }
+  r = node_pods_start(n, err, err_len);
+  if (r < 0)
+    node_kube_stop(n);
+  return r;
+}
+
+void node_kube_stop(struct node *n) {
+  struct node_api *a = n->api;
+  node_pods_stop(n);
+  if (!a)
+    return;
+  pthread_mutex_lock(&n->lock);
+  a->stop = true;
+  pthread_cond_broadcast(&a->wake);
+  pthread_mutex_unlock(&n->lock);
+  kube_cancel(n->kube);
+  pthread_join(a->thread, NULL);
+  pthread_cond_destroy(&a->wake);
+  free(a);
+  n->api = NULL;
 }
 
 /* The state of init container `name` in the pod's status: 1 finished with exit 0, 2 finished
@@ -118,19 +207,20 @@ static int init_state(json_t *pod, const char *name) {
 int node_kube_which(struct node *n, const char *ns, const char *name, const struct k8s_assigned *as,
                     const char *ctr, const char *prev, char *out, size_t out_len, char *err,
                     size_t err_len) {
-  char path[640];
+  uint64_t until = node_now() + NODE_INIT_LAG_MS * 1000000ull, gen = node_pods_gen(n);
+  const char *done = "";
 
   snprintf(out, out_len, "%s", ctr);
   if (!name_ok(ns) || !name_ok(name))
     return -EINVAL;
-  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
   /* The kubelet reports an init container's end to the API server on its own schedule: when
-   * the one these slots last started still shows as running, its end is not there yet. */
-  for (int attempt = 0; attempt < 50; attempt++) {
+   * the one these slots last started still shows as running, its end is not there yet; the
+   * watch brings it. */
+  for (;;) {
     json_t *pod = NULL, *spec, *inits, *c;
     size_t i;
     bool lag = false;
-    int r = kube_get(n->kube, path, &pod, err, err_len);
+    int r = node_pods_get(n, ns, name, NODE_POD_WAIT_MS, &pod, err, err_len);
     if (r < 0)
       return r;
     spec = kube_json_get(pod, "spec");
@@ -138,7 +228,7 @@ int node_kube_which(struct node *n, const char *ns, const char *name, const stru
     json_array_foreach(inits, i, c) {
       json_t *nm = kube_json_get(c, "name");
       bool wants = false;
-      if (!json_is_string(nm))
+      if (!json_is_string(nm) || !strcmp(done, json_string_value(nm)))
         continue;
       for (uint32_t k = 0; k < as->ncontainers; k++)
         wants |= as->containers[k].init && !strcmp(as->containers[k].name, json_string_value(nm));
@@ -157,9 +247,13 @@ int node_kube_which(struct node *n, const char *ns, const char *name, const stru
     json_decref(pod);
     if (!lag)
       return 0;
-    usleep(100000);
+    uint64_t now = node_now();
+    if (now >= until) {
+      /* Still "running": it ended (the kubelet starts nothing on these slots before), so what
+       * starts now is the one after it. */
+      done = prev;
+      continue;
+    }
+    node_pods_wait(n, &gen, (int)((until - now) / 1000000ull) + 1);
   }
-  /* Still "running" after 5 s: it ended (the kubelet starts nothing on these slots before),
-   * so what starts now is the next one. */
-  return 0;
 }

@@ -1,7 +1,11 @@
 /* gslice-node: command line and the main loop — gsliced's GPUs, the plugin's server and its
- * registration (again after a kubelet or gsliced restart), the inventory heartbeat, cleanup. */
+ * registration (again after a kubelet or gsliced restart) — and the threads beside it: the
+ * plugin's serving thread and worker (rpc.c), housekeeping (cleanup of slices), the pod cache
+ * and the inventory heartbeat (pods.c, kube.c). None of the kubelet's calls waits on the API
+ * server: they read the pod cache. */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,7 +20,6 @@
 #include "node.h"
 #include "rpc.h"
 
-#define HEARTBEAT_NS 10000000000ull
 #define RECONCILE_NS 2000000000ull
 #define INVENTORY_NS 1000000000ull
 
@@ -210,7 +213,9 @@ static void daemon_down(struct node *n, const char *why) {
   if (n->daemon_up)
     node_log("warn", "gsliced on %s is gone (%s): slots are Unhealthy until it is back",
              n->cfg.socket, why);
+  pthread_mutex_lock(&n->lock);
   n->daemon_up = false;
+  pthread_mutex_unlock(&n->lock);
 }
 
 /* Returns 1 when the GPUs or their health changed (publish again), 2 when gsliced came back. */
@@ -234,6 +239,8 @@ static int inventory(struct node *n) {
     daemon_down(n, strerror(-r));
     return was ? 1 : 0;
   }
+  /* gsliced was asked without the lock (dfd is this thread's): only the update holds it. */
+  pthread_mutex_lock(&n->lock);
   if (st.ngpus != n->ngpus)
     changed = 1;
   n->ngpus = st.ngpus > GS_MAX_GPUS ? GS_MAX_GPUS : st.ngpus;
@@ -244,10 +251,12 @@ static int inventory(struct node *n) {
       changed = 1;
     n->gpus[i] = g;
   }
+  bool was = n->daemon_up;
+  n->daemon_up = true;
+  pthread_mutex_unlock(&n->lock);
   gs_status_free(&st);
-  if (!n->daemon_up) {
+  if (!was) {
     node_log("info", "gsliced on %s answers: %u GPU(s)", n->cfg.socket, n->ngpus);
-    n->daemon_up = true;
     return 2;
   }
   return changed;
@@ -256,13 +265,38 @@ static int inventory(struct node *n) {
 static void publish(struct node *n) {
   uint8_t *msg;
   size_t len;
-  if (!n->srv || node_plugin_devices(n, &msg, &len) < 0)
+  if (!n->srv)
+    return;
+  pthread_mutex_lock(&n->lock);
+  int r = node_plugin_devices(n, &msg, &len);
+  pthread_mutex_unlock(&n->lock);
+  if (r < 0)
     return;
   rpc_server_publish(n->srv, msg, len);
   free(msg);
 }
 
 /* ---- the kubelet ---- */
+
+#define M_PRESTART "/v1beta1.DevicePlugin/PreStartContainer"
+
+/* The plugin's calls. GetDevicePluginOptions and GetPreferredAllocation read only the
+ * configuration; Allocate and PreStartContainer touch the records, under the lock, which no one
+ * holds across API server I/O (what they need of pods is the cache's). PreStartContainer runs
+ * on the server's worker: it may wait for the kubelet's PodResources, gsliced, or a pod the
+ * watch has not brought yet (the lock is let go meanwhile), and the kubelet's other calls do
+ * not wait behind it. */
+static int serve_unary(void *ctx, const char *method, const uint8_t *req, size_t len,
+                       uint8_t **ret_reply, size_t *ret_len, char *err, size_t err_len) {
+  struct node *n = ctx;
+  bool locked = !strcmp(method, M_PRESTART) || !strcmp(method, "/v1beta1.DevicePlugin/Allocate");
+  if (locked)
+    pthread_mutex_lock(&n->lock);
+  int st = node_plugin_unary(ctx, method, req, len, ret_reply, ret_len, err, err_len);
+  if (locked)
+    pthread_mutex_unlock(&n->lock);
+  return st;
+}
 
 static void server_restart(struct node *n, const char *why) {
   char path[PATH_MAX + 32], err[512];
@@ -274,8 +308,8 @@ static void server_restart(struct node *n, const char *why) {
   }
   n->registered = false;
   snprintf(path, sizeof(path), "%s/%s", n->cfg.kubelet_dir, NODE_ENDPOINT);
-  if (rpc_server_start(path, "/v1beta1.DevicePlugin/ListAndWatch", node_plugin_unary, n, &n->srv,
-                       err, sizeof(err)) < 0) {
+  if (rpc_server_start(path, "/v1beta1.DevicePlugin/ListAndWatch", M_PRESTART, serve_unary, n,
+                       &n->srv, err, sizeof(err)) < 0) {
     node_log("error", "%s", err);
     return;
   }
@@ -338,9 +372,54 @@ static int write_preload(const struct node *n) {
   return 0;
 }
 
+/* ---- housekeeping: slices of containers gone, on a thread of its own so that many of them
+ * hold up neither registration nor calls (beyond the lock, taken per pass) ---- */
+
+struct housekeeping {
+  struct node *n;
+  pthread_t thread;
+  pthread_cond_t wake; /* with n->lock */
+  bool stop;
+};
+
+static void *housekeeping_run(void *arg) {
+  struct housekeeping *h = arg;
+  struct node *n = h->n;
+
+  pthread_mutex_lock(&n->lock);
+  while (!h->stop) {
+    node_reconcile(n);
+    uint64_t at = node_now() + RECONCILE_NS;
+    struct timespec ts = {(time_t)(at / 1000000000ull), (long)(at % 1000000000ull)};
+    while (!h->stop && node_now() < at)
+      pthread_cond_timedwait(&h->wake, &n->lock, &ts);
+  }
+  pthread_mutex_unlock(&n->lock);
+  return NULL;
+}
+
+static int housekeeping_start(struct node *n, struct housekeeping *h) {
+  pthread_condattr_t ca;
+  h->n = n;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&h->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  return -pthread_create(&h->thread, NULL, housekeeping_run, h);
+}
+
+static void housekeeping_stop(struct housekeeping *h) {
+  pthread_mutex_lock(&h->n->lock);
+  h->stop = true;
+  pthread_cond_broadcast(&h->wake);
+  pthread_mutex_unlock(&h->n->lock);
+  pthread_join(h->thread, NULL);
+}
+
 int main(int argc, char **argv) {
   static struct node n;
-  uint64_t next_inv = 0, next_rec = 0, next_hb = 0;
+  static struct housekeeping hk;
+  uint64_t next_inv = 0;
   char err[512], path[PATH_MAX + 32];
   int r;
 
@@ -348,6 +427,11 @@ int main(int argc, char **argv) {
   if (r)
     return r == 1 ? 0 : r;
   n.dfd = -1;
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+  pthread_mutex_init(&n.lock, &ma);
+  pthread_mutexattr_destroy(&ma);
   signal(SIGPIPE, SIG_IGN);
   struct sigaction sa = {.sa_handler = on_stop};
   sigemptyset(&sa.sa_mask);
@@ -377,6 +461,14 @@ int main(int argc, char **argv) {
            n.cfg.node_name[0] ? n.cfg.node_name : "(none)", n.cfg.kubelet_dir, n.cfg.socket,
            n.cfg.slots_per_gpu, n.nrecs);
   inventory(&n);
+  if (!n.cfg.no_api && (r = node_kube_start(&n, err, sizeof(err))) < 0) {
+    fprintf(stderr, "gslice-node: %s\n", err);
+    return 1;
+  }
+  if ((r = housekeeping_start(&n, &hk)) < 0) {
+    fprintf(stderr, "gslice-node: cannot start a thread: %s\n", strerror(-r));
+    return 1;
+  }
   while (!stop_sig) {
     uint64_t now = node_now();
     if (now >= next_inv) {
@@ -390,27 +482,14 @@ int main(int argc, char **argv) {
       next_inv = now + (n.daemon_up ? INVENTORY_NS : INVENTORY_NS / 5);
     }
     kubelet_check(&n);
-    if (now >= next_rec) {
-      node_reconcile(&n);
-      next_rec = now + RECONCILE_NS;
-    }
-    if (!n.cfg.no_api && n.daemon_up && now >= next_hb) {
-      if (node_kube_heartbeat(&n, err, sizeof(err)) < 0) {
-        node_log("warn", "cannot write the node's %s annotation: %s", "gslice.io/gpus", err);
-        next_hb = now + HEARTBEAT_NS / 5;
-      } else {
-        next_hb = now + HEARTBEAT_NS;
-      }
-    }
-    if (n.srv)
-      rpc_server_poll(n.srv, 100);
-    else
-      usleep(100000);
+    usleep(100000);
   }
   node_log("info", "stopping (signal %d); slices stay with gsliced for the next gslice-node",
            (int)stop_sig);
   if (n.srv)
     rpc_server_stop(n.srv);
+  housekeeping_stop(&hk);
+  node_kube_stop(&n);
   snprintf(path, sizeof(path), "%s/%s", n.cfg.kubelet_dir, NODE_ENDPOINT);
   unlink(path);
   return 0;

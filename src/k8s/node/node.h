@@ -1,7 +1,9 @@
 /* gslice-node: the kubelet device plugin for gslice.io/gpu, the slice of each container that
  * asked for one, and the node's GPU inventory for the scheduler (docs/kubernetes.md, "Node"). */
 #pragma once
+#include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -74,6 +76,15 @@ struct node {
   struct node_rec *recs[1024];
   /* API server */
   struct kube *kube;
+  /* Threads (main.c): the main loop (gsliced, registration, ListAndWatch), the plugin's serving
+   * thread (rpc.c: GetDevicePluginOptions, GetPreferredAllocation, Allocate), its worker
+   * (PreStartContainer), housekeeping (node_reconcile), the pod cache's list + watch (pods.c)
+   * and the heartbeat (kube.c). `lock` (error-checking) guards what more than one of them
+   * touches: the records, the GPUs, daemon_up and the pod cache; Allocate, PreStartContainer
+   * and node_reconcile run with it held. It is never held across API server I/O. */
+  pthread_mutex_t lock;
+  struct node_pods *pods;
+  struct node_api *api;
 };
 
 uint64_t node_now(void);
@@ -113,5 +124,29 @@ struct k8s_assigned;
 int node_kube_which(struct node *n, const char *ns, const char *name, const struct k8s_assigned *as,
                     const char *ctr, const char *prev, char *out, size_t out_len, char *err,
                     size_t err_len);
-/* Writes gslice.io/gpus on the node. */
+/* Writes gslice.io/gpus on the node (takes n->lock for the copy: call without it). */
 int node_kube_heartbeat(struct node *n, char *err, size_t err_len);
+/* The heartbeat thread and the pod cache (node_pods_start); node_kube_stop ends both. */
+int node_kube_start(struct node *n, char *err, size_t err_len);
+void node_kube_stop(struct node *n);
+
+/* ---- pods.c: this node's pods (list + watch, fieldSelector spec.nodeName=<node>) ---- */
+/* How long PreStartContainer waits for a pod the watch has not brought yet. */
+#define NODE_POD_WAIT_MS 2000
+/* How long an init container's end may lag in the pod's status (node_kube_which). */
+#define NODE_INIT_LAG_MS 3000
+int node_pods_start(struct node *n, char *err, size_t err_len);
+/* After every thread that reads the cache has stopped. */
+void node_pods_stop(struct node *n);
+/* With n->lock held (it is released while waiting: look up records again afterwards). A new
+ * reference to the cached pod (json_decref it; never modify it): 0; -ENOENT when the cache is
+ * synced and has no such pod after waiting up to wait_ms (0: no wait; node_reconcile's); -EAGAIN
+ * when the cache is not synced (the API server unreachable, slow to list, silent too long) or
+ * left that pod out (too many): a transient answer, the kubelet is to retry (UNAVAILABLE);
+ * -ENOTCONN without an API server (--no-api-server). err says why. */
+int node_pods_get(struct node *n, const char *ns, const char *name, int wait_ms, json_t **ret_pod,
+                  char *err, size_t err_len);
+/* With n->lock held: until the cache changes from generation *gen (node_pods_gen) or wait_ms
+ * pass; 0 (changed, *gen updated) or -ETIMEDOUT. */
+uint64_t node_pods_gen(struct node *n);
+int node_pods_wait(struct node *n, uint64_t *gen, int wait_ms);

@@ -1,6 +1,7 @@
-/* The gRPC core C API, used directly: a completion queue per server polled from the node's loop,
- * and a pluck queue per client call. The API is batch based: each step of a call is a batch of
- * operations whose completion comes back on the queue with the tag given. */
+/* The gRPC core C API, used directly: a completion queue per server, polled by the server's own
+ * serving thread (every gRPC operation of the server happens there), a worker thread for the
+ * method that may wait, and a pluck queue per client call. The API is batch based: each step of
+ * a call is a batch of operations whose completion comes back on the queue with the tag given. */
 #include "rpc.h"
 
 #include <errno.h>
@@ -9,6 +10,8 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,18 +158,43 @@ struct call {
   struct call *next; /* open streams */
 };
 
+/* A call of the worker's method: the request in, the answer out. */
+struct job {
+  struct call *c;
+  char *method;
+  uint8_t *req, *reply;
+  size_t len, reply_len;
+  int status;
+  char err[512];
+  struct job *next;
+};
+
 struct rpc_server {
   grpc_server *server;
   grpc_completion_queue *cq;
   char stream_method[128];
+  char worker_method[128];
   rpc_unary_fn unary;
   void *ctx;
+  /* the serving thread's (then rpc_server_stop's) */
   uint8_t *msg;
   size_t msg_len;
   uint64_t gen;
   struct call *streams;
   int nstreams;
+  unsigned jobs_out; /* handed to the worker, not answered yet */
   bool stopping;
+  pthread_t serve_thread, work_thread;
+  bool threads;
+  atomic_int quit;
+  /* under mu: the worker's queue and answers, what rpc_server_publish set */
+  pthread_mutex_t mu;
+  pthread_cond_t work;
+  struct job *queue, **queue_tail, *done;
+  bool work_quit;
+  uint8_t *pub;
+  size_t pub_len;
+  uint64_t pub_gen;
 };
 
 static void call_free(struct call *c) {
@@ -297,12 +325,114 @@ static void on_recv(struct call *c) {
     stream_flush(c);
     goto out;
   }
+  if (s->worker_method[0] && !strcmp(method, s->worker_method)) {
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j) {
+      finish_unary(c, GRPC_STATUS_RESOURCE_EXHAUSTED, NULL, 0, "out of memory");
+      goto out;
+    }
+    j->c = c;
+    j->method = method;
+    j->req = req;
+    j->len = len;
+    method = NULL;
+    req = NULL;
+    c->pending++; /* the job's: put when it is answered */
+    s->jobs_out++;
+    pthread_mutex_lock(&s->mu);
+    *s->queue_tail = j;
+    s->queue_tail = &j->next;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    goto out;
+  }
   st = s->unary(s->ctx, method, req, len, &reply, &reply_len, err, sizeof(err));
   finish_unary(c, st, reply, reply_len, st ? err : "");
 out:
   free(req);
   free(reply);
-  gpr_free(method);
+  if (method)
+    gpr_free(method);
+}
+
+static void job_free(struct job *j) {
+  gpr_free(j->method);
+  free(j->req);
+  free(j->reply);
+  free(j);
+}
+
+/* Answers the worker's finished calls and sends what was published; the serving thread's. */
+static void collect(struct rpc_server *s) {
+  pthread_mutex_lock(&s->mu);
+  struct job *done = s->done;
+  s->done = NULL;
+  bool fresh = s->pub_gen != s->gen;
+  if (fresh) {
+    uint8_t *p = malloc(s->pub_len ? s->pub_len : 1);
+    if (p) {
+      memcpy(p, s->pub, s->pub_len);
+      free(s->msg);
+      s->msg = p;
+      s->msg_len = s->pub_len;
+      s->gen = s->pub_gen;
+    } else {
+      fresh = false;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  while (done) {
+    struct job *j = done;
+    done = j->next;
+    finish_unary(j->c, j->status, j->reply, j->reply_len, j->status ? j->err : "");
+    call_put(j->c);
+    s->jobs_out--;
+    job_free(j);
+  }
+  if (fresh)
+    for (struct call *c = s->streams; c; c = c->next)
+      stream_flush(c);
+}
+
+static void *work_run(void *arg) {
+  struct rpc_server *s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->queue && !s->work_quit)
+      pthread_cond_wait(&s->work, &s->mu);
+    if (s->work_quit)
+      break;
+    struct job *j = s->queue;
+    s->queue = j->next;
+    if (!s->queue)
+      s->queue_tail = &s->queue;
+    j->next = NULL;
+    pthread_mutex_unlock(&s->mu);
+    j->status = s->unary(s->ctx, j->method, j->req, j->len, &j->reply, &j->reply_len, j->err,
+                         sizeof(j->err));
+    pthread_mutex_lock(&s->mu);
+    j->next = s->done;
+    s->done = j;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static void handle(struct rpc_server *s, grpc_event ev);
+
+static void *serve_run(void *arg) {
+  struct rpc_server *s = arg;
+  while (!atomic_load(&s->quit)) {
+    /* Nothing wakes this queue from another thread: a worker's answer or a published message
+     * waits at most this long (shorter while the worker has calls). */
+    grpc_event ev = grpc_completion_queue_next(s->cq, deadline_ms(s->jobs_out ? 2 : 20), NULL);
+    if (ev.type == GRPC_OP_COMPLETE)
+      handle(s, ev);
+    else if (ev.type == GRPC_QUEUE_SHUTDOWN)
+      break;
+    collect(s);
+  }
+  return NULL;
 }
 
 static void handle(struct rpc_server *s, grpc_event ev) {
@@ -348,8 +478,9 @@ static void handle(struct rpc_server *s, grpc_event ev) {
   }
 }
 
-int rpc_server_start(const char *path, const char *stream_method, rpc_unary_fn unary, void *ctx,
-                     struct rpc_server **ret, char *err, size_t err_len) {
+int rpc_server_start(const char *path, const char *stream_method, const char *worker_method,
+                     rpc_unary_fn unary, void *ctx, struct rpc_server **ret, char *err,
+                     size_t err_len) {
   struct rpc_server *s = calloc(1, sizeof(*s));
   char addr[4200];
   struct stat st;
@@ -360,6 +491,11 @@ int rpc_server_start(const char *path, const char *stream_method, rpc_unary_fn u
     unlink(path);
   snprintf(addr, sizeof(addr), "unix:%s", path);
   snprintf(s->stream_method, sizeof(s->stream_method), "%s", stream_method);
+  snprintf(s->worker_method, sizeof(s->worker_method), "%s", worker_method ? worker_method : "");
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->work, NULL);
+  s->queue_tail = &s->queue;
+  atomic_init(&s->quit, 0);
   s->unary = unary;
   s->ctx = ctx;
   s->cq = grpc_completion_queue_create_for_next(NULL);
@@ -376,25 +512,30 @@ int rpc_server_start(const char *path, const char *stream_method, rpc_unary_fn u
            GRPC_QUEUE_SHUTDOWN)
       ;
     grpc_completion_queue_destroy(s->cq);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->work);
     free(s);
     return -EADDRNOTAVAIL;
   }
   grpc_server_start(s->server);
   for (int i = 0; i < 4; i++)
     request_next(s);
+  int r = pthread_create(&s->work_thread, NULL, work_run, s);
+  if (r == 0 && (r = pthread_create(&s->serve_thread, NULL, serve_run, s)) != 0) {
+    pthread_mutex_lock(&s->mu);
+    s->work_quit = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->work_thread, NULL);
+  }
+  if (r != 0) {
+    snprintf(err, err_len, "cannot start the plugin server's threads: %s", strerror(r));
+    rpc_server_stop(s);
+    return -r;
+  }
+  s->threads = true;
   *ret = s;
   return 0;
-}
-
-void rpc_server_poll(struct rpc_server *s, int timeout_ms) {
-  gpr_timespec dl = deadline_ms(timeout_ms);
-  for (;;) {
-    grpc_event ev = grpc_completion_queue_next(s->cq, dl, NULL);
-    if (ev.type != GRPC_OP_COMPLETE)
-      return;
-    handle(s, ev);
-    dl = gpr_time_0(GPR_CLOCK_REALTIME);
-  }
 }
 
 int rpc_server_publish(struct rpc_server *s, const uint8_t *msg, size_t len) {
@@ -402,26 +543,38 @@ int rpc_server_publish(struct rpc_server *s, const uint8_t *msg, size_t len) {
   if (!p)
     return -ENOMEM;
   memcpy(p, msg, len);
-  free(s->msg);
-  s->msg = p;
-  s->msg_len = len;
-  s->gen++;
-  for (struct call *c = s->streams; c; c = c->next)
-    stream_flush(c);
+  pthread_mutex_lock(&s->mu);
+  free(s->pub);
+  s->pub = p;
+  s->pub_len = len;
+  s->pub_gen++;
+  pthread_mutex_unlock(&s->mu);
   return 0;
-}
-
-int rpc_server_streams(const struct rpc_server *s) {
-  int n = 0;
-  for (const struct call *c = s->streams; c; c = c->next)
-    n += !c->closed;
-  return n;
 }
 
 void rpc_server_stop(struct rpc_server *s) {
   static int shutdown_tag;
   bool down = false;
 
+  if (s->threads) {
+    atomic_store(&s->quit, 1);
+    pthread_join(s->serve_thread, NULL);
+    pthread_mutex_lock(&s->mu);
+    s->work_quit = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->work_thread, NULL);
+  }
+  /* This thread has the server now: what the worker answered goes out, what it had not taken
+   * is told to come again. */
+  collect(s);
+  for (struct job *j = s->queue, *next; j; j = next) {
+    next = j->next;
+    finish_unary(j->c, GRPC_STATUS_UNAVAILABLE, NULL, 0, "the plugin's server is restarting");
+    call_put(j->c);
+    job_free(j);
+  }
+  s->queue = NULL;
   s->stopping = true;
   grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
   grpc_server_cancel_all_calls(s->server);
@@ -444,6 +597,9 @@ void rpc_server_stop(struct rpc_server *s) {
       handle(s, ev);
   }
   grpc_completion_queue_destroy(s->cq);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->work);
   free(s->msg);
+  free(s->pub);
   free(s);
 }

@@ -20,15 +20,17 @@ typedef int (*rpc_unary_fn)(void *ctx, const char *method, const uint8_t *req, s
 
 struct rpc_server;
 
-/* Serves on the Unix socket `path` (removed first if it is a stale socket). stream_method is
- * answered with the published message, then each newer one, until the client goes. */
-int rpc_server_start(const char *path, const char *stream_method, rpc_unary_fn unary, void *ctx,
-                     struct rpc_server **ret, char *err, size_t err_len);
-/* Handles what arrived, waiting at most timeout_ms for the first event. */
-void rpc_server_poll(struct rpc_server *s, int timeout_ms);
-/* Sets the stream's message (copied) and sends it on every open stream. */
+/* Serves on the Unix socket `path` (removed first if it is a stale socket), on a thread of its
+ * own. stream_method is answered with the published message, then each newer one, until the
+ * client goes. Unary calls of worker_method (NULL: none) run one at a time on a worker thread,
+ * every other unary call on the serving thread, at once: a handler that may wait (on a lock,
+ * a peer) belongs to worker_method, for the others never wait behind it. */
+int rpc_server_start(const char *path, const char *stream_method, const char *worker_method,
+                     rpc_unary_fn unary, void *ctx, struct rpc_server **ret, char *err,
+                     size_t err_len);
+/* Sets the stream's message (copied; any thread); the serving thread sends it on every open
+ * stream within some 20 ms. */
 int rpc_server_publish(struct rpc_server *s, const uint8_t *msg, size_t len);
-/* Open streams now. */
-int rpc_server_streams(const struct rpc_server *s);
-/* Cancels every call, stops and frees the server (the socket file is left to the caller). */
+/* Stops both threads (waiting for the worker's call in progress), answers what is left,
+ * cancels every call, frees the server (the socket file is left to the caller). */
 void rpc_server_stop(struct rpc_server *s);
