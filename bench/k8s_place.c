@@ -319,7 +319,7 @@ struct inproc {
   char **fargs, **pargs;
   size_t samples;
   struct lat *in;
-  struct verb_stats *st;
+  struct verbs *v;
 };
 
 static void *inproc_run(void *arg) {
@@ -329,10 +329,10 @@ static void *inproc_run(void *arg) {
     size_t len;
     double ca = cpu_s(CLOCK_THREAD_CPUTIME_ID);
     double a = now_s();
-    verb_filter(x->c, x->fargs[i], strlen(x->fargs[i]), mono_ms(), NULL, x->st, &out, &len);
+    verb_filter(x->v, x->fargs[i], strlen(x->fargs[i]), mono_ms(), &out, &len);
     double b = now_s();
     free(out);
-    verb_prioritize(x->c, x->pargs[i], strlen(x->pargs[i]), mono_ms(), NULL, x->st, &out, &len);
+    verb_prioritize(x->v, x->pargs[i], strlen(x->pargs[i]), mono_ms(), &out, &len);
     double d = now_s();
     free(out);
     x->in->f[i] = (b - a) * 1e3;
@@ -374,7 +374,7 @@ static void latency(const char *what, struct state *s, int n, int m, size_t samp
                     uint64_t seed) {
   struct cluster_cfg cfg = {.policy = PLACE_BINPACK, .node_timeout_ms = 60000};
   struct cluster *c;
-  struct verb_stats st = {0};
+  struct verbs *vb = NULL;
   char **names = calloc((size_t)n, sizeof(*names));
   struct lat in = {calloc(samples, 8), calloc(samples, 8), calloc(samples, 8), calloc(samples, 8),
                    samples};
@@ -385,6 +385,8 @@ static void latency(const char *what, struct state *s, int n, int m, size_t samp
 
   cluster_new(&cfg, &c);
   cluster_set_synced(c, true, true);
+  if (verbs_new(&(struct verbs_cfg){.cluster = c}, &vb))
+    exit(1);
   json_t *arr = json_array();
   for (int i = 0; i < n; i++) {
     names[i] = malloc(16);
@@ -412,7 +414,7 @@ static void latency(const char *what, struct state *s, int n, int m, size_t samp
           pods, 100.0 * (double)tot.mem_used / (double)tot.memory, now_s() - t0);
 
   struct ext_server *srv;
-  struct ext_server_cfg scfg = {.listen = "127.0.0.1:0", .cluster = c};
+  struct ext_server_cfg scfg = {.listen = "127.0.0.1:0", .metrics_listen = NULL, .verbs = vb};
   char err[256], url[64];
   if (ext_server_start(&scfg, &srv, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
@@ -437,7 +439,7 @@ static void latency(const char *what, struct state *s, int n, int m, size_t samp
     char *out, *ok;
     size_t len;
     fargs[i] = args_text((uint32_t)i, mem, cpu, names_json);
-    verb_filter(c, fargs[i], strlen(fargs[i]), mono_ms(), NULL, &st, &out, &len);
+    verb_filter(vb, fargs[i], strlen(fargs[i]), mono_ms(), &out, &len);
     ok = feasible(out);
     json_t *fa = json_loads(ok, 0, NULL);
     fits_total += json_array_size(fa);
@@ -476,7 +478,7 @@ static void latency(const char *what, struct state *s, int n, int m, size_t samp
   }
   /* In process on a thread of its own, as the server's verbs run: the main thread's
    * malloc arena holds the whole cluster view built above, and is slower to work in. */
-  struct inproc ip = {c, fargs, pargs, samples, &in, &st};
+  struct inproc ip = {c, fargs, pargs, samples, &in, vb};
   pthread_t th;
   pthread_create(&th, NULL, inproc_run, &ip);
   pthread_join(th, NULL);
@@ -504,6 +506,7 @@ static void latency(const char *what, struct state *s, int n, int m, size_t samp
   curl_easy_cleanup(h);
   curl_slist_free_all(hdr);
   ext_server_stop(srv);
+  verbs_free(vb);
   cluster_free(c);
   for (int i = 0; i < n; i++)
     free(names[i]);

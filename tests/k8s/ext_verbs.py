@@ -80,7 +80,7 @@ def test(c):
     check(st == 400 and "PodNamespace" in r["Error"], r)
     st, r = scheduler.http("POST", c.ext_url + "/preempt", {})
     check(st == 404, "unknown verb: %s" % st)
-    with urllib.request.urlopen(c.ext_url + "/healthz", timeout=5) as h:
+    with urllib.request.urlopen(c.metrics_url + "/healthz", timeout=5) as h:
         check(h.status == 200 and h.read() == b"ok\n", "healthz")
     check(c.metric("gslice_extender_bad_requests_total") == 5, c.metrics())
     passed("malformed bodies: 400 with reasons; /healthz")

@@ -64,6 +64,8 @@ class Cluster:
         self.procs = []
         self.ext = None
         self.ext_url = None
+        self.metrics_url = None
+        self.tls = None
         self.hb_nodes = {}  # name -> gpus annotation dict (heartbeat refreshed)
         self.hb_changed = {}  # name -> monotonic time its heartbeat value last changed
         self.hb_stop = threading.Event()
@@ -200,33 +202,86 @@ class Cluster:
     def requests_log(self):
         return self.req("GET", "/_test/requests")
 
+    # ---- TLS ----------------------------------------------------------------------------
+    def pki(self):
+        """Test certificates (openssl, made once): ca.crt signs server (127.0.0.1) and client
+        (kube-scheduler, clientAuth); other-ca.crt signs other-client. Exits 77 without
+        openssl. Returns the directory."""
+        d = os.path.join(self.dir, "pki")
+        if os.path.exists(os.path.join(d, "done")):
+            return d
+        if not shutil.which("openssl"):
+            print("SKIP: openssl is needed to make test certificates")
+            sys.exit(77)
+        os.makedirs(d, exist_ok=True)
+
+        def ossl(*a):
+            subprocess.run(["openssl"] + list(a), cwd=d, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        for ca in ("ca", "other-ca"):
+            ossl("req", "-x509", *ec, "-keyout", ca + ".key", "-out", ca + ".crt",
+                 "-subj", "/CN=" + ca, "-days", "2")
+        for name, ca, ext in (
+                ("server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                 "extendedKeyUsage=serverAuth"),
+                ("client", "ca", "extendedKeyUsage=clientAuth"),
+                ("other-client", "other-ca", "extendedKeyUsage=clientAuth")):
+            with open(os.path.join(d, name + ".ext"), "w") as f:
+                f.write(ext + "\n")
+            ossl("req", "-new", *ec, "-keyout", name + ".key", "-out", name + ".csr",
+                 "-subj", "/CN=" + ("kube-scheduler" if "client" in name else "gslice-extender"))
+            ossl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
+                 "-CAcreateserial", "-days", "2", "-extfile", name + ".ext", "-out", name + ".crt")
+        open(os.path.join(d, "done"), "w").close()
+        return d
+
+    def tls_args(self):
+        d = self.pki()
+        return ["--tls-cert", os.path.join(d, "server.crt"), "--tls-key",
+                os.path.join(d, "server.key"), "--client-ca", os.path.join(d, "ca.crt")]
+
+    def client_tls(self, client="client"):
+        """(CA file, certificate, key) for scheduler.Scheduler(tls=...); client None: no
+        certificate."""
+        d = self.pki()
+        if client is None:
+            return (os.path.join(d, "ca.crt"), None, None)
+        return (os.path.join(d, "ca.crt"), os.path.join(d, client + ".crt"),
+                os.path.join(d, client + ".key"))
+
     # ---- gslice-extender --------------------------------------------------------------
-    def start_extender(self, *args, wait_ready=True, may_fail=False):
-        """Starts gslice-extender; with may_fail, None when it exits at once (a port taken)."""
+    def start_extender(self, *args, wait_ready=True, may_fail=False, tls=False):
+        """Starts gslice-extender (verbs on 127.0.0.1, plain HTTP, or with tls HTTPS and client
+        certificates of pki()'s CA; /metrics on a port of its own); with may_fail, None when
+        it exits at once (a port taken)."""
         log_path = os.path.join(self.dir, "extender.log")
         self.ext_log = open(log_path, "a")
         start = self.ext_log.tell()
         keys = [] if any(a == "--signing-key" for a in args) else [
             "--signing-key", self.signing_key]
-        self.ext = subprocess.Popen([EXTENDER, "--listen", "127.0.0.1:0", "--kubeconfig",
-                                     self.kubeconfig] + keys + list(args),
+        self.ext = subprocess.Popen([EXTENDER, "--listen", "127.0.0.1:0", "--metrics-listen",
+                                     "127.0.0.1:0", "--kubeconfig", self.kubeconfig] + keys +
+                                    (self.tls_args() if tls else []) + list(args),
                                     stdout=self.ext_log, stderr=subprocess.STDOUT)
         self.procs.append(self.ext)
 
         def port():
             with open(log_path) as f:
                 f.seek(start)
-                m = re.search(r"listening on port (\d+)", f.read())
+                m = re.search(r"listening on port (\d+).*metrics on port (\d+)", f.read())
             if self.ext.poll() is not None:
                 if may_fail:
                     return "exited"
                 fail("gslice-extender exited with %s" % self.ext.returncode)
-            return m and m.group(1)
+            return m and m.groups()
         got = wait_for("gslice-extender to listen", port)
         if got == "exited":
             self.ext = None
             return None
-        self.ext_url = "http://127.0.0.1:%s" % got
+        self.tls = self.client_tls() if tls else None
+        self.ext_url = "%s://127.0.0.1:%s" % ("https" if tls else "http", got[0])
+        self.metrics_url = "http://127.0.0.1:%s" % got[1]
         if wait_ready:
             wait_for("gslice-extender's first sync",
                      lambda: "gslice_extender_ready 1" in self.metrics())
@@ -238,7 +293,7 @@ class Cluster:
         self.ext = None
 
     def metrics(self):
-        with urllib.request.urlopen(self.ext_url + "/metrics", timeout=5) as r:
+        with urllib.request.urlopen(self.metrics_url + "/metrics", timeout=5) as r:
             return r.read().decode()
 
     def metric(self, name, labels=""):
@@ -251,6 +306,7 @@ class Cluster:
                  lambda: self.metric(name, labels) == value, timeout)
 
     def scheduler(self, **kw):
+        kw.setdefault("tls", self.tls)
         return scheduler.Scheduler(self.api, self.ext_url, **kw)
 
     def schedule(self, ns, name, **kw):

@@ -19,12 +19,14 @@ until_true 20 healthy 32
 has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
 until_true 20 has_gpus
 
-"$BIN/gslice-extender" --listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG_FILE" 2>"$T/extender.log" &
+"$BIN/gslice-extender" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG_FILE" 2>"$T/extender.log" &
 port() { sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1; }
+mport() { sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1; }
 has_port() { [ -n "$(port)" ]; }
 until_true 10 has_port
 EXT="http://127.0.0.1:$(port)"
-ready() { curl -sf "$EXT/healthz" >/dev/null 2>&1 || "$PY" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$EXT/healthz" 2>/dev/null; }
+MET="http://127.0.0.1:$(mport)"
+ready() { curl -sf "$MET/healthz" >/dev/null 2>&1 || "$PY" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$MET/healthz" 2>/dev/null; }
 until_true 20 ready
 
 # Two pods: 40% hard and 2 GiB; 30% (limit 60) and 1 GiB. Binpack puts both on one GPU.

@@ -25,10 +25,13 @@ in creation order, one scheduling cycle:
   5. bind: POST <bindVerb> ExtenderBindingArgs {"PodName", "PodNamespace", "PodUID",
      "Node"}; an "Error" or a non-200 answer fails the binding and requeues the pod.
      Without bindVerb: the default binder's POST .../pods/NAME/binding.
+An https:// extender is called as the extender's tlsConfig says: the server verified
+against caFile (--ca-file), and a client certificate (--cert-file, --key-file) sent.
 
 Usage:
   scheduler.py --api URL --extender URL [--weight N] [--timeout S] [--no-bind-verb]
                [--nodes-mode] [--ignorable] [--seed N] [--log FILE] [--once]
+               [--ca-file F --cert-file F --key-file F]
 --log writes one JSON line per cycle: {"pod","result":"bound|unschedulable|error",
 "node","message","scores"}. --once schedules what is pending and exits; otherwise it
 loops (polling the pods every 0.1 s) until killed.
@@ -40,6 +43,7 @@ verbs filter()/prioritize()/bind() one by one (the bind race test uses them).
 import argparse
 import json
 import random
+import ssl
 import sys
 import time
 import urllib.error
@@ -53,12 +57,20 @@ class CycleError(Exception):
     pass
 
 
-def http(method, url, body=None, timeout=30.0, ctype="application/json"):
+def tls_context(ca, cert=None, key=None):
+    """The client side of an extender's tlsConfig: caFile, certFile, keyFile."""
+    ctx = ssl.create_default_context(cafile=ca)
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def http(method, url, body=None, timeout=30.0, ctype="application/json", context=None):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": ctype, "Accept": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
             raw = r.read()
             return r.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as e:
@@ -100,7 +112,7 @@ def pod_requests(pod):
 
 class Scheduler:
     def __init__(self, api, extender, weight=1, timeout=30.0, bind_verb=True,
-                 node_cache_capable=True, ignorable=False, seed=1, log=None):
+                 node_cache_capable=True, ignorable=False, seed=1, log=None, tls=None):
         self.api = api.rstrip("/")
         self.ext = extender.rstrip("/")
         self.weight = weight
@@ -110,6 +122,8 @@ class Scheduler:
         self.ignorable = ignorable
         self.rand = random.Random(seed)
         self.log = log
+        # tls: (CA file, client certificate, key) for an https:// extender.
+        self.ctx = tls_context(*tls) if tls else None
 
     # ---- the API server -------------------------------------------------------------
     def nodes(self):
@@ -141,7 +155,8 @@ class Scheduler:
 
     def call(self, verb, args):
         try:
-            st, body = http("POST", "%s/%s" % (self.ext, verb), args, timeout=self.timeout)
+            st, body = http("POST", "%s/%s" % (self.ext, verb), args, timeout=self.timeout,
+                            context=self.ctx)
         except (urllib.error.URLError, OSError) as e:
             raise CycleError("extender %s: %s" % (verb, getattr(e, "reason", e)))
         if st != 200:
@@ -348,11 +363,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--log")
     ap.add_argument("--once", action="store_true")
+    ap.add_argument("--ca-file")
+    ap.add_argument("--cert-file")
+    ap.add_argument("--key-file")
     a = ap.parse_args()
     log = open(a.log, "a") if a.log else None
     s = Scheduler(a.api, a.extender, weight=a.weight, timeout=a.timeout,
                   bind_verb=not a.no_bind_verb, node_cache_capable=not a.nodes_mode,
-                  ignorable=a.ignorable, seed=a.seed, log=log)
+                  ignorable=a.ignorable, seed=a.seed, log=log,
+                  tls=(a.ca_file, a.cert_file, a.key_file) if a.ca_file else None)
     try:
         s.run(once=a.once)
     except KeyboardInterrupt:

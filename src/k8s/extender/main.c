@@ -2,6 +2,7 @@
  * (docs/kubernetes.md). Flags, signals, and wiring of the watch and the server. */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,10 @@
 static const char usage[] =
     "usage: gslice-extender [--listen [HOST:]PORT] [--kubeconfig FILE]\n"
     "                       [--policy binpack|spread] [--node-timeout SECS]\n"
+    "                       [--tls-cert FILE --tls-key FILE [--client-ca FILE]]\n"
+    "                       [--insecure-listen] [--metrics-listen [HOST:]PORT|off]\n"
+    "                       [--scheduler-name NAME[,NAME]]... [--request-timeout SECS]\n"
+    "                       [--max-connections-per-ip N]\n"
     "                       [--signing-key FILE [--signing-key FILE]]\n"
     "                       [--priority-class NAME=high|normal|low[:weight=N][:limit=P]]...\n"
     "\n"
@@ -22,8 +27,27 @@ static const char usage[] =
     "gslice.io/gpu-memory and gslice.io/gpu-compute on a node and GPUs where they fit,\n"
     "and binds them with their gslice.io/assigned annotation.\n"
     "\n"
-    "  --listen [HOST:]PORT  where the verbs are served (default 8765, all IPv4\n"
-    "                        addresses; port 0 picks a free one, logged at start)\n"
+    "  --listen [HOST:]PORT  where the verbs are served: default 127.0.0.1:8765 (for\n"
+    "                        a sidecar of kube-scheduler), 8765 (all IPv4 addresses)\n"
+    "                        with --client-ca; port 0 picks a free one, logged at start\n"
+    "  --tls-cert FILE, --tls-key FILE\n"
+    "                        serve the verbs over HTTPS with this PEM certificate and key\n"
+    "  --client-ca FILE      and only to peers whose client certificate these PEM CA\n"
+    "                        certificates signed (kube-scheduler's extender tlsConfig);\n"
+    "                        others are refused in the TLS handshake\n"
+    "  --insecure-listen     allow the verbs on an address other than loopback without\n"
+    "                        --client-ca: anyone who reaches it can bind pods\n"
+    "  --metrics-listen [HOST:]PORT|off\n"
+    "                        GET /metrics, /healthz (503 until the first sync), /livez,\n"
+    "                        plain HTTP (default 8766, all IPv4 addresses)\n"
+    "  --scheduler-name NAME /bind takes only pods whose spec.schedulerName is NAME\n"
+    "                        (repeatable, or a comma list; default default-scheduler)\n"
+    "  --request-timeout SECS\n"
+    "                        a peer sends a request's headers and body, or waits idle,\n"
+    "                        within SECS or is cut (default 10, 1..300)\n"
+    "  --max-connections-per-ip N\n"
+    "                        connections one address may hold on the verbs listener\n"
+    "                        (default 32, 1..256)\n"
     "  --kubeconfig FILE     reach the API server as FILE says (default: in-cluster\n"
     "                        service account)\n"
     "  --policy P            binpack (default: fill used GPUs first, keep whole GPUs\n"
@@ -45,8 +69,20 @@ static const char usage[] =
     "                        gslice.io/priority, weight, compute-limit only lower them\n"
     "  --help                this text\n"
     "\n"
-    "Serves POST /filter, /prioritize, /bind (nodeCacheCapable: true) and GET /healthz,\n"
-    "/metrics. See deploy/ for the KubeSchedulerConfiguration.\n";
+    "Serves POST /filter, /prioritize, /bind (nodeCacheCapable: true) on --listen and\n"
+    "GET /metrics, /healthz, /livez on --metrics-listen. See deploy/ for the\n"
+    "KubeSchedulerConfiguration.\n";
+
+/* A whole number in lo..hi, or false. */
+static bool whole(const char *text, unsigned long lo, unsigned long hi, unsigned *ret) {
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(text, &end, 10);
+  if (!*text || *end || errno || v < lo || v > hi || text[0] == '-' || text[0] == '+')
+    return false;
+  *ret = (unsigned)v;
+  return true;
+}
 
 static int bad(const char *fmt, const char *what) {
   fprintf(stderr, "gslice-extender: ");
@@ -62,6 +98,14 @@ int main(int argc, char **argv) {
                                        {"node-timeout", required_argument, NULL, 't'},
                                        {"signing-key", required_argument, NULL, 'K'},
                                        {"priority-class", required_argument, NULL, 'P'},
+                                       {"tls-cert", required_argument, NULL, 'C'},
+                                       {"tls-key", required_argument, NULL, 'Y'},
+                                       {"client-ca", required_argument, NULL, 'A'},
+                                       {"insecure-listen", no_argument, NULL, 'I'},
+                                       {"metrics-listen", required_argument, NULL, 'M'},
+                                       {"scheduler-name", required_argument, NULL, 'S'},
+                                       {"request-timeout", required_argument, NULL, 'T'},
+                                       {"max-connections-per-ip", required_argument, NULL, 'N'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   static struct podspec_class classes[64];
@@ -69,7 +113,11 @@ int main(int argc, char **argv) {
   const char *key_paths[K8S_SIGN_MAX_KEYS];
   size_t nkeys = 0;
   struct cluster_cfg ccfg = {.policy = PLACE_BINPACK, .node_timeout_ms = 60000};
-  const char *listen_at = "8765", *kubeconfig = NULL;
+  const char *listen_at = NULL, *kubeconfig = NULL, *metrics_at = "8766";
+  static const char *sched_names[16];
+  size_t nsched = 0;
+  struct ext_server_cfg scfg = {0};
+  struct verbs *v = NULL;
   char host[256], err[KUBE_ERR_MAX];
   struct cluster *c = NULL;
   struct ext_watch *w = NULL;
@@ -93,12 +141,10 @@ int main(int argc, char **argv) {
         return bad("--policy \"%s\": use binpack or spread", optarg);
       break;
     case 't': {
-      char *end;
-      errno = 0;
-      unsigned long v = strtoul(optarg, &end, 10);
-      if (!*optarg || *end || errno || v < 1 || v > 86400 || optarg[0] == '-')
+      unsigned secs;
+      if (!whole(optarg, 1, 86400, &secs))
         return bad("--node-timeout \"%s\" must be whole seconds, 1..86400", optarg);
-      ccfg.node_timeout_ms = v * 1000;
+      ccfg.node_timeout_ms = secs * 1000ull;
       break;
     }
     case 'K':
@@ -116,6 +162,38 @@ int main(int argc, char **argv) {
       ccfg.nclasses++;
       break;
     }
+    case 'C': scfg.tls_cert = optarg; break;
+    case 'Y': scfg.tls_key = optarg; break;
+    case 'A': scfg.client_ca = optarg; break;
+    case 'I': scfg.insecure_listen = true; break;
+    case 'M':
+      if (strcmp(optarg, "off") == 0) {
+        metrics_at = NULL;
+        break;
+      }
+      if (ext_listen_parse(optarg, host, sizeof host, &port))
+        return bad("--metrics-listen \"%s\" is not [HOST:]PORT or off", optarg);
+      metrics_at = optarg;
+      break;
+    case 'S':
+      if (!*optarg || strspn(optarg, ",") == strlen(optarg))
+        return bad("--scheduler-name \"%s\" names no scheduler", optarg);
+      for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
+        if (nsched == sizeof sched_names / sizeof sched_names[0])
+          return bad("--scheduler-name \"%s\": at most 16 names", tok);
+        if (!*tok || strlen(tok) >= K8S_NAME_MAX)
+          return bad("--scheduler-name \"%s\" is not a scheduler name", tok);
+        sched_names[nsched++] = tok;
+      }
+      break;
+    case 'T':
+      if (!whole(optarg, 1, 300, &scfg.request_timeout_s))
+        return bad("--request-timeout \"%s\" must be whole seconds, 1..300", optarg);
+      break;
+    case 'N':
+      if (!whole(optarg, 1, 256, &scfg.per_ip_connections))
+        return bad("--max-connections-per-ip \"%s\" must be 1..256", optarg);
+      break;
     case 'h': fputs(usage, stdout); return 0;
     case ':': return bad("%s needs a value", argv[optind - 1]);
     default: return bad("unknown option \"%s\"", argv[optind - 1]);
@@ -123,19 +201,29 @@ int main(int argc, char **argv) {
   }
   if (optind < argc)
     return bad("unexpected argument \"%s\"", argv[optind]);
+  if (!scfg.tls_cert != !scfg.tls_key)
+    return bad("%s: --tls-cert and --tls-key go together",
+               scfg.tls_cert ? "--tls-cert" : "--tls-key");
+  if (scfg.client_ca && !scfg.tls_cert)
+    return bad("%s: --client-ca needs --tls-cert and --tls-key", scfg.client_ca);
+  if (!listen_at)
+    listen_at = scfg.client_ca ? "8765" : "127.0.0.1:8765";
+  if (!scfg.client_ca && !scfg.insecure_listen) {
+    char lerr[512];
+    int loop = ext_listen_loopback(listen_at, lerr, sizeof lerr);
+    if (loop < 0)
+      return bad("--listen %s", lerr);
+    if (!loop)
+      return bad("--listen %s: refusing to serve the verbs off loopback to any peer: give "
+                 "--tls-cert, --tls-key and --client-ca (kube-scheduler's client certificate), "
+                 "or say --insecure-listen",
+                 listen_at);
+  }
 
   setvbuf(stderr, NULL, _IOLBF, 0);
-  rc = k8s_keys_load(key_paths, nkeys, &keys, err, sizeof err);
-  if (rc) {
-    fprintf(stderr,
-            "gslice-extender: %s\ngslice-extender: every assignment is signed, so a key is "
-            "needed: make one (openssl rand -hex 32 >key; kubectl -n gslice-system create "
-            "secret generic gslice-signing --from-file=key) and mount it at "
-            "/etc/gslice/signing as deploy/ does, or give --signing-key FILE\n",
-            err);
-    return 1;
-  }
-  ccfg.keys = &keys;
+  /* A large request's buffers are mmapped and unmapped when freed: glibc's sliding
+   * threshold would otherwise serve the next ones from the heap and keep them. */
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   /* Signals are taken by sigwait below; every thread started after this inherits the mask. */
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
@@ -148,6 +236,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gslice-extender: %s\n", err);
     return 1;
   }
+  rc = k8s_keys_load(key_paths, nkeys, &keys, err, sizeof err);
+  if (rc) {
+    fprintf(stderr,
+            "gslice-extender: %s\ngslice-extender: every assignment is signed, so a key is "
+            "needed: make one (openssl rand -hex 32 >key; kubectl -n gslice-system create "
+            "secret generic gslice-signing --from-file=key) and mount it at "
+            "/etc/gslice/signing as deploy/ does, or give --signing-key FILE\n",
+            err);
+    rc = 1;
+    goto out;
+  }
+  ccfg.keys = &keys;
   rc = cluster_new(&ccfg, &c);
   if (rc)
     goto out;
@@ -156,16 +256,31 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gslice-extender: %s\n", err);
     goto out;
   }
-  struct ext_server_cfg scfg = {.listen = listen_at, .cluster = c, .kube = k, .log = stderr};
+  struct verbs_cfg vcfg = {.cluster = c,
+                           .kube = k,
+                           .log = stderr,
+                           .scheduler_names = nsched ? sched_names : NULL,
+                           .nscheduler_names = nsched};
+  rc = verbs_new(&vcfg, &v);
+  if (rc)
+    goto out;
+  scfg.listen = listen_at;
+  scfg.metrics_listen = metrics_at;
+  scfg.verbs = v;
+  scfg.log = stderr;
   rc = ext_server_start(&scfg, &s, err, sizeof err);
   if (rc) {
     fprintf(stderr, "gslice-extender: %s\n", err);
     goto out;
   }
   fprintf(stderr,
-          "gslice-extender: listening on port %u (policy %s, node timeout %llu s, API server "
-          "%s, signing key %s%s%s, %zu priority class(es))\n",
-          ext_server_port(s), place_policy_name(ccfg.policy),
+          "gslice-extender: listening on port %u (%s), metrics on port %u (policy %s, node "
+          "timeout %llu s, API server %s, signing key %s%s%s, %zu priority class(es))\n",
+          ext_server_port(s),
+          scfg.client_ca  ? "https, client certificates of --client-ca"
+          : scfg.tls_cert ? "https, any client"
+                          : "http",
+          ext_server_metrics_port(s), place_policy_name(ccfg.policy),
           (unsigned long long)(ccfg.node_timeout_ms / 1000), kube_server(k), keys.key[0].id,
           keys.n > 1 ? ", also verifying " : "", keys.n > 1 ? keys.key[1].id : "", ccfg.nclasses);
   sigwait(&sigs, &sig);
@@ -173,6 +288,7 @@ int main(int argc, char **argv) {
   rc = 0;
 out:
   ext_server_stop(s);
+  verbs_free(v);
   ext_watch_stop(w);
   cluster_free(c);
   kube_close(k);

@@ -1,34 +1,83 @@
 /* The extender's HTTP server (server.h): one thread per connection (kube-scheduler keeps a
- * few long-lived ones; /bind waits on the API server without holding up the others). */
+ * few long-lived ones; /bind waits on the API server without holding up the others), two
+ * listeners (the verbs; /metrics and the probes), and a reaper that cuts any connection
+ * whose request (headers and body) or idle wait runs past the deadline: libmicrohttpd's own
+ * timeout is an idle one, which a byte every few seconds resets for ever. */
 #include "server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
-#include "verbs.h"
 
 /* Last: it expects the system headers it builds on to be in already. */
 #include <microhttpd.h>
+#ifdef GSLICE_HAVE_GNUTLS
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+#endif
 
-#define MAX_BODY (64u << 20) /* ExtenderArgs with a whole NodeList of thousands of nodes */
-#define MAX_CONNECTIONS 128
-#define CONNECTION_TIMEOUT_S 120
+/* A request body: NodeNames of VERB_NODES_MAX names of up to 253 bytes (4.2 MB at most,
+ * some 0.5 MB for 15,000 real names) and a Pod (the API server stores at most 1.5 MiB). */
+#define BODY_MAX (8u << 20)
+/* Bytes of request bodies held over all connections at once. */
+#define BODY_BUDGET (64u << 20)
+/* After a request this large, memory goes back to the system (malloc_trim). */
+#define TRIM_AFTER (1u << 20)
+#define VERB_CONNECTIONS 256
+#define METRICS_CONNECTIONS 32
+#define METRICS_PER_IP 8
+#define REQUEST_TIMEOUT_S 10
+#define PER_IP_CONNECTIONS 32
+#define REAP_EVERY_MS 200
+#define PEM_MAX (1u << 20)
 
-struct ext_server {
+struct ext_server;
+
+/* A connection, from accept to close (libmicrohttpd's socket context). */
+struct conn {
+  struct conn *prev, *next;
+  struct listener *l;
+  int fd;
+  uint64_t since_ms; /* start of what the deadline counts: accept, or the last answer */
+  bool busy;         /* the verb runs: our time, not the peer's */
+  bool cut;
+};
+
+struct listener {
+  struct ext_server *s;
   struct MHD_Daemon *mhd;
   uint16_t port;
-  struct cluster *cluster;
-  struct kube *kube;
+  bool verbs;
+  bool client_auth;
+  pthread_mutex_t lock; /* conns */
+  struct conn *conns;
+};
+
+struct ext_server {
+  struct listener verbs, metrics;
+  struct verbs *v;
   FILE *log;
-  struct verb_stats stats;
+  uint64_t timeout_ms;
+  char *cert, *key, *ca;
+  size_t body_held;                    /* atomic */
+  uint64_t cut_deadline, refused_busy; /* atomic counters */
+  pthread_t reaper;
+  bool reaper_started;
+  pthread_mutex_t stop_lock;
+  pthread_cond_t stop_cond;
+  bool stopping;
 };
 
 struct req {
@@ -67,6 +116,42 @@ int ext_listen_parse(const char *text, char *host, size_t hostlen, uint16_t *ret
   return 0;
 }
 
+static bool addr_loopback(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+  }
+  return false;
+}
+
+int ext_listen_loopback(const char *text, char *err, size_t errlen) {
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *ai = NULL;
+  char host[256];
+  uint16_t port;
+  int rc, loop = 1;
+
+  if (ext_listen_parse(text, host, sizeof host, &port)) {
+    snprintf(err, errlen, "\"%s\" is not [HOST:]PORT", text);
+    return -EINVAL;
+  }
+  if (!host[0])
+    return 0; /* every IPv4 address */
+  rc = getaddrinfo(host, "1", &hints, &ai);
+  if (rc) {
+    snprintf(err, errlen, "%s: %s", text, gai_strerror(rc));
+    return -EINVAL;
+  }
+  for (struct addrinfo *i = ai; i; i = i->ai_next)
+    loop &= addr_loopback(i->ai_addr);
+  freeaddrinfo(ai);
+  return loop;
+}
+
+/* ---- replies ----------------------------------------------------------------------------- */
+
 static enum MHD_Result reply(struct MHD_Connection *conn, int status, char *body, size_t len,
                              const char *ctype) {
   struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -86,14 +171,22 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn, int status, const
   return b ? reply(conn, status, b, strlen(b), "text/plain; charset=utf-8") : MHD_NO;
 }
 
+static enum MHD_Result reply_json_error(struct MHD_Connection *conn, int status, const char *text) {
+  char *b = NULL;
+  if (asprintf(&b, "{\"Error\":\"%s\"}", text) < 0)
+    return MHD_NO;
+  return reply(conn, status, b, strlen(b), "application/json");
+}
+
 static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
   FILE *f = open_memstream(ret, ret_len);
-  struct verb_stats *st = &s->stats;
+  struct verb_stats *st = verbs_stats(s->v);
+  struct cluster *c = verbs_cluster(s->v);
   if (!f) {
     *ret = NULL;
     return;
   }
-  cluster_metrics(s->cluster, f, gs_mono_ms());
+  cluster_metrics(c, f, gs_mono_ms());
   fprintf(f,
           "# HELP gslice_extender_requests_total Extender calls by verb.\n"
           "# TYPE gslice_extender_requests_total counter\n"
@@ -103,6 +196,10 @@ static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
           "# HELP gslice_extender_bind_errors_total Binds answered with an Error.\n"
           "# TYPE gslice_extender_bind_errors_total counter\n"
           "gslice_extender_bind_errors_total %llu\n"
+          "# HELP gslice_extender_bind_refused_total Binds refused as not kube-scheduler's to "
+          "ask (another UID or schedulerName, a node /filter did not pass).\n"
+          "# TYPE gslice_extender_bind_refused_total counter\n"
+          "gslice_extender_bind_refused_total %llu\n"
           "# HELP gslice_extender_bind_repeated_total Binds whose Binding was already in place "
           "with the same assignment (409, counted as success).\n"
           "# TYPE gslice_extender_bind_repeated_total counter\n"
@@ -113,79 +210,166 @@ static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
           "# HELP gslice_extender_bad_requests_total Calls with a malformed body.\n"
           "# TYPE gslice_extender_bad_requests_total counter\n"
           "gslice_extender_bad_requests_total %llu\n"
+          "# HELP gslice_extender_connections_cut_total Connections closed for running past the "
+          "request deadline (--request-timeout), or refused for the bytes of bodies held.\n"
+          "# TYPE gslice_extender_connections_cut_total counter\n"
+          "gslice_extender_connections_cut_total{reason=\"deadline\"} %llu\n"
+          "gslice_extender_connections_cut_total{reason=\"bodies\"} %llu\n"
           "# HELP gslice_extender_ready Whether the first list of nodes and pods is done.\n"
           "# TYPE gslice_extender_ready gauge\ngslice_extender_ready %d\n",
           (unsigned long long)st->filter, (unsigned long long)st->prioritize,
           (unsigned long long)st->bind, (unsigned long long)st->bind_errors,
-          (unsigned long long)st->bind_conflicts_same, (unsigned long long)st->not_ready,
-          (unsigned long long)st->bad_requests, cluster_synced(s->cluster) ? 1 : 0);
+          (unsigned long long)st->bind_refused, (unsigned long long)st->bind_conflicts_same,
+          (unsigned long long)st->not_ready, (unsigned long long)st->bad_requests,
+          (unsigned long long)__atomic_load_n(&s->cut_deadline, __ATOMIC_RELAXED),
+          (unsigned long long)__atomic_load_n(&s->refused_busy, __ATOMIC_RELAXED),
+          cluster_synced(c) ? 1 : 0);
   fclose(f);
 }
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
-                              const char *method, const char *version, const char *upload,
-                              size_t *upload_size, void **req_cls) {
-  struct ext_server *s = cls;
+static struct conn *conn_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+static void conn_busy(struct conn *c, bool busy) {
+  if (!c)
+    return;
+  if (!busy)
+    __atomic_store_n(&c->since_ms, gs_mono_ms(), __ATOMIC_RELAXED);
+  __atomic_store_n(&c->busy, busy, __ATOMIC_RELEASE);
+}
+
+#ifdef GSLICE_HAVE_GNUTLS
+/* The handshake already refused a peer without a certificate of --client-ca (see notify);
+ * this says so again for each request, in case a libmicrohttpd ever skipped our hook. */
+static bool peer_verified(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+  unsigned status = 1, n = 0;
+  if (!ci || !ci->tls_session)
+    return false;
+  gnutls_session_t ss = (gnutls_session_t)ci->tls_session;
+  if (!gnutls_certificate_get_peers(ss, &n) || !n)
+    return false;
+  return gnutls_certificate_verify_peers2(ss, &status) == 0 && status == 0;
+}
+#endif
+
+/* ---- the two listeners' handlers ----------------------------------------------------------- */
+
+static enum MHD_Result handle_metrics(void *cls, struct MHD_Connection *conn, const char *url,
+                                      const char *method, const char *version, const char *upload,
+                                      size_t *upload_size, void **req_cls) {
+  struct listener *l = cls;
+  char *body = NULL;
+  size_t len = 0;
+  (void)version;
+  (void)upload;
+
+  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+    return reply_text(conn, 405, "method not allowed: this listener serves GET only\n");
+  (void)upload_size;
+  (void)req_cls;
+  if (strcmp(url, "/livez") == 0)
+    return reply_text(conn, 200, "ok\n");
+  if (strcmp(url, "/healthz") == 0)
+    return cluster_synced(verbs_cluster(l->s->v))
+               ? reply_text(conn, 200, "ok\n")
+               : reply_text(conn, 503,
+                            "not ready: the first list of nodes and pods is not read yet\n");
+  if (strcmp(url, "/metrics") == 0) {
+    metrics(l->s, &body, &len);
+    return body ? reply(conn, 200, body, len, "text/plain; version=0.0.4; charset=utf-8") : MHD_NO;
+  }
+  return reply_text(conn, 404, "not found: this listener serves GET /metrics, /healthz, /livez\n");
+}
+
+static enum MHD_Result handle_verbs(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **req_cls) {
+  struct listener *l = cls;
+  struct ext_server *s = l->s;
   struct req *r = *req_cls;
-  bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
   char *body = NULL;
   size_t len = 0;
   int status;
+  (void)version;
 
-  if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0) {
-    if (strcmp(url, "/healthz") == 0)
-      return reply_text(conn, 200, "ok\n");
-    if (strcmp(url, "/metrics") == 0) {
-      metrics(s, &body, &len);
-      return body ? reply(conn, 200, body, len, "text/plain; version=0.0.4; charset=utf-8")
-                  : MHD_NO;
-    }
-    return reply_text(conn, 404,
-                      "not found: gslice-extender serves POST /filter, /prioritize, /bind and "
-                      "GET /healthz, /metrics\n");
-  }
-  if (!post)
-    return reply_text(conn, 405, "method not allowed\n");
   if (!r) {
+#ifdef GSLICE_HAVE_GNUTLS
+    if (l->client_auth && !peer_verified(conn))
+      return MHD_NO;
+#endif
+    if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
+      return strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0
+                 ? reply_text(conn, 404,
+                              "not found: /healthz and /metrics are served on --metrics-listen\n")
+                 : reply_text(conn, 405,
+                              "method not allowed: the verbs are POST /filter, "
+                              "/prioritize and /bind\n");
+    bool is_bind = strcmp(url, "/bind") == 0;
+    if (!is_bind && strcmp(url, "/filter") != 0 && strcmp(url, "/prioritize") != 0)
+      return reply_json_error(conn, 404, "not found: the verbs are /filter, /prioritize and /bind");
+    /* A declared length over the bound is refused before a byte of the body is read. */
+    size_t max = is_bind ? VERB_BIND_BODY_MAX : BODY_MAX;
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
+    if (want > max)
+      return reply_json_error(conn, 413,
+                              is_bind ? "request body over 64 KiB" : "request body over 8 MiB");
     r = calloc(1, sizeof(*r));
     if (!r)
       return MHD_NO;
     *req_cls = r;
+    if (want) {
+      size_t held = __atomic_add_fetch(&s->body_held, want + 1, __ATOMIC_RELAXED);
+      if (held > BODY_BUDGET || !(r->p = malloc(want + 1))) {
+        __atomic_sub_fetch(&s->body_held, want + 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&s->refused_busy, 1, __ATOMIC_RELAXED);
+        return reply_json_error(conn, 503, "gslice-extender holds too many request bodies now");
+      }
+      r->cap = want + 1;
+    }
     return MHD_YES;
   }
   if (*upload_size) {
-    if (r->len + *upload_size > MAX_BODY) {
-      r->too_big = true;
-    } else if (!r->too_big) {
-      if (r->len + *upload_size + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 65536;
-        while (cap < r->len + *upload_size + 1)
-          cap *= 2;
-        char *p = realloc(r->p, cap);
-        if (!p)
-          return MHD_NO;
-        r->p = p;
-        r->cap = cap;
+    size_t max = strcmp(url, "/bind") == 0 ? VERB_BIND_BODY_MAX : BODY_MAX;
+    if (r->too_big || r->len + *upload_size > max)
+      return MHD_NO; /* a chunked body past the bound: cut, not read to its end */
+    if (r->len + *upload_size + 1 > r->cap) {
+      size_t cap = r->cap ? r->cap : 65536;
+      while (cap < r->len + *upload_size + 1)
+        cap *= 2;
+      if (cap > max + 1)
+        cap = max + 1;
+      size_t held = __atomic_add_fetch(&s->body_held, cap - r->cap, __ATOMIC_RELAXED);
+      char *p = held <= BODY_BUDGET ? realloc(r->p, cap) : NULL;
+      if (!p) {
+        __atomic_sub_fetch(&s->body_held, cap - r->cap, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&s->refused_busy, 1, __ATOMIC_RELAXED);
+        return MHD_NO;
       }
-      memcpy(r->p + r->len, upload, *upload_size);
-      r->len += *upload_size;
+      r->p = p;
+      r->cap = cap;
     }
+    memcpy(r->p + r->len, upload, *upload_size);
+    r->len += *upload_size;
     *upload_size = 0;
     return MHD_YES;
   }
-  if (r->too_big)
-    return reply_text(conn, 413, "request body over 64 MiB\n");
+  struct conn *c = conn_of(conn);
+  conn_busy(c, true);
+  uint64_t now = gs_mono_ms();
+  const char *b = r->p ? r->p : "";
   if (strcmp(url, "/filter") == 0)
-    status = verb_filter(s->cluster, r->p ? r->p : "", r->len, gs_mono_ms(), s->log, &s->stats,
-                         &body, &len);
+    status = verb_filter(s->v, b, r->len, now, &body, &len);
   else if (strcmp(url, "/prioritize") == 0)
-    status = verb_prioritize(s->cluster, r->p ? r->p : "", r->len, gs_mono_ms(), s->log, &s->stats,
-                             &body, &len);
-  else if (strcmp(url, "/bind") == 0)
-    status = verb_bind(s->cluster, s->kube, r->p ? r->p : "", r->len, gs_mono_ms(), s->log,
-                       &s->stats, &body, &len);
+    status = verb_prioritize(s->v, b, r->len, now, &body, &len);
   else
-    return reply_text(conn, 404, "not found: the verbs are /filter, /prioritize and /bind\n");
+    status = verb_bind(s->v, b, r->len, now, &body, &len);
+  conn_busy(c, false);
   if (!body)
     return MHD_NO;
   return reply(conn, status, body, len, "application/json");
@@ -193,28 +377,164 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 
 static void done(void *cls, struct MHD_Connection *conn, void **req_cls,
                  enum MHD_RequestTerminationCode toe) {
+  struct listener *l = cls;
   struct req *r = *req_cls;
+  (void)toe;
+  conn_busy(conn_of(conn), false); /* the next request's time starts now */
   if (r) {
+    bool trim = r->cap >= TRIM_AFTER;
+    __atomic_sub_fetch(&l->s->body_held, r->cap, __ATOMIC_RELAXED);
     free(r->p);
     free(r);
     *req_cls = NULL;
+    /* Parsing and answering a large request took memory in this thread's arena; glibc
+     * keeps it for the next one unless told. */
+    if (trim)
+      malloc_trim(0);
   }
 }
 
-int ext_server_start(const struct ext_server_cfg *cfg, struct ext_server **ret, char *err,
-                     size_t errlen) {
+static void notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                   enum MHD_ConnectionNotificationCode code) {
+  struct listener *l = cls;
+  struct conn *c = *socket_context;
+
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+#ifdef GSLICE_HAVE_GNUTLS
+    if (l->client_auth) {
+      /* libmicrohttpd only asks for a client certificate (GNUTLS_CERT_REQUEST) and checks
+       * none: require one, and have GnuTLS verify it against --client-ca during the
+       * handshake, so an unknown peer never gets as far as a request. */
+      static gnutls_typed_vdata_st purpose = {GNUTLS_DT_KEY_PURPOSE_OID,
+                                              (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT, 0};
+      const union MHD_ConnectionInfo *ti =
+          MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+      if (ti && ti->tls_session) {
+        gnutls_session_t ss = (gnutls_session_t)ti->tls_session;
+        gnutls_certificate_server_set_request(ss, GNUTLS_CERT_REQUIRE);
+        gnutls_session_set_verify_cert2(ss, &purpose, 1, 0);
+      }
+    }
+#endif
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+      if (ci)
+        shutdown(ci->connect_fd, SHUT_RDWR);
+      return;
+    }
+    c->l = l;
+    c->fd = ci ? ci->connect_fd : -1;
+    c->since_ms = gs_mono_ms();
+    pthread_mutex_lock(&l->lock);
+    c->next = l->conns;
+    if (l->conns)
+      l->conns->prev = c;
+    l->conns = c;
+    pthread_mutex_unlock(&l->lock);
+    *socket_context = c;
+  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && c) {
+    /* Before libmicrohttpd closes the socket: the reaper never shuts down a reused fd. */
+    pthread_mutex_lock(&l->lock);
+    if (c->prev)
+      c->prev->next = c->next;
+    else
+      l->conns = c->next;
+    if (c->next)
+      c->next->prev = c->prev;
+    pthread_mutex_unlock(&l->lock);
+    free(c);
+    *socket_context = NULL;
+  }
+}
+
+/* ---- the deadline ------------------------------------------------------------------------- */
+
+static void reap(struct ext_server *s, struct listener *l, uint64_t now) {
+  if (!l->mhd)
+    return;
+  pthread_mutex_lock(&l->lock);
+  for (struct conn *c = l->conns; c; c = c->next) {
+    if (c->cut || c->fd < 0 || __atomic_load_n(&c->busy, __ATOMIC_ACQUIRE))
+      continue;
+    uint64_t since = __atomic_load_n(&c->since_ms, __ATOMIC_RELAXED);
+    if (now > since && now - since > s->timeout_ms) {
+      /* Its thread sees end of file and closes; the fd is still ours (see notify). */
+      shutdown(c->fd, SHUT_RDWR);
+      c->cut = true;
+      __atomic_fetch_add(&s->cut_deadline, 1, __ATOMIC_RELAXED);
+    }
+  }
+  pthread_mutex_unlock(&l->lock);
+}
+
+static void *reaper(void *arg) {
+  struct ext_server *s = arg;
+  pthread_mutex_lock(&s->stop_lock);
+  while (!s->stopping) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += REAP_EVERY_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->stop_cond, &s->stop_lock, &ts);
+    if (s->stopping)
+      break;
+    pthread_mutex_unlock(&s->stop_lock);
+    uint64_t now = gs_mono_ms();
+    reap(s, &s->verbs, now);
+    reap(s, &s->metrics, now);
+    pthread_mutex_lock(&s->stop_lock);
+  }
+  pthread_mutex_unlock(&s->stop_lock);
+  return NULL;
+}
+
+/* ---- starting ------------------------------------------------------------------------------ */
+
+static int read_pem(const char *flag, const char *path, char **ret, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  const char *why = NULL;
+  char *p = NULL;
+
+  if (fd < 0 || fstat(fd, &st) < 0)
+    why = strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    why = "not a file";
+  else if (st.st_size > PEM_MAX)
+    why = "over 1 MiB";
+  else if (!(p = malloc((size_t)st.st_size + 1)))
+    why = strerror(ENOMEM);
+  else if (read(fd, p, (size_t)st.st_size) != st.st_size)
+    why = "cannot be read whole";
+  if (fd >= 0)
+    close(fd);
+  if (why) {
+    snprintf(err, errlen, "%s %s: %s", flag, path, why);
+    free(p);
+    return -EINVAL;
+  }
+  p[st.st_size] = 0;
+  *ret = p;
+  return 0;
+}
+
+static int open_listener(const char *flag, const char *text, int *ret_fd, int *ret_family,
+                         uint16_t *ret_port, char *err, size_t errlen) {
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *ai = NULL;
-  struct ext_server *s = NULL;
   struct sockaddr_storage bound;
   socklen_t blen = sizeof bound;
   char host[256], port[8];
   uint16_t p;
   int fd = -1, one = 1, rc;
 
-  if (ext_listen_parse(cfg->listen, host, sizeof host, &p)) {
-    snprintf(err, errlen, "--listen \"%s\" is not [HOST:]PORT (e.g. 8765 or 127.0.0.1:8765)",
-             cfg->listen);
+  if (ext_listen_parse(text, host, sizeof host, &p)) {
+    snprintf(err, errlen, "%s \"%s\" is not [HOST:]PORT (e.g. 8765 or 127.0.0.1:8765)", flag, text);
     return -EINVAL;
   }
   snprintf(port, sizeof port, "%u", p);
@@ -222,7 +542,7 @@ int ext_server_start(const struct ext_server_cfg *cfg, struct ext_server **ret, 
     hints.ai_family = AF_INET;
   rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
   if (rc) {
-    snprintf(err, errlen, "--listen %s: %s", cfg->listen, gai_strerror(rc));
+    snprintf(err, errlen, "%s %s: %s", flag, text, gai_strerror(rc));
     return -EINVAL;
   }
   /* Our own socket: close-on-exec, and the real errno when the port is taken. */
@@ -232,50 +552,183 @@ int ext_server_start(const struct ext_server_cfg *cfg, struct ext_server **ret, 
     goto fail;
   }
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+  if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
     rc = -errno;
     goto fail;
   }
-  s = calloc(1, sizeof(*s));
-  if (!s) {
-    rc = -ENOMEM;
-    goto fail;
-  }
   if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
-    s->port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
-                                               : ((struct sockaddr_in6 *)&bound)->sin6_port);
-  s->cluster = cfg->cluster;
-  s->kube = cfg->kube;
-  s->log = cfg->log;
-  s->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                                MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-                            0, NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET, fd,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-                            MHD_OPTION_NOTIFY_COMPLETED, done, NULL, MHD_OPTION_END);
-  if (!s->mhd) {
-    rc = -EIO;
-    goto fail;
-  }
+    *ret_port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
+                                                 : ((struct sockaddr_in6 *)&bound)->sin6_port);
+  *ret_family = ai->ai_family;
+  *ret_fd = fd;
   freeaddrinfo(ai);
-  *ret = s;
   return 0;
 fail:
-  snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, strerror(-rc));
+  snprintf(err, errlen, "cannot listen on %s: %s", text, strerror(-rc));
   if (fd >= 0)
     close(fd);
-  free(s);
   freeaddrinfo(ai);
   return rc;
 }
 
+static int start_listener(struct ext_server *s, struct listener *l, const char *flag,
+                          const char *text, bool verbs, unsigned per_ip, char *err, size_t errlen) {
+  struct MHD_OptionItem opts[16];
+  unsigned flags =
+      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+  int fd = -1, family = AF_INET, rc, n = 0;
+
+  l->s = s;
+  l->verbs = verbs;
+  pthread_mutex_init(&l->lock, NULL);
+  rc = open_listener(flag, text, &fd, &family, &l->port, err, errlen);
+  if (rc)
+    return rc;
+  if (family == AF_INET6)
+    flags |= MHD_USE_IPv6;
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                      verbs ? VERB_CONNECTIONS : METRICS_CONNECTIONS, NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                      verbs ? (intptr_t)per_ip : METRICS_PER_IP, NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
+                                      (intptr_t)(s->timeout_ms / 1000), NULL};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify, l};
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)done, l};
+  if (verbs && s->cert) {
+    flags |= MHD_USE_TLS;
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->key};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->cert};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                        "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"};
+    if (s->ca) {
+      opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, s->ca};
+      l->client_auth = true;
+    }
+  }
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  /* The union of handler types: libmicrohttpd's own prototype for the access handler. */
+  l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, verbs ? handle_verbs : handle_metrics, l,
+                            MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+  if (!l->mhd) {
+    close(fd);
+    if (verbs && s->cert)
+      snprintf(err, errlen,
+               "cannot serve TLS on %s: is --tls-cert a PEM certificate, --tls-key its PEM "
+               "private key%s?",
+               text, s->ca ? ", --client-ca PEM CA certificates" : "");
+    else
+      snprintf(err, errlen, "cannot serve HTTP on %s", text);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+int ext_server_start(const struct ext_server_cfg *cfg, struct ext_server **ret, char *err,
+                     size_t errlen) {
+  struct ext_server *s = calloc(1, sizeof(*s));
+  int rc;
+
+  if (!s)
+    return -ENOMEM;
+  s->v = cfg->verbs;
+  s->log = cfg->log;
+  s->timeout_ms = 1000ull * (cfg->request_timeout_s ? cfg->request_timeout_s : REQUEST_TIMEOUT_S);
+  pthread_mutex_init(&s->stop_lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->stop_cond, &ca);
+  pthread_condattr_destroy(&ca);
+
+  if (!cfg->tls_cert != !cfg->tls_key) {
+    snprintf(err, errlen, "--tls-cert and --tls-key go together");
+    rc = -EINVAL;
+    goto fail;
+  }
+  if (cfg->client_ca && !cfg->tls_cert) {
+    snprintf(err, errlen, "--client-ca needs --tls-cert and --tls-key");
+    rc = -EINVAL;
+    goto fail;
+  }
+#ifndef GSLICE_HAVE_GNUTLS
+  if (cfg->client_ca) {
+    snprintf(err, errlen, "--client-ca: this gslice-extender was built without GnuTLS");
+    rc = -EINVAL;
+    goto fail;
+  }
+#endif
+  if (cfg->tls_cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    snprintf(err, errlen, "--tls-cert: this libmicrohttpd was built without TLS");
+    rc = -EINVAL;
+    goto fail;
+  }
+  if (!cfg->client_ca && !cfg->insecure_listen) {
+    rc = ext_listen_loopback(cfg->listen, err, errlen);
+    if (rc < 0)
+      goto fail;
+    if (rc == 0) {
+      snprintf(err, errlen,
+               "refusing to serve the verbs on %s to any peer that connects: give --tls-cert, "
+               "--tls-key and --client-ca (kube-scheduler's client certificate), listen on "
+               "loopback (a sidecar of kube-scheduler), or say --insecure-listen",
+               cfg->listen);
+      rc = -EPERM;
+      goto fail;
+    }
+  }
+  if ((cfg->tls_cert && (rc = read_pem("--tls-cert", cfg->tls_cert, &s->cert, err, errlen))) ||
+      (cfg->tls_key && (rc = read_pem("--tls-key", cfg->tls_key, &s->key, err, errlen))) ||
+      (cfg->client_ca && (rc = read_pem("--client-ca", cfg->client_ca, &s->ca, err, errlen))))
+    goto fail;
+  rc = start_listener(s, &s->verbs, "--listen", cfg->listen, true,
+                      cfg->per_ip_connections ? cfg->per_ip_connections : PER_IP_CONNECTIONS, err,
+                      errlen);
+  if (rc)
+    goto fail;
+  if (cfg->metrics_listen) {
+    rc = start_listener(s, &s->metrics, "--metrics-listen", cfg->metrics_listen, false, 0, err,
+                        errlen);
+    if (rc)
+      goto fail;
+  }
+  if (pthread_create(&s->reaper, NULL, reaper, s) != 0) {
+    snprintf(err, errlen, "cannot start a thread");
+    rc = -EAGAIN;
+    goto fail;
+  }
+  s->reaper_started = true;
+  *ret = s;
+  return 0;
+fail:
+  ext_server_stop(s);
+  return rc;
+}
+
 uint16_t ext_server_port(const struct ext_server *s) {
-  return s->port;
+  return s->verbs.port;
+}
+
+uint16_t ext_server_metrics_port(const struct ext_server *s) {
+  return s->metrics.mhd ? s->metrics.port : 0;
 }
 
 void ext_server_stop(struct ext_server *s) {
   if (!s)
     return;
-  MHD_stop_daemon(s->mhd);
+  if (s->reaper_started) {
+    pthread_mutex_lock(&s->stop_lock);
+    s->stopping = true;
+    pthread_cond_signal(&s->stop_cond);
+    pthread_mutex_unlock(&s->stop_lock);
+    pthread_join(s->reaper, NULL);
+  }
+  if (s->verbs.mhd)
+    MHD_stop_daemon(s->verbs.mhd);
+  if (s->metrics.mhd)
+    MHD_stop_daemon(s->metrics.mhd);
+  free(s->cert);
+  free(s->key);
+  free(s->ca);
   free(s);
 }

@@ -1,27 +1,43 @@
 /* gslice-extender's HTTP side (libmicrohttpd): the kube-scheduler extender verbs /filter,
- * /prioritize and /bind, plus /healthz and /metrics, over a cluster view. */
+ * /prioritize and /bind on one listener (HTTPS with client certificates, or plain HTTP on
+ * loopback for a sidecar), /healthz, /livez and /metrics on another, each peer bounded in
+ * connections, time and bytes. */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "cluster.h"
-#include "kube.h"
+#include "verbs.h"
 
 struct ext_server;
 
 struct ext_server_cfg {
-  const char *listen; /* "[HOST:]PORT"; port 0: any free one (see ext_server_port) */
-  struct cluster *cluster;
-  struct kube *kube; /* for /bind; NULL: /bind answers an error (bench) */
-  FILE *log;         /* may be NULL */
+  const char *listen;         /* the verbs: "[HOST:]PORT"; port 0: any free one */
+  const char *metrics_listen; /* /metrics, /healthz, /livez; NULL: not served */
+  /* PEM files. With cert and key the verbs are served over TLS; with client_ca too, only to
+   * peers whose certificate that CA signed (refused in the handshake). */
+  const char *tls_cert, *tls_key, *client_ca;
+  /* Plain HTTP, or TLS without client_ca, on an address other than loopback. */
+  bool insecure_listen;
+  unsigned request_timeout_s;  /* to send a request's headers and body, and idle; 0: 10 */
+  unsigned per_ip_connections; /* 0: 32 */
+  struct verbs *verbs;
+  FILE *log; /* may be NULL */
 };
 
 /* Parses "[HOST:]PORT" (HOST: an address or name, "[v6]" for IPv6; default all
  * IPv4 addresses). 0 or -EINVAL. */
 int ext_listen_parse(const char *text, char *host, size_t hostlen, uint16_t *ret_port);
 
-/* 0, or a negative errno with err saying what (a taken port: -EADDRINUSE). */
+/* Whether every address "[HOST:]PORT" names is a loopback one (127/8, ::1): 1, 0, or a
+ * negative errno with err saying why it cannot be told. */
+int ext_listen_loopback(const char *text, char *err, size_t errlen);
+
+/* 0, or a negative errno with err saying what (a taken port: -EADDRINUSE; a bad
+ * certificate or key: -EINVAL; a plain listener off loopback: -EPERM). */
 int ext_server_start(const struct ext_server_cfg *cfg, struct ext_server **ret, char *err,
                      size_t errlen);
 uint16_t ext_server_port(const struct ext_server *s);
+uint16_t ext_server_metrics_port(const struct ext_server *s); /* 0: none */
 void ext_server_stop(struct ext_server *s);

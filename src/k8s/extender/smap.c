@@ -72,3 +72,16 @@ void smap_del(struct smap *m, const char *key) {
     }
   }
 }
+
+void smap_clear(struct smap *m) {
+  for (size_t i = 0; i < m->nb; i++) {
+    for (struct smap_entry *e = m->b[i], *next; e; e = next) {
+      next = e->next;
+      free(e->key);
+      free(e);
+    }
+  }
+  free(m->b);
+  m->b = NULL;
+  m->nb = m->n = 0;
+}

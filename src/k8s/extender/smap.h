@@ -27,3 +27,6 @@ void smap_del(struct smap *m, const char *key);
   for (size_t i_##e = 0; i_##e < (m)->nb; i_##e++)                                                 \
     for (struct smap_entry *e = (m)->b[i_##e], *e##_next = e ? e->next : NULL; e;                  \
          e = e##_next, e##_next = e ? e->next : NULL)
+
+/* Removes every entry (not the values) and the buckets: m is an empty map again. */
+void smap_clear(struct smap *m);

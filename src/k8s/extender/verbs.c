@@ -3,6 +3,7 @@
 #include "verbs.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +11,162 @@
 
 #include "annot.h"
 #include "podspec.h"
+#include "sign.h"
+#include "smap.h"
 
-#define BIND_TIMEOUT_MS 10000
 /* Failing nodes up to which each gets its per-GPU figures (docs/kubernetes.md). */
 #define VERB_DETAIL_MAX 64
+/* The passes /filter remembers for /bind: at most so many bytes of bitmaps (a pod
+ * filtered over 15,000 nodes takes 1.9 KB), and so many node names numbered (past
+ * that, e.g. after years of autoscaled nodes, everything is forgotten and numbered
+ * again: binds in flight then fail once and kube-scheduler filters again). */
+#define PASS_BYTES_MAX (64u << 20)
+#define PASS_NAMES_MAX (1u << 20)
+
+/* A pod's last filter: bit i set when the node numbered i passed. */
+struct pass {
+  struct pass *prev, *next; /* oldest first */
+  uint64_t at_ms;
+  size_t nwords;
+  char uid[POD_UID_MAX];
+  uint64_t bits[];
+};
+
+struct verbs {
+  struct verbs_cfg cfg;
+  struct verb_stats stats;
+  pthread_mutex_t pass_lock; /* covers what follows */
+  struct smap names;         /* node name -> its number + 1 */
+  uint32_t nnames;
+  struct smap passes; /* pod UID -> struct pass */
+  struct pass *oldest, *newest;
+  size_t pass_bytes;
+};
+
+int verbs_new(const struct verbs_cfg *cfg, struct verbs **ret) {
+  struct verbs *v = calloc(1, sizeof(*v));
+  if (!v)
+    return -ENOMEM;
+  v->cfg = *cfg;
+  pthread_mutex_init(&v->pass_lock, NULL);
+  *ret = v;
+  return 0;
+}
+
+static void pass_drop(struct verbs *v, struct pass *p) {
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    v->oldest = p->next;
+  if (p->next)
+    p->next->prev = p->prev;
+  else
+    v->newest = p->prev;
+  smap_del(&v->passes, p->uid);
+  v->pass_bytes -= sizeof(*p) + p->nwords * sizeof(p->bits[0]);
+  free(p);
+}
+
+static void pass_forget_all(struct verbs *v) {
+  while (v->oldest)
+    pass_drop(v, v->oldest);
+  smap_clear(&v->names);
+  v->nnames = 0;
+}
+
+void verbs_free(struct verbs *v) {
+  if (!v)
+    return;
+  pass_forget_all(v);
+  smap_clear(&v->passes);
+  pthread_mutex_destroy(&v->pass_lock);
+  free(v);
+}
+
+struct verb_stats *verbs_stats(struct verbs *v) {
+  return &v->stats;
+}
+
+struct cluster *verbs_cluster(struct verbs *v) {
+  return v->cfg.cluster;
+}
+
+static void pass_expire(struct verbs *v, uint64_t now_ms) {
+  while (v->oldest && v->oldest->at_ms + VERB_PASS_TTL_MS < now_ms)
+    pass_drop(v, v->oldest);
+}
+
+/* Remembers that /filter passed names[i] (where fits[i]) for pod uid at now_ms. */
+static void pass_put(struct verbs *v, const char *uid, const char *const *names,
+                     const struct place_verdict *verdicts, size_t n, uint64_t now_ms) {
+  uint32_t *num = NULL, top = 0;
+  struct pass *p, *old;
+  size_t npassed = 0;
+
+  if (!uid || !*uid || strlen(uid) >= POD_UID_MAX)
+    return;
+  pthread_mutex_lock(&v->pass_lock);
+  pass_expire(v, now_ms);
+  if ((old = smap_get(&v->passes, uid)))
+    pass_drop(v, old);
+  for (size_t i = 0; i < n; i++)
+    npassed += verdicts[i].fits;
+  if (!npassed || !(num = malloc(npassed * sizeof(*num))))
+    goto out;
+  if (v->nnames + npassed > PASS_NAMES_MAX)
+    pass_forget_all(v);
+  for (size_t i = 0, j = 0; i < n; i++) {
+    if (!verdicts[i].fits)
+      continue;
+    uintptr_t got = (uintptr_t)smap_get(&v->names, names[i]);
+    if (!got) {
+      if (smap_put(&v->names, names[i], (void *)(uintptr_t)(v->nnames + 1)))
+        goto out; /* out of memory: this pod's binds are refused, and say so */
+      got = ++v->nnames;
+    }
+    num[j] = (uint32_t)(got - 1);
+    if (num[j] > top)
+      top = num[j];
+    j++;
+  }
+  size_t nwords = top / 64 + 1, size = sizeof(*p) + nwords * sizeof(p->bits[0]);
+  if (!(p = calloc(1, size)))
+    goto out;
+  if (smap_put(&v->passes, uid, p)) {
+    free(p);
+    goto out;
+  }
+  snprintf(p->uid, sizeof p->uid, "%s", uid);
+  p->at_ms = now_ms;
+  p->nwords = nwords;
+  for (size_t j = 0; j < npassed; j++)
+    p->bits[num[j] / 64] |= 1ull << (num[j] % 64);
+  p->prev = v->newest;
+  if (v->newest)
+    v->newest->next = p;
+  else
+    v->oldest = p;
+  v->newest = p;
+  v->pass_bytes += size;
+  while (v->pass_bytes > PASS_BYTES_MAX && v->oldest != p)
+    pass_drop(v, v->oldest);
+out:
+  pthread_mutex_unlock(&v->pass_lock);
+  free(num);
+}
+
+/* Whether /filter passed node for pod uid within VERB_PASS_TTL_MS. */
+static bool pass_check(struct verbs *v, const char *uid, const char *node, uint64_t now_ms) {
+  bool ok = false;
+  pthread_mutex_lock(&v->pass_lock);
+  pass_expire(v, now_ms);
+  struct pass *p = smap_get(&v->passes, uid);
+  uintptr_t got = (uintptr_t)smap_get(&v->names, node);
+  if (p && got && (got - 1) / 64 < p->nwords)
+    ok = p->bits[(got - 1) / 64] >> ((got - 1) % 64) & 1;
+  pthread_mutex_unlock(&v->pass_lock);
+  return ok;
+}
 
 static void count(uint64_t *v) {
   __atomic_fetch_add(v, 1, __ATOMIC_RELAXED);
@@ -24,12 +177,16 @@ static void count(uint64_t *v) {
 struct out {
   char *p;
   size_t len, cap;
-  bool oom;
+  bool oom, too_big;
 };
 
 static void put(struct out *o, const char *s, size_t n) {
   if (o->oom)
     return;
+  if (o->len + n >= VERB_ANSWER_MAX) {
+    o->oom = o->too_big = true;
+    return;
+  }
   if (o->len + n + 1 > o->cap) {
     size_t cap = o->cap ? o->cap : 4096;
     while (cap < o->len + n + 1)
@@ -83,10 +240,13 @@ static void put_str(struct out *o, const char *s) {
 
 static int finish(struct out *o, int status, char **ret_body, size_t *ret_len) {
   if (o->oom) {
-    free(o->p);
     static const char oom[] = "{\"Error\":\"gslice-extender is out of memory\"}";
-    *ret_body = strdup(oom);
-    *ret_len = *ret_body ? sizeof oom - 1 : 0;
+    static const char big[] = "{\"Error\":\"gslice-extender's answer would be over 32 MiB: "
+                              "ask about fewer nodes\"}";
+    const char *msg = o->too_big ? big : oom;
+    free(o->p);
+    *ret_body = strdup(msg);
+    *ret_len = *ret_body ? strlen(msg) : 0;
     return 500;
   }
   *ret_body = o->p;
@@ -236,6 +396,8 @@ static int args_fast(const char *body, size_t len, struct args *a) {
   for (const char *q = names; q < names_end; q++)
     n += *q == '"';
   n /= 2;
+  if (n > VERB_NODES_MAX)
+    return -E2BIG;
   a->names = calloc(n ? n : 1, sizeof(*a->names));
   a->namebuf = malloc((size_t)(names_end - names) + 1);
   if (!a->names || !a->namebuf)
@@ -279,13 +441,45 @@ static int args_fast(const char *body, size_t len, struct args *a) {
   return 0;
 }
 
+/* The values in a JSON text, counted cheaply (separators and openings outside
+ * strings): a parsed tree costs some 64 bytes a value, whatever the text's size. */
+static size_t json_values(const char *p, size_t len) {
+  size_t n = 1;
+  bool in_str = false;
+  for (const char *end = p + len; p < end; p++) {
+    if (in_str) {
+      if (*p == '\\')
+        p++;
+      else if (*p == '"')
+        in_str = false;
+    } else if (*p == '"') {
+      in_str = true;
+    } else {
+      n += *p == ',' || *p == '[' || *p == '{';
+    }
+  }
+  return n;
+}
+
 static int args_read(const char *body, size_t len, struct args *a, char *err, size_t errlen) {
   json_error_t je;
   json_t *names, *nodes, *items;
+  size_t values;
   int rc;
 
   memset(a, 0, sizeof(*a));
+  if ((values = json_values(body, len)) > VERB_VALUES_MAX) {
+    snprintf(err, errlen,
+             "ExtenderArgs has %zu JSON values, over the %u gslice-extender reads (NodeNames "
+             "of %u nodes and a Pod fit well within)",
+             values, VERB_VALUES_MAX, VERB_NODES_MAX);
+    return -E2BIG;
+  }
   rc = args_fast(body, len, a);
+  if (rc == -E2BIG) {
+    snprintf(err, errlen, "NodeNames has over %u names", VERB_NODES_MAX);
+    return rc;
+  }
   if (rc == 0 || rc == -ENOMEM) {
     if (rc == 0)
       snprintf(a->id, sizeof a->id, "%s/%s",
@@ -311,6 +505,13 @@ static int args_read(const char *body, size_t len, struct args *a, char *err, si
            kube_meta_str(a->pod, "name") ? kube_meta_str(a->pod, "name") : "?");
   names = kube_json_get(a->root, "NodeNames");
   nodes = kube_json_get(a->root, "Nodes");
+  if (json_array_size(names) > VERB_NODES_MAX ||
+      json_array_size(json_is_object(nodes) ? kube_json_get(nodes, "Items") : NULL) >
+          VERB_NODES_MAX) {
+    snprintf(err, errlen, "%s has over %u nodes", json_is_array(names) ? "NodeNames" : "Nodes",
+             VERB_NODES_MAX);
+    return -E2BIG;
+  }
   if (json_is_array(names)) {
     a->by_name = true;
     a->n = json_array_size(names);
@@ -357,9 +558,11 @@ static int args_read(const char *body, size_t len, struct args *a, char *err, si
 
 enum verb { FILTER, PRIORITIZE };
 
-static int eval_verb(enum verb verb, struct cluster *c, const char *body, size_t len,
-                     uint64_t now_ms, FILE *log, struct verb_stats *st, char **ret_body,
-                     size_t *ret_len) {
+static int eval_verb(enum verb verb, struct verbs *vs, const char *body, size_t len,
+                     uint64_t now_ms, char **ret_body, size_t *ret_len) {
+  struct cluster *c = vs->cfg.cluster;
+  struct verb_stats *st = &vs->stats;
+  FILE *log = vs->cfg.log;
   struct args a;
   struct place_pod req = {0};
   struct place_verdict *v = NULL;
@@ -406,8 +609,10 @@ static int eval_verb(enum verb verb, struct cluster *c, const char *body, size_t
         v[i] = (struct place_verdict){.fits = true, .score = scores[i]};
     } else {
       cluster_eval(c, &req, a.names, a.n, now_ms, v, nodes);
-      if (verb == FILTER)
+      if (verb == FILTER) {
         cluster_memo_put(c, uid, nodes, v, a.n, now_ms);
+        pass_put(vs, uid, a.names, v, a.n, now_ms);
+      }
     }
   }
 
@@ -425,7 +630,10 @@ static int eval_verb(enum verb verb, struct cluster *c, const char *body, size_t
     for (size_t i = 0; i < a.n; i++) {
       puts_(&o, i ? ",{\"Host\":" : "{\"Host\":");
       put_str(&o, a.names[i]);
-      putf(&o, ",\"Score\":%d}", rc == 0 && v[i].fits ? v[i].score : 0);
+      /* 0..10 whatever placement says: kube-scheduler refuses the whole list for one
+       * score outside (and a hostile pod must not make one). */
+      int score = rc == 0 && v[i].fits ? v[i].score : 0;
+      putf(&o, ",\"Score\":%d}", score < 0 ? 0 : score > 10 ? 10 : score);
     }
     puts_(&o, "]");
     goto out;
@@ -525,14 +733,14 @@ out:
   return finish(&o, status, ret_body, ret_len);
 }
 
-int verb_filter(struct cluster *c, const char *body, size_t len, uint64_t now_ms, FILE *log,
-                struct verb_stats *st, char **ret_body, size_t *ret_len) {
-  return eval_verb(FILTER, c, body, len, now_ms, log, st, ret_body, ret_len);
+int verb_filter(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
+                size_t *ret_len) {
+  return eval_verb(FILTER, v, body, len, now_ms, ret_body, ret_len);
 }
 
-int verb_prioritize(struct cluster *c, const char *body, size_t len, uint64_t now_ms, FILE *log,
-                    struct verb_stats *st, char **ret_body, size_t *ret_len) {
-  return eval_verb(PRIORITIZE, c, body, len, now_ms, log, st, ret_body, ret_len);
+int verb_prioritize(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
+                    size_t *ret_len) {
+  return eval_verb(PRIORITIZE, v, body, len, now_ms, ret_body, ret_len);
 }
 
 /* ---- /bind ------------------------------------------------------------------------------------
@@ -566,11 +774,55 @@ static bool bound_as(struct kube *k, const char *path, const char *node,
   return same;
 }
 
-int verb_bind(struct cluster *c, struct kube *k, const char *body, size_t len, uint64_t now_ms,
-              FILE *log, struct verb_stats *st, char **ret_body, size_t *ret_len) {
+/* Whether the node's labels meet the pod's spec.nodeSelector (the one node-affinity rule
+ * /bind checks itself; required affinity terms and taints are kube-scheduler's, and a node
+ * it did not pass to /filter is refused anyway). */
+static bool selector_met(struct kube *k, const json_t *pod, const char *node, char *err,
+                         size_t errlen) {
+  const json_t *sel = json_object_get(json_object_get(pod, "spec"), "nodeSelector");
+  json_t *obj = NULL, *val;
+  const char *key;
+  char path[K8S_NAME_MAX + 32];
+  bool ok = true;
+
+  if (!json_is_object(sel) || !json_object_size(sel))
+    return true;
+  snprintf(path, sizeof path, "/api/v1/nodes/%s", node);
+  if (kube_get(k, path, &obj, err, errlen))
+    return false;
+  const json_t *labels = json_object_get(json_object_get(obj, "metadata"), "labels");
+  json_object_foreach((json_t *)sel, key, val) {
+    const char *want = json_string_value(val);
+    const char *have = json_string_value(json_object_get(labels, key));
+    if (!want || !have || strcmp(want, have) != 0) {
+      snprintf(err, errlen, "node %s does not have the label %s=%s its nodeSelector asks for", node,
+               key, want ? want : "?");
+      ok = false;
+      break;
+    }
+  }
+  json_decref(obj);
+  return ok;
+}
+
+static bool scheduler_ours(const struct verbs *v, const char *name) {
+  if (!v->cfg.nscheduler_names)
+    return strcmp(name, "default-scheduler") == 0;
+  for (size_t i = 0; i < v->cfg.nscheduler_names; i++)
+    if (strcmp(name, v->cfg.scheduler_names[i]) == 0)
+      return true;
+  return false;
+}
+
+int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
+              size_t *ret_len) {
+  struct cluster *c = v->cfg.cluster;
+  struct kube *k = v->cfg.kube;
+  struct verb_stats *st = &v->stats;
+  FILE *log = v->cfg.log;
   json_error_t je;
-  json_t *root = json_loadb(body, len, 0, &je), *pod = NULL, *binding = NULL;
-  const char *name, *ns, *uid, *node;
+  json_t *root = NULL, *pod = NULL, *binding = NULL;
+  const char *name, *ns, *uid, *node, *sched;
   struct pod_id id;
   struct place_pod req = {0};
   struct k8s_assigned a = {0};
@@ -580,6 +832,12 @@ int verb_bind(struct cluster *c, struct kube *k, const char *body, size_t len, u
   int rc, status = 200;
 
   count(&st->bind);
+  if (len > VERB_BIND_BODY_MAX) {
+    snprintf(err, sizeof err, "ExtenderBindingArgs over %u bytes", VERB_BIND_BODY_MAX);
+    status = 400;
+    goto out;
+  }
+  root = json_loadb(body, len, 0, &je);
   if (!root || !json_is_object(root)) {
     snprintf(err, sizeof err, "ExtenderBindingArgs is not a JSON object%s%s", root ? "" : ": ",
              root ? "" : je.text);
@@ -590,9 +848,10 @@ int verb_bind(struct cluster *c, struct kube *k, const char *body, size_t len, u
   ns = arg_str(root, "PodNamespace");
   uid = arg_str(root, "PodUID");
   node = arg_str(root, "Node");
-  if (!name || !*name || !ns || !*ns || !node || !*node || strlen(name) >= K8S_NAME_MAX ||
-      strlen(ns) >= K8S_NAME_MAX || strlen(node) >= K8S_NAME_MAX) {
-    snprintf(err, sizeof err, "ExtenderBindingArgs needs PodName, PodNamespace and Node");
+  if (!name || !*name || !ns || !*ns || !uid || !*uid || !node || !*node ||
+      strlen(name) >= K8S_NAME_MAX || strlen(ns) >= K8S_NAME_MAX || strlen(node) >= K8S_NAME_MAX ||
+      strlen(uid) >= POD_UID_MAX) {
+    snprintf(err, sizeof err, "ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node");
     status = 400;
     goto out;
   }
@@ -600,28 +859,56 @@ int verb_bind(struct cluster *c, struct kube *k, const char *body, size_t len, u
     snprintf(err, sizeof err, "this gslice-extender has no API server to bind with");
     goto out;
   }
+  /* Whoever calls, the pod is judged as the API server has it now (a caller's word is
+   * only the names): the UID kube-scheduler saw, a scheduler of ours, and a node our
+   * /filter passed for that UID moments ago. */
   snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
+  rc = kube_get(k, path, &pod, err, sizeof err);
+  if (!rc)
+    rc = podspec_id(pod, &id, err, sizeof err);
+  if (rc)
+    goto out;
+  status = 403;
+  if (strcmp(uid, id.uid) != 0) {
+    snprintf(err, sizeof err, "pod %s/%s has uid %s, not %s: it was replaced", ns, name, id.uid,
+             uid);
+    goto refused;
+  }
+  sched = json_string_value(json_object_get(json_object_get(pod, "spec"), "schedulerName"));
+  if (!sched || !*sched)
+    sched = "default-scheduler";
+  if (!scheduler_ours(v, sched)) {
+    snprintf(
+        err, sizeof err,
+        "pod %s/%s is for scheduler %s, not one this gslice-extender serves (--scheduler-name)", ns,
+        name, sched);
+    goto refused;
+  }
+  if (id.node[0] && strcmp(id.node, node) != 0) {
+    status = 200;
+    snprintf(err, sizeof err, "the pod is already bound to node %s", id.node);
+    goto out;
+  }
+  if (!pass_check(v, uid, node, now_ms)) {
+    snprintf(err, sizeof err,
+             "node %s did not pass gslice-extender's /filter for pod %s/%s (uid %s) in the last "
+             "%u s: not a bind kube-scheduler asked for",
+             node, ns, name, uid, VERB_PASS_TTL_MS / 1000);
+    goto refused;
+  }
+  if (!selector_met(k, pod, node, err, sizeof err))
+    goto refused;
+  status = 200;
   lock = cluster_node_lock(c, node);
   if (!lock) {
     snprintf(err, sizeof err, "node %s is not known to gslice-extender", node);
     goto out;
   }
-  rc = cluster_pending_request(c, ns, name, &id, &req, err, sizeof err);
-  if (rc == -ENOENT) {
-    /* The watch has not shown us the pod yet: ask for it. */
-    rc = kube_get(k, path, &pod, err, sizeof err);
-    if (!rc && !(rc = podspec_id(pod, &id, err, sizeof err)))
-      rc = cluster_request(c, pod, &req, err, sizeof err);
-  }
+  rc = cluster_request(c, pod, &req, err, sizeof err);
   if (rc) {
     if (rc > 0)
       snprintf(err, sizeof err, "pod %s/%s asks for no %s: nothing for gslice to bind", ns, name,
                K8S_RES_GPU);
-    goto out;
-  }
-  if (uid && *uid && id.uid[0] && strcmp(uid, id.uid) != 0) {
-    snprintf(err, sizeof err, "pod %s/%s has uid %s, not %s: it was replaced", ns, name, id.uid,
-             uid);
     goto out;
   }
   rc = cluster_reserve(c, &id, &req, node, now_ms, &a, err, sizeof err);
@@ -632,19 +919,27 @@ int verb_bind(struct cluster *c, struct kube *k, const char *body, size_t len, u
     snprintf(err, sizeof err, "cannot encode the assignment");
     goto out;
   }
+  /* Signed for this pod's uid and node over the annotation's exact bytes (sign.h): what
+   * gslice-node and the cluster view check before they honour it. */
+  char sig[K8S_SIG_MAX] = "";
+  if (cluster_keys(c) && k8s_assigned_sign(cluster_keys(c), uid, node, text, sig, sizeof sig)) {
+    snprintf(err, sizeof err, "cannot sign the assignment");
+    goto out;
+  }
   /* The annotation travels in the Binding: the API server copies a Binding's
    * annotations onto the pod in the same write that sets spec.nodeName, so
    * no pod is ever bound without its GPUs. */
   binding = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s, s:s, s:s}}", "apiVersion",
                       "v1", "kind", "Binding", "metadata", "name", name, "namespace", ns, "uid",
-                      uid && *uid ? uid : id.uid, "annotations", K8S_ANNOT_ASSIGNED, text, "target",
-                      "apiVersion", "v1", "kind", "Node", "name", node);
-  if (!binding) {
+                      uid, "annotations", K8S_ANNOT_ASSIGNED, text, "target", "apiVersion", "v1",
+                      "kind", "Node", "name", node);
+  if (!binding ||
+      (sig[0] &&
+       json_object_set_new(json_object_get(json_object_get(binding, "metadata"), "annotations"),
+                           K8S_ANNOT_ASSIGNED_SIG, json_string(sig)))) {
     snprintf(err, sizeof err, "out of memory");
     goto out;
   }
-  if ((!uid || !*uid) && !id.uid[0])
-    json_object_del(json_object_get(binding, "metadata"), "uid");
   char bpath[3 * K8S_NAME_MAX + 16];
   snprintf(bpath, sizeof bpath, "%s/binding", path);
   rc = kube_post(k, bpath, binding, NULL, err, sizeof err);
@@ -660,6 +955,9 @@ int verb_bind(struct cluster *c, struct kube *k, const char *body, size_t len, u
   reserved = false; /* held as assumed until the watch shows the pod bound */
   if (log)
     fprintf(log, "gslice-extender: bound %s/%s to %s: %s\n", ns, name, node, text);
+  goto out;
+refused:
+  count(&st->bind_refused);
 out:
   if (reserved)
     cluster_unreserve(c, &id);
@@ -667,8 +965,9 @@ out:
   if (err[0]) {
     count(&st->bind_errors);
     if (log)
-      fprintf(log, "gslice-extender: bind %s/%s: %s\n", arg_str(root, "PodNamespace") ?: "?",
-              arg_str(root, "PodName") ?: "?", err);
+      fprintf(log, "gslice-extender: bind %s/%s: %s\n",
+              (root ? arg_str(root, "PodNamespace") : NULL) ?: "?",
+              (root ? arg_str(root, "PodName") : NULL) ?: "?", err);
   }
   k8s_assigned_free(&a);
   podspec_request_free(&req);

@@ -14,17 +14,52 @@
 #include "cluster.h"
 #include "kube.h"
 
+/* What one call may carry, sized for 15,000 nodes (docs/kubernetes.md, "Limits"): names
+ * in NodeNames (or Nodes.items), and the bytes of an answer. A request beyond them is
+ * refused (400), an answer beyond them is an Error (500): never gigabytes for one call. */
+#define VERB_NODES_MAX 16384
+#define VERB_ANSWER_MAX (32u << 20)
+/* JSON values in one ExtenderArgs (a parsed value costs jansson some 64 bytes): NodeNames
+ * of VERB_NODES_MAX and a large Pod take a tenth of it; whole Nodes (not nodeCacheCapable)
+ * some 300 values a node, so that mode serves up to about 800 nodes. */
+#define VERB_VALUES_MAX 262144u
+/* An ExtenderBindingArgs is four names. */
+#define VERB_BIND_BODY_MAX 65536u
+/* How long a node /filter passed for a pod may be bound to (kube-scheduler binds within
+ * a scheduling cycle's moments; a Permit plugin may hold it longer, then it filters again). */
+#define VERB_PASS_TTL_MS 60000
+
 /* Counters for /metrics. */
 struct verb_stats {
   uint64_t filter, prioritize, bind, bind_errors, bind_conflicts_same, not_ready, bad_requests;
+  uint64_t bind_refused; /* binds kube-scheduler cannot have asked for (not filtered, ...) */
 };
 
+struct verbs_cfg {
+  struct cluster *cluster;
+  struct kube *kube; /* for /bind; NULL: every bind fails with an Error (bench) */
+  FILE *log;         /* may be NULL */
+  /* /bind takes only pods whose spec.schedulerName is one of these (NULL: the one
+   * "default-scheduler"). The strings must outlive the verbs. */
+  const char *const *scheduler_names;
+  size_t nscheduler_names;
+};
+
+struct verbs;
+
+/* 0 or -ENOMEM. */
+int verbs_new(const struct verbs_cfg *cfg, struct verbs **ret);
+void verbs_free(struct verbs *v);
+struct verb_stats *verbs_stats(struct verbs *v);
+struct cluster *verbs_cluster(struct verbs *v);
+
 /* Each returns the HTTP status and a malloc'd body (*ret_body, *ret_len). A
- * malformed body is 400 with a JSON Error saying what was wrong. */
-int verb_filter(struct cluster *c, const char *body, size_t len, uint64_t now_ms, FILE *log,
-                struct verb_stats *st, char **ret_body, size_t *ret_len);
-int verb_prioritize(struct cluster *c, const char *body, size_t len, uint64_t now_ms, FILE *log,
-                    struct verb_stats *st, char **ret_body, size_t *ret_len);
-/* k NULL: every bind fails with an Error. */
-int verb_bind(struct cluster *c, struct kube *k, const char *body, size_t len, uint64_t now_ms,
-              FILE *log, struct verb_stats *st, char **ret_body, size_t *ret_len);
+ * malformed body is 400 with a JSON Error saying what was wrong. /filter remembers
+ * which nodes it passed for which pod UID (bounded: VERB_PASS_TTL_MS, and a cap on
+ * the bytes), and /bind takes only such a (pod UID, node). */
+int verb_filter(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
+                size_t *ret_len);
+int verb_prioritize(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
+                    size_t *ret_len);
+int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
+              size_t *ret_len);
