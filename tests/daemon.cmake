@@ -47,3 +47,8 @@ set_target_properties(daemon_attack PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_
 add_executable(daemon_truncate progs/daemon_truncate.c)
 target_link_libraries(daemon_truncate PRIVATE gslice_common Threads::Threads)
 set_target_properties(daemon_truncate PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+
+# gslice-node's REGISTER with per-GPU values, and a container's requests on the hook socket.
+add_executable(daemon_k8s progs/daemon_k8s.c)
+target_link_libraries(daemon_k8s PRIVATE gslice_common)
+set_target_properties(daemon_k8s PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

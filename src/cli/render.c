@@ -368,9 +368,11 @@ int gs_render_json(const struct gs_status *st, FILE *out) {
     uint32_t n = s->ngpus < GS_MAX_GPUS ? s->ngpus : GS_MAX_GPUS;
     for (uint32_t i = 0; i < n; i++) {
       const struct gs_slice_gpu_status *g = &s->gpus[i];
+      /* The request on this GPU: a slice over several GPUs may ask each its own (proto.h). */
       fprintf(out,
-              "%s{\"index\":%" PRIu32 ",\"memory_used_bytes\":%" PRIu64 ",\"memory_cap_bytes\":",
-              i ? "," : "", g->gpu, g->memory_used_bytes);
+              "%s{\"index\":%" PRIu32 ",\"compute_request_percent\":%" PRIu32
+              ",\"memory_used_bytes\":%" PRIu64 ",\"memory_cap_bytes\":",
+              i ? "," : "", g->gpu, g->compute_request, g->memory_used_bytes);
       /* null, not 0: "no cap" must not read as "a cap of zero bytes". */
       if (g->memory_cap_bytes)
         fprintf(out, "%" PRIu64, g->memory_cap_bytes);

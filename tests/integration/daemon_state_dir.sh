@@ -63,3 +63,33 @@ expect_eq "log mode" "$(stat -c %a "$RT/gslice-$A_UID/gsliced.log")" 600
 kill "$dpid"
 for _ in $(seq 50); do kill -0 "$dpid" 2>/dev/null || break; sleep 0.1; done
 pass "the daemon's own default dir works; its log is 0600"
+
+# A relative --state-dir is the working directory's, made absolute at start (issue 16 item 13):
+# it was taken as given, and every `gslice run` then died on GSLICE_STATE_DIR="st/slices/1"
+# (malformed: the hook wants an absolute path). And a default dir whose parents are missing is
+# made, parents too.
+mkdir -p "$T/wd"
+(cd "$T/wd" && exec "$BIN/gsliced" --state-dir st --print-config) >"$T/cfg"
+grep -q "^  state_dir  *string  *$T/wd/st " "$T/cfg" || fail "--state-dir st is not made absolute: $(grep state_dir "$T/cfg")"
+(cd "$T/wd" && exec "$BIN/gsliced" --state-dir st --socket "$T/rel.sock" --foreground) 2>"$T/rel.log" &
+RP=$!
+for _ in $(seq 100); do GSLICE_SOCKET="$T/rel.sock" "$BIN/gslice" status >/dev/null 2>&1 && break; sleep 0.05; done
+out=$(cd / && GSLICE_SOCKET="$T/rel.sock" "$BIN/gslice" run -- bash -c 'echo "dir=$GSLICE_STATE_DIR"' 2>&1) ||
+  fail "gslice run under a daemon started with --state-dir st failed: $out"
+grep -q "^dir=$T/wd/st/slices/[0-9]*$" <<<"$out" || fail "the slice dir is not under $T/wd/st: $out"
+[ -f "$T/wd/st/gsliced.lock" ] || fail "no lock in $T/wd/st"
+kill "$RP"
+wait "$RP" 2>/dev/null || true
+pass "a relative state dir is made absolute at start"
+
+as_user "$A" env XDG_RUNTIME_DIR="$RT/not/yet" GSLICE_SOCKET="$RT/a2.sock" "$BIN/gsliced" ||
+  fail "gsliced did not make its default dir under a missing parent"
+[ -d "$RT/not/yet/gslice-$A_UID" ] || fail "no default state dir made"
+dpid=""
+for _ in $(seq 100); do
+  dpid=$(cat "$RT/not/yet/gslice-$A_UID/gsliced.lock" 2>/dev/null || true)
+  [ -n "$dpid" ] && break
+  sleep 0.02
+done
+[ -n "$dpid" ] && kill "$dpid"
+pass "the default state dir is made, parents too"

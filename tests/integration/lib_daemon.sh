@@ -34,7 +34,7 @@ pct_of() {
 # within NAME GOT LO HI
 within() { [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || fail "$1: got $2%, want $3..$4%"; echo "ok: $1 = $2% (want $3..$4)"; }
 # nslices: how many slices the daemon has now
-nslices() { "$BIN/gslice" status --json | { grep -o '"compute_request_percent"' || true; } | wc -l; }
+nslices() { "$BIN/gslice" status --json | { grep -o '"compute_limit_percent"' || true; } | wc -l; }
 # gsrun ARGS...: gslice run; in sanitizer builds with the ASan runtime ahead of the hook, as
 # an uninstrumented workload needs it (gslice run keeps it first in LD_PRELOAD).
 ASAN_RT=""

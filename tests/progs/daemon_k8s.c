@@ -1,0 +1,140 @@
+/* Stand-ins for what reaches gsliced in a Kubernetes node: gslice-node registering a container's
+ * slice with per-GPU requests and caps (REGISTER flags, protocol 8), and whatever a container's
+ * process says on the socket it is given (a hook's HELLO, or requests a hook never sends). One
+ * request per run; prints what the daemon answered, one line, for the test to check:
+ *   daemon_k8s register SOCK NAME MASK LIMIT REQ,REQ.. MEM,MEM.. FLAGS
+ *       -> "id=N nonce=HEX dir=PATH" (per-GPU values in index order of MASK)
+ *   daemon_k8s hello SOCK ROLE ID NONCE           -> "ok" or "refused CODE TEXT"
+ *   daemon_k8s ask SOCK register|set|unregister|status [ID]
+ *       -> "ok" or "refused CODE TEXT" (HELLO as CLI first; its refusal is printed as such)
+ *   daemon_k8s raw SOCK register|set|unregister|status -> the same, without a HELLO
+ *   daemon_k8s hooked SOCK register|set|unregister|status ID NONCE -> the same, after a HELLO as
+ *       the hook of slice ID (a container's process that read its slice.env)
+ * Exit status 0 whenever the daemon answered. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "proto.h"
+
+static void split(const char *list, uint32_t mask, int memory, struct gs_slice_spec *spec) {
+  const char *p = list;
+
+  for (uint32_t g = 0; g < GS_MAX_GPUS && *p; g++) {
+    char *end;
+    if (!(mask & (1u << g)))
+      continue;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (memory)
+      spec->gpu_memory_cap[g] = v;
+    else
+      spec->gpu_compute_request[g] = (uint32_t)v;
+    p = *end == ',' ? end + 1 : end;
+  }
+}
+
+static int said(int r, const char *err) {
+  if (r == 0)
+    printf("ok\n");
+  else
+    printf("refused %d %s\n", r, err);
+  return 0;
+}
+
+/* One request of `what` after (or without) a HELLO: the answer, or how the connection ended. */
+static int ask(const char *sock, const char *what, uint32_t id, uint64_t nonce, int hello) {
+  char err[GS_PROTO_TEXT_MAX] = "";
+  uint64_t buf[1024];
+  struct gs_msg m;
+  int fd, r = gs_client_connect(sock, &fd);
+
+  if (r < 0) {
+    printf("connect %d\n", r);
+    return 1;
+  }
+  if (hello &&
+      (r = gs_client_hello_slice(fd, hello == 2 ? GS_ROLE_HOOK : GS_ROLE_CLI, hello == 2 ? id : 0,
+                                 nonce, NULL, err, sizeof(err))) < 0) {
+    printf("hello ");
+    return said(r, err);
+  }
+  if (!strcmp(what, "register")) {
+    struct gs_msg_register reg = {.runner_pid = (int32_t)getpid()};
+    reg.spec.compute_limit = 10;
+    reg.spec.weight = 1;
+    snprintf(reg.spec.name, sizeof(reg.spec.name), "forged");
+    r = gs_client_send(fd, GS_MSG_REGISTER, 1, &reg, sizeof(reg));
+  } else if (!strcmp(what, "set")) {
+    struct gs_msg_set st = {.slice_id = id ? id : 1, .fields = GS_SET_REQUEST};
+    st.spec.compute_request = 90;
+    r = gs_client_send(fd, GS_MSG_SET, 1, &st, sizeof(st));
+  } else if (!strcmp(what, "unregister")) {
+    struct gs_msg_unregister u = {.slice_id = id ? id : 1};
+    r = gs_client_send(fd, GS_MSG_UNREGISTER, 1, &u, sizeof(u));
+  } else {
+    struct gs_msg_status q = {0};
+    r = gs_client_send(fd, GS_MSG_STATUS, 1, &q, sizeof(q));
+  }
+  if (r == 0)
+    r = gs_client_recv(fd, buf, sizeof(buf), 5000, &m);
+  if (r < 0) {
+    printf("closed %d\n", r);
+    return 0;
+  }
+  if (m.hdr.type == GS_MSG_ERROR)
+    return said(m.u.error.code, m.u.error.text);
+  printf("ok %s\n", gs_msg_type_name(m.hdr.type));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  char err[GS_PROTO_TEXT_MAX] = "";
+  int fd, r;
+
+  if (argc < 3) {
+    fprintf(stderr, "usage: see the head of tests/progs/daemon_k8s.c\n");
+    return 2;
+  }
+  if (!strcmp(argv[1], "register") && argc == 9) {
+    struct gs_slice_spec spec = {.weight = 1};
+    struct gs_msg_registered reg;
+    snprintf(spec.name, sizeof(spec.name), "%s", argv[3]);
+    spec.gpu_mask = (uint32_t)strtoul(argv[4], NULL, 0);
+    spec.compute_limit = (uint32_t)strtoul(argv[5], NULL, 10);
+    spec.per_gpu = GS_SPEC_GPU_REQUEST | GS_SPEC_GPU_MEMORY;
+    split(argv[6], spec.gpu_mask, 0, &spec);
+    split(argv[7], spec.gpu_mask, 1, &spec);
+    if ((r = gs_client_connect(argv[2], &fd)) < 0 ||
+        (r = gs_client_hello_err(fd, GS_ROLE_CLI, 0, NULL, err, sizeof(err))) < 0 ||
+        (r = gs_client_register_flags(fd, &spec, (uint32_t)strtoul(argv[8], NULL, 0), &reg, err,
+                                      sizeof(err))) < 0) {
+      printf("refused %d %s\n", r, err);
+      return 1;
+    }
+    printf("id=%" PRIu32 " nonce=%016" PRIx64 " dir=%s\n", reg.slice_id, reg.slice_nonce,
+           reg.state_dir);
+    return 0;
+  }
+  if (!strcmp(argv[1], "hello") && argc == 6) {
+    uint32_t role = !strcmp(argv[3], "hook") ? GS_ROLE_HOOK : GS_ROLE_CLI;
+    if ((r = gs_client_connect(argv[2], &fd)) < 0) {
+      printf("connect %d\n", r);
+      return 1;
+    }
+    r = gs_client_hello_slice(fd, role, (uint32_t)strtoul(argv[4], NULL, 10),
+                              strtoull(argv[5], NULL, 16), NULL, err, sizeof(err));
+    return said(r, err);
+  }
+  if ((!strcmp(argv[1], "ask") || !strcmp(argv[1], "raw")) && argc >= 4)
+    return ask(argv[2], argv[3], argc > 4 ? (uint32_t)strtoul(argv[4], NULL, 10) : 0, 0,
+               !strcmp(argv[1], "ask"));
+  if (!strcmp(argv[1], "hooked") && argc == 6)
+    return ask(argv[2], argv[3], (uint32_t)strtoul(argv[4], NULL, 10), strtoull(argv[5], NULL, 16),
+               2);
+  fprintf(stderr, "usage: see the head of tests/progs/daemon_k8s.c\n");
+  return 2;
+}
