@@ -67,6 +67,14 @@ int main(void) {
   CHECK_EQ_INT(k8s_time_parse("2026-11-30 18:00:00Z", &t), -EINVAL);
   CHECK_EQ_INT(k8s_time_parse("2026-11-30T18:00:00", &t), -EINVAL);
   CHECK_EQ_INT(k8s_time_parse("2026-13-30T18:00:00Z", &t), -EINVAL);
+  /* Dates that do not exist are refused, not rolled over (timegm makes Feb 31 Mar 3). */
+  CHECK_EQ_INT(k8s_time_parse("2026-02-31T00:00:00Z", &t), -EINVAL);
+  CHECK_EQ_INT(k8s_time_parse("2026-04-31T00:00:00Z", &t), -EINVAL);
+  CHECK_EQ_INT(k8s_time_parse("2027-02-29T00:00:00Z", &t), -EINVAL);
+  CHECK_EQ_INT(k8s_time_parse("2100-02-29T00:00:00Z", &t), -EINVAL);
+  CHECK_EQ_INT(k8s_time_parse("2028-02-29T00:00:00Z", &t), 0);
+  CHECK_EQ_INT(k8s_time_parse("2000-02-29T00:00:00Z", &t), 0);
+  CHECK_EQ_INT(k8s_time_parse("2026-12-31T23:59:59Z", &t), 0);
 
   /* Node: refusals name the field. */
   node_bad("", -EINVAL, "empty");

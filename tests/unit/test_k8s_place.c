@@ -51,6 +51,53 @@ static void eval(struct place_node *n, struct place_pod *p, struct place_verdict
   place_eval(&cfg, n, p, 2000, v, ch);
 }
 
+/* Sums of parts saturate: a counter wrapped by hostile parts made a full GPU look empty, and
+ * over-held GPUs made /prioritize answer Score -554428741. */
+static void test_saturating(void) {
+  struct place_node n;
+  struct place_verdict v;
+  struct place_choice ch;
+  struct place_container cs[3];
+  struct place_pod pod = {.ncontainers = 1, .containers = cs, .policy = PLACE_BINPACK};
+  struct place_share sh[2];
+
+  /* 12GiB held, then two parts that take the counter to 2^64 exactly: wrapped, it read 0. */
+  node_init(&n, "s", gpus_a, 2, 16 * GiB);
+  cs[0] = ctr("a", 1, 12 * GiB, 0);
+  sh[0] = (struct place_share){0, 0, 12 * GiB, 0};
+  place_apply(&n, &pod, sh, 1, +1);
+  cs[0] = ctr("x", 1, INT64_MAX, 0);
+  cs[1] = ctr("y", 1, (1ULL << 63) + 1 - 12 * GiB, 0);
+  pod.ncontainers = 2;
+  sh[0] = (struct place_share){0, 0, INT64_MAX, 0};
+  sh[1] = (struct place_share){1, 0, (1ULL << 63) + 1 - 12 * GiB, 0};
+  place_apply(&n, &pod, sh, 2, +1);
+  CHECK_EQ_U64(gpus_a[0].mem_used, UINT64_MAX);
+  pod.ncontainers = 1;
+  cs[0] = ctr("big", 1, 12 * GiB, 10);
+  gpus_a[1].healthy = false;
+  eval(&n, &pod, &v, &ch);
+  CHECK(!v.fits); /* with the counter wrapped to 0 it fitted */
+  /* Compute held far past 100% on another GPU: scores stay 0..10 either way. */
+  gpus_a[1].healthy = true;
+  gpus_a[0].mem_used = 0;
+  gpus_a[1].compute_used = 250;
+  gpus_a[1].mem_used = 40 * GiB;
+  gpus_a[1].slices = 3;
+  for (int p = 0; p < 2; p++) {
+    pod.policy = p ? PLACE_SPREAD : PLACE_BINPACK;
+    eval(&n, &pod, &v, &ch);
+    CHECK(v.fits);
+    CHECK(v.score >= 0 && v.score <= PLACE_SCORE_MAX);
+  }
+  /* The reason for a GPU held past 100% does not wrap to "4294967246% free". */
+  cs[0] = ctr("c", 2, 2 * GiB, 20);
+  eval(&n, &pod, &v, &ch);
+  CHECK(!v.fits);
+  CHECK(strstr(v.reason, "0% of compute free") != NULL || strstr(v.reason, "free, ") != NULL);
+  CHECK(strstr(v.reason, "4294967") == NULL);
+}
+
 int main(void) {
   struct place_node a, b;
   struct place_verdict v;
@@ -238,5 +285,6 @@ int main(void) {
   CHECK_EQ_INT(place_policy_parse("spread", &pp), 0);
   CHECK_EQ_INT(pp, PLACE_SPREAD);
   CHECK_EQ_INT(place_policy_parse("Spread", &pp), -EINVAL);
+  test_saturating();
   return test_done();
 }

@@ -27,6 +27,88 @@ static void bad(const char *text, const char *word) {
   json_decref(o);
 }
 
+static void class_bad(const char *text, const char *word) {
+  struct podspec_class k = {.weight = 77};
+  char err[512] = "";
+  CHECK_EQ_INT(podspec_class_parse(text, &k, err, sizeof err), -EINVAL);
+  CHECK_EQ_INT(k.weight, 77);
+  if (!strstr(err, word))
+    fprintf(stderr, "error \"%s\" does not say \"%s\"\n", err, word);
+  CHECK(strstr(err, word) != NULL);
+}
+
+/* A pod of class pclass (NULL: none) with annotations ann (JSON members, may be ""). */
+static struct place_container class_pod(const struct podspec_cfg *cfg, const char *pclass,
+                                        const char *ann) {
+  char text[1024];
+  struct place_pod p = {0};
+  struct place_container got = {0};
+  char err[512];
+  snprintf(text, sizeof text,
+           "{\"metadata\":{\"name\":\"p\",\"annotations\":{%s}},\"spec\":{%s%s%s"
+           "\"containers\":[{\"name\":\"m\",\"resources\":{\"limits\":{\"gslice.io/gpu\":\"1\","
+           "\"gslice.io/gpu-memory\":\"1Gi\",\"gslice.io/gpu-compute\":\"10\"}}}]}}",
+           ann, pclass ? "\"priorityClassName\":\"" : "", pclass ? pclass : "",
+           pclass ? "\"," : "");
+  json_t *o = pod(text);
+  CHECK_EQ_INT(podspec_request_cfg(o, cfg, &p, err, sizeof err), 0);
+  if (p.ncontainers == 1)
+    got = p.containers[0];
+  podspec_request_free(&p);
+  json_decref(o);
+  return got;
+}
+
+/* The admin decides priority (issue 16 item 3): a class's ceiling; annotations only lower. */
+static void test_classes(void) {
+  struct podspec_class cls[2];
+  char err[512];
+  CHECK_EQ_INT(podspec_class_parse("gold=high:weight=4:limit=80", &cls[0], err, sizeof err), 0);
+  CHECK_STR(cls[0].name, "gold");
+  CHECK_EQ_INT(cls[0].priority, K8S_PRIO_HIGH);
+  CHECK_EQ_INT(cls[0].weight, 4);
+  CHECK_EQ_INT(cls[0].compute_limit, 80);
+  CHECK_EQ_INT(podspec_class_parse("batch=low", &cls[1], err, sizeof err), 0);
+  CHECK_EQ_INT(cls[1].priority, K8S_PRIO_LOW);
+  CHECK_EQ_INT(cls[1].weight, 1);
+  CHECK_EQ_INT(cls[1].compute_limit, 100);
+  class_bad("gold", "want NAME=");
+  class_bad("=high", "want NAME=");
+  class_bad("gold=urgent", "high, normal or low");
+  class_bad("gold=high:weight=0", "weight must be 1..1000");
+  class_bad("gold=high:weight=1001", "weight must be 1..1000");
+  class_bad("gold=high:limit=101", "limit must be 1..100");
+  class_bad("gold=high:limit=-5", "limit must be 1..100");
+  class_bad("gold=high:color=red", "unknown field");
+
+  struct podspec_cfg cfg = {.policy = PLACE_BINPACK, .classes = cls, .nclasses = 2};
+  const char *greedy = "\"gslice.io/priority\":\"high\",\"gslice.io/weight\":\"1000\","
+                       "\"gslice.io/compute-limit\":\"100\"";
+  struct place_container c = class_pod(&cfg, "gold", greedy);
+  CHECK_EQ_INT(c.priority, K8S_PRIO_HIGH);
+  CHECK_EQ_INT(c.weight, 4);
+  CHECK_EQ_INT(c.compute_limit, 80);
+  c = class_pod(&cfg, "gold",
+                "\"gslice.io/priority\":\"low\",\"gslice.io/weight\":\"2\","
+                "\"gslice.io/compute-limit\":\"50\"");
+  CHECK_EQ_INT(c.priority, K8S_PRIO_LOW);
+  CHECK_EQ_INT(c.weight, 2);
+  CHECK_EQ_INT(c.compute_limit, 50);
+  c = class_pod(&cfg, "gold", "");
+  CHECK_EQ_INT(c.priority, K8S_PRIO_HIGH);
+  CHECK_EQ_INT(c.weight, 4);
+  CHECK_EQ_INT(c.compute_limit, 80);
+  /* Unmapped class, or none: normal, 1, 100 at most. */
+  c = class_pod(&cfg, "system-cluster-critical", greedy);
+  CHECK_EQ_INT(c.priority, K8S_PRIO_NORMAL);
+  CHECK_EQ_INT(c.weight, 1);
+  CHECK_EQ_INT(c.compute_limit, 100);
+  c = class_pod(&cfg, NULL, greedy);
+  CHECK_EQ_INT(c.priority, K8S_PRIO_NORMAL);
+  c = class_pod(&cfg, "batch", greedy);
+  CHECK_EQ_INT(c.priority, K8S_PRIO_LOW);
+}
+
 int main(void) {
   struct place_pod p;
   struct pod_id id;
@@ -59,8 +141,9 @@ int main(void) {
   CHECK_EQ_U64(p.containers[1].memory, 3 * GiB);
   CHECK_EQ_INT(p.containers[1].compute, 30);
   CHECK_EQ_INT(p.containers[1].compute_limit, 60);
-  CHECK_EQ_INT(p.containers[1].priority, K8S_PRIO_HIGH);
-  CHECK_EQ_INT(p.containers[1].weight, 3);
+  /* No priority class mapped: normal and weight 1 at most, whatever the annotations ask. */
+  CHECK_EQ_INT(p.containers[1].priority, K8S_PRIO_NORMAL);
+  CHECK_EQ_INT(p.containers[1].weight, 1);
 
   /* The assignment of a placement, and back. */
   struct place_gpu g[2] = {
@@ -145,5 +228,6 @@ int main(void) {
   o = pod("{\"metadata\":{}}");
   CHECK_EQ_INT(podspec_id(o, &id, err, sizeof err), -EINVAL);
   json_decref(o);
+  test_classes();
   return test_done();
 }

@@ -358,12 +358,13 @@ static int assignment_trusted(const struct cluster *c, const json_t *obj, const 
   return k8s_assigned_check_pod(a, obj, err, errlen);
 }
 
-/* p's assignment does not count: it holds nothing, and the first refusal for this pod is
- * counted and logged. */
+/* p's assignment does not count: it holds nothing; a refusal for a new reason is counted
+ * and logged (the same one again, at every status update of the pod, is not). */
 static void pod_refuse(struct cluster *c, struct xpod *p, const char *why, FILE *log) {
   xpod_unhold(p);
-  if (!p->forged) {
+  if (!p->forged || strncmp(p->forged_why, why, sizeof p->forged_why - 1) != 0) {
     p->forged = true;
+    snprintf(p->forged_why, sizeof p->forged_why, "%s", why);
     c->forged_total++;
     if (log)
       fprintf(log, "gslice-extender: pod %s (uid %s): %s; its %s is not counted\n", p->key,
@@ -399,6 +400,8 @@ static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
                strcmp(p->node->name, id.node) == 0;
     if (strcmp(p->id.uid, id.uid) != 0)
       p->forged = false; /* another incarnation: judged afresh */
+    if (!p->forged)
+      p->forged_why[0] = 0;
     p->id = id;
     p->seen_relist = true;
     p->pending = false;

@@ -44,6 +44,7 @@ struct xpod {
   /* Bound with an assignment that does not count (unsigned, signed for another pod or
    * node, or not what the pod declares): held is false. */
   bool forged;
+  char forged_why[96]; /* the start of the last refusal's reason: a new one is logged */
   /* Pending (unbound) and asking for gslice: its request as last seen. */
   bool pending;
   int req_rc;
