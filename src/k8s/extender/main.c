@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cluster.h"
 #include "server.h"
@@ -224,6 +225,14 @@ int main(int argc, char **argv) {
   /* A large request's buffers are mmapped and unmapped when freed: glibc's sliding
    * threshold would otherwise serve the next ones from the heap and keep them. */
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  /* Up to 1,024 verb and 512 metrics connections, beside the API server's: the soft limit
+   * of 1,024 descriptors would refuse connections before the server's own limits do. */
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < 8192 &&
+      nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max < 8192 ? nofile.rlim_max : 8192;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   /* Signals are taken by sigwait below; every thread started after this inherits the mask. */
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);

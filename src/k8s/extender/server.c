@@ -35,9 +35,12 @@
 #define BODY_BUDGET (64u << 20)
 /* After a request this large, memory goes back to the system (malloc_trim). */
 #define TRIM_AFTER (1u << 20)
-#define VERB_CONNECTIONS 256
-#define METRICS_CONNECTIONS 32
-#define METRICS_PER_IP 8
+/* Connections (each a thread on the verbs listener) over all peers, and per address: idle
+ * sockets of a few hundred peers take neither the last thread nor a probe's turn. */
+#define VERB_CONNECTIONS 1024
+#define VERB_THREAD_STACK (1u << 20)
+#define METRICS_CONNECTIONS 512
+#define METRICS_PER_IP 16
 #define REQUEST_TIMEOUT_S 10
 #define PER_IP_CONNECTIONS 32
 #define REAP_EVERY_MS 200
@@ -574,8 +577,11 @@ fail:
 static int start_listener(struct ext_server *s, struct listener *l, const char *flag,
                           const char *text, bool verbs, unsigned per_ip, char *err, size_t errlen) {
   struct MHD_OptionItem opts[16];
-  unsigned flags =
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+  /* The verbs get a thread per connection (/bind waits on the API server); /metrics and the
+   * probes answer from memory at once, so one epoll thread serves them all and idle sockets
+   * cost it a descriptor each, never a turn. poll, not select: descriptors past 1,023. */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                   (verbs ? MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL : MHD_USE_EPOLL);
   int fd = -1, family = AF_INET, rc, n = 0;
 
   l->s = s;
@@ -595,6 +601,8 @@ static int start_listener(struct ext_server *s, struct listener *l, const char *
                                       (intptr_t)(s->timeout_ms / 1000), NULL};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify, l};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)done, l};
+  if (verbs)
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE, VERB_THREAD_STACK, NULL};
   if (verbs && s->cert) {
     flags |= MHD_USE_TLS;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->key};
