@@ -21,22 +21,24 @@
  * hello_timeout_ms). Counted at accept, before anything is allocated; the refused client gets
  * the reason as an ERROR if it reads before it sees the close, and the log says it, at most once
  * a second. */
-static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid) {
+static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid, bool hook_only) {
   uint32_t n = 0;
   uint64_t now;
 
+  /* Counted per socket: containers run as uid 0 as often as not, and their connections on the
+   * hook socket must not use up root's on the main one (gslice-node's). */
   for (struct conn *c = d->conns; c; c = c->next)
-    n += c->uid == uid;
+    n += c->uid == uid && c->hook_only == hook_only;
   if (n < d->cfg.max_clients_per_user)
     return false;
   struct gs_msg_error e = {.code = -EUSERS};
   unsigned char buf[sizeof(struct gs_msg_hdr) + sizeof(e)];
   size_t len;
   snprintf(e.text, sizeof(e.text),
-           "uid %u has %u connections to gsliced, the most one user may have "
+           "uid %u has %u connections to gsliced%s, the most one user may have "
            "(max_clients_per_user = %" PRIu64 "); close some, or raise max_clients_per_user "
            "in gsliced's config (SIGHUP reloads it)",
-           (unsigned)uid, n, d->cfg.max_clients_per_user);
+           (unsigned)uid, n, hook_only ? "'s hook socket" : "", d->cfg.max_clients_per_user);
   now = loop_now();
   if (gs_msg_encode(buf, sizeof(buf), GS_MSG_ERROR, 0, &e, sizeof(e), &len) == 0 &&
       send(cfd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len &&
@@ -103,7 +105,7 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       close(cfd);
       continue;
     }
-    if (uid_over_limit(d, cfd, cred.uid))
+    if (uid_over_limit(d, cfd, cred.uid, fd == d->hook_listen_fd))
       continue;
     if (!(c = calloc(1, sizeof(*c)))) {
       close(cfd);

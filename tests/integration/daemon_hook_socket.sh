@@ -91,3 +91,26 @@ tokens=$("$BIN/gslice" status --json | python3 -c "import json,sys; d=json.load(
 echo "tokens over the hook socket: $tokens"
 share_ceiling_floor "a container slice's hook on the hook socket, hard 30%" "$(pct "$T/c/spin")" 20 38 "$T/c/spin"
 pass "a container slice's hook is served on the hook socket"
+
+# Containers' connections on the hook socket (uid 0, as often as not) are bounded apart from
+# root's on the main socket: they cannot use up gslice-node's.
+stop_daemon
+start_daemon --set max_clients_per_user=4 --set hello_timeout_ms=20000
+python3 - "$H" >"$T/held" <<'PY' &
+import socket, sys, time
+socks = []
+for _ in range(4):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    socks.append(s)
+print("held", flush=True)
+time.sleep(15)
+PY
+HP=$!
+for _ in $(seq 200); do grep -q held "$T/held" 2>/dev/null && break; sleep 0.05; done
+grep -q held "$T/held" || fail "could not hold 4 connections on the hook socket"
+"$BIN/gslice" status >/dev/null 2>"$T/err" || fail "4 hook-socket connections of uid 0 shut root out of the main socket: $(cat "$T/err")"
+out=$("$K" hello "$H" hook "$id" "$nonce")
+grep -q "^refused -87 .*hook socket" <<<"$out" || fail "a fifth hook-socket connection of uid 0 was not refused: $out"
+kill "$HP" 2>/dev/null || true
+pass "hook-socket connections are bounded apart from the main socket's"
