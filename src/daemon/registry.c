@@ -417,6 +417,26 @@ static int parse_slice(char *line, struct slice *s) {
   return 0;
 }
 
+/* A container's slice recovered from a daemon that kept it in slices/<id>: moved to held/<id>
+ * (made 0700 first), where a local user cannot reach it. A rename keeps the container's bind
+ * mount, which holds the dir itself. */
+static void move_to_held(const struct registry *reg, const struct slice *s) {
+  char id[16], old[32];
+  struct stat st;
+  int sfd = open(reg->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), pfd = -1;
+
+  snprintf(id, sizeof(id), "%" PRIu32, s->id);
+  snprintf(old, sizeof(old), "slices/%" PRIu32, s->id);
+  if (sfd >= 0 && open_own_dir(sfd, parent_name(s->flags), 0700, &pfd) == 0 &&
+      fstatat(pfd, id, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
+      fstatat(sfd, old, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+    renameat(sfd, old, pfd, id);
+  if (pfd >= 0)
+    close(pfd);
+  if (sfd >= 0)
+    close(sfd);
+}
+
 int registry_load(struct registry *reg, const char *state_dir, uint32_t max_slices, char *why,
                   size_t why_len) {
   char path[GS_PROTO_PATH_MAX + 32], line[2048];
@@ -472,6 +492,8 @@ int registry_load(struct registry *reg, const char *state_dir, uint32_t max_slic
       break;
     }
     snprintf(s->dir, sizeof(s->dir), "%s/%s/%" PRIu32, state_dir, parent_name(s->flags), s->id);
+    if (s->flags)
+      move_to_held(reg, s);
     reg->slices[reg->n++] = s;
   }
   if (r == 0 && lineno == 0) {

@@ -91,8 +91,20 @@ static void test_corrupt(const char *dir) {
   f = fopen(path, "w");
   fprintf(f, "gslice-state 1\nnext_id 5\n%s flags=3 name=k8s\n", line);
   fclose(f);
+  /* A container's slice from before held/: its dir moves there, into a 0700 parent. */
+  char old[600], moved[600];
+  struct stat st;
+  snprintf(old, sizeof(old), "%s/slices", dir);
+  mkdir(old, 0755);
+  snprintf(old, sizeof(old), "%s/slices/3", dir);
+  CHECK_EQ_INT(mkdir(old, 0755), 0);
   CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), 0);
   CHECK(registry_find(&reg, 3) && registry_find(&reg, 3)->flags == 3);
+  snprintf(moved, sizeof(moved), "%s/held/3", dir);
+  CHECK(registry_find(&reg, 3) && strcmp(registry_find(&reg, 3)->dir, moved) == 0);
+  CHECK(stat(moved, &st) == 0 && S_ISDIR(st.st_mode));
+  CHECK(stat(old, &st) < 0);
+  registry_remove(&reg, 3);
   registry_free(&reg);
   f = fopen(path, "w");
   fprintf(f, "gslice-state 1\nnext_id 5\n%s flags=128 name=k8s\n", line);
