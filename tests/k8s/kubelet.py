@@ -10,11 +10,20 @@ and the PodResources API (v1) document them:
     order, then the others), GetPreferredAllocation when the plugin offers it, then Allocate;
     devices of init containers are reused by the containers after them, as the kubelet's
     device manager does (devicesToReuse); only Healthy, unallocated devices are given;
-  - starting each container: PreStartContainer when the plugin asked for it, then the
-    "container": a process with the Allocate response's environment, and its mounts mapped to
-    the host paths (an env value under a mount's container path is rewritten to the host path;
-    the /etc/ld.so.preload mount becomes LD_PRELOAD of the libraries it names). Init containers
-    run one after the other to completion before the others start;
+  - starting each container: PreStartContainer when the plugin asked for it (a failed one is
+    retried, as the kubelet's back-off does, and the container is not started until it
+    succeeds), then the "container": a process with the Allocate response's environment, in
+    its own mount and pid namespaces (unshare --mount --pid --fork --mount-proc, as root) with
+    real bind mounts of what Allocate returned, in order of destination depth as containerd and
+    CRI-O mount, read_only honoured, over a fresh tmpfs on /run (so /run/gslice/... can be
+    made). Mounts outside /run (the hook, /etc/ld.so.preload) are not made: the libraries
+    /etc/ld.so.preload names become LD_PRELOAD of their host paths, and the rest of the host's
+    file system stays visible (a container's root could reach more than it would in a real
+    runtime: tests of what a container can do use only what the mounts give). Without
+    namespaces (not root, no unshare; or --no-namespaces) the old way: the mounts mapped to the
+    host paths (an env value under a mount's container path is rewritten to the host path) —
+    /state says which ("namespaces"), and tests of a container's reach skip (77) without them.
+    Init containers run one after the other to completion before the others start;
   - with --api URL, the init containers' states in the pod's status (initContainerStatuses:
     running, terminated with the exit code), as the kubelet reports them;
   - PodResourcesLister.List on --pod-resources: pods and their (non-init) containers with the
@@ -29,10 +38,16 @@ Control interface, HTTP JSON on 127.0.0.1 (--port 0 and --port-file FILE: the po
                  admits and starts the pod; 201 {"containers":[{"name","devices":[..],
                  "env":{..},"mounts":[..]}]}; 409 {"error"} when it cannot be admitted
   DELETE /pods/NS/NAME   kills its processes, frees its devices
-  GET    /pods/NS/NAME   {"containers":[{"name","pid","exit","log"}]}
+  GET    /pods/NS/NAME   {"containers":[{"name","pid","exit","log","prestart_failures",
+                          "prestart_error","starts"}]}
+  POST   /pods/NS/NAME/restart {"container","command":[..] (optional: what runs this time)}
+                 a container restart as the kubelet does one: the process is killed if it
+                 still runs, then PreStartContainer and a new process with the same devices,
+                 environment and mounts; answers once it started (or PreStart gave up)
   POST   /restart        {"down_s": 0.3} acts a kubelet restart
   GET    /state          {"registrations","endpoint","options","devices":{id: health},
-                          "streams","allocated":{id: "ns/pod/container"}}
+                          "streams","allocated":{id: "ns/pod/container"},"namespaces",
+                          "prestart_failures"}
 """
 
 import argparse
@@ -49,6 +64,40 @@ import urllib.request
 from concurrent import futures
 
 import grpc
+
+# The container's init, run by unshare in the new mount and pid namespaces: a tmpfs on /run,
+# then "DEST SRC RO" triples (sorted by destination depth) bind-mounted, read-only where asked,
+# then "--" and the command. A mount point that is missing under a read-only mount cannot be
+# made (EROFS) and the container does not start, as with a runtime.
+CONTAINER_INIT = r"""
+set -e
+mount -t tmpfs -o mode=0755 gslice-test-run /run
+while [ "$1" != "--" ]; do
+  dest=$1 src=$2 ro=$3
+  shift 3
+  if [ -d "$src" ]; then
+    mkdir -p "$dest"
+  else
+    mkdir -p "$(dirname "$dest")"
+    [ -e "$dest" ] || : >"$dest"
+  fi
+  mount --bind "$src" "$dest"
+  if [ "$ro" = 1 ]; then mount -o remount,bind,ro "$dest"; fi
+done
+shift
+exec "$@"
+"""
+
+
+def namespaces_work():
+    if os.geteuid() != 0:
+        return False
+    try:
+        return subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "true"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def load_pb(pb_dir):
@@ -76,6 +125,8 @@ class Kubelet:
         self.reg_server = None
         self.pr_server = None
         self.channel = None
+        self.namespaces = not args.no_namespaces and namespaces_work()
+        self.prestart_failures = 0
 
     # ---- Registration ----
     def register(self, req, ctx):
@@ -260,16 +311,27 @@ class Kubelet:
                                     for c in pod["containers"]]}
 
     def start_container(self, pod, c):
+        c["starts"] = c.get("starts", 0) + 1
         if c["devices_given"] and self.options and self.options["pre_start_required"]:
             req = self.dp.PreStartContainerRequest(devices_ids=c["devices_given"])
             for attempt in range(100):
                 try:
                     self.call("PreStartContainer", req, self.dp.PreStartContainerResponse)
+                    c["prestart_error"] = None
                     break
                 except Exception as e:  # noqa: BLE001
                     # The kubelet retries a container whose start failed (back-off).
+                    with self.lock:
+                        self.prestart_failures += 1
+                    c["prestart_failures"] = c.get("prestart_failures", 0) + 1
+                    c["prestart_error"] = str(e.details() if hasattr(e, "details") else e)
                     log("PreStartContainer %s failed: %s (retrying)" % (c["name"], e))
+                    if pod.get("deleted"):
+                        return False
                     time.sleep(0.2)
+            else:
+                log("PreStartContainer %s: giving up, the container is not started" % c["name"])
+                return False
         env = dict(os.environ)
         env.update(c.get("env", {}))
         mounts = c.get("mounts_given", [])
@@ -281,20 +343,57 @@ class Kubelet:
                     return m["host_path"] + v[len(cp):]
             return v
         for k, v in c.get("env_given", {}).items():
-            env[k] = ",".join(host(x) for x in v.split(",")) if k != "GSLICE_K8S_SLOTS" else v
+            if self.namespaces or k == "GSLICE_K8S_SLOTS":
+                env[k] = v
+            else:
+                env[k] = ",".join(host(x) for x in v.split(","))
         for m in mounts:
             if m["container_path"] == "/etc/ld.so.preload":
                 with open(m["host_path"]) as f:
                     libs = [host(line.strip()) for line in f if line.strip()]
                 pre = env.get("LD_PRELOAD", "")
                 env["LD_PRELOAD"] = ":".join(libs + ([pre] if pre else []))
+        cmd = c["command"]
+        if self.namespaces:
+            depth = lambda m: len([p for p in os.path.normpath(m["container_path"]).split("/") if p])
+            args = []
+            for m in sorted(mounts, key=depth):
+                if not (m["container_path"] + "/").startswith("/run/"):
+                    continue
+                args += [m["container_path"], m["host_path"], "1" if m["read_only"] else "0"]
+            cmd = ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation",
+                   "private", "/bin/sh", "-c", CONTAINER_INIT, "container-init"] + args + \
+                  ["--"] + list(cmd)
         logf = os.path.join(self.args.log_dir, "%s_%s_%s.log" % (pod["namespace"], pod["name"],
                                                                  c["name"]))
         c["log"] = logf
         with open(logf, "ab") as out:
-            c["proc"] = subprocess.Popen(c["command"], env=env, stdout=out, stderr=subprocess.STDOUT,
+            c["proc"] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         log("started %s/%s/%s pid %d" % (pod["namespace"], pod["name"], c["name"], c["proc"].pid))
+        return True
+
+    def restart_container(self, key, spec):
+        with self.lock:
+            pod = self.pods.get(key)
+            if not pod:
+                return 404, {"error": "no pod " + key}
+            cs = [c for c in pod["containers"] if c["name"] == spec.get("container")]
+            if not cs:
+                return 404, {"error": "no container %s in %s" % (spec.get("container"), key)}
+            c = cs[0]
+        p = c.get("proc")
+        if p and p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        if spec.get("command"):
+            c["command"] = spec["command"]
+        started = self.start_container(pod, c)
+        return 200, {"started": started, "prestart_failures": c.get("prestart_failures", 0),
+                     "prestart_error": c.get("prestart_error")}
 
     def report_inits(self, pod):
         """The init containers' states in the pod's status, as the kubelet's status manager
@@ -328,7 +427,8 @@ class Kubelet:
                 return
             if c.get("command") is None:
                 continue
-            self.start_container(pod, c)
+            if not self.start_container(pod, c):
+                return
             if c.get("init"):
                 self.report_inits(pod)
                 c["proc"].wait()
@@ -365,7 +465,10 @@ class Kubelet:
             for c in pod["containers"]:
                 p = c.get("proc")
                 out.append({"name": c["name"], "pid": p.pid if p else None,
-                            "exit": p.poll() if p else None, "log": c.get("log")})
+                            "exit": p.poll() if p else None, "log": c.get("log"),
+                            "prestart_failures": c.get("prestart_failures", 0),
+                            "prestart_error": c.get("prestart_error"),
+                            "starts": c.get("starts", 0)})
             return 200, {"containers": out}
 
     def state(self):
@@ -373,7 +476,8 @@ class Kubelet:
             return 200, {"registrations": self.registrations, "endpoint": self.endpoint,
                          "resource": self.resource, "options": self.options,
                          "devices": self.devices, "streams": self.streams,
-                         "allocated": self.allocated}
+                         "allocated": self.allocated, "namespaces": self.namespaces,
+                         "prestart_failures": self.prestart_failures}
 
 
 def log(msg):
@@ -410,6 +514,9 @@ def make_handler(k):
             try:
                 if self.path == "/pods":
                     return self.reply(*k.admit(self.body()))
+                parts = self.path.strip("/").split("/")
+                if len(parts) == 4 and parts[0] == "pods" and parts[3] == "restart":
+                    return self.reply(*k.restart_container(parts[1] + "/" + parts[2], self.body()))
                 if self.path == "/restart":
                     k.restart(float(self.body().get("down_s", 0.3)))
                     return self.reply(200, {})
@@ -436,6 +543,8 @@ def main():
     ap.add_argument("--pb-dir", required=True, help="where protoc --python_out put the messages")
     ap.add_argument("--log-dir", required=True, help="containers' output goes here")
     ap.add_argument("--api", default="", help="API server URL: init container states are reported there")
+    ap.add_argument("--no-namespaces", action="store_true",
+                    help="start containers as plain processes, mounts mapped to host paths")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file", required=True)
     args = ap.parse_args()
@@ -447,7 +556,9 @@ def main():
     with open(tmp, "w") as f:
         f.write(str(srv.server_address[1]))
     os.rename(tmp, args.port_file)
-    log("up: %s, control port %d" % (args.dir, srv.server_address[1]))
+    log("up: %s, control port %d, containers %s" % (
+        args.dir, srv.server_address[1],
+        "in their own namespaces" if k.namespaces else "as plain processes (no namespaces)"))
 
     def stop(*_):
         for key in list(k.pods):

@@ -37,7 +37,8 @@ start_kubelet() {
 # start_node [ARGS...]: gslice-node on this test's kubelet dir and gsliced.
 start_node() {
   "$BIN/gslice-node" --kubelet-dir "$DP" --pod-resources-socket "$PODRES" --state-dir "$NSTATE" \
-    --socket "$GSLICE_SOCKET" --hook "$HOOK" --nvidia-visible-devices "" "$@" 2>>"$T/node.log" &
+    --socket "$GSLICE_SOCKET" --daemon-state-dir "$T/daemon" --hook "$HOOK" \
+    --nvidia-visible-devices "" --signing-key "$SIGNING_KEY" "$@" 2>>"$T/node.log" &
   NODE_PID=$!
 }
 stop_node() { kill "$NODE_PID" 2>/dev/null || true; wait "$NODE_PID" 2>/dev/null || true; }
@@ -91,3 +92,14 @@ else:
     print("?")
 PYEOF
 }
+# npod ARGS...: a pod in the API server as gslice-extender would have bound it (node_pod.py:
+# declared resources, spec.nodeName, gslice.io/assigned signed for its UID); prints the UID.
+npod() { "$PY" "$K8S/node_pod.py" --api "$API" --key "$SIGNING_KEY" "$@"; }
+# slice_names: gsliced's slices as "<namespace>.<pod>.<container>" (gslice-node names them
+# k8s.<seq>.<namespace>.<pod>.<container>), sorted.
+slice_names() { "$BIN/gslice" status --json | "$PY" -c '
+import json, sys
+print(sorted(s["name"].split(".", 2)[2] if s["name"].startswith("k8s.") else s["name"] for s in json.load(sys.stdin)["slices"]))'; }
+# in_ns: whether the kubelet stand-in starts containers in their own namespaces with real
+# mounts (else tests of what a container can reach skip).
+in_ns() { [ "$(kstate "d['namespaces']")" = True ]; }

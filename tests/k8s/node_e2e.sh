@@ -30,33 +30,6 @@ hb1=$(jget "$inv" "d['heartbeat']")
 pass "inventory: 2 GPUs x 16 slots, $U0 $U1"
 
 GiB=1073741824
-# assigned GPU MEMORY COMPUTE LIMIT NAME [NAME2 GPU2 MEMORY2 COMPUTE2 LIMIT2]: the annotation.
-assigned() {
-  "$PY" - "$@" <<'PYEOF'
-import json, sys
-a = sys.argv[1:]
-node = a.pop(0)
-cs = []
-while a:
-    name, uuid, idx, mem, comp, lim = a[:6]
-    a = a[6:]
-    cs.append({"name": name, "init": False,
-               "gpus": [{"uuid": uuid, "index": int(idx), "memory": int(mem), "compute": int(comp)}],
-               "computeLimit": int(lim), "priority": "normal", "weight": 1})
-print(json.dumps(json.dumps({"version": 1, "node": node, "containers": cs})))
-PYEOF
-}
-# mkpod NAME ANNOTATION-JSON-STRING|"" CONTAINER...: the pod in the API server, bound to node-a.
-mkpod() {
-  local name=$1 ann=$2 cs="" c
-  shift 2
-  for c in "$@"; do
-    cs="$cs${cs:+,}{\"name\":\"$c\",\"resources\":{\"limits\":{\"gslice.io/gpu\":\"1\"}}}"
-  done
-  local meta="\"name\":\"$name\",\"namespace\":\"default\""
-  [ -z "$ann" ] || meta="$meta,\"annotations\":{\"gslice.io/assigned\":$ann}"
-  api POST /api/v1/namespaces/default/pods "{\"metadata\":{$meta},\"spec\":{\"nodeName\":\"node-a\",\"containers\":[$cs]}}" >/dev/null
-}
 cat >"$T/work.sh" <<'W'
 #!/bin/bash
 # A container's workload: spin kernels in the common window, then fill memory to the cap.
@@ -65,9 +38,10 @@ cat >"$T/work.sh" <<'W'
 "$TBIN/compute_spin" --start "$4" --warmup 1 --duration "$5" --label "$3-after" || exit 1
 exec "$TBIN/hook_client_linked" --lookup link --path alloc --chunk 64MiB --script "fill;info"
 W
-mkpod a "$(assigned node-a main "$U0" 0 $GiB 60 60)" main
-mkpod b "$(assigned node-a main "$U0" 0 $((GiB / 2)) 30 30)" main
-mkpod c "$(assigned node-a x "$U1" 1 $GiB 50 50 y "$U1" 1 $((2 * GiB)) 20 20)" x y
+# The pods as gslice-extender binds them: declared resources, assignment signed for their UID.
+npod --name a main="$U0:$GiB:60/60" >/dev/null
+npod --name b main="$U0:$((GiB / 2)):30/30" >/dev/null
+npod --name c x="$U1:$GiB:50/50" y="$U1:$((2 * GiB)):20/20" >/dev/null
 
 S=$(date +%s.%N | awk '{ printf "%.3f", $1 + 5 }')
 D=8
@@ -83,7 +57,7 @@ until_true 20 four
 slices() { "$BIN/gslice" status --json | "$PY" -c '
 import json, sys
 d = json.load(sys.stdin)
-print(sorted((s["name"], s["compute_request_percent"], s["compute_limit_percent"], [g["index"] for g in s["gpus"]], [g["memory_cap_bytes"] for g in s["gpus"]]) for s in d["slices"]))'; }
+print(sorted((s["name"].split(".", 2)[2], s["compute_request_percent"], s["compute_limit_percent"], [g["index"] for g in s["gpus"]], [g["memory_cap_bytes"] for g in s["gpus"]]) for s in d["slices"]))'; }
 want_slices="[('default.a.main', 60, 60, [0], [$GiB]), ('default.b.main', 30, 30, [0], [$((GiB / 2))]), ('default.c.x', 50, 50, [1], [$GiB]), ('default.c.y', 20, 20, [1], [$((2 * GiB))])]"
 expect_eq "slices" "$(slices)" "$want_slices"
 pass "4 containers, 4 slices with their pods' limits"
@@ -149,8 +123,8 @@ done
 pass "every container held to its own cap and share through the three restarts"
 
 # Refused: no assignment, and an assignment for another node.
-mkpod none "" main
-mkpod other "$(assigned node-b main "$U0" 0 $GiB 10 10)" main
+npod --name none --no-assign main="$U0:$GiB:10" >/dev/null
+npod --name other --assigned-node node-b main="$U0:$GiB:10/10" >/dev/null
 kl POST /pods '{"namespace":"default","name":"none","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
 kl POST /pods '{"namespace":"default","name":"other","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
 until_true 10 grep -q "compute_spin:" "$T/default_none_main.log"
@@ -169,7 +143,7 @@ grep -q "no GPU slice: pod default/bad: gslice.io/assigned is malformed" "$T/def
 pass "a malformed assignment is refused, saying so"
 
 # A finished pod (phase Succeeded, still in the kubelet's lists) loses its slice.
-mkpod done "$(assigned node-a main "$U1" 1 $GiB 10 10)" main
+npod --name done main="$U1:$GiB:10/10" >/dev/null
 kl POST /pods '{"namespace":"default","name":"done","containers":[{"name":"main","devices":1,"command":["true"]}]}' >/dev/null
 five() { [ "$(nsl)" = 5 ]; }
 until_true 10 five

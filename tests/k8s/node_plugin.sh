@@ -30,8 +30,14 @@ resp=$(kl POST /pods '{"namespace":"default","name":"p1","containers":[{"name":"
   "command":["'"$TBIN"'/compute_spin","--duration","1"]}]}')
 expect_eq "slots in env" "$(jget "$resp" "d['containers'][0]['env']['GSLICE_K8S_SLOTS'] == d['containers'][0]['devices'][0]")" True
 expect_eq "socket in env" "$(jget "$resp" "d['containers'][0]['env']['GSLICE_SOCKET']")" /run/gslice/daemon/gsliced.sock
-expect_eq "mounts" "$(jget "$resp" "sorted(m['container_path'] for m in d['containers'][0]['mounts'])")" \
-  "['/etc/ld.so.preload', '/run/gslice/daemon', '/run/gslice/slice', '/usr/local/lib/gslice/libgslice.so']"
+# Read-only all but the region (a file mount over the placeholder in the read-only slice dir);
+# the daemon's is the hook socket's directory, never gsliced's own (where REGISTER is served).
+expect_eq "mounts" "$(jget "$resp" "sorted((m['container_path'], m['read_only']) for m in d['containers'][0]['mounts'])")" \
+  "[('/etc/ld.so.preload', True), ('/run/gslice/daemon', True), ('/run/gslice/slice', True), ('/run/gslice/slice/memory.region', False), ('/usr/local/lib/gslice/libgslice.so', True)]"
+expect_eq "daemon mount" "$(jget "$resp" "[m['host_path'] for m in d['containers'][0]['mounts'] if m['container_path'] == '/run/gslice/daemon'][0]")" "$T/run/hook"
+key=$(jget "$resp" "d['containers'][0]['devices'][0]")
+expect_eq "slice and region mounts" "$(jget "$resp" "sorted(m['host_path'] for m in d['containers'][0]['mounts'] if m['container_path'].startswith('/run/gslice/slice'))")" \
+  "['$NSTATE/alloc/$key', '$NSTATE/alloc/$key.region']"
 expect_eq "hook mount" "$(jget "$resp" "[m['host_path'] for m in d['containers'][0]['mounts'] if m['container_path'].endswith('libgslice.so')][0]")" "$(realpath "$HOOK")"
 # No API server: the container starts, its first CUDA call fails with one clear line.
 until_true 10 grep -q "compute_spin:" "$T/default_p1_main.log"

@@ -24,6 +24,11 @@
 #define NODE_CTR_SLICE_DIR "/run/gslice/slice"
 #define NODE_CTR_DAEMON_DIR "/run/gslice/daemon"
 #define NODE_SLICE_ENV "slice.env"
+/* The slice's memory region inside the container: a file mount of gsliced's region over the
+ * empty placeholder PreStartContainer leaves in the (read-only) slice directory. */
+#define NODE_CTR_REGION NODE_CTR_SLICE_DIR "/memory.region"
+#define NODE_REGION_FILE "memory.region"
+#define NODE_DAEMON_STATE_DEFAULT "/var/lib/gslice"
 
 struct node_cfg {
   char kubelet_dir[PATH_MAX];
@@ -33,6 +38,7 @@ struct node_cfg {
   char socket[PATH_MAX];    /* gsliced's */
   char state_dir[PATH_MAX]; /* gslice-node's records and per-container directories */
   char hook[PATH_MAX];      /* libgslice.so on the host */
+  char daemon_state[PATH_MAX]; /* gsliced's state root: slice directories only below it */
   char nvidia_visible[64];  /* NVIDIA_VISIBLE_DEVICES given to containers, "" none */
   unsigned slots_per_gpu;
   bool no_api; /* --no-api-server: tests of the device plugin alone */
@@ -52,10 +58,20 @@ struct node_rec {
   uint32_t slice_id; /* 0: refused (its directory holds the error) */
   uint64_t nonce;    /* the slice's, from REGISTERED: unregisters that slice and no other */
   uint64_t checked;  /* monotonic ns of the last API server look at its pod */
+  /* Written before REGISTER (pending), so that a slice made just before a crash is known by
+   * its unique name and removed at the next start (node_recs_reconcile_daemon). */
+  bool pending;
+  bool superseded; /* Allocate gave its slots out again: the next start is a new container's */
+  char name[64];   /* the slice's name in gsliced: "k8s.<seq>.<ns>.<pod>.<ctr>", cut to 63 */
+  char start[64];  /* its current start directory, state_dir/starts/<start> */
+  char slice_dir[256];              /* REGISTERED.state_dir */
+  char memory[512], devices[1024]; /* slice.env's GSLICE_MEMORY_LIMIT, CUDA_VISIBLE_DEVICES */
+  uint32_t compute_limit;
 };
 
 struct rpc_server;
 struct kube;
+struct k8s_keys;
 
 struct node {
   struct node_cfg cfg;
@@ -85,6 +101,14 @@ struct node {
   pthread_mutex_t lock;
   struct node_pods *pods;
   struct node_api *api;
+  /* gslice-node's state directory and its subdirectories, opened once (node_state_open):
+   * everything it writes for containers goes through these. */
+  int state_fd, records_fd, alloc_fd, starts_fd;
+  uint64_t start_seq;     /* the last start directory's number */
+  bool daemon_untrusted; /* said once: gsliced's socket is served by another user */
+  bool daemon_reconciled; /* node_recs_reconcile_daemon has run once since the start */
+  /* The keys that verify gslice.io/assigned-signature (--signing-key); NULL: none loaded. */
+  const struct k8s_keys *keys;
 };
 
 uint64_t node_now(void);
@@ -102,17 +126,33 @@ int node_plugin_register(struct node *n, char *err, size_t err_len);
 int node_slots_join(char **ids, size_t n, char *out, size_t out_len, char *key, size_t key_len);
 
 /* slices.c */
+/* Makes (0700) and opens the state directory and its records/, alloc/, starts/; writes
+ * ld.so.preload. 0 or -errno with err. */
+int node_state_open(struct node *n, char *err, size_t err_len);
 int node_recs_load(struct node *n);
+/* At start: held slices gslice-node made (named k8s.*) with no record, or only a pending one,
+ * are unregistered; pending records go. 0, or -errno when gsliced cannot be asked (again later). */
+int node_recs_reconcile_daemon(struct node *n);
+/* Allocate gave these slots out (a new container): their record is superseded. */
+void node_slots_allocated(struct node *n, const char *key);
+/* Connects to gsliced and says HELLO, only when the peer is root or gslice-node's own user
+ * (SO_PEERCRED): anyone else answering there is not believed (logged once). */
+int node_daemon_connect(struct node *n, int *ret_fd);
+/* The hook socket's path (gsliced's socket for a slice's processes, gs_hook_socket_path). */
+int node_hook_socket(const struct node *n, char *out, size_t len);
 /* PreStartContainer: find the container of these slots, read its assignment, make its slice. */
 int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err_len);
 /* Slices of containers the kubelet no longer lists (or whose pod is gone) are removed. */
 void node_reconcile(struct node *n);
-/* Allocate's per-container host directory for key. */
+/* Allocate's per-container host paths for key: the slice directory (a link to the current start
+ * directory) and the region (a link to the slice's memory region, or to the placeholder). */
 void node_alloc_dir(const struct node *n, const char *key, char *out, size_t len);
+void node_alloc_region(const struct node *n, const char *key, char *out, size_t len);
 
 /* kube.c: the API server, through src/k8s/common */
 int node_kube_init(struct node *n, char *err, size_t err_len);
-/* The pod's gslice.io/assigned (malloc'd, NULL when absent), uid and phase. -ENOENT: no pod. */
+/* The pod's gslice.io/assigned (malloc'd, NULL when absent), uid and phase, from the pod cache
+ * without waiting (node_pods_get's answers: -ENOENT no pod, -EAGAIN not known now). */
 int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_assigned, char *uid,
                   size_t uid_len, char *phase, size_t phase_len, char *err, size_t err_len);
 /* Init containers run one by one, to success, before the others, and the kubelet hands their

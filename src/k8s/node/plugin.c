@@ -182,8 +182,10 @@ out:
 }
 
 /* What every container of gslice.io/gpu gets, whatever pod it turns out to be: the hook (and
- * /etc/ld.so.preload naming it), gsliced's socket directory, and its own directory, which
- * PreStartContainer fills (slice.env) once the kubelet can tell whose container it is. */
+ * /etc/ld.so.preload naming it), the directory of gsliced's hook socket, and its slice directory
+ * with the region's file mount inside it, all read-only but the region: the host paths are links
+ * in gslice-node's own 0700 alloc/ that PreStartContainer points at a fresh start directory and
+ * at the slice's region before the runtime mounts them (docs/kubernetes.md, "Node"). */
 static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **ret, size_t *ret_len,
                     char *err, size_t err_len) {
   V1beta1__AllocateRequest *in = v1beta1__allocate_request__unpack(NULL, len, req);
@@ -192,7 +194,7 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
     return GRPC_STATUS_INVALID_ARGUMENT;
   }
   size_t nc = in->n_container_requests;
-  enum { NENV = 7, NMNT = 4 };
+  enum { NENV = 7, NMNT = 5 };
   struct ctr {
     V1beta1__ContainerAllocateResponse r;
     V1beta1__ContainerAllocateResponse__EnvsEntry env[NENV];
@@ -200,20 +202,28 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
     V1beta1__Mount mnt[NMNT];
     V1beta1__Mount *mntp[NMNT];
     char slots[NODE_MAX_CONTAINER_SLOTS * (NODE_SLOT_ID_MAX + 1)], key[NODE_SLOT_ID_MAX];
-    char dir[PATH_MAX], sock[PATH_MAX + 64];
+    char dir[PATH_MAX], region[PATH_MAX], sock[PATH_MAX + 64];
   } *c = calloc(nc ? nc : 1, sizeof(*c));
   V1beta1__ContainerAllocateResponse **cp = calloc(nc ? nc : 1, sizeof(*cp));
   V1beta1__AllocateResponse out = V1BETA1__ALLOCATE_RESPONSE__INIT;
-  char sockdir[PATH_MAX], sockbase[PATH_MAX], preload[PATH_MAX + 32];
+  char hook_sock[PATH_MAX], sockdir[PATH_MAX], sockbase[PATH_MAX], preload[PATH_MAX + 32];
   int st = 0;
 
   if (!c || !cp) {
     st = GRPC_STATUS_RESOURCE_EXHAUSTED;
     goto out;
   }
+  /* Containers reach gsliced only through its hook socket, which serves a slice's processes and
+   * nothing more; its directory is gsliced's own, mounted read-only (no one in the container can
+   * put a socket of its own there). */
+  if (node_hook_socket(n, hook_sock, sizeof(hook_sock)) < 0) {
+    snprintf(err, err_len, "Allocate: gsliced's socket path %s is too long", n->cfg.socket);
+    st = GRPC_STATUS_INTERNAL;
+    goto out;
+  }
   /* dirname and basename may write into their argument: each gets its own copy, once. */
-  snprintf(sockdir, sizeof(sockdir), "%s", n->cfg.socket);
-  snprintf(sockbase, sizeof(sockbase), "%s", n->cfg.socket);
+  snprintf(sockdir, sizeof(sockdir), "%s", hook_sock);
+  snprintf(sockbase, sizeof(sockbase), "%s", hook_sock);
   const char *sdir = dirname(sockdir), *sbase = basename(sockbase);
   snprintf(preload, sizeof(preload), "%s/ld.so.preload", n->cfg.state_dir);
   for (size_t i = 0; i < nc; i++) {
@@ -227,6 +237,7 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
       goto out;
     }
     node_alloc_dir(n, t->key, t->dir, sizeof(t->dir));
+    node_alloc_region(n, t->key, t->region, sizeof(t->region));
     snprintf(t->sock, sizeof(t->sock), "%s/%s", NODE_CTR_DAEMON_DIR, sbase);
     const char *env[NENV][2] = {
         {"GSLICE_K8S_SLOTS", t->slots},
@@ -249,17 +260,21 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
       t->envp[ne] = &t->env[ne];
       ne++;
     }
-    const char *mnt[NMNT][2] = {
-        {NODE_CTR_HOOK, n->cfg.hook},
-        {"/etc/ld.so.preload", preload},
-        {NODE_CTR_DAEMON_DIR, sdir},
-        {NODE_CTR_SLICE_DIR, t->dir},
+    /* The runtimes (containerd, CRI-O) mount in order of destination depth, so the region's
+     * file mount goes over the placeholder once its read-only directory is there. */
+    const struct {
+      const char *ctr, *host;
+      bool ro;
+    } mnt[NMNT] = {
+        {NODE_CTR_HOOK, n->cfg.hook, true},  {"/etc/ld.so.preload", preload, true},
+        {NODE_CTR_DAEMON_DIR, sdir, true},   {NODE_CTR_SLICE_DIR, t->dir, true},
+        {NODE_CTR_REGION, t->region, false},
     };
     for (size_t k = 0; k < NMNT; k++) {
       V1beta1__Mount m = V1BETA1__MOUNT__INIT;
-      m.container_path = (char *)mnt[k][0];
-      m.host_path = (char *)mnt[k][1];
-      m.read_only = k < 2;
+      m.container_path = (char *)mnt[k].ctr;
+      m.host_path = (char *)mnt[k].host;
+      m.read_only = mnt[k].ro;
       t->mnt[k] = m;
       t->mntp[k] = &t->mnt[k];
     }
@@ -270,7 +285,11 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
     r.mounts = t->mntp;
     t->r = r;
     cp[i] = &t->r;
-    node_log("info", "Allocate: slots %s (directory %s)", t->slots, t->dir);
+  }
+  /* The slots are a new container's from now on: a record of them is an earlier container's. */
+  for (size_t i = 0; i < nc; i++) {
+    node_slots_allocated(n, c[i].key);
+    node_log("info", "Allocate: slots %s (directory %s)", c[i].slots, c[i].dir);
   }
   out.n_container_responses = nc;
   out.container_responses = cp;
@@ -299,12 +318,17 @@ static int prestart(struct node *n, const uint8_t *req, size_t len, uint8_t **re
     snprintf(err, err_len, "PreStartContainer: malformed request");
     return GRPC_STATUS_INVALID_ARGUMENT;
   }
-  /* A container refused (no assignment, another node's) still starts: it is told why at its
-   * first CUDA call, and runs nothing on the GPU. Only what gslice-node itself cannot do (a
-   * request that is not ours, its directory unwritable) fails the start. */
+  /* A container refused for good (no assignment, another node's, not the extender's) still
+   * starts: it is told why at its first CUDA call, and runs nothing on the GPU. What may pass
+   * (the API server, the kubelet's PodResources or gsliced not answering) is UNAVAILABLE: the
+   * kubelet fails this start and tries again, and no container is refused on a guess. Only what
+   * gslice-node itself cannot do (a request that is not ours, its directory unwritable) fails
+   * the start otherwise. */
   int r = node_prestart(n, in->devices_ids, in->n_devices_ids, err, err_len);
   if (r < 0)
-    st = r == -EINVAL ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_INTERNAL;
+    st = r == -EINVAL   ? GRPC_STATUS_INVALID_ARGUMENT
+         : r == -EAGAIN ? GRPC_STATUS_UNAVAILABLE
+                        : GRPC_STATUS_INTERNAL;
   v1beta1__pre_start_container_request__free_unpacked(in, NULL);
   if (st)
     return st;

@@ -10,52 +10,377 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "annot.h"
 #include "client.h"
+#include "kube.h"
 #include "node.h"
+#include "podcheck.h"
 #include "podresources.pb-c.h"
 #include "rpc.h"
+#include "sign.h"
 
 #define POD_CHECK_NS 10000000000ull
+#define START_ENV_MAX 4096
 
 void node_alloc_dir(const struct node *n, const char *key, char *out, size_t len) {
   snprintf(out, len, "%s/alloc/%s", n->cfg.state_dir, key);
 }
 
-static void rec_path(const struct node *n, const char *key, char *out, size_t len) {
-  snprintf(out, len, "%s/records/%s", n->cfg.state_dir, key);
+void node_alloc_region(const struct node *n, const char *key, char *out, size_t len) {
+  snprintf(out, len, "%s/alloc/%s.region", n->cfg.state_dir, key);
 }
 
-static int write_atomic(const char *path, const char *text) {
-  char tmp[PATH_MAX + 16];
-  int fd, r = 0;
-  size_t len = strlen(text);
+/* ---- gslice-node's own state directory: everything through descriptors ---- */
 
-  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+/* The subdirectory `name` of dfd, made 0700 and gslice-node's own, never through a link. */
+static int own_subdir(int dfd, const char *name, mode_t mode, int *ret_fd) {
+  struct stat st;
+  if (mkdirat(dfd, name, mode) < 0 && errno != EEXIST)
+    return -errno;
+  int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return -errno;
-  if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0)
+  if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || fchmod(fd, mode) < 0) {
+    int e = errno ? -errno : -EPERM;
+    close(fd);
+    return e == 0 ? -EPERM : e;
+  }
+  *ret_fd = fd;
+  return 0;
+}
+
+/* Writes text as dfd/name through a fresh temporary file (O_EXCL|O_NOFOLLOW), fsync'd and renamed
+ * over name: a reader sees the old or the new whole file, never a part. */
+static int write_at(int dfd, const char *name, const char *text, mode_t mode) {
+  char tmp[NAME_MAX + 1];
+  size_t len = strlen(text);
+  int r = 0;
+
+  if ((size_t)snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= sizeof(tmp))
+    return -ENAMETOOLONG;
+  unlinkat(dfd, tmp, 0);
+  int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0)
+    return -errno;
+  errno = 0;
+  if (fchmod(fd, mode) < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) < 0)
     r = errno ? -errno : -EIO;
   close(fd);
-  if (r == 0 && rename(tmp, path) < 0)
+  if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
     r = -errno;
   if (r < 0)
-    unlink(tmp);
+    unlinkat(dfd, tmp, 0);
   return r;
 }
 
+int node_state_open(struct node *n, char *err, size_t err_len) {
+  char path[PATH_MAX];
+  int r = 0;
+
+  n->state_fd = n->records_fd = n->alloc_fd = n->starts_fd = -1;
+  /* mkdir -p: the parents as the admin would make them (0755), the state dir itself 0700. */
+  snprintf(path, sizeof(path), "%s", n->cfg.state_dir);
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = 0;
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+      r = -errno;
+      snprintf(err, err_len, "cannot make %s: %s (give --state-dir)", path, strerror(-r));
+      return r;
+    }
+    *p = '/';
+  }
+  if (mkdir(n->cfg.state_dir, 0700) < 0 && errno != EEXIST) {
+    r = -errno;
+    snprintf(err, err_len, "cannot make %s: %s (give --state-dir)", n->cfg.state_dir, strerror(-r));
+    return r;
+  }
+  n->state_fd = open(n->cfg.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st;
+  if (n->state_fd < 0 || fstat(n->state_fd, &st) < 0) {
+    r = -errno;
+    snprintf(err, err_len, "cannot open %s: %s", n->cfg.state_dir, strerror(-r));
+    return r;
+  }
+  /* Containers' start directories lie below it: no one else may walk in (0700, ours). */
+  if (st.st_uid != geteuid()) {
+    snprintf(err, err_len, "%s belongs to uid %u, not to gslice-node's uid %u", n->cfg.state_dir,
+             (unsigned)st.st_uid, (unsigned)geteuid());
+    return -EPERM;
+  }
+  if (fchmod(n->state_fd, 0700) < 0) {
+    r = -errno;
+    snprintf(err, err_len, "cannot make %s 0700: %s", n->cfg.state_dir, strerror(-r));
+    return r;
+  }
+  const char *const subs[] = {"records", "alloc", "starts"};
+  int *fds[] = {&n->records_fd, &n->alloc_fd, &n->starts_fd};
+  for (size_t i = 0; i < 3; i++)
+    if ((r = own_subdir(n->state_fd, subs[i], 0700, fds[i])) < 0) {
+      snprintf(err, err_len, "cannot make %s/%s: %s", n->cfg.state_dir, subs[i], strerror(-r));
+      return r;
+    }
+  /* The container's /etc/ld.so.preload: names the hook's path inside the container. */
+  if ((r = write_at(n->state_fd, "ld.so.preload", NODE_CTR_HOOK "\n", 0644)) < 0) {
+    snprintf(err, err_len, "cannot write %s/ld.so.preload: %s", n->cfg.state_dir, strerror(-r));
+    return r;
+  }
+  n->start_seq = (uint64_t)time(NULL) * 1000000ull;
+  return 0;
+}
+
+/* A number no earlier start directory or slice name of this state dir has: microseconds of the
+ * wall clock, or one more than the last. */
+static uint64_t next_seq(struct node *n) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+  n->start_seq = now > n->start_seq ? now : n->start_seq + 1;
+  return n->start_seq;
+}
+
+/* Removes dfd/name: a directory's entries (files and links; nothing is followed, nothing below
+ * a subdirectory entered) and the directory, or the file or link itself. */
+static int remove_at(int dfd, const char *name) {
+  if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+    return 0;
+  if (errno != EISDIR && errno != EPERM)
+    return -errno;
+  int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return -errno;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      unlinkat(dirfd(d), e->d_name, 0);
+  closedir(d);
+  return unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+/* Start directories of key other than keep ("" none). */
+static void starts_remove(struct node *n, const char *key, const char *keep) {
+  size_t kl = strlen(key);
+  int fd = openat(n->starts_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return;
+  }
+  struct dirent *e;
+  char names[16][NAME_MAX + 1];
+  size_t nn = 0;
+  /* Collected first: removing while reading may skip entries. */
+  while ((e = readdir(d)) && nn < 16)
+    if (!strncmp(e->d_name, key, kl) && e->d_name[kl] == '.' && strcmp(e->d_name, keep))
+      snprintf(names[nn++], sizeof(names[0]), "%s", e->d_name);
+  closedir(d);
+  for (size_t i = 0; i < nn; i++) {
+    int r = remove_at(n->starts_fd, names[i]);
+    if (r < 0)
+      node_log("warn", "cannot remove %s/starts/%s: %s", n->cfg.state_dir, names[i], strerror(-r));
+  }
+}
+
+/* Points alloc/<name> at target, atomically (a new link renamed over the old). */
+static int link_at(struct node *n, const char *name, const char *target) {
+  char tmp[NAME_MAX + 1];
+  if ((size_t)snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= sizeof(tmp))
+    return -ENAMETOOLONG;
+  unlinkat(n->alloc_fd, tmp, 0);
+  if (symlinkat(target, n->alloc_fd, tmp) < 0)
+    return -errno;
+  if (renameat(n->alloc_fd, tmp, n->alloc_fd, name) < 0) {
+    int e = -errno;
+    unlinkat(n->alloc_fd, tmp, 0);
+    /* An old-style container directory (a real one, before start directories): it goes. */
+    if (e == -EISDIR && remove_at(n->alloc_fd, name) == 0)
+      return link_at(n, name, target);
+    return e;
+  }
+  return 0;
+}
+
+/* A fresh start directory for r's container: slice.env holding env, and the empty placeholder the
+ * region's file mount goes over; alloc/<key> points at it and alloc/<key>.region at region (NULL:
+ * the placeholder), then the key's older start directories go. Never reused: a container that
+ * planted anything in an old one (it cannot: it is mounted read-only) would find it gone. */
+static int start_dir_make(struct node *n, struct node_rec *r, const char *env, const char *region) {
+  char name[64], target[PATH_MAX + 128], rtarget[PATH_MAX + 160];
+  int e = -EEXIST, dfd = -1, fd = -1;
+
+  for (int attempt = 0; attempt < 8 && e == -EEXIST; attempt++) {
+    snprintf(name, sizeof(name), "%s.%" PRIu64, r->key, next_seq(n));
+    e = mkdirat(n->starts_fd, name, 0755) < 0 ? -errno : 0;
+  }
+  if (e < 0)
+    return e;
+  dfd = openat(n->starts_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0 || fchmod(dfd, 0755) < 0)
+    goto fail;
+  size_t len = strlen(env);
+  fd = openat(dfd, NODE_SLICE_ENV, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  errno = 0;
+  if (fd < 0 || fchmod(fd, 0644) < 0 || write(fd, env, len) != (ssize_t)len || fsync(fd) < 0)
+    goto fail;
+  close(fd);
+  fd = openat(dfd, NODE_REGION_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 || fchmod(fd, 0644) < 0)
+    goto fail;
+  close(fd);
+  fd = -1;
+  if (fsync(dfd) < 0)
+    goto fail;
+  snprintf(target, sizeof(target), "%s/starts/%s", n->cfg.state_dir, name);
+  snprintf(rtarget, sizeof(rtarget), "%s/%s", target, NODE_REGION_FILE);
+  char rname[NODE_SLOT_ID_MAX + 16];
+  snprintf(rname, sizeof(rname), "%s.region", r->key);
+  /* The region first: while alloc/<key> still names the old directory, nothing mounts the pair
+   * half new (the kubelet starts this container only once PreStartContainer answered). */
+  if ((e = link_at(n, rname, region ? region : rtarget)) < 0 ||
+      (e = link_at(n, r->key, target)) < 0)
+    goto fail_e;
+  fsync(n->alloc_fd);
+  close(dfd);
+  snprintf(r->start, sizeof(r->start), "%s", name);
+  starts_remove(n, r->key, name);
+  return 0;
+fail:
+  e = errno ? -errno : -EIO;
+fail_e:
+  if (fd >= 0)
+    close(fd);
+  if (dfd >= 0)
+    close(dfd);
+  remove_at(n->starts_fd, name);
+  return e;
+}
+
+/* ---- gsliced: the one we trust, and the slice directories it names ---- */
+
+int node_hook_socket(const struct node *n, char *out, size_t len) {
+  return gs_hook_socket_path(n->cfg.socket, out, len);
+}
+
+int node_daemon_connect(struct node *n, int *ret_fd) {
+  struct ucred cr;
+  socklen_t cl = sizeof(cr);
+  int fd, r = gs_client_connect(n->cfg.socket, &fd);
+  if (r < 0)
+    return r;
+  /* Whoever listens on the socket's path is believed only when it is root or gslice-node's own
+   * user: what it answers decides which host directory becomes a container's. */
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+      (cr.uid != 0 && cr.uid != geteuid())) {
+    if (!n->daemon_untrusted)
+      node_log("error",
+               "%s is served by uid %u (pid %d), not by root or gslice-node's uid %u: not "
+               "believed, no slices are made (is another program listening there?)",
+               n->cfg.socket, (unsigned)cr.uid, (int)cr.pid, (unsigned)geteuid());
+    n->daemon_untrusted = true;
+    close(fd);
+    return -EPERM;
+  }
+  if (n->daemon_untrusted)
+    node_log("info", "%s is served by uid %u again: believed", n->cfg.socket, (unsigned)cr.uid);
+  n->daemon_untrusted = false;
+  r = gs_client_hello(fd, GS_ROLE_CLI, 0, NULL);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  *ret_fd = fd;
+  return 0;
+}
+
+/* The memory region of the slice whose directory gsliced named (REGISTERED.state_dir): only a
+ * directory below gsliced's state root, reached component by component without following a
+ * link, none of them writable by others, holding a regular memory.region. Its path (canonical:
+ * no link on the way) goes into region. */
+static int slice_region(struct node *n, const char *dir, char *region, size_t len, char *why,
+                        size_t why_len) {
+  char root[PATH_MAX], rest[GS_PROTO_PATH_MAX], *save = NULL;
+  struct stat st;
+  int fd, r = 0;
+
+  if (!realpath(n->cfg.daemon_state, root)) {
+    snprintf(why, why_len, "gsliced's state root %.300s: %s (give --daemon-state-dir)",
+             n->cfg.daemon_state, strerror(errno));
+    return -ENOENT;
+  }
+  size_t rl = strlen(root);
+  if (strncmp(dir, root, rl) || dir[rl] != '/' || strlen(dir) >= sizeof(rest)) {
+    snprintf(why, why_len,
+             "gsliced named the slice directory %.200s, which is not below its "
+             "state root %.200s (--daemon-state-dir)",
+             dir, root);
+    return -EPERM;
+  }
+  snprintf(rest, sizeof(rest), "%s", dir + rl + 1);
+  fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(why, why_len, "cannot open %s: %s", root, strerror(errno));
+    return -errno;
+  }
+  for (char *c = strtok_r(rest, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+    if (!strcmp(c, ".") || !strcmp(c, "..")) {
+      r = -EPERM;
+      break;
+    }
+    int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(fd);
+    fd = next;
+    if (fd < 0) {
+      r = -errno;
+      break;
+    }
+    if (fstat(fd, &st) < 0 || (st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & 022)) {
+      r = -EPERM;
+      break;
+    }
+  }
+  if (r == 0 && (fstatat(fd, NODE_REGION_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                 !S_ISREG(st.st_mode) || (st.st_uid != 0 && st.st_uid != geteuid())))
+    r = errno == ENOENT ? -ENOENT : -EPERM;
+  if (fd >= 0)
+    close(fd);
+  if (r < 0) {
+    snprintf(why, why_len, "gsliced's slice directory %.200s is not one of its own: %s", dir,
+             r == -ENOENT ? "it (or its memory region) is missing"
+                          : "a link, or a directory others may write, on the way");
+    return r;
+  }
+  if ((size_t)snprintf(region, len, "%s/%s/%s", root, dir + rl + 1, NODE_REGION_FILE) >= len)
+    return -ENAMETOOLONG;
+  return 0;
+}
+
+/* ---- records ---- */
+
 static int rec_save(const struct node *n, const struct node_rec *r) {
-  char path[PATH_MAX + 64], text[4096];
-  rec_path(n, r->key, path, sizeof(path));
-  snprintf(text, sizeof(text),
-           "slots=%s\nnamespace=%s\npod=%s\ncontainer=%s\nuid=%s\nslice=%" PRIu32
-           "\nnonce=%016" PRIx64 "\n",
-           r->slots, r->ns, r->pod, r->container, r->pod_uid, r->slice_id, r->nonce);
-  return write_atomic(path, text);
+  char text[8192];
+  int l = snprintf(
+      text, sizeof(text),
+      "slots=%s\nnamespace=%s\npod=%s\ncontainer=%s\nuid=%s\nslice=%" PRIu32 "\nnonce=%016" PRIx64
+      "\npending=%d\nsuperseded=%d\nname=%s\nstart=%s\nslice_dir=%s\n"
+      "memory=%s\ndevices=%s\ncompute_limit=%" PRIu32 "\n",
+      r->slots, r->ns, r->pod, r->container, r->pod_uid, r->slice_id, r->nonce, r->pending,
+      r->superseded, r->name, r->start, r->slice_dir, r->memory, r->devices, r->compute_limit);
+  if (l < 0 || (size_t)l >= sizeof(text))
+    return -ENAMETOOLONG;
+  return write_at(n->records_fd, r->key, text, 0600);
 }
 
 static int rec_parse(char *text, struct node_rec *r) {
@@ -66,54 +391,67 @@ static int rec_parse(char *text, struct node_rec *r) {
     if (!eq)
       return -EBADMSG;
     *eq++ = 0;
-#define F(k, dst)                                                                                  \
+#define F(k, dst, required)                                                                        \
   if (!strcmp(l, k)) {                                                                             \
     if (strlen(eq) >= sizeof(dst))                                                                 \
       return -EBADMSG;                                                                             \
     snprintf(dst, sizeof(dst), "%s", eq);                                                          \
-    seen++;                                                                                        \
+    seen += required;                                                                              \
     continue;                                                                                      \
   }
-    F("slots", r->slots)
-    F("namespace", r->ns)
-    F("pod", r->pod)
-    F("container", r->container)
-    F("uid", r->pod_uid)
+    F("slots", r->slots, 1)
+    F("namespace", r->ns, 1)
+    F("pod", r->pod, 1)
+    F("container", r->container, 1)
+    F("uid", r->pod_uid, 1)
+    F("name", r->name, 0)
+    F("start", r->start, 0)
+    F("slice_dir", r->slice_dir, 0)
+    F("memory", r->memory, 0)
+    F("devices", r->devices, 0)
 #undef F
+    char *end;
     if (!strcmp(l, "nonce")) {
-      char *end;
       r->nonce = strtoull(eq, &end, 16);
       if (*end || !*eq)
         return -EBADMSG;
       seen++;
-      continue;
-    }
-    if (!strcmp(l, "slice")) {
-      char *end;
+    } else if (!strcmp(l, "slice") || !strcmp(l, "compute_limit") || !strcmp(l, "pending") ||
+               !strcmp(l, "superseded")) {
       unsigned long v = strtoul(eq, &end, 10);
-      if (*end || v > UINT32_MAX)
+      if (*end || !*eq || v > UINT32_MAX)
         return -EBADMSG;
-      r->slice_id = (uint32_t)v;
-      seen++;
+      if (!strcmp(l, "slice")) {
+        r->slice_id = (uint32_t)v;
+        seen++;
+      } else if (!strcmp(l, "compute_limit")) {
+        r->compute_limit = (uint32_t)v;
+      } else if (!strcmp(l, "pending")) {
+        r->pending = v != 0;
+      } else {
+        r->superseded = v != 0;
+      }
     }
   }
   return seen == 7 ? 0 : -EBADMSG;
 }
 
 int node_recs_load(struct node *n) {
-  char dir[PATH_MAX + 16], path[PATH_MAX + 300], text[4096];
+  char text[8192];
   struct dirent *e;
-  int ret = 0;
+  int ret = 0, dfd = openat(n->records_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 
-  snprintf(dir, sizeof(dir), "%s/records", n->cfg.state_dir);
-  DIR *d = opendir(dir);
-  if (!d)
-    return -errno;
+  if (!d) {
+    ret = -errno;
+    if (dfd >= 0)
+      close(dfd);
+    return ret;
+  }
   while ((e = readdir(d)) && n->nrecs < sizeof(n->recs) / sizeof(n->recs[0])) {
     if (e->d_name[0] == '.' || strlen(e->d_name) >= NODE_SLOT_ID_MAX || strchr(e->d_name, '.'))
       continue;
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = openat(n->records_fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     ssize_t len = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
     if (fd >= 0)
       close(fd);
@@ -122,7 +460,8 @@ int node_recs_load(struct node *n) {
       break;
     snprintf(r->key, sizeof(r->key), "%s", e->d_name);
     if (len < 0 || (text[len] = 0, rec_parse(text, r) < 0)) {
-      node_log("warn", "record %s is unreadable or corrupt: ignored (left in place)", path);
+      node_log("warn", "record %s/records/%s is unreadable or corrupt: ignored (left in place)",
+               n->cfg.state_dir, e->d_name);
       free(r);
       ret = -EBADMSG;
       continue;
@@ -143,57 +482,88 @@ static struct node_rec *rec_find(struct node *n, const char *key, uint32_t *ret_
   return NULL;
 }
 
-static int daemon_conn(struct node *n, int *ret_fd) {
-  int fd, r = gs_client_connect(n->cfg.socket, &fd);
-  if (r < 0)
-    return r;
-  r = gs_client_hello(fd, GS_ROLE_CLI, 0, NULL);
-  if (r < 0) {
-    close(fd);
-    return r;
-  }
-  *ret_fd = fd;
-  return 0;
+void node_slots_allocated(struct node *n, const char *key) {
+  struct node_rec *r = rec_find(n, key, NULL);
+  if (!r || r->superseded)
+    return;
+  r->superseded = true;
+  int e = rec_save(n, r);
+  if (e < 0)
+    node_log("warn", "cannot save the record of slots %s: %s", r->slots, strerror(-e));
 }
 
-/* Takes a record's slice and directory away; the record too. */
+/* Takes a record's slice, its container's links and start directories away; the record too.
+ * Leaves all in place (trying again later) when gsliced cannot be asked. */
 static void rec_remove(struct node *n, uint32_t i, const char *why) {
   struct node_rec *r = n->recs[i];
-  char path[PATH_MAX + 64], err[GS_PROTO_TEXT_MAX] = "";
+  char err[GS_PROTO_TEXT_MAX] = "", rname[NODE_SLOT_ID_MAX + 16];
   int fd;
 
   if (r->slice_id) {
-    int e = daemon_conn(n, &fd);
+    int e = node_daemon_connect(n, &fd);
     if (e == 0) {
       e = gs_client_unregister(fd, r->slice_id, r->nonce, err, sizeof(err));
       close(fd);
     }
-    if (e < 0 && e != -ENOENT) {
+    if (e < 0 && !(e == -ENOENT && err[0])) {
       node_log("warn", "cannot remove slice %u of %s/%s/%s yet: %s (trying again)", r->slice_id,
                r->ns, r->pod, r->container, err[0] ? err : strerror(-e));
       return;
     }
   }
-  node_alloc_dir(n, r->key, path, sizeof(path));
-  struct stat st;
-  if (lstat(path, &st) == 0) {
-    if (S_ISLNK(st.st_mode)) {
-      unlink(path);
-    } else {
-      char f[PATH_MAX + 80];
-      snprintf(f, sizeof(f), "%s/slice.env", path);
-      unlink(f);
-      rmdir(path);
-    }
-  }
-  rec_path(n, r->key, path, sizeof(path));
-  unlink(path);
+  snprintf(rname, sizeof(rname), "%s.region", r->key);
+  remove_at(n->alloc_fd, r->key);
+  unlinkat(n->alloc_fd, rname, 0);
+  starts_remove(n, r->key, "");
+  unlinkat(n->records_fd, r->key, 0);
   /* Said once it is done: the record and the container's directory are gone by then (a reader
    * of the log that looked at once found the record still there). */
   node_log("info", "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id, r->ns,
            r->pod, r->container, r->slots, why);
   free(r);
   n->recs[i] = n->recs[--n->nrecs];
+}
+
+int node_recs_reconcile_daemon(struct node *n) {
+  struct gs_status st;
+  int fd, e = node_daemon_connect(n, &fd);
+
+  if (e < 0)
+    return e;
+  e = gs_client_status(fd, &st);
+  if (e < 0) {
+    close(fd);
+    return e;
+  }
+  for (uint32_t i = 0; i < st.nslices; i++) {
+    const struct gs_slice_status *s = &st.slices[i];
+    bool kept = false;
+    if (strncmp(s->name, "k8s.", 4))
+      continue;
+    for (uint32_t k = 0; k < n->nrecs; k++)
+      kept |= !n->recs[k]->pending && n->recs[k]->slice_id == s->id &&
+              !strcmp(n->recs[k]->name, s->name);
+    if (kept)
+      continue;
+    char err[GS_PROTO_TEXT_MAX] = "";
+    int u = gs_client_unregister(fd, s->id, 0, err, sizeof(err));
+    node_log(u < 0 ? "warn" : "info",
+             "slice %u '%s' was made by gslice-node but has no record (a crash between REGISTER "
+             "and its record?): %s%s",
+             s->id, s->name, u < 0 ? "cannot remove it: " : "removed",
+             u < 0 ? (err[0] ? err : strerror(-u)) : "");
+  }
+  gs_status_free(&st);
+  close(fd);
+  /* Pending records name slices that are gone now: their containers start afresh. */
+  for (uint32_t i = 0; i < n->nrecs; i++)
+    if (n->recs[i]->pending) {
+      n->recs[i]->slice_id = 0;
+      rec_remove(n, i, "it was being made when gslice-node stopped");
+      i--;
+    }
+  n->daemon_reconciled = true;
+  return 0;
 }
 
 /* ---- PodResources ---- */
@@ -244,11 +614,12 @@ static int find_container(V1__ListPodResourcesResponse *l, const char *slots, co
 
 /* ---- the slice ---- */
 
-static void slice_name(char *out, size_t len, const char *ns, const char *pod, const char *ctr) {
-  char raw[3 * NODE_NAME_MAX];
+static void slice_name(char *out, size_t len, uint64_t seq, const char *ns, const char *pod,
+                       const char *ctr) {
+  char raw[3 * NODE_NAME_MAX + 32];
   size_t i;
-  snprintf(raw, sizeof(raw), "%s.%s.%s", ns, pod, ctr);
-  for (i = 0; raw[i] && i + 1 < len && i < 63; i++) {
+  snprintf(raw, sizeof(raw), "k8s.%" PRIx64 ".%s.%s.%s", seq, ns, pod, ctr);
+  for (i = 0; raw[i] && i + 1 < len && i < GS_NAME_MAX - 1; i++) {
     char ch = raw[i];
     out[i] = ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
               ch == '.' || ch == '_' || ch == '-')
@@ -258,10 +629,10 @@ static void slice_name(char *out, size_t len, const char *ns, const char *pod, c
   out[i] = 0;
 }
 
-/* From the assignment's entry for this container: the spec, and slice.env's lines. */
+/* From the assignment's entry for this container: the spec (each GPU's own request and cap, as
+ * assigned), and what slice.env says of it (into r). */
 static int make_spec(struct node *n, const struct k8s_assigned_container *a,
-                     struct gs_slice_spec *spec, char *env, size_t env_len, char *err,
-                     size_t err_len) {
+                     struct gs_slice_spec *spec, struct node_rec *r, char *err, size_t err_len) {
   char mem[512] = "", cvd[1024] = "";
   uint32_t order[GS_MAX_GPUS], k = 0;
 
@@ -274,6 +645,7 @@ static int make_spec(struct node *n, const struct k8s_assigned_container *a,
   spec->priority = a->priority == K8S_PRIO_HIGH  ? GS_PRIORITY_HIGH
                    : a->priority == K8S_PRIO_LOW ? GS_PRIORITY_LOW
                                                  : GS_PRIORITY_NORMAL;
+  spec->per_gpu = GS_SPEC_GPU_REQUEST | GS_SPEC_GPU_MEMORY;
   for (uint32_t i = 0; i < a->ngpus; i++) {
     const struct k8s_assigned_gpu *g = &a->gpus[i];
     uint32_t idx = UINT32_MAX;
@@ -289,7 +661,14 @@ static int make_spec(struct node *n, const struct k8s_assigned_container *a,
       snprintf(err, err_len, "its assignment names GPU %s twice", g->uuid);
       return -EINVAL;
     }
+    /* A Kubernetes slice is never uncapped: memory 0 would mean "no cap" to gsliced. */
+    if (g->memory == 0) {
+      snprintf(err, err_len, "its assignment gives GPU %s no memory", g->uuid);
+      return -EINVAL;
+    }
     spec->gpu_mask |= 1u << idx;
+    spec->gpu_compute_request[idx] = g->compute;
+    spec->gpu_memory_cap[idx] = g->memory;
     if (g->compute > spec->compute_request)
       spec->compute_request = g->compute;
     if (g->memory > spec->memory_cap)
@@ -313,44 +692,108 @@ static int make_spec(struct node *n, const struct k8s_assigned_container *a,
       snprintf(mem + ml, sizeof(mem) - ml, "%s%u=%" PRIu64, ml ? "," : "", o, g->memory);
       snprintf(cvd + cl, sizeof(cvd) - cl, "%s%s", cl ? "," : "", g->uuid);
     }
-  snprintf(env, env_len,
-           "GSLICE_MEMORY_LIMIT=%s\nGSLICE_COMPUTE_LIMIT=%u\nCUDA_VISIBLE_DEVICES=%s\n", mem,
-           spec->compute_limit, cvd);
+  snprintf(r->memory, sizeof(r->memory), "%s", mem);
+  snprintf(r->devices, sizeof(r->devices), "%s", cvd);
+  r->compute_limit = spec->compute_limit;
   return 0;
 }
 
-/* The container's directory says why it has no slice; gslice-node's log too. */
+static void slice_env(const struct node_rec *r, char *out, size_t len) {
+  snprintf(out, len,
+           "GSLICE_SLICE=%" PRIu32 "\nGSLICE_SLICE_NONCE=%016" PRIx64
+           "\nGSLICE_MEMORY_LIMIT=%s\nGSLICE_COMPUTE_LIMIT=%" PRIu32 "\nCUDA_VISIBLE_DEVICES=%s\n",
+           r->slice_id, r->nonce, r->memory, r->compute_limit, r->devices);
+}
+
+/* The container's start directory says why it has no slice; gslice-node's log too. r is the
+ * key's only record afterwards (the caller made sure no other is left). */
 static int refuse(struct node *n, struct node_rec *r, const char *why) {
-  char dir[PATH_MAX + 64], f[PATH_MAX + 80], text[1024];
-  struct stat st;
+  char text[1024];
 
   node_log("error", "container %s/%s/%s (slots %s) gets no GPU: %s", r->ns[0] ? r->ns : "?",
            r->pod[0] ? r->pod : "?", r->container[0] ? r->container : "?", r->slots, why);
-  node_alloc_dir(n, r->key, dir, sizeof(dir));
-  if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
-    unlink(dir);
-  if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-    return -errno;
-  snprintf(f, sizeof(f), "%s/slice.env", dir);
   snprintf(text, sizeof(text), "GSLICE_K8S_ERROR=%.900s\n", why);
   for (char *p = text; *p && p[1]; p++)
     if (*p == '\n')
       *p = ' ';
-  int e = write_atomic(f, text);
-  if (e < 0)
-    return e;
   r->slice_id = 0;
   r->nonce = 0;
-  return rec_save(n, r);
+  r->pending = r->superseded = false;
+  r->name[0] = r->slice_dir[0] = 0;
+  int e = start_dir_make(n, r, text, NULL);
+  return e < 0 ? e : rec_save(n, r);
+}
+
+/* Whether the pod's assignment is to be honoured here: made by the extender for this pod's UID
+ * and this node (its signature), for this node, and agreeing with the pod as written. 0 with
+ * *as decoded (owned by the caller once *have is true), or -EPERM with why. */
+static int assignment_trusted(struct node *n, const json_t *pod, const char *ns, const char *name,
+                              const char *uid, struct k8s_assigned *as, bool *have, char *why,
+                              size_t why_len) {
+  const char *text = kube_annotation(pod, K8S_ANNOT_ASSIGNED);
+  char perr[512] = "";
+  int e;
+
+  if (!text) {
+    snprintf(why, why_len,
+             "pod %s/%s has no gslice.io/assigned annotation (was it scheduled through "
+             "gslice-extender? its scheduler must be one that uses the extender)",
+             ns, name);
+    return -EPERM;
+  }
+  e = k8s_assigned_decode(text, as, perr, sizeof(perr));
+  if (e < 0) {
+    snprintf(why, why_len, "pod %s/%s: gslice.io/assigned is %s: %s", ns, name,
+             e == -EPROTONOSUPPORT ? "of a newer version than this gslice-node reads" : "malformed",
+             perr);
+    return -EPERM;
+  }
+  *have = true;
+  if (strcmp(as->node, n->cfg.node_name)) {
+    snprintf(why, why_len, "pod %s/%s is assigned to node %s, not this node %s", ns, name, as->node,
+             n->cfg.node_name);
+    return -EPERM;
+  }
+  if (n->keys && (e = k8s_assigned_verify(n->keys, uid, n->cfg.node_name, text,
+                                          kube_annotation(pod, K8S_ANNOT_ASSIGNED_SIG), perr,
+                                          sizeof(perr))) < 0) {
+    snprintf(why, why_len, "pod %s/%s: gslice.io/assigned is not the extender's: %s", ns, name,
+             perr);
+    return -EPERM;
+  }
+  if ((e = k8s_assigned_check_pod(as, pod, perr, sizeof(perr))) < 0) {
+    snprintf(why, why_len, "pod %s/%s: gslice.io/assigned does not agree with the pod: %s", ns,
+             name, perr);
+    return -EPERM;
+  }
+  return 0;
+}
+
+/* A restart of the container r was made for: the same slice, in a fresh start directory. */
+static int restart(struct node *n, struct node_rec *r, char *why, size_t why_len) {
+  char region[PATH_MAX], env[START_ENV_MAX];
+  int e = slice_region(n, r->slice_dir, region, sizeof(region), why, why_len);
+  if (e < 0)
+    return e;
+  slice_env(r, env, sizeof(env));
+  r->superseded = false;
+  if ((e = start_dir_make(n, r, env, region)) < 0 || (e = rec_save(n, r)) < 0) {
+    snprintf(why, why_len, "cannot write its start directory: %s", strerror(-e));
+    return e;
+  }
+  node_log("info", "slice %" PRIu32 " for %s/%s container %s (slots %s): restarted, as recorded",
+           r->slice_id, r->ns, r->pod, r->container, r->slots);
+  return 0;
 }
 
 int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err_len) {
   struct node_rec *r = calloc(1, sizeof(*r));
   V1__ListPodResourcesResponse *pl = NULL;
   struct k8s_assigned as = {0};
-  bool have_as = false;
-  char why[1024], perr[512] = "", *assigned = NULL, phase[32] = "";
+  bool have_as = false, as_ok = false;
+  char why[1024], why_as[1024] = "", perr[512] = "";
   const char *ns = NULL, *pod = NULL, *ctr = NULL;
+  json_t *pj = NULL;
   int e, ret = 0, fd = -1;
 
   if (!r)
@@ -360,12 +803,20 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
     free(r);
     return -EINVAL;
   }
+  /* Slices a crash left without a record go before any new one is made. */
+  if (!n->daemon_reconciled && (e = node_recs_reconcile_daemon(n)) < 0) {
+    snprintf(err, err_len, "gsliced on %s does not answer: %s (the kubelet tries again)",
+             n->cfg.socket, strerror(-e));
+    ret = -EAGAIN;
+    goto out;
+  }
   /* The kubelet records an allocation when Allocate returns, so by PreStartContainer its
    * PodResources lists the container with these slots. */
   e = pod_resources(n, &pl, perr, sizeof(perr));
   if (e < 0) {
-    snprintf(why, sizeof(why), "the kubelet's PodResources API did not answer: %s", perr);
-    goto refused;
+    snprintf(err, err_len, "the kubelet's PodResources API did not answer: %s", perr);
+    ret = -EAGAIN;
+    goto out;
   }
   if (find_container(pl, r->slots, &ns, &pod, &ctr) < 0) {
     snprintf(why, sizeof(why), "the kubelet's PodResources lists no container with slots %.512s",
@@ -375,62 +826,87 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
   snprintf(r->ns, sizeof(r->ns), "%s", ns);
   snprintf(r->pod, sizeof(r->pod), "%s", pod);
   snprintf(r->container, sizeof(r->container), "%s", ctr);
-  /* A container restarting, or a slot given to a new pod: the old slice goes first. */
-  uint32_t old_i;
-  struct node_rec *old = rec_find(n, r->key, &old_i);
-  char prev[NODE_NAME_MAX] = "";
-  if (old && !strcmp(old->ns, ns) && !strcmp(old->pod, pod))
-    snprintf(prev, sizeof(prev), "%s", old->container);
-  if (old) {
-    rec_remove(n, old_i, "its slots start a container again");
-    if (rec_find(n, r->key, NULL)) {
-      snprintf(err, err_len, "the previous slice of slots %s cannot be removed yet (gsliced?)",
-               r->slots);
-      ret = -EBUSY;
-      goto out;
-    }
-  }
   if (n->cfg.no_api) {
     snprintf(why, sizeof(why), "gslice-node runs without an API server (--no-api-server)");
     goto refused;
   }
-  e = node_kube_pod(n, ns, pod, &assigned, r->pod_uid, sizeof(r->pod_uid), phase, sizeof(phase),
-                    perr, sizeof(perr));
+  /* The pod cache (pods.c) lets n->lock go while it waits: records are looked up after. */
+  e = node_pods_get(n, ns, pod, NODE_POD_WAIT_MS, &pj, perr, sizeof(perr));
+  if (e == -ENOENT || e == -EINVAL) {
+    snprintf(why, sizeof(why), "pod %s/%s is not in the API server: %s", ns, pod, perr);
+    goto refused;
+  }
   if (e < 0) {
-    snprintf(why, sizeof(why), "cannot read pod %s/%s from the API server: %s", ns, pod, perr);
-    goto refused;
+    snprintf(err, err_len,
+             "cannot read pod %s/%s from the API server: %s (the kubelet tries "
+             "again)",
+             ns, pod, perr);
+    ret = -EAGAIN;
+    goto out;
   }
-  if (!assigned) {
-    snprintf(why, sizeof(why),
-             "pod %s/%s has no gslice.io/assigned annotation (was it scheduled through "
-             "gslice-extender? its scheduler must be one that uses the extender)",
-             ns, pod);
-    goto refused;
+  const char *uid = kube_meta_str(pj, "uid");
+  snprintf(r->pod_uid, sizeof(r->pod_uid), "%s", uid ? uid : "");
+  as_ok =
+      assignment_trusted(n, pj, ns, pod, r->pod_uid, &as, &have_as, why_as, sizeof(why_as)) == 0;
+  uint32_t old_i;
+  struct node_rec *old = rec_find(n, r->key, &old_i);
+  char prev[NODE_NAME_MAX] = "";
+  if (old && !strcmp(old->ns, ns) && !strcmp(old->pod, pod) && !strcmp(old->pod_uid, r->pod_uid))
+    snprintf(prev, sizeof(prev), "%s", old->container);
+  /* Which container starts: for init containers the pod's status decides, read from an
+   * assignment only when it is the extender's. */
+  if (as_ok) {
+    char which[NODE_NAME_MAX];
+    e = node_kube_which(n, ns, pod, &as, ctr, prev, which, sizeof(which), perr, sizeof(perr));
+    if (e < 0) {
+      snprintf(err, err_len, "cannot read pod %s/%s from the API server: %s", ns, pod, perr);
+      ret = -EAGAIN;
+      goto out;
+    }
+    if (strcmp(which, ctr)) {
+      node_log("info",
+               "slots %s of %s/%s: listed under container %s, started for init container %s",
+               r->slots, ns, pod, ctr, which);
+      snprintf(r->container, sizeof(r->container), "%s", which);
+      ctr = r->container;
+    }
   }
-  e = k8s_assigned_decode(assigned, &as, perr, sizeof(perr));
-  if (e < 0) {
-    snprintf(why, sizeof(why), "pod %s/%s: gslice.io/assigned is %s: %s", ns, pod,
-             e == -EPROTONOSUPPORT ? "of a newer version than this gslice-node reads" : "malformed",
-             perr);
-    goto refused;
+  old = rec_find(n, r->key, &old_i);
+  bool same_pod = old && !strcmp(old->ns, ns) && !strcmp(old->pod, pod);
+  bool same_uid = same_pod && !strcmp(old->pod_uid, r->pod_uid);
+  /* No Allocate since the record: this is a restart of the container it was made for. */
+  if (old && !old->superseded && !old->pending && same_pod) {
+    if (!same_uid) {
+      /* The pod was deleted and made again under its name: the old one's container restarting
+       * must not take the new one's assignment (nor keep its own slice: its pod is gone). */
+      snprintf(why, sizeof(why),
+               "slots %.200s were given to pod %.100s/%.200s with uid %s; the API server's pod "
+               "of that name is uid %s (deleted and made again): this is the old pod's container",
+               r->slots, ns, pod, old->pod_uid, r->pod_uid);
+      snprintf(r->pod_uid, sizeof(r->pod_uid), "%s", old->pod_uid);
+      goto refused;
+    }
+    if (old->slice_id && old->name[0] && old->slice_dir[0] && !strcmp(old->container, ctr)) {
+      e = restart(n, old, why, sizeof(why));
+      if (e == 0)
+        goto out;
+      node_log("warn", "slots %s: the recorded slice %u cannot be reused (%s): made anew", r->slots,
+               old->slice_id, why);
+    }
   }
-  have_as = true;
-  if (strcmp(as.node, n->cfg.node_name)) {
-    snprintf(why, sizeof(why), "pod %s/%s is assigned to node %s, not this node %s", ns, pod,
-             as.node, n->cfg.node_name);
-    goto refused;
+  /* A first start: whatever was recorded for these slots goes. */
+  if (old) {
+    rec_remove(n, old_i, "its slots start another container");
+    if (rec_find(n, r->key, NULL)) {
+      snprintf(err, err_len, "the previous slice of slots %s cannot be removed yet (gsliced?)",
+               r->slots);
+      ret = -EAGAIN;
+      goto out;
+    }
   }
-  char which[NODE_NAME_MAX];
-  e = node_kube_which(n, ns, pod, &as, ctr, prev, which, sizeof(which), perr, sizeof(perr));
-  if (e < 0) {
-    snprintf(why, sizeof(why), "cannot read pod %s/%s from the API server: %s", ns, pod, perr);
+  if (!as_ok) {
+    snprintf(why, sizeof(why), "%s", why_as);
     goto refused;
-  }
-  if (strcmp(which, ctr)) {
-    node_log("info", "slots %s of %s/%s: listed under container %s, started for init container %s",
-             r->slots, ns, pod, ctr, which);
-    snprintf(r->container, sizeof(r->container), "%s", which);
-    ctr = r->container;
   }
   const struct k8s_assigned_container *ac = NULL;
   for (uint32_t i = 0; i < as.ncontainers; i++)
@@ -442,58 +918,92 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
     goto refused;
   }
   struct gs_slice_spec spec = {0};
-  char env[2048], perr2[512];
-  e = make_spec(n, ac, &spec, env, sizeof(env), perr2, sizeof(perr2));
+  char perr2[512];
+  e = make_spec(n, ac, &spec, r, perr2, sizeof(perr2));
   if (e < 0) {
     snprintf(why, sizeof(why), "pod %s/%s container %s: %s", ns, pod, ctr, perr2);
     goto refused;
   }
-  slice_name(spec.name, sizeof(spec.name), ns, pod, ctr);
-  struct gs_msg_registered reg;
-  char derr[GS_PROTO_TEXT_MAX] = "";
   if (n->nrecs >= sizeof(n->recs) / sizeof(n->recs[0])) {
     snprintf(err, err_len, "gslice-node holds %u containers' slices, its most", n->nrecs);
     ret = -ENOSPC;
     goto out;
   }
-  e = daemon_conn(n, &fd);
-  if (e == 0)
-    e = gs_client_register_flags(fd, &spec, GS_REGISTER_HELD | GS_REGISTER_ANY_UID, &reg, derr,
-                                 sizeof(derr));
+  /* The record first, pending, naming the slice: a crash after REGISTER leaves a slice the next
+   * start finds by its name and removes. */
+  slice_name(r->name, sizeof(r->name), next_seq(n), ns, pod, ctr);
+  snprintf(spec.name, sizeof(spec.name), "%s", r->name);
+  r->pending = true;
+  if ((e = rec_save(n, r)) < 0) {
+    snprintf(err, err_len, "cannot write the record of slots %s: %s", r->slots, strerror(-e));
+    ret = e;
+    goto out;
+  }
+  n->recs[n->nrecs++] = r;
+  struct node_rec *mine = r;
+  r = NULL;
+  struct gs_msg_registered reg;
+  char derr[GS_PROTO_TEXT_MAX] = "";
+  e = node_daemon_connect(n, &fd);
   if (e < 0) {
+    snprintf(err, err_len, "gsliced on %s does not answer: %s (the kubelet tries again)",
+             n->cfg.socket, strerror(-e));
+    rec_remove(n, n->nrecs - 1, "gsliced did not answer");
+    ret = -EAGAIN;
+    goto out;
+  }
+  e = gs_client_register_flags(fd, &spec, GS_REGISTER_HELD | GS_REGISTER_ANY_UID, &reg, derr,
+                               sizeof(derr));
+  if (e < 0 && !derr[0] && e != -EPROTONOSUPPORT) {
+    /* No answer: the slice may be made or not. The pending record stays; the next start
+     * reconciles with gsliced first. */
+    snprintf(err, err_len, "gsliced did not answer REGISTER: %s (the kubelet tries again)",
+             strerror(-e));
+    n->daemon_reconciled = false;
+    ret = -EAGAIN;
+    goto out;
+  }
+  r = mine;
+  n->recs[--n->nrecs] = NULL;
+  if (e < 0) {
+    unlinkat(n->records_fd, r->key, 0);
+    r->pending = false;
     snprintf(why, sizeof(why), "gsliced refused the slice of %s/%s container %s: %s", ns, pod, ctr,
              derr[0] ? derr : strerror(-e));
     goto refused;
   }
+  /* GSLICE_NODE_TEST_CRASH_AT=registered (tests only: node_attack_crash.sh): gslice-node dies
+   * here, between REGISTER and its record, the worst moment for a leak. */
+  const char *crash = secure_getenv("GSLICE_NODE_TEST_CRASH_AT");
+  if (crash && !strcmp(crash, "registered")) {
+    node_log("warn", "GSLICE_NODE_TEST_CRASH_AT=registered: exiting after REGISTER (test)");
+    _exit(99);
+  }
   r->slice_id = reg.slice_id;
   r->nonce = reg.slice_nonce;
-  /* slice.env in the slice's own dir (gsliced's, holding its memory region); the container's
-   * directory is a link to it, made before the runtime mounts it. */
-  char f[GS_PROTO_PATH_MAX + 32], text[2200], dir[PATH_MAX + 64], tmp[PATH_MAX + 80];
-  snprintf(f, sizeof(f), "%s/slice.env", reg.state_dir);
-  snprintf(text, sizeof(text), "GSLICE_SLICE=%" PRIu32 "\nGSLICE_SLICE_NONCE=%016" PRIx64 "\n%s",
-           reg.slice_id, reg.slice_nonce, env);
-  node_alloc_dir(n, r->key, dir, sizeof(dir));
-  snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
-  unlink(tmp);
-  struct stat st;
-  if (lstat(dir, &st) == 0 && !S_ISLNK(st.st_mode)) {
-    char ef[PATH_MAX + 80];
-    snprintf(ef, sizeof(ef), "%s/slice.env", dir);
-    unlink(ef);
-    rmdir(dir);
-  }
-  if ((e = write_atomic(f, text)) < 0 || (symlink(reg.state_dir, tmp) < 0 && (e = -errno)) ||
-      (rename(tmp, dir) < 0 && (e = -errno)) || (e = rec_save(n, r)) < 0) {
-    snprintf(err, err_len, "cannot write the container's directory %s: %s", dir, strerror(-e));
+  snprintf(r->slice_dir, sizeof(r->slice_dir), "%s", reg.state_dir);
+  char region[PATH_MAX], env[START_ENV_MAX];
+  e = slice_region(n, reg.state_dir, region, sizeof(region), why, sizeof(why));
+  if (e < 0) {
     gs_client_unregister(fd, reg.slice_id, reg.slice_nonce, NULL, 0);
+    unlinkat(n->records_fd, r->key, 0);
+    r->pending = false;
+    goto refused;
+  }
+  r->pending = false;
+  slice_env(r, env, sizeof(env));
+  if ((e = start_dir_make(n, r, env, region)) < 0 || (e = rec_save(n, r)) < 0) {
+    snprintf(err, err_len, "cannot write the start directory of slots %s: %s", r->slots,
+             strerror(-e));
+    gs_client_unregister(fd, reg.slice_id, reg.slice_nonce, NULL, 0);
+    unlinkat(n->records_fd, r->key, 0);
     ret = e;
     goto out;
   }
   node_log("info",
-           "slice %" PRIu32 " for %s/%s container %s (slots %s): gpus 0x%x memory %" PRIu64
-           " compute %u%%..%u%% priority %d weight %u",
-           reg.slice_id, ns, pod, ctr, r->slots, spec.gpu_mask, spec.memory_cap,
+           "slice %" PRIu32 " '%s' for %s/%s container %s (slots %s): gpus 0x%x memory %s "
+           "compute %u%%..%u%% priority %d weight %u",
+           reg.slice_id, r->name, ns, pod, ctr, r->slots, spec.gpu_mask, r->memory,
            spec.compute_request, spec.compute_limit, spec.priority, spec.weight);
   n->recs[n->nrecs++] = r;
   r->checked = node_now();
@@ -503,14 +1013,18 @@ refused:
   for (uint32_t oi; rec_find(n, r->key, &oi);) {
     uint32_t before = n->nrecs;
     rec_remove(n, oi, "its slots start a container again");
-    if (n->nrecs == before)
-      break;
+    if (n->nrecs == before) {
+      snprintf(err, err_len, "the previous slice of slots %s cannot be removed yet (gsliced?)",
+               r->slots);
+      ret = -EAGAIN;
+      goto out;
+    }
   }
-  if (!r->container[0] && nids)
+  if (!r->container[0])
     snprintf(r->container, sizeof(r->container), "?");
   e = refuse(n, r, why);
   if (e < 0) {
-    snprintf(err, err_len, "cannot write the container's directory: %s", strerror(-e));
+    snprintf(err, err_len, "cannot write the container's start directory: %s", strerror(-e));
     ret = e;
   } else if (n->nrecs < sizeof(n->recs) / sizeof(n->recs[0])) {
     n->recs[n->nrecs++] = r;
@@ -522,7 +1036,7 @@ out:
     close(fd);
   if (have_as)
     k8s_assigned_free(&as);
-  free(assigned);
+  json_decref(pj);
   if (pl)
     v1__list_pod_resources_response__free_unpacked(pl, NULL);
   free(r);
@@ -565,7 +1079,24 @@ void node_reconcile(struct node *n) {
                       : e == 0 && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))
                           ? "its pod finished"
                           : NULL;
-    if (why) {
+    if (why && e == 0 && strcmp(uid, r->pod_uid) && r->slice_id) {
+      /* Its slice goes; the record stays (no slice) while the kubelet lists the old pod's
+       * container, so that a restart of it is known as the old pod's, not taken for the new
+       * one's (PreStartContainer refuses it). */
+      int fd, u = node_daemon_connect(n, &fd);
+      char uerr[GS_PROTO_TEXT_MAX] = "";
+      if (u == 0) {
+        u = gs_client_unregister(fd, r->slice_id, r->nonce, uerr, sizeof(uerr));
+        close(fd);
+      }
+      if (u == 0 || (u == -ENOENT && uerr[0])) {
+        node_log("info", "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id,
+                 r->ns, r->pod, r->container, r->slots, why);
+        r->slice_id = 0;
+        r->nonce = 0;
+        rec_save(n, r);
+      }
+    } else if (why && !(e == 0 && strcmp(uid, r->pod_uid))) {
       uint32_t before = n->nrecs;
       rec_remove(n, i, why);
       if (n->nrecs < before)

@@ -1,0 +1,137 @@
+#!/bin/bash
+# What a container's root can do with the mounts Allocate gives (issue 16 items 1, 2, 8, 10):
+# containers start in their own mount and pid namespaces with real bind mounts of exactly what
+# Allocate returned (tests/k8s/kubelet.py). As the container's root: gsliced's socket cannot be
+# deleted or replaced (read-only), REGISTER through it is refused; nothing can be planted in the
+# slice directory (read-only), and a refused container that tried restarts cleanly with no host
+# file changed (before: a symlink slice.env.tmp made gslice-node's root overwrite a host file,
+# a directory slice.env failed PreStartContainer for good); the memory region is the one file
+# it may write. A node-local user (nobody) reads no slice.env and no region. An assignment not
+# signed for the pod is refused; an uneven split over two GPUs is registered per GPU exactly.
+source "$GSLICE_SRC/tests/k8s/lib.sh"
+source "$GSLICE_SRC/tests/k8s/lib_node.sh"
+export TBIN T BIN
+
+start_apiserver
+api POST /api/v1/nodes '{"metadata":{"name":"node-a"}}' >/dev/null
+start_gsliced
+start_kubelet
+in_ns || { echo "SKIP: containers cannot get their own namespaces here (root and unshare needed)"; exit 77; }
+start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+until_true 20 healthy 32
+has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
+until_true 20 has_gpus
+inv=$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")
+U0=$(jget "$inv" "d['gpus'][0]['uuid']")
+U1=$(jget "$inv" "d['gpus'][1]['uuid']")
+GiB=1073741824
+nsl() { "$BIN/gslice" status --json | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["slices"]))'; }
+
+# A stand-in for a host file a root program must never write (the issue's etc/passwd).
+printf 'root:x:0:0::/root:/bin/sh\n' >"$T/host-passwd"
+cp "$T/host-passwd" "$T/host-passwd.orig"
+
+# The attacker's container: every step as its root, each result a line in $T/<name>.out.
+cat >"$T/attack.sh" <<'A'
+#!/bin/bash
+out=$1
+try() { if bash -c "$1" 2>>"$out.err"; then echo "done: $1" >>"$out"; else echo "refused: $1" >>"$out"; fi; }
+echo "uid $(id -u) pidns $(readlink /proc/self/ns/pid)" >>"$out"
+try "rm -f /run/gslice/daemon/gsliced.sock"
+try "touch /run/gslice/daemon/evil.sock"
+try "mv /run/gslice/daemon /run/gslice/daemon.old"
+try "ln -s $T/host-passwd /run/gslice/slice/slice.env.tmp"
+try "rm -f /run/gslice/slice/slice.env && mkdir /run/gslice/slice/slice.env"
+try "echo GSLICE_SLICE=1 >/run/gslice/slice/slice.env"
+try "ln -s $T/host-passwd /run/gslice/slice/evil"
+try "[ -w /run/gslice/slice/memory.region ] && : >>/run/gslice/slice/memory.region"
+# REGISTER through the socket it was given: a slice of its own, 50% and no memory cap.
+try "GSLICE_SOCKET=/run/gslice/daemon/gsliced.sock LD_PRELOAD= $BIN/gslice run --compute 50 --name evil -- true"
+echo end >>"$out"
+A
+chmod +x "$T/attack.sh"
+
+# 1. A refused container (its pod has no assignment) tries everything, then restarts.
+npod --name refused --no-assign main="$U0:$GiB:10" >/dev/null
+kl POST /pods '{"namespace":"default","name":"refused","containers":[{"name":"main","devices":1,"command":["'"$T/attack.sh"'","'"$T/refused.out"'"]}]}' >/dev/null
+until_true 20 grep -qs "^end" "$T/refused.out"
+cat "$T/refused.out"
+for op in "rm -f /run/gslice/daemon/gsliced.sock" "touch /run/gslice/daemon/evil.sock" \
+  "mv /run/gslice/daemon" "ln -s $T/host-passwd /run/gslice/slice/slice.env.tmp" \
+  "rm -f /run/gslice/slice/slice.env" "echo GSLICE_SLICE=1" "ln -s $T/host-passwd /run/gslice/slice/evil"; do
+  grep -qF "refused: $op" "$T/refused.out" || fail "the container's root could: $op"
+done
+grep -q "Read-only file system" "$T/refused.out.err" || fail "not refused as read-only: $(cat "$T/refused.out.err")"
+[ -S "$T/run/gsliced.sock" ] && [ -S "$T/run/hook/gsliced.sock" ] || fail "gsliced's sockets are gone"
+expect_eq "slices after REGISTER through the container's socket" "$(nsl)" 0
+pass "the container's root: the socket dir and the slice dir are read-only, REGISTER is refused"
+
+# Its restart: a fresh start directory, nothing of the old one followed; no host file written.
+f0=$(kstate "d['prestart_failures']")
+r=$(kl POST /pods/default/refused/restart '{"container":"main","command":["'"$T/attack.sh"'","'"$T/refused2.out"'"]}')
+expect_eq "restart started" "$(jget "$r" "d['started']")" True
+expect_eq "PreStartContainer failures at the restart" "$(kstate "d['prestart_failures']")" "$f0"
+until_true 20 grep -qs "^end" "$T/refused2.out"
+cmp -s "$T/host-passwd" "$T/host-passwd.orig" || fail "a host file was written: $(cat "$T/host-passwd")"
+expect_eq "start directories of the slot" "$(ls "$NSTATE/starts" | wc -l)" 1
+pass "a refused container's restart: no host file changed, no PreStartContainer failure"
+
+# 2. An assigned container: the same, and its slice works (the region is its one writable file).
+npod --name ok main="$U0:$GiB:30/30" >/dev/null
+kl POST /pods '{"namespace":"default","name":"ok","containers":[{"name":"main","devices":1,"command":["bash","-c","'"$T/attack.sh"' '"$T/ok.out"' && exec '"$TBIN"'/hook_client_linked --lookup link --path alloc --chunk 64MiB --script \"fill;info\""]}]}' >/dev/null
+until_true 20 grep -qs "^fill" "$T/default_ok_main.log"
+cat "$T/ok.out"
+grep -qF "done: [ -w /run/gslice/slice/memory.region ]" "$T/ok.out" || fail "the region is not writable in the container"
+grep -qF "refused: GSLICE_SOCKET=/run/gslice/daemon/gsliced.sock" "$T/ok.out" || fail "REGISTER through the container's socket was not refused"
+grep -qF "refused: rm -f /run/gslice/daemon/gsliced.sock" "$T/ok.out" || fail "the socket could be deleted"
+n=$(sed -n 's/^fill n=\([0-9]*\).*/\1/p' "$T/default_ok_main.log")
+[ -n "$n" ] && [ "$n" -le 16 ] && [ "$n" -ge 10 ] || fail "the slice's cap did not hold: filled $n x 64 MiB of 1 GiB: $(cat "$T/default_ok_main.log")"
+expect_eq "slices" "$(slice_names)" "['default.ok.main']"
+pass "an assigned container: its slice holds (filled $n x 64 MiB of 1 GiB), nothing else is writable"
+
+# 3. A node-local user reaches no slice.env and no region (the trees above them are 0700).
+chmod 0755 "$T"
+id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null || { skip_part "no user nobody or setpriv"; nobody=; }
+if [ -n "${nobody-x}" ]; then
+  env_file=$(ls "$NSTATE"/starts/*/slice.env | head -1)
+  region=$("$PY" -c 'import os,sys; print(os.path.realpath(sys.argv[1]))' "$NSTATE/alloc/$(ls "$NSTATE/alloc" | grep -v region | head -1).region")
+  for f in $env_file $NSTATE/starts/*/slice.env $region; do
+    setpriv --reuid nobody --regid nogroup --clear-groups cat "$f" >/dev/null 2>&1 && fail "user nobody read $f"
+    setpriv --reuid nobody --regid nogroup --clear-groups sh -c ": >>'$f'" 2>/dev/null && fail "user nobody may write $f"
+  done
+  for d in "$NSTATE" "$NSTATE/records" "$NSTATE/alloc" "$NSTATE/starts"; do
+    expect_eq "mode of $d" "$(stat -c %a "$d")" 700
+  done
+  expect_eq "records' mode" "$(stat -c %a "$NSTATE"/records/* | sort -u)" 600
+  pass "user nobody reads no slice.env and no region; state dirs 0700, records 0600"
+fi
+chmod 0700 "$T"
+
+# 4. An assignment not signed for the pod: refused, nothing registered.
+npod --name unsigned --no-sign main="$U1:$GiB:10/10" >/dev/null
+kl POST /pods '{"namespace":"default","name":"unsigned","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
+until_true 20 grep -qs "compute_spin:" "$T/default_unsigned_main.log"
+grep -q "no GPU slice: pod default/unsigned: gslice.io/assigned is not the extender's" "$T/default_unsigned_main.log" ||
+  fail "unsigned: $(cat "$T/default_unsigned_main.log")"
+expect_eq "slices" "$(slice_names)" "['default.ok.main']"
+pass "an unsigned assignment is refused"
+
+# 5. 31% and 3 GiB over two GPUs (16% + 15%, 1.5 GiB each): each GPU gets its own part.
+npod --name split main="$U0:$((3 * GiB / 2)):16,$U1:$((3 * GiB / 2)):15/40" >/dev/null
+kl POST /pods '{"namespace":"default","name":"split","containers":[{"name":"main","devices":2,"command":["sleep","60"]}]}' >/dev/null
+two() { [ "$(nsl)" = 2 ]; }
+until_true 20 two
+got=$("$BIN/gslice" status --json | "$PY" -c '
+import json, sys
+for s in json.load(sys.stdin)["slices"]:
+    if s["name"].endswith(".split.main"):
+        print(sorted((g["index"], g.get("compute_request_percent"), g["memory_cap_bytes"]) for g in s["gpus"]))')
+expect_eq "per-GPU parts" "$got" "[(0, 16, $((3 * GiB / 2))), (1, 15, $((3 * GiB / 2)))]"
+pass "an uneven split is registered per GPU as assigned: $got"
+
+for p in refused ok unsigned split; do kl DELETE /pods/default/$p >/dev/null; done
+zero() { [ "$(nsl)" = 0 ]; }
+until_true 20 zero
+no_starts() { [ -z "$(ls "$NSTATE/starts")" ] && [ -z "$(ls "$NSTATE/alloc")" ]; }
+until_true 10 no_starts
+pass "a container's root is kept off the node"

@@ -1,0 +1,100 @@
+#!/bin/bash
+# A container restart reuses the slice recorded for it (issue 16 items 3, 9, 11): a running pod
+# that edits its own gslice.io/assigned (the namespace edit role may) and restarts its container
+# keeps its slice (before: it got what it wrote); the container of a pod deleted and made again
+# under its name, restarted, gets no GPU (before: the new pod's assignment, recorded under the
+# new uid); a gslice-node killed between REGISTER and its record leaves no slice behind once it
+# is back (before: the slice stayed, committed for good). The crash is made with
+# GSLICE_NODE_TEST_CRASH_AT=registered (test only: gslice-node exits right after REGISTERED, the
+# pending record written, the final one not).
+source "$GSLICE_SRC/tests/k8s/lib.sh"
+source "$GSLICE_SRC/tests/k8s/lib_node.sh"
+export TBIN
+
+start_apiserver
+api POST /api/v1/nodes '{"metadata":{"name":"node-a"}}' >/dev/null
+start_gsliced
+start_kubelet
+start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+until_true 20 healthy 32
+has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
+until_true 20 has_gpus
+inv=$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")
+U0=$(jget "$inv" "d['gpus'][0]['uuid']")
+U1=$(jget "$inv" "d['gpus'][1]['uuid']")
+GiB=1073741824
+# slices: (name, id, request, limit, caps) of every slice, sorted.
+slices() { "$BIN/gslice" status --json | "$PY" -c '
+import json, sys
+print(sorted((s["name"].split(".", 2)[2], s["id"], s["compute_request_percent"], s["compute_limit_percent"], [g["memory_cap_bytes"] for g in s["gpus"]]) for s in json.load(sys.stdin)["slices"]))'; }
+nsl() { "$BIN/gslice" status --json | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["slices"]))'; }
+running() { [ "$(jget "$(kl GET /pods/default/$1)" "d['containers'][0]['pid'] is not None")" = True ]; }
+
+# 1. The annotation edited on a running pod, then its container restarted: the recorded slice.
+npod --name edit main="$U0:$GiB:30/30" >/dev/null
+kl POST /pods '{"namespace":"default","name":"edit","containers":[{"name":"main","devices":1,"command":["sleep","600"]}]}' >/dev/null
+one() { [ "$(nsl)" = 1 ]; }
+until_true 20 one
+before=$(slices)
+echo "before: $before"
+# What the namespace user writes: 16 GiB and 100%, with the signature copied over unchanged.
+big=$("$PY" -c 'import json,sys; print(json.dumps({"version":1,"node":"node-a","containers":[{"name":"main","init":False,"gpus":[{"uuid":sys.argv[1],"index":0,"memory":16*2**30,"compute":100}],"computeLimit":100,"priority":"high","weight":1000}]}))' "$U0")
+api PATCH /api/v1/namespaces/default/pods/edit "$("$PY" -c 'import json,sys; print(json.dumps({"metadata":{"annotations":{"gslice.io/assigned":sys.argv[1]}}}))' "$big")" >/dev/null
+sleep 1 # the pod cache's watch brings the edit
+r=$(kl POST /pods/default/edit/restart '{"container":"main"}')
+expect_eq "restarted" "$(jget "$r" "d['started']")" True
+expect_eq "slices after the edit and the restart" "$(slices)" "$before"
+grep -q "restarted, as recorded" "$T/node.log" || fail "no word of the reuse: $(tail -5 "$T/node.log")"
+pass "an edited annotation changes nothing at a restart: $(slices)"
+
+# 2. The pod deleted and made again under its name (a new uid, its own signed assignment); the
+#    old pod's container, still on the kubelet, restarts: no GPU for it, nothing registered.
+npod --name twin main="$U1:$GiB:10/10" >/dev/null
+kl POST /pods '{"namespace":"default","name":"twin","containers":[{"name":"main","devices":1,"command":["sleep","600"]}]}' >/dev/null
+two() { [ "$(nsl)" = 2 ]; }
+until_true 20 two
+api DELETE /api/v1/namespaces/default/pods/twin >/dev/null
+npod --name twin main="$U1:$((2 * GiB)):20/20" >/dev/null
+# gslice-node sees the pod replaced (every 10 s) and ends the old slice.
+until_true 30 grep -q "default/twin container main (slots .*) removed: its pod was replaced" "$T/node.log"
+one() { [ "$(nsl)" = 1 ]; }
+until_true 10 one
+cat >"$T/probe.sh" <<'P'
+#!/bin/bash
+cat /run/gslice/slice/slice.env >"$1"
+P
+chmod +x "$T/probe.sh"
+r=$(kl POST /pods/default/twin/restart '{"container":"main","command":["'"$T/probe.sh"'","'"$T/twin.env"'"]}')
+expect_eq "restarted" "$(jget "$r" "d['started']")" True
+until_true 10 test -s "$T/twin.env"
+grep -q "^GSLICE_K8S_ERROR=.*deleted and made again" "$T/twin.env" || fail "the old pod's container: $(cat "$T/twin.env")"
+expect_eq "slices" "$(nsl)" 1
+pass "the old pod's container restarted after its pod was made again: refused, nothing registered"
+kl DELETE /pods/default/twin >/dev/null
+
+# 3. gslice-node dies between REGISTER and its record: the slice goes when it is back.
+stop_node
+GSLICE_NODE_TEST_CRASH_AT=registered start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+until_true 20 healthy 32
+npod --name crash main="$U1:$GiB:40/40" >/dev/null
+kl POST /pods '{"namespace":"default","name":"crash","containers":[{"name":"main","devices":1,"command":["sleep","600"]}]}' >/dev/null
+dead() { ! kill -0 "$NODE_PID" 2>/dev/null; }
+until_true 20 dead
+wait "$NODE_PID" 2>/dev/null && rc=0 || rc=$?
+expect_eq "gslice-node's exit at the crash point" "$rc" 99
+grep -q "exiting after REGISTER (test)" "$T/node.log" || fail "gslice-node did not stop at the crash point"
+expect_eq "slices left by the crash" "$(nsl)" 2
+start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+until_true 20 grep -q "has no record (a crash between REGISTER and its record?): removed" "$T/node.log"
+# The kubelet tries PreStartContainer again; the container gets one slice, recorded.
+until_true 30 running crash
+two() { [ "$(nsl)" = 2 ]; }
+until_true 20 two
+expect_eq "slices after the crash" "$(slices | "$PY" -c 'import sys,ast; print(sorted(s[0] for s in ast.literal_eval(sys.stdin.read())))')" "['default.crash.main', 'default.edit.main']"
+kl DELETE /pods/default/crash >/dev/null
+kl DELETE /pods/default/edit >/dev/null
+zero() { [ "$(nsl)" = 0 ]; }
+until_true 20 zero
+no_records() { [ -z "$(ls "$NSTATE/records")" ]; }
+until_true 10 no_records
+pass "no slice outlives its record: a crash after REGISTER leaks nothing"
