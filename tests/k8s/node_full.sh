@@ -19,7 +19,7 @@ until_true 20 healthy 32
 has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
 until_true 20 has_gpus
 
-"$BIN/gslice-extender" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG_FILE" 2>"$T/extender.log" &
+"$BIN/gslice-extender" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG_FILE" --signing-key "$SIGNING_KEY" 2>"$T/extender.log" &
 port() { sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1; }
 mport() { sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1; }
 has_port() { [ -n "$(port)" ]; }
