@@ -1,0 +1,315 @@
+#!/usr/bin/python3
+"""gslice-extender under an exhausting peer (issue 16, finding 6), all on 127.0.0.1: with 200
+idle sockets on each listener (from other loopback addresses) /filter and /healthz answer
+within 2 s, and one address keeps at most --max-connections-per-ip; a slow-loris sending a
+byte every 0.5 s, in its headers or its body, is cut by --request-timeout (the idle timeout
+alone never would); a declared 60 MiB body is refused (413) before it is read, an
+undeclared one cut past 8 MiB; memory after large requests (three at once) returns near
+where it was, and their peak stays far below the Deployment's limit; scores stay 0..10
+for hostile nodes and pods. Prints the measured figures."""
+import json
+import os
+import socket
+import threading
+import time
+import urllib.request
+
+from k8stest import GiB, check, passed, run, wait_for
+import scheduler
+
+
+def rss_kib(pid, field="VmRSS"):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def sources(n):
+    """n loopback source addresses besides 127.0.0.1 (the peer being tested stays there)."""
+    out = []
+    for i in range(2, 2 + n):
+        a = "127.0.0.%d" % i
+        s = socket.socket()
+        try:
+            s.bind((a, 0))
+        except OSError:
+            print("SKIP: cannot bind %s as a source address" % a)
+            raise SystemExit(77)
+        finally:
+            s.close()
+        out.append(a)
+    return out
+
+
+def port_of(url):
+    return int(url.rsplit(":", 1)[1])
+
+
+def connect(port, src=None, timeout=5):
+    s = socket.socket()
+    if src:
+        s.bind((src, 0))
+    s.settimeout(timeout)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def closed(s):
+    """Whether the server has closed s (EOF or reset), without waiting."""
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        s.setblocking(True)
+
+
+def timed(fn):
+    """(fn(), seconds); a call that raises (a timeout) fails the test with what it was."""
+    t0 = time.monotonic()
+    try:
+        v = fn()
+    except OSError as e:
+        check(False, "no answer after %.1f s: %s" % (time.monotonic() - t0, e))
+    return v, time.monotonic() - t0
+
+
+def filter_args(pod, names):
+    return {"Pod": pod, "NodeNames": names}
+
+
+def idle(c):
+    c.add_node("n1", [16 * GiB])
+    # A deadline longer than the check, so that the idle sockets are all still there.
+    c.start_extender("--node-timeout", "60", "--request-timeout", "30")
+    pod = c.add_pod("v", "p", [("main", 1, "1Gi", 10)])
+    addrs = sources(8)
+    socks = []
+    for url in (c.ext_url, c.metrics_url):
+        for i in range(200):
+            socks.append(connect(port_of(url), addrs[i % len(addrs)]))
+    time.sleep(0.5)
+    (st, r), dt_f = timed(lambda: scheduler.http("POST", c.ext_url + "/filter",
+                                                 filter_args(pod, ["n1"]), timeout=10))
+    check(st == 200 and r["NodeNames"] == ["n1"], "filter: %s %s" % (st, r))
+    h, dt_h = timed(lambda: urllib.request.urlopen(c.metrics_url + "/healthz", timeout=10).read())
+    check(h == b"ok\n", h)
+    check(dt_f < 2.0 and dt_h < 2.0, "with 400 idle sockets: filter %.2f s, healthz %.2f s"
+          % (dt_f, dt_h))
+    passed("200 idle sockets on each listener: filter %.3f s, healthz %.3f s" % (dt_f, dt_h))
+    for s in socks:
+        s.close()
+
+    # One address keeps at most --max-connections-per-ip (32) on the verbs listener.
+    one = [connect(port_of(c.ext_url), addrs[0]) for _ in range(100)]
+    time.sleep(1.0)
+    kept = sum(not closed(s) for s in one)
+    check(kept == 32, "one address holds %d connections, want 32" % kept)
+    (st, _), dt_f = timed(lambda: scheduler.http("POST", c.ext_url + "/filter",
+                                                 filter_args(pod, ["n1"]), timeout=10))
+    check(st == 200 and dt_f < 2.0, "filter beside them: %s in %.2f s" % (st, dt_f))
+    passed("100 sockets from one address: %d kept, the rest closed; filter %.3f s"
+           % (kept, dt_f))
+    for s in one:
+        s.close()
+
+
+def cut_after(s, chunks, every=0.5, limit=15.0):
+    """Sends a byte of chunks every `every` s until the server closes s; seconds it took
+    (None: still open after limit)."""
+    t0 = time.monotonic()
+    data = b"".join(chunks)
+    i = 0
+    while time.monotonic() - t0 < limit:
+        try:
+            if i < len(data):
+                s.sendall(data[i:i + 1])
+                i += 1
+        except OSError:
+            return time.monotonic() - t0
+        if closed(s):
+            return time.monotonic() - t0
+        time.sleep(every)
+    return None
+
+
+def loris(c):
+    c.add_node("n1", [16 * GiB])
+    c.start_extender("--node-timeout", "60", "--request-timeout", "3")
+    port = port_of(c.ext_url)
+    # In the headers: a byte every 0.5 s, each well inside the idle timeout.
+    s = connect(port)
+    s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\n")
+    t_head = cut_after(s, [b"X-Slow: " + b"a" * 200])
+    s.close()
+    # In the body, after complete headers.
+    s = connect(port)
+    s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{")
+    t_body = cut_after(s, [b" " * 200])
+    s.close()
+    check(t_head is not None and t_body is not None,
+          "a slow-loris kept its connection for 15 s (headers: %s, body: %s)" % (t_head, t_body))
+    # Cut by the 3 s deadline (reaped every 0.2 s), not before; a loaded machine may be late.
+    check(2.5 <= t_head <= 6.0 and 2.5 <= t_body <= 6.0,
+          "cut after %.2f s (headers) and %.2f s (body), want about 3" % (t_head, t_body))
+    cut = c.metric("gslice_extender_connections_cut_total", '{reason="deadline"}')
+    check(cut >= 2, "connections cut: %s" % cut)
+    # A peer that keeps to the deadline is served, request after request, on one connection.
+    pod = c.add_pod("v", "p", [("main", 1, "1Gi", 10)])
+    for _ in range(3):
+        st, r = scheduler.http("POST", c.ext_url + "/filter", filter_args(pod, ["n1"]), timeout=10)
+        check(st == 200, "%s %s" % (st, r))
+    passed("slow-loris cut by --request-timeout 3: in the headers after %.2f s, in the body "
+           "after %.2f s" % (t_head, t_body))
+
+
+def big(c):
+    c.add_node("n1", [16 * GiB])
+    c.start_extender("--node-timeout", "60")
+    pid = c.ext.pid
+    pod = c.add_pod("v", "p", [("main", 1, "1Gi", 10)])
+    port = port_of(c.ext_url)
+
+    # Declared 60 MiB: 413 at once, before the body.
+    s = connect(port, timeout=10)
+    t0 = time.monotonic()
+    s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % (60 << 20))
+    try:
+        s.sendall(b" " * (1 << 20))
+    except OSError:
+        pass
+    try:
+        head = s.recv(64)
+    except OSError as e:
+        head = repr(e).encode()
+    dt = time.monotonic() - t0
+    s.close()
+    check(head.startswith(b"HTTP/1.1 413"), "a 60 MiB body: %r" % head)
+    check(dt < 2.0, "413 after %.2f s" % dt)
+
+    # Undeclared (chunked) 60 MiB: the connection is cut once the body passes 8 MiB.
+    s = connect(port, timeout=10)
+    s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    sent, t0 = 0, time.monotonic()
+    chunk = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
+    try:
+        while sent < (60 << 20) and time.monotonic() - t0 < 20:
+            s.sendall(chunk)
+            sent += 1 << 20
+    except OSError:
+        pass
+    dt_c = time.monotonic() - t0
+    s.close()
+    check(sent < (24 << 20), "the extender read %d MiB of an undeclared body" % (sent >> 20))
+    passed("a 60 MiB body: 413 in %.3f s; chunked: cut after %d MiB sent (%.2f s)"
+           % (dt, sent >> 20, dt_c))
+
+    # Memory: baseline, then large legal requests, three at once, then back near baseline.
+    for _ in range(5):
+        scheduler.http("POST", c.ext_url + "/filter", filter_args(pod, ["n1"]), timeout=10)
+    base = rss_kib(pid)
+    names = ["n%0250d" % i for i in range(16000)]  # 16,000 names of 251 bytes: 4 MB
+    nodes_body = {"Pod": pod, "Nodes": {"items": [
+        {"metadata": {"name": "x%d" % i, "annotations": {"a": "b" * 9000}}} for i in range(800)]}}
+    bodies = [json.dumps(filter_args(pod, names)).encode(), json.dumps(nodes_body).encode()]
+    peak = [base]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_kib(pid))
+            time.sleep(0.01)
+    t = threading.Thread(target=sample)
+    t.start()
+    answers = []
+
+    def one(body):
+        req = urllib.request.Request(c.ext_url + "/filter", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            answers.append((r.status, len(r.read())))
+    for round_ in range(2):
+        ts = [threading.Thread(target=one, args=(bodies[(round_ + k) % 2],)) for k in range(3)]
+        for x in ts:
+            x.start()
+        for x in ts:
+            x.join()
+    stop.set()
+    t.join()
+    check(len(answers) == 6 and all(st == 200 for st, _ in answers), answers)
+    biggest = max(n for _, n in answers)
+    check(biggest < (16 << 20), "an answer of %d bytes" % biggest)
+    after = [0]
+
+    def settled():
+        after[0] = rss_kib(pid)
+        return after[0] <= base + 32 * 1024
+    wait_for("RSS back near %d KiB (now %d)" % (base, rss_kib(pid)), settled, timeout=10)
+    check(peak[0] - base < 400 * 1024, "peak %d KiB over a baseline of %d" % (peak[0], base))
+    passed("6 large filters (4 MB NodeNames, 7 MB Nodes; 3 at once), answers up to %d KB: "
+           "RSS %d MiB before, peak %d MiB, %d MiB after"
+           % (biggest // 1000, base // 1024, peak[0] // 1024, after[0] // 1024))
+
+    # Past the bounds: 16,385 names, and a body of a million tiny values.
+    st, r = scheduler.http("POST", c.ext_url + "/filter",
+                           filter_args(pod, ["n%d" % i for i in range(16385)]), timeout=30)
+    check(st == 400 and "16384" in r["Error"], "%s %s" % (st, r))
+    st, r = scheduler.http("POST", c.ext_url + "/filter",
+                           {"Pod": pod, "NodeNames": ["n1"], "x": [0] * 1000000}, timeout=30)
+    check(st == 400 and "JSON values" in r["Error"], "%s %s" % (st, r))
+    passed("over 16384 NodeNames, over 262144 JSON values: 400 (%s)" % r["Error"][:60])
+
+
+def scores(c):
+    huge = (1 << 64) - 1
+    c.add_node("h1", [huge, huge], slots=255)
+    c.add_node("h2", [1, 1 << 63, 0])
+    c.add_node("h3", [16 * GiB, 16 * GiB])
+    c.start_extender("--node-timeout", "60")
+    # A pod that wrote its own assignment: 250% of compute on h3's first GPU.
+    forged = {"version": 1, "node": "h3", "containers": [
+        {"name": "main", "init": False, "gpus": [{"uuid": "GPU-h3-0", "index": 0, "memory": 1,
+                                                  "compute": 250}],
+         "computeLimit": 100, "priority": "normal", "weight": 1}]}
+    c.req("POST", "/api/v1/namespaces/v/pods", {
+        "metadata": {"name": "forged", "namespace": "v",
+                     "annotations": {"gslice.io/assigned": json.dumps(forged)}},
+        "spec": {"nodeName": "h3", "containers": [{"name": "main", "resources": {"limits": {
+            "gslice.io/gpu": "1", "gslice.io/gpu-memory": "1", "gslice.io/gpu-compute": "1"}}}]},
+        "status": {"phase": "Running"}})
+    time.sleep(1.0)  # the watch brings it to the extender
+    names = ["h1", "h2", "h3", "ghost"]
+    pods = [c.add_pod("v", "a", [("main", 1, "1", 0)]),
+            c.add_pod("v", "b", [("main", 1, "16Ei", 100)]),
+            c.add_pod("v", "c", [("main", 2, "9223372036854775807", 200)],
+                      annotations={"gslice.io/weight": "1000000000",
+                                   "gslice.io/compute-limit": "-5",
+                                   "gslice.io/priority": "high"}),
+            c.add_pod("v", "d", [("main", 1, "1Gi", 10)] * 3),
+            c.add_pod("v", "e", [("main", 1, "1Gi", 10)], annotations={"gslice.io/policy": "spread"}),
+            c.add_pod("v", "f", [("main", 1, "1Gi", 10)])]
+    seen = set()
+    for pod in pods:
+        for verb in ("filter", "prioritize"):
+            st, r = scheduler.http("POST", c.ext_url + "/" + verb, filter_args(pod, names),
+                                   timeout=10)
+            check(st in (200, 400), "%s: %s %s" % (verb, st, r))
+            if verb == "prioritize" and st == 200:
+                for h in r:
+                    check(isinstance(h["Score"], int) and 0 <= h["Score"] <= 10,
+                          "pod %s: score %r for %s" % (pod["metadata"]["name"], h["Score"],
+                                                       h["Host"]))
+                    seen.add(h["Score"])
+    passed("hostile nodes and pods: every score within 0..10 (%s)" % sorted(seen))
+
+
+run(idle)
+run(loris)
+run(big)
+run(scores)
