@@ -116,9 +116,11 @@ class Fake:
                 self.seen_hook = True
             # struct gs_msg_hello_ok: daemon_version, slice_id, window_ns, then the slice's spec
             # (name[64], gpu_mask, request, limit, priority, weight, reserved, memory_cap).
-            spec = b"\0" * 64 + struct.pack("<IIIiIIQ", 0, 0, 100, 0, 1, 0, 0)
+            # gs_slice_spec: name, mask, request, limit, priority, weight, per_gpu, memory cap,
+            # then the per-GPU requests (16 x u32) and caps (16 x u64) of protocol 8, all 0.
+            spec = b"\0" * 64 + struct.pack("<IIIiIIQ", 0, 0, 100, 0, 1, 0, 0) + b"\0" * 192
             ok = struct.pack("<IIQ", self.conns[conn][1], slice_id, 1000000000) + spec
-            assert len(ok) == 112
+            assert len(ok) == 304
             out = self.frame(conn, "HELLO_OK", ok, seq)
         elif name == "TOKEN_REQUEST":
             rq = self.unpack("token_request", body)
