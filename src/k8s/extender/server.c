@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -76,6 +77,7 @@ struct ext_server {
   char *cert, *key, *ca;
   size_t body_held;                    /* atomic */
   uint64_t cut_deadline, refused_busy; /* atomic counters */
+  uint64_t logged_ms, unlogged;         /* mhd_log's rate, under stop_lock */
   pthread_t reaper;
   bool reaper_started;
   pthread_mutex_t stop_lock;
@@ -452,6 +454,34 @@ static void notify(void *cls, struct MHD_Connection *conn, void **socket_context
   }
 }
 
+/* libmicrohttpd's messages (a refused handshake, a peer over its limit): one a second at
+ * most, so a peer cannot fill the log; how many were left out is said with the next. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  struct ext_server *s = cls;
+  uint64_t now = gs_mono_ms(), skipped;
+  char msg[512];
+
+  pthread_mutex_lock(&s->stop_lock);
+  if (s->logged_ms && now - s->logged_ms < 1000) {
+    s->unlogged++;
+    pthread_mutex_unlock(&s->stop_lock);
+    return;
+  }
+  s->logged_ms = now;
+  skipped = s->unlogged;
+  s->unlogged = 0;
+  pthread_mutex_unlock(&s->stop_lock);
+  if (!s->log)
+    return;
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  msg[strcspn(msg, "\n")] = 0;
+  if (skipped)
+    fprintf(s->log, "gslice-extender: libmicrohttpd: %s (and %llu more messages)\n", msg,
+            (unsigned long long)skipped);
+  else
+    fprintf(s->log, "gslice-extender: libmicrohttpd: %s\n", msg);
+}
+
 /* ---- the deadline ------------------------------------------------------------------------- */
 
 static void reap(struct ext_server *s, struct listener *l, uint64_t now) {
@@ -592,6 +622,7 @@ static int start_listener(struct ext_server *s, struct listener *l, const char *
     return rc;
   if (family == AF_INET6)
     flags |= MHD_USE_IPv6;
+  opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, fd, NULL};
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
                                       verbs ? VERB_CONNECTIONS : METRICS_CONNECTIONS, NULL};
