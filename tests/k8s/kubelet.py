@@ -324,8 +324,10 @@ class Kubelet:
                     with self.lock:
                         self.prestart_failures += 1
                     c["prestart_failures"] = c.get("prestart_failures", 0) + 1
-                    c["prestart_error"] = str(e.details() if hasattr(e, "details") else e)
-                    log("PreStartContainer %s failed: %s (retrying)" % (c["name"], e))
+                    why = ("%s %s" % (e.code().name, e.details())) if isinstance(
+                        e, grpc.RpcError) else str(e)
+                    c["prestart_error"] = why
+                    log("PreStartContainer %s failed: %s (retrying)" % (c["name"], why))
                     if pod.get("deleted"):
                         return False
                     time.sleep(0.2)

@@ -129,7 +129,56 @@ for s in json.load(sys.stdin)["slices"]:
 expect_eq "per-GPU parts" "$got" "[(0, 16, $((3 * GiB / 2))), (1, 15, $((3 * GiB / 2)))]"
 pass "an uneven split is registered per GPU as assigned: $got"
 
-for p in refused ok unsigned split; do kl DELETE /pods/default/$p >/dev/null; done
+# 6. gsliced does not answer (stopped): PreStartContainer is UNAVAILABLE and the kubelet tries
+#    again; once gsliced is back the container gets its slice (before: refused for good).
+f0=$(kstate "d['prestart_failures']")
+npod --name late main="$U1:$GiB:10/10" >/dev/null
+kill -STOP "$GSLICED_PID"
+kl POST /pods '{"namespace":"default","name":"late","containers":[{"name":"main","devices":1,"command":["bash","-c","cat /run/gslice/slice/slice.env >'"$T"'/late.env; sleep 60"]}]}' >"$T/late.admit"
+failed_once() { [ "$(kstate "d['prestart_failures']")" -gt "$f0" ]; }
+until_true 30 failed_once
+kill -CONT "$GSLICED_PID"
+until_true 30 test -s "$T/late.env"
+grep -q "^GSLICE_SLICE=" "$T/late.env" || fail "late: $(cat "$T/late.env")"
+grep -q "PreStartContainer main failed: .*UNAVAILABLE" "$T/kubelet.log" || fail "not UNAVAILABLE: $(grep PreStart "$T/kubelet.log" | tail -3)"
+pass "gsliced not answering: UNAVAILABLE, retried, then the slice ($(( $(kstate "d['prestart_failures']") - f0 )) failed tries)"
+
+# 7. A slice directory gsliced names outside the state root gslice-node was given is not taken.
+stop_node
+start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a --daemon-state-dir "$T/elsewhere"
+mkdir -p "$T/elsewhere"
+until_true 20 healthy 32
+before=$(nsl)
+npod --name outside main="$U1:$GiB:10/10" >/dev/null
+kl POST /pods '{"namespace":"default","name":"outside","containers":[{"name":"main","devices":1,"command":["'"$TBIN"'/compute_spin","--duration","1"]}]}' >/dev/null
+until_true 20 grep -qs "compute_spin:" "$T/default_outside_main.log"
+grep -q "which is not below its state root" "$T/default_outside_main.log" || fail "outside: $(cat "$T/default_outside_main.log")"
+expect_eq "slices" "$(nsl)" "$before"
+pass "a slice directory outside gsliced's state root is refused, its slice removed"
+stop_node
+start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+
+# 8. Something else listening on gsliced's socket path (another user's program): not believed.
+mkdir -p "$T/fake" && chmod 0777 "$T/fake" && chmod 0711 "$T"
+if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+  setpriv --reuid nobody --regid nogroup --clear-groups "$PY" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+while True:
+    c, _ = s.accept(); time.sleep(0.2); c.close()' "$T/fake/gsliced.sock" &
+  until_true 10 test -S "$T/fake/gsliced.sock"
+  "$BIN/gslice-node" --kubelet-dir "$T/fake" --pod-resources-socket "$PODRES" --state-dir "$T/fake-node" \
+    --socket "$T/fake/gsliced.sock" --daemon-state-dir "$T/daemon" --hook "$HOOK" --no-api-server 2>"$T/fake-node.log" &
+  FAKE_NODE=$!
+  until_true 10 grep -qs "is served by uid $(id -u nobody) (pid [0-9]*), not by root or gslice-node's uid 0: not believed" "$T/fake-node.log"
+  kill "$FAKE_NODE"
+  pass "a socket served by another user is not believed (SO_PEERCRED)"
+else
+  skip_part "no user nobody or setpriv: the SO_PEERCRED check"
+fi
+chmod 0700 "$T"
+
+for p in refused ok unsigned split late outside; do kl DELETE /pods/default/$p >/dev/null; done
 zero() { [ "$(nsl)" = 0 ]; }
 until_true 20 zero
 no_starts() { [ -z "$(ls "$NSTATE/starts")" ] && [ -z "$(ls "$NSTATE/alloc")" ]; }

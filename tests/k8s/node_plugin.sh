@@ -16,6 +16,19 @@ grep -q "no node name" <<<"$out" || fail "no reason without a node name: $out"
 out=$("$BIN/gslice-node" --no-api-server --kubelet-dir "$T/nope" --hook "$HOOK" 2>&1) && fail "missing kubelet dir accepted"
 grep -q "is not a directory" <<<"$out" || fail "no reason for a missing kubelet dir: $out"
 "$BIN/gslice-node" --help | qgrep -- "--slots-per-gpu" || fail "--help"
+# A state dir that is not there yet, given relative: made (mkdir -p, 0700) where gslice-node
+# started, and used by its absolute path (before: "cannot make .../records: No such file").
+mkdir -p "$T/cwd"
+(cd "$T/cwd" && exec "$BIN/gslice-node" --no-api-server --kubelet-dir "$DP" --hook "$HOOK" \
+  --socket "$T/none.sock" --state-dir rel/state 2>"$T/rel.log") &
+REL=$!
+made() { [ -d "$T/cwd/rel/state/starts" ]; }
+until_true 10 made
+kill "$REL"; wait "$REL" 2>/dev/null || true
+expect_eq "state dir mode" "$(stat -c %a "$T/cwd/rel/state")" 700
+expect_eq "its subdirs" "$(cd "$T/cwd/rel/state" && stat -c '%n %a' records alloc starts | tr '\n' ' ')" "records 700 alloc 700 starts 700 "
+grep -q "starting" "$T/rel.log" || fail "with a relative state dir: $(cat "$T/rel.log")"
+rm -f "$DP/gslice.sock"
 
 start_gsliced
 start_kubelet
