@@ -9,14 +9,33 @@
 # REGISTER, SET, UNREGISTER, STATUS (even after the slice's own HELLO: a container reads its
 # slice.env), HELLO as CLI or without a slice are refused there (-EPERM);
 # HELLO with another nonce is refused; REGISTER over the main socket from that pid namespace is
-# refused; a real hook of the container's slice still takes tokens there, held to its limit.
+# refused; a real hook of the container's slice still takes tokens there, held to its limit. The
+# hook dir is the daemon's own: a link in its place is replaced, another user's dir refused.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (a container's root, its mounts)"
 unshare --pid --fork --mount-proc true 2>/dev/null || skip "cannot make a pid namespace here (unshare --pid)"
 K="$TBIN/daemon_k8s"
 H="$T/hook/gsliced.sock"
+# What an old deployment's container root could have left in the socket's dir (mounted read-write
+# then): a link where the hook dir goes is replaced by the daemon's own dir, and nothing is made
+# through it; a dir of another user there is refused.
+mkdir "$T/elsewhere"
+ln -s "$T/elsewhere" "$T/hook"
+if id nobody >/dev/null 2>&1; then
+  mkdir "$T/foreign"
+  chown nobody "$T/foreign"
+  rc=0
+  timeout 10 "$BIN/gsliced" --state-dir "$T/d2" --socket "$T/d2.sock" --foreground \
+    --set hook_socket="$T/foreign/h.sock" >"$T/foreign.out" 2>&1 || rc=$?
+  [ "$rc" = 1 ] || fail "a hook socket dir of another user was taken (rc $rc): $(cat "$T/foreign.out")"
+  grep -q "foreign belongs to uid $(id -u nobody), not to gsliced's" "$T/foreign.out" ||
+    fail "no clear refusal: $(cat "$T/foreign.out")"
+  [ ! -e "$T/foreign/h.sock" ] || fail "a socket was made in another user's dir"
+fi
 start_daemon
+[ -d "$T/hook" ] && [ ! -L "$T/hook" ] || fail "the link in place of the hook dir was not replaced"
+[ -z "$(ls -A "$T/elsewhere")" ] || fail "the daemon made something through the link: $(ls -A "$T/elsewhere")"
 
 # The hook socket: its own dir, the daemon's, 0755; the socket 0666.
 [ -S "$H" ] || fail "no hook socket at $H"
