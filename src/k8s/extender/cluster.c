@@ -267,7 +267,10 @@ static void nodes_sweep(struct cluster *c, uint64_t now_ms) {
   c->sweep_ms = now_ms;
   for (struct xnode **pp = &c->graves; *pp;) {
     struct xnode *n = *pp;
-    if (now_ms >= n->buried_ms && now_ms - n->buried_ms >= CLUSTER_NODE_GRACE_MS) {
+    /* A bind still holding its lock (found before the node left the map) keeps it. */
+    if (now_ms >= n->buried_ms && now_ms - n->buried_ms >= CLUSTER_NODE_GRACE_MS &&
+        pthread_mutex_trylock(&n->bind_lock) == 0) {
+      pthread_mutex_unlock(&n->bind_lock);
       *pp = n->grave_next;
       node_free(n);
     } else {
