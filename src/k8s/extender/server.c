@@ -77,7 +77,7 @@ struct ext_server {
   char *cert, *key, *ca;
   size_t body_held;                    /* atomic */
   uint64_t cut_deadline, refused_busy; /* atomic counters */
-  uint64_t logged_ms, unlogged;         /* mhd_log's rate, under stop_lock */
+  uint64_t logged_ms, unlogged;        /* mhd_log's rate, under stop_lock */
   pthread_t reaper;
   bool reaper_started;
   pthread_mutex_t stop_lock;
