@@ -6,13 +6,13 @@ stand-in with kube-scheduler's certificate schedules and binds. /bind, even from
 peer, takes only what kube-scheduler can have asked for: no PodUID, another UID, another
 schedulerName, a node /filter did not pass for that pod, a node its nodeSelector excludes
 are refused, and the pod stays unbound in the API server. The verbs listener serves no
-/metrics; /healthz and /metrics are on --metrics-listen."""
+/metrics; /healthz (503 until the first sync) and /metrics are on --metrics-listen."""
 import socket
 import ssl
 import urllib.error
 import urllib.request
 
-from k8stest import GiB, check, passed, run
+from k8stest import GiB, check, passed, run, wait_for
 import scheduler
 
 
@@ -32,7 +32,22 @@ def refused(c, client):
 def tls(c):
     c.add_node("n1", [16 * GiB])
     c.add_node("n2", [16 * GiB])
-    c.start_extender("--node-timeout", "10", tls=True)
+    # The first list of pods answers only after 2 s: until then /healthz is 503 (not ready),
+    # /livez ok.
+    c.req("POST", "/_test/fault", {"method": "GET", "path": r"^/api/v1/pods\?", "status": 0,
+                                   "delay_s": 2, "count": 1})
+    c.start_extender("--node-timeout", "10", tls=True, wait_ready=False)
+    try:
+        urllib.request.urlopen(c.metrics_url + "/healthz", timeout=5)
+        check(False, "/healthz said ok before the first sync")
+    except urllib.error.HTTPError as e:
+        check(e.code == 503 and b"not ready" in e.read(), "healthz before sync: %s" % e.code)
+    with urllib.request.urlopen(c.metrics_url + "/livez", timeout=5) as h:
+        check(h.status == 200, "livez")
+    wait_for("first sync", lambda: c.metric("gslice_extender_ready") == 1)
+    with urllib.request.urlopen(c.metrics_url + "/healthz", timeout=5) as h:
+        check(h.status == 200 and h.read() == b"ok\n", "healthz after sync")
+    passed("/healthz 503 until the first sync, then ok; /livez ok throughout")
     before = c.metric("gslice_extender_requests_total", '{verb="filter"}')
 
     why = refused(c, None)

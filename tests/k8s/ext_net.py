@@ -269,10 +269,10 @@ def big(c):
     # Past the bounds: 16,385 names, and a body of a million tiny values.
     st, r = scheduler.http("POST", c.ext_url + "/filter",
                            filter_args(pod, ["n%d" % i for i in range(16385)]), timeout=30)
-    check(st == 400 and "16384" in r["Error"], "%s %s" % (st, r))
+    check(st == 400 and "16384" in r["Error"], "%s %.300s" % (st, r))
     st, r = scheduler.http("POST", c.ext_url + "/filter",
                            {"Pod": pod, "NodeNames": ["n1"], "x": [0] * 1000000}, timeout=30)
-    check(st == 400 and "JSON values" in r["Error"], "%s %s" % (st, r))
+    check(st == 400 and "JSON values" in r["Error"], "%s %.300s" % (st, r))
     passed("over 16384 NodeNames, over 262144 JSON values: 400 (%s)" % r["Error"][:60])
 
 
@@ -309,7 +309,7 @@ def scores(c):
         for verb in ("filter", "prioritize"):
             st, r = scheduler.http("POST", c.ext_url + "/" + verb, filter_args(pod, names),
                                    timeout=10)
-            check(st in (200, 400), "%s: %s %s" % (verb, st, r))
+            check(st in (200, 400), "%s: %s %.300s" % (verb, st, r))
             if verb == "prioritize" and st == 200:
                 for h in r:
                     check(isinstance(h["Score"], int) and 0 <= h["Score"] <= 10,
