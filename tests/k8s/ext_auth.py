@@ -122,7 +122,13 @@ def binds(c):
         st, r = bind(c, s, victim, node, uid)
         check(st == status and words in r["Error"], "bind %s: %s %s" % (uid, st, r))
         check(unbound(c, "b", "victim"), "the victim was bound: %s" % c.pod("b", "victim"))
-    passed("no PodUID (400), a wrong UID, another schedulerName (403): the pod stays unbound")
+    st, r = scheduler.http("POST", c.ext_url + "/bind",
+                           {"PodName": "victim/../../../nodes/n1", "PodNamespace": "b",
+                            "PodUID": victim["metadata"]["uid"], "Node": "n2"},
+                           timeout=15, context=s.ctx)
+    check(st == 400 and "Kubernetes names" in r["Error"], "a path in PodName: %s %s" % (st, r))
+    passed("no PodUID, a path for a name (400), a wrong UID, another schedulerName (403): the "
+           "pod stays unbound")
 
     # Ours, but n2 was never passed by /filter for it.
     mine = c.add_pod("b", "mine", [("main", 1, "1Gi", 10)])

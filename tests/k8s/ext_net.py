@@ -260,11 +260,16 @@ def big(c):
     def settled():
         after[0] = rss_kib(pid)
         return after[0] <= base + 32 * 1024
-    wait_for("RSS back near %d KiB (now %d)" % (base, rss_kib(pid)), settled, timeout=10)
-    check(peak[0] - base < 400 * 1024, "peak %d KiB over a baseline of %d" % (peak[0], base))
-    passed("6 large filters (4 MB NodeNames, 7 MB Nodes; 3 at once), answers up to %d KB: "
-           "RSS %d MiB before, peak %d MiB, %d MiB after"
-           % (biggest // 1000, base // 1024, peak[0] // 1024, after[0] // 1024))
+    if os.environ.get("GSLICE_SANITIZE") == "1":
+        # ASan keeps freed memory in its quarantine: RSS says nothing about ours.
+        passed("6 large filters, answers up to %d KB (RSS not judged under the sanitizer)"
+               % (biggest // 1000))
+    else:
+        wait_for("RSS back near %d KiB (now %d)" % (base, rss_kib(pid)), settled, timeout=10)
+        check(peak[0] - base < 400 * 1024, "peak %d KiB over a baseline of %d" % (peak[0], base))
+        passed("6 large filters (4 MB NodeNames, 7 MB Nodes; 3 at once), answers up to %d KB: "
+               "RSS %d MiB before, peak %d MiB, %d MiB after"
+               % (biggest // 1000, base // 1024, peak[0] // 1024, after[0] // 1024))
 
     # Past the bounds: 16,385 names, and a body of a million tiny values.
     st, r = scheduler.http("POST", c.ext_url + "/filter",

@@ -805,6 +805,17 @@ static bool selector_met(struct kube *k, const json_t *pod, const char *node, ch
   return ok;
 }
 
+/* A DNS subdomain as Kubernetes names pods, namespaces and nodes: nothing that could
+ * change the API path it is put in. */
+static bool name_ok(const char *s) {
+  if (!*s || strlen(s) >= K8S_NAME_MAX)
+    return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '.'))
+      return false;
+  return true;
+}
+
 static bool scheduler_ours(const struct verbs *v, const char *name) {
   if (!v->cfg.nscheduler_names)
     return strcmp(name, "default-scheduler") == 0;
@@ -849,9 +860,15 @@ int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, ch
   uid = arg_str(root, "PodUID");
   node = arg_str(root, "Node");
   if (!name || !*name || !ns || !*ns || !uid || !*uid || !node || !*node ||
-      strlen(name) >= K8S_NAME_MAX || strlen(ns) >= K8S_NAME_MAX || strlen(node) >= K8S_NAME_MAX ||
       strlen(uid) >= POD_UID_MAX) {
     snprintf(err, sizeof err, "ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node");
+    status = 400;
+    goto out;
+  }
+  if (!name_ok(name) || !name_ok(ns) || !name_ok(node)) {
+    snprintf(err, sizeof err,
+             "ExtenderBindingArgs: PodName, PodNamespace and Node must be "
+             "Kubernetes names (a-z, 0-9, '-', '.')");
     status = 400;
     goto out;
   }
