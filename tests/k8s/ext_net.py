@@ -220,6 +220,28 @@ def big(c):
     passed("a 60 MiB body: 413 in %.3f s; chunked: cut after %d MiB sent (%.2f s)"
            % (dt, sent >> 20, dt_c))
 
+    # Unfinished bodies: 8 of 7.5 MiB are held (60 MiB), a 9th is refused (503): 64 MiB of
+    # bodies at most over all connections, however many a peer opens.
+    held = []
+    for i in range(9):
+        s = connect(port, timeout=10)
+        s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{"
+                  % (15 << 19))
+        held.append(s)
+    time.sleep(0.5)
+    try:
+        ninth = held[-1].recv(64)
+    except OSError as e:
+        ninth = repr(e).encode()
+    kept = sum(not closed(s) for s in held[:-1])
+    check(ninth.startswith(b"HTTP/1.1 503") and kept == 8,
+          "9 unfinished bodies of 7.5 MiB: %d of the first 8 held, the 9th got %r" % (kept, ninth))
+    for s in held:
+        s.close()
+    wait_for("the refusal counted",
+             lambda: c.metric("gslice_extender_connections_cut_total", '{reason="bodies"}') == 1)
+    passed("8 unfinished bodies of 7.5 MiB held, a 9th refused with 503")
+
     # Memory: baseline, then large legal requests, three at once, then back near baseline.
     for _ in range(5):
         scheduler.http("POST", c.ext_url + "/filter", filter_args(pod, ["n1"]), timeout=10)
