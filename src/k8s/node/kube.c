@@ -32,7 +32,9 @@ static bool name_ok(const char *s) {
   return l > 0 && l < 254 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-.") == l;
 }
 
-/* Both read the pod cache (pods.c): no API server I/O here, whatever thread calls. */
+/* Both read the pod cache (pods.c): no API server I/O here, whatever thread calls, with n->lock
+ * held. node_kube_pod does not wait for a pod the watch has not brought (node_reconcile's use:
+ * "not there" is an answer); PreStartContainer's lookups wait (node_pods_get, NODE_POD_WAIT_MS). */
 int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_assigned, char *uid,
                   size_t uid_len, char *phase, size_t phase_len, char *err, size_t err_len) {
   json_t *pod = NULL;
@@ -42,7 +44,7 @@ int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_a
     snprintf(err, err_len, "\"%s/%s\" is not a pod name", ns, name);
     return -EINVAL;
   }
-  int r = node_pods_get(n, ns, name, NODE_POD_WAIT_MS, &pod, err, err_len);
+  int r = node_pods_get(n, ns, name, 0, &pod, err, err_len);
   if (r < 0)
     return r;
   const char *u = kube_meta_str(pod, "uid");

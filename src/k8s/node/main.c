@@ -34,18 +34,18 @@ uint64_t node_now(void) {
 }
 
 void node_log(const char *level, const char *fmt, ...) {
-  char ts[32];
+  char ts[32], line[4096];
   time_t t = time(NULL);
   struct tm tm;
   va_list ap;
 
   gmtime_r(&t, &tm);
   strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  fprintf(stderr, "%s gslice-node %s: ", ts, level);
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vsnprintf(line, sizeof(line), fmt, ap);
   va_end(ap);
-  fputc('\n', stderr);
+  /* One write a line: several threads log. */
+  fprintf(stderr, "%s gslice-node %s: %s\n", ts, level, line);
   fflush(stderr);
 }
 

@@ -49,6 +49,7 @@ struct node_pods {
   size_t bytes;
   bool overflow;  /* some pod was left out */
   bool listed;    /* a whole list was read and nothing failed since */
+  bool failed;    /* a list or watch failed since the start */
   uint64_t ok_at; /* monotonic ns of the last word from the server (list, event, bookmark, end) */
   uint64_t gen;
   char why[KUBE_ERR_MAX]; /* the last failure, for errors */
@@ -121,6 +122,7 @@ static void table_put(struct table *t, json_t *pod) {
 static void mark_failed(struct node_pods *p, const char *why) {
   pthread_mutex_lock(&p->n->lock);
   p->listed = false;
+  p->failed = true;
   snprintf(p->why, sizeof(p->why), "%s", why);
   p->gen++;
   pthread_cond_broadcast(&p->changed);
@@ -169,7 +171,8 @@ static void *run(void *arg) {
   struct node_pods *p = arg;
   unsigned backoff = BACKOFF_MIN_MS;
   char err[KUBE_ERR_MAX];
-  bool said = false;
+  bool said = true;    /* the next list is said: the first, the first after a failure */
+  bool warned = false; /* a failure to list is said once until a list works */
 
   while (!atomic_load(&p->stop)) {
     struct fresh *f = calloc(1, sizeof(*f));
@@ -185,12 +188,12 @@ static void *run(void *arg) {
       if (atomic_load(&p->stop))
         break;
       mark_failed(p, err);
-      if (!said)
+      if (!warned)
         node_log("warn",
                  "cannot list this node's pods: %s (retrying; containers starting meanwhile are "
                  "told to retry)",
                  err);
-      said = true;
+      said = warned = true;
       nap(p, backoff);
       backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
       continue;
@@ -213,8 +216,8 @@ static void *run(void *arg) {
     pthread_mutex_unlock(&p->n->lock);
     free(f);
     if (said)
-      node_log("info", "listed this node's pods again: %u", p->nents);
-    said = false;
+      node_log("info", "listed this node's pods: %u", p->nents);
+    said = warned = false;
     backoff = BACKOFF_MIN_MS;
     uint64_t listed_at = node_now();
     while (!atomic_load(&p->stop) && node_now() - listed_at < RESYNC_NS) {
@@ -324,22 +327,24 @@ int node_pods_get(struct node *n, const char *ns, const char *name, int wait_ms,
       snprintf(err, err_len, "gslice-node reads no pods (no API server)");
       return -ENOTCONN;
     }
-    if (!synced(p)) {
+    uint64_t now = node_now();
+    /* Just started, the first list under way: worth a wait, as for a pod not there yet. */
+    bool first = !p->listed && !p->failed && now < until;
+    if (!synced(p) && !first) {
       snprintf(err, err_len, "this node's pods are not known now (the API server: %s)",
                p->listed ? "silent for too long" : p->why);
       return -EAGAIN;
     }
-    int i = ent_find(p->ents, p->nents, key);
+    int i = first ? -1 : ent_find(p->ents, p->nents, key);
     if (i >= 0) {
       *ret_pod = json_incref(p->ents[i]->pod);
       return 0;
     }
-    if (p->overflow) {
+    if (!first && p->overflow) {
       snprintf(err, err_len, "pod %s/%s is not among the pods gslice-node keeps (too many)", ns,
                name);
       return -EAGAIN;
     }
-    uint64_t now = node_now();
     if (now >= until) {
       snprintf(err, err_len, "the API server has no pod %s/%s on node %s", ns, name,
                n->cfg.node_name);
