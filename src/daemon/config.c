@@ -53,7 +53,11 @@ const struct config_entry config_table[] = {
     U64(hello_timeout_ms, "5000", 10, 600000, true,
         "a connection that has not said HELLO this long is closed, ms"),
     U64(max_clients, "1024", 4, 65536, false,
-        "connections at once (lowered to fit the open-file limit, said in the log)"),
+        "connections at once on the main socket (lowered to fit the open-file limit, said in "
+        "the log)"),
+    U64(max_hook_clients, "1024", 4, 65536, false,
+        "connections at once on the hook socket (containers' processes), apart from "
+        "max_clients: a flood there refuses none on the main socket"),
     U64(max_slices, "256", 1, 256, false, "slices at once"),
     U64(max_clients_per_user, "256", 1, 65536, true,
         "connections at once from one uid, root included (containers often run as root)"),

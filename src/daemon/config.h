@@ -20,7 +20,8 @@ struct config {
   uint64_t quantum_kernels;
   uint64_t release_timeout_ms;
   uint64_t hello_timeout_ms;
-  uint64_t max_clients;
+  uint64_t max_clients;      /* on the main socket */
+  uint64_t max_hook_clients; /* on the hook socket, apart from max_clients */
   uint64_t max_slices;
   uint64_t max_clients_per_user;
   uint64_t max_slices_per_user;

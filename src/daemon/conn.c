@@ -117,6 +117,7 @@ void conn_close(struct daemon *d, struct conn *c, const char *why) {
   if (c->next)
     c->next->pprev = c->pprev;
   d->nconns--;
+  d->nhook_conns -= c->hook_only;
   if (c->resume_timer)
     loop_del_timer(d->loop, c->resume_timer);
   loop_del_fd(d->loop, c->fd);
@@ -163,7 +164,9 @@ bool conn_serve(struct daemon *d, struct conn *c) {
       msgs++;
       statuses += h.type == GS_MSG_STATUS;
       if (!requests_handle(d, c, &m)) {
-        conn_close(d, c, "message out of protocol");
+        conn_close(d, c,
+                   c->hellos_refused >= HELLO_REFUSED_MAX ? "too many refused HELLOs"
+                                                          : "message out of protocol");
         return false;
       }
       if (c->dropped) {

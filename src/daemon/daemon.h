@@ -28,6 +28,13 @@
 #define CONN_TURN_MSGS 16u
 /* Refused connections held open at once (daemon.refused); within main.c's FDS_RESERVED. */
 #define REFUSED_MAX 16
+/* HELLOs one connection may have refused (wrong nonce, no such slice): the last one's ERROR is
+ * sent, then it is closed. A client that knows its slice says HELLO once; without a bound, one
+ * connection could try nonces for the whole hello_timeout_ms, thousands a second. */
+#define HELLO_REFUSED_MAX 3
+/* Connections accepted from one listening socket per loop turn: a flood on the hook socket
+ * must not keep the loop from the main socket's (and the other way round). */
+#define ACCEPT_TURN_MAX 64
 
 struct conn {
   int fd;
@@ -46,7 +53,8 @@ struct conn {
   size_t inlen;
   unsigned char *out;
   size_t outlen, outcap;
-  uint64_t resume_timer; /* requests left over from its turn: handled at the next one */
+  uint64_t resume_timer;   /* requests left over from its turn: handled at the next one */
+  uint32_t hellos_refused; /* HELLOs refused on it: the HELLO_REFUSED_MAX-th closes it */
   struct daemon *d;
   struct conn *next, **pprev; /* in daemon.conns: unlinked in O(1) at close */
   /* In its slice's list (slice.conns) from HELLO until it closes or the slice is removed. */
@@ -75,7 +83,9 @@ struct daemon {
   char config_path[CONFIG_STR_MAX];
   struct loop *loop;
   int listen_fd;
+  int listen_dir_fd;  /* the main socket's dir, checked (sock.c, open_socket_dir) */
   int hook_listen_fd; /* the hook socket (config hook_socket): hook-only connections */
+  int hook_dir_fd;    /* its dir, the daemon's own */
   int spare_fd;       /* kept open to accept-and-close when out of file descriptors */
   bool said_nofile;
   uint64_t said_user_clients_at; /* last log of a max_clients_per_user refusal */
@@ -92,7 +102,8 @@ struct daemon {
   struct gpu gpus[GS_MAX_GPUS];
   uint32_t ngpus;
   struct conn *conns;
-  uint32_t nconns;
+  uint32_t nconns;      /* on both sockets */
+  uint32_t nhook_conns; /* of them, on the hook socket (max_hook_clients) */
   uint64_t started;
   uint64_t housekeeping_timer;
   size_t freed_since_trim; /* bytes of big buffers freed since the heap was last trimmed */
@@ -103,7 +114,9 @@ struct daemon {
 /* The serving side, one job per file: sock.c (the listening socket, accepting), conn.c
  * (connections), requests.c (what a request does), token.c (the token flow of every GPU). */
 /* sock.c */
-int server_listen(struct daemon *d);
+/* The main socket (cfg.socket) in a dir of the daemon's own that no one else may write, made
+ * through descriptors: 0, or -errno with the reason in why. */
+int server_listen(struct daemon *d, char *why, size_t why_len);
 /* The hook socket (cfg.hook_socket) in a dir of the daemon's own, made 0755 through descriptors:
  * 0, or -errno with the reason in why. */
 int server_listen_hook(struct daemon *d, char *why, size_t why_len);

@@ -272,9 +272,10 @@ static int background(struct daemon *d, int dir_fd) {
 }
 
 /* Every client is a descriptor: raise the soft open-file limit to the hard one (systemd's
- * soft default is 1024, max_clients' too), and where even that is short, lower max_clients
- * so that refusing a client is a decision, not an accept() failing in a loop. */
-#define FDS_RESERVED 64 /* listening socket, epoll, signals, state, log, metrics, spare */
+ * soft default is 1024, max_clients' too), and where even that is short, lower the sockets'
+ * bounds so that refusing a client is a decision, not an accept() failing in a loop. The hook
+ * socket's goes first, to half of what fits at most: the main socket is the host's. */
+#define FDS_RESERVED 64 /* listening sockets, epoll, signals, state, log, metrics, spare */
 static void fit_open_files(struct daemon *d) {
   struct rlimit rl;
 
@@ -286,13 +287,25 @@ static void fit_open_files(struct daemon *d) {
     if (setrlimit(RLIMIT_NOFILE, &nr) == 0)
       rl.rlim_cur = want;
   }
-  if (rl.rlim_cur != RLIM_INFINITY && d->cfg.max_clients + FDS_RESERVED > rl.rlim_cur) {
-    uint64_t fit = rl.rlim_cur > FDS_RESERVED + 4 ? rl.rlim_cur - FDS_RESERVED : 4;
+  if (rl.rlim_cur == RLIM_INFINITY ||
+      d->cfg.max_clients + d->cfg.max_hook_clients + FDS_RESERVED <= rl.rlim_cur)
+    return;
+  uint64_t fit = rl.rlim_cur > FDS_RESERVED + 8 ? rl.rlim_cur - FDS_RESERVED : 8;
+  uint64_t hook = d->cfg.max_hook_clients, host = d->cfg.max_clients;
+  if (hook > fit / 2 && host + hook > fit)
+    hook = host < fit / 2 ? fit - host : fit / 2;
+  if (host > fit - hook)
+    host = fit - hook;
+  if (hook != d->cfg.max_hook_clients)
+    dlog("warning", "open-file limit %llu: max_hook_clients lowered from %llu to %llu",
+         (unsigned long long)rl.rlim_cur, (unsigned long long)d->cfg.max_hook_clients,
+         (unsigned long long)hook);
+  if (host != d->cfg.max_clients)
     dlog("warning", "open-file limit %llu: max_clients lowered from %llu to %llu",
          (unsigned long long)rl.rlim_cur, (unsigned long long)d->cfg.max_clients,
-         (unsigned long long)fit);
-    d->cfg.max_clients = fit;
-  }
+         (unsigned long long)host);
+  d->cfg.max_hook_clients = hook;
+  d->cfg.max_clients = host;
 }
 
 static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
@@ -363,7 +376,8 @@ int main(int argc, char **argv) {
 
   if (!d)
     return 1;
-  d->listen_fd = d->hook_listen_fd = d->signal_fd = d->lock_fd = d->spare_fd = -1;
+  d->listen_fd = d->listen_dir_fd = d->hook_listen_fd = d->hook_dir_fd = -1;
+  d->signal_fd = d->lock_fd = d->spare_fd = -1;
   config_defaults(&d->cfg);
   while ((o = getopt_long(argc, argv, "s:d:fc:m:S:Ph", opts, NULL)) != -1) {
     switch (o) {
@@ -438,12 +452,12 @@ int main(int argc, char **argv) {
   }
   server_adopt_slices(d);
   fit_open_files(d);
-  r = server_listen(d);
+  r = server_listen(d, why, sizeof(why));
   if (r < 0) {
     if (r == -EADDRINUSE)
       fprintf(stderr, "gsliced: another daemon answers on %s\n", d->cfg.socket);
     else
-      fprintf(stderr, "gsliced: cannot listen on %s: %s\n", d->cfg.socket, strerror(-r));
+      fprintf(stderr, "gsliced: cannot listen on %s: %s\n", d->cfg.socket, why);
     return 1;
   }
   r = server_listen_hook(d, why, sizeof(why));

@@ -41,7 +41,14 @@ static bool may_change(struct daemon *d, const struct conn *c, const struct slic
   return authz_may_change(d, c, s);
 }
 
-static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+/* A HELLO refused: the connection may say another, HELLO_REFUSED_MAX refused in all. Returns
+ * false at the last (its ERROR is sent; conn_serve closes it). */
+static bool hello_refused(struct conn *c) {
+  return ++c->hellos_refused < HELLO_REFUSED_MAX;
+}
+
+/* Returns false when the HELLO was refused (an ERROR sent). */
+static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   struct gs_msg_hello_ok ok = {.daemon_version = GS_PROTO_VERSION,
                                .window_ns = d->cfg.window_ms * 1000000ull};
 
@@ -52,7 +59,7 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     bool joins = s && (s->flags & GS_REGISTER_ANY_UID) && m->u.hello.role == GS_ROLE_HOOK;
     if (!s || (!may_change(d, c, s) && !joins)) {
       conn_send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
-      return;
+      return false;
     }
     /* Same id, another slice: this daemon lost the state the process's slice lived in (or
      * was started over another state dir) and gave the id out again. Joining would put the
@@ -68,7 +75,7 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
            "refused (a process of a slice from an earlier daemon state?)",
            (int)c->pid, s->id);
       conn_send_error(d, c, m->hdr.seq, -ESTALE, why);
-      return;
+      return false;
     }
     ok.slice_id = s->id;
     ok.spec = s->spec;
@@ -79,6 +86,7 @@ static void on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   if (ok.slice_id)
     conn_join_slice(c, registry_find(&d->reg, ok.slice_id));
   conn_send(d, c, GS_MSG_HELLO_OK, m->hdr.seq, &ok, sizeof(ok));
+  return true;
 }
 
 /* A slice any uid's processes join: its memory region is made usable by them (its dir is 0755,
@@ -361,10 +369,9 @@ static bool hook_socket_handle(struct daemon *d, struct conn *c, const struct gs
                                                : ": no such container slice",
                d->cfg.socket);
       conn_send_error(d, c, m->hdr.seq, -EPERM, why);
-      return true;
+      return hello_refused(c);
     }
-    on_hello(d, c, m);
-    return true;
+    return on_hello(d, c, m) || hello_refused(c);
   }
   case GS_MSG_TOKEN_REQUEST:
   case GS_MSG_TOKEN_RELEASE:
@@ -401,8 +408,7 @@ static bool requests_handle_main(struct daemon *d, struct conn *c, const struct 
   if (!c->hello) {
     if (t != GS_MSG_HELLO)
       return false;
-    on_hello(d, c, m);
-    return true;
+    return on_hello(d, c, m) || hello_refused(c);
   }
   switch (t) {
   case GS_MSG_REGISTER:

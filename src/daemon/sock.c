@@ -1,5 +1,5 @@
-/* The daemon's listening socket (sock.h): accepting within the limits, refusals, closing idle and
- * refused connections. */
+/* The daemon's listening sockets (sock.h): their dirs, accepting within the limits, refusals,
+ * closing idle and refused connections. */
 #include "sock.h"
 
 #include <errno.h>
@@ -17,10 +17,10 @@
 #include "conn.h"
 #include "region.h"
 
-/* One uid must not hold every connection of max_clients (idle after HELLO, or before it within
- * hello_timeout_ms). Counted at accept, before anything is allocated; the refused client gets
- * the reason as an ERROR if it reads before it sees the close, and the log says it, at most once
- * a second. */
+/* One uid must not hold every connection of its socket's bound (idle after HELLO, or before it
+ * within hello_timeout_ms). Counted at accept, before anything is allocated; the refused client
+ * gets the reason as an ERROR if it reads before it sees the close, and the log says it, at most
+ * once a second. */
 static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid, bool hook_only) {
   uint32_t n = 0;
   uint64_t now;
@@ -67,7 +67,9 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
   struct daemon *d = data;
 
   (void)events;
-  for (;;) {
+  /* ACCEPT_TURN_MAX at most: the rest wait for the next turn (the socket stays readable). */
+  for (unsigned turn = 0; turn < ACCEPT_TURN_MAX; turn++) {
+    bool hook = fd == d->hook_listen_fd;
     int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     struct ucred cred;
     socklen_t cl = sizeof(cred);
@@ -96,8 +98,19 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       }
       return;
     }
-    if (d->nconns >= d->cfg.max_clients) {
-      dlog("warning", "refusing a connection: %u clients already (max_clients)", d->nconns);
+    /* Each socket within its own bound: containers' processes (any uid) filling the hook
+     * socket's must leave the host's CLI, gslice run and gslice-node their main socket. */
+    if (hook && d->nhook_conns >= d->cfg.max_hook_clients) {
+      dlog("warning",
+           "refusing a connection on the hook socket: %u clients there already "
+           "(max_hook_clients)",
+           d->nhook_conns);
+      close(cfd);
+      continue;
+    }
+    if (!hook && d->nconns - d->nhook_conns >= d->cfg.max_clients) {
+      dlog("warning", "refusing a connection: %u clients already (max_clients)",
+           d->nconns - d->nhook_conns);
       close(cfd);
       continue;
     }
@@ -105,7 +118,7 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       close(cfd);
       continue;
     }
-    if (uid_over_limit(d, cfd, cred.uid, fd == d->hook_listen_fd))
+    if (uid_over_limit(d, cfd, cred.uid, hook))
       continue;
     if (!(c = calloc(1, sizeof(*c)))) {
       close(cfd);
@@ -120,7 +133,7 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       c->start = 0;
     c->uid = cred.uid;
     c->gid = cred.gid;
-    c->hook_only = fd == d->hook_listen_fd;
+    c->hook_only = hook;
     if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, conn_cb, c) < 0) {
       free(c);
       close(cfd);
@@ -132,61 +145,20 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
     d->conns = c;
     c->pprev = &d->conns;
     d->nconns++;
+    d->nhook_conns += hook;
   }
 }
 
-int server_listen(struct daemon *d) {
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  char dir[sizeof(a.sun_path)];
-  int fd, r;
-
-  if (strlen(d->cfg.socket) >= sizeof(a.sun_path))
-    return -ENAMETOOLONG;
-  memcpy(a.sun_path, d->cfg.socket, strlen(d->cfg.socket) + 1);
-  snprintf(dir, sizeof(dir), "%s", d->cfg.socket);
-  char *slash = strrchr(dir, '/');
-  if (slash && slash != dir) {
-    *slash = 0;
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-      return -errno;
-  }
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
-  /* A socket file nobody answers on is a leftover of a dead daemon (the
-   * state-dir lock already says no other daemon owns this state). */
-  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
-    close(fd);
-    return -EADDRINUSE;
-  }
-  unlink(d->cfg.socket);
-  close(fd);
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
-  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
-    r = -errno;
-    close(fd);
-    return r;
-  }
-  /* Anyone may connect: SO_PEERCRED says who, and only an owner (or root)
-   * changes a slice. */
-  chmod(d->cfg.socket, 0666);
-  r = loop_add_fd(d->loop, fd, EPOLLIN, accept_cb, d);
-  if (r < 0) {
-    close(fd);
-    return r;
-  }
-  d->listen_fd = fd;
-  d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  return 0;
-}
-
-/* The hook socket's dir: made by the daemon in the dir above it, 0755, its own. A link or
- * anything but a dir there is removed and the dir made (an old deployment mounted the socket's
- * dir read-write into containers, whose root could plant one); a dir of another user is refused.
- * Returns the dir's descriptor, or -errno with the reason in why. */
-static int open_hook_dir(const char *dir, char *why, size_t why_len) {
+/* A socket's dir, made by the daemon in the dir above it (0755; parents are not made) and
+ * checked through its descriptor. Whoever can write in it can replace the socket and answer
+ * gsliced's clients (gslice-node would take a fake daemon's word for a slice's dir), or have the
+ * daemon unlink and bind where they point. The main socket's (hook false) must be a dir, not a
+ * link, of the daemon's user and writable by no one else: anything else is refused with what
+ * to do. The hook socket's (hook true): a link or anything but a dir there is removed and the dir
+ * made (an old deployment mounted the socket's dir read-write into containers, whose root could
+ * plant one); a dir of another user is refused; its mode is made 0755. Returns the dir's
+ * descriptor, or -errno with the reason in why. */
+static int open_socket_dir(const char *dir, bool hook, char *why, size_t why_len) {
   char parent[sizeof(((struct sockaddr_un *)0)->sun_path)];
   const char *name;
   struct stat st;
@@ -204,6 +176,8 @@ static int open_hook_dir(const char *dir, char *why, size_t why_len) {
     name = dir;
     snprintf(parent, sizeof(parent), ".");
   }
+  if (!*name)
+    name = "."; /* "/" itself */
   pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (pfd < 0) {
     r = -errno;
@@ -211,6 +185,14 @@ static int open_hook_dir(const char *dir, char *why, size_t why_len) {
     return r;
   }
   if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+    if (!hook) {
+      r = -ENOTDIR;
+      snprintf(why, why_len,
+               "%s is %s, not a directory: gsliced makes its socket's dir itself; remove it, or "
+               "give another --socket",
+               dir, S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
+      goto out;
+    }
     dlog("warning", "%s is not a directory (mode %06o): removed, and made again", dir,
          (unsigned)st.st_mode);
     unlinkat(pfd, name, 0);
@@ -223,17 +205,35 @@ static int open_hook_dir(const char *dir, char *why, size_t why_len) {
   fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     r = -errno;
-    snprintf(why, why_len, "cannot open %s: %s", dir, strerror(errno));
+    snprintf(why, why_len, "cannot open %s: %s%s", dir, strerror(errno),
+             errno == ELOOP || errno == ENOTDIR ? " (a symbolic link or not a directory: remove "
+                                                  "it, or give another --socket)"
+                                                : "");
     goto out;
   }
-  if (fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+  if (fstat(fd, &st) < 0) {
+    r = -errno;
+    snprintf(why, why_len, "cannot stat %s: %s", dir, strerror(errno));
+    goto out;
+  }
+  if (hook && st.st_uid != geteuid()) {
     r = -EPERM;
     snprintf(why, why_len,
              "%s belongs to uid %u, not to gsliced's (%u): remove it, and start gsliced again", dir,
              (unsigned)st.st_uid, (unsigned)geteuid());
     goto out;
   }
-  if ((st.st_mode & 07777) != 0755 && fchmod(fd, 0755) < 0) {
+  if (!hook && (st.st_uid != geteuid() || (st.st_mode & 022))) {
+    r = -EPERM;
+    snprintf(why, why_len,
+             "refusing socket dir %s: it is owned by uid %u with mode %04o, and must be this "
+             "daemon's (uid %u) and writable by no one else, or another user could replace the "
+             "socket and answer gsliced's clients; remove it (if another user made it, they or "
+             "root must) and start again, or give another --socket",
+             dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+    goto out;
+  }
+  if (hook && (st.st_mode & 07777) != 0755 && fchmod(fd, 0755) < 0) {
     r = -errno;
     snprintf(why, why_len, "cannot make %s mode 0755: %s", dir, strerror(errno));
     goto out;
@@ -245,19 +245,27 @@ out:
   return r < 0 ? r : fd;
 }
 
-int server_listen_hook(struct daemon *d, char *why, size_t why_len) {
+/* Listens on path (whose dir open_socket_dir makes and checks), 0666: into *ret_fd, with the
+ * dir's descriptor kept in *ret_dir_fd (the socket is unlinked through it at exit). */
+static int listen_at(struct daemon *d, const char *path, bool hook, int *ret_fd, int *ret_dir_fd,
+                     char *why, size_t why_len) {
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   char dir[sizeof(a.sun_path)];
-  const char *path = d->cfg.hook_socket, *slash = strrchr(path, '/'), *name;
+  const char *slash = strrchr(path, '/'), *name;
   int dfd, fd = -1, r = 0;
 
-  if (!slash || !slash[1] || slash == path) {
-    snprintf(why, why_len, "want an absolute path of a socket in a directory of its own");
+  if (!*path || (slash && !slash[1]) || strlen(path) >= sizeof(a.sun_path)) {
+    snprintf(why, why_len, "want the path of a socket, under %zu bytes", sizeof(a.sun_path));
     return -EINVAL;
   }
-  name = slash + 1;
-  snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-  dfd = open_hook_dir(dir, why, why_len);
+  if (slash) {
+    name = slash + 1;
+    snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  } else {
+    name = path;
+    snprintf(dir, sizeof(dir), ".");
+  }
+  dfd = open_socket_dir(dir, hook, why, why_len);
   if (dfd < 0)
     return dfd;
   /* Bound through the dir's descriptor: the path above it is not walked again. */
@@ -288,22 +296,42 @@ int server_listen_hook(struct daemon *d, char *why, size_t why_len) {
     snprintf(why, why_len, "%s", strerror(errno));
     goto out;
   }
-  /* A container's process may run as any uid: anyone may connect, and what a connection here
-   * may do is a container slice hook's (requests.c, hook_socket_handle). */
+  /* Anyone may connect: SO_PEERCRED says who, and only an owner (or root) changes a slice. On
+   * the hook socket a container's process may run as any uid, and what a connection there may
+   * do is a container slice hook's (requests.c, hook_socket_handle). */
   if (fchmodat(dfd, name, 0666, 0) < 0 ||
       (r = loop_add_fd(d->loop, fd, EPOLLIN, accept_cb, d)) < 0) {
     r = r < 0 ? r : -errno;
     snprintf(why, why_len, "%s", strerror(-r));
     goto out;
   }
-  d->hook_listen_fd = fd;
-  fd = -1;
-  r = 0;
+  *ret_fd = fd;
+  *ret_dir_fd = dfd;
+  return 0;
 out:
   if (fd >= 0)
     close(fd);
   close(dfd);
   return r;
+}
+
+int server_listen(struct daemon *d, char *why, size_t why_len) {
+  int r = listen_at(d, d->cfg.socket, false, &d->listen_fd, &d->listen_dir_fd, why, why_len);
+
+  if (r < 0)
+    return r;
+  d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return 0;
+}
+
+int server_listen_hook(struct daemon *d, char *why, size_t why_len) {
+  const char *slash = strrchr(d->cfg.hook_socket, '/');
+
+  if (!slash || !slash[1] || slash == d->cfg.hook_socket) {
+    snprintf(why, why_len, "want an absolute path of a socket in a directory of its own");
+    return -EINVAL;
+  }
+  return listen_at(d, d->cfg.hook_socket, true, &d->hook_listen_fd, &d->hook_dir_fd, why, why_len);
 }
 
 /* Refused connections held since at least `before` (all with UINT64_MAX). */
@@ -319,6 +347,15 @@ static void close_refused(struct daemon *d, uint64_t before) {
   d->nrefused = k;
 }
 
+/* Unlinks the socket at path through its dir's descriptor (the path is not walked again), and
+ * closes that. */
+static void unlink_in(int dir_fd, const char *path) {
+  const char *slash = strrchr(path, '/');
+
+  unlinkat(dir_fd, slash ? slash + 1 : path, 0);
+  close(dir_fd);
+}
+
 void server_close_all(struct daemon *d) {
   close_refused(d, UINT64_MAX);
   while (d->conns)
@@ -326,14 +363,14 @@ void server_close_all(struct daemon *d) {
   if (d->listen_fd >= 0) {
     loop_del_fd(d->loop, d->listen_fd);
     close(d->listen_fd);
-    unlink(d->cfg.socket);
-    d->listen_fd = -1;
+    unlink_in(d->listen_dir_fd, d->cfg.socket);
+    d->listen_fd = d->listen_dir_fd = -1;
   }
   if (d->hook_listen_fd >= 0) {
     loop_del_fd(d->loop, d->hook_listen_fd);
     close(d->hook_listen_fd);
-    unlink(d->cfg.hook_socket);
-    d->hook_listen_fd = -1;
+    unlink_in(d->hook_dir_fd, d->cfg.hook_socket);
+    d->hook_listen_fd = d->hook_dir_fd = -1;
   }
   if (d->spare_fd >= 0)
     close(d->spare_fd);

@@ -17,7 +17,7 @@ chown "$A" "$T/a-file"
 # B makes A's default state dir first, with the lock and log pointing at A's file.
 as_user "$B" bash -c "mkdir -m 0777 '$RT/gslice-$A_UID' && ln -s '$T/a-file' '$RT/gslice-$A_UID/gsliced.lock' && ln -s '$T/a-file' '$RT/gslice-$A_UID/gsliced.log'"
 rc=0
-as_user "$A" env XDG_RUNTIME_DIR="$RT" GSLICE_SOCKET="$RT/a.sock" timeout 5 "$BIN/gsliced" \
+as_user "$A" env XDG_RUNTIME_DIR="$RT" GSLICE_SOCKET="$RT/a-run/a.sock" timeout 5 "$BIN/gsliced" \
   --foreground >"$T/out" 2>&1 || rc=$?
 [ "$rc" != 124 ] || fail "gsliced ran in a state dir another user made"
 [ "$rc" != 0 ] || fail "gsliced exited 0 in a state dir another user made"
@@ -30,7 +30,7 @@ pass "a state dir made by another user is refused, nothing written through its l
 # Its own but writable by others: refused too (anyone could plant links in it).
 as_user "$A" bash -c "mkdir -m 0700 '$RT/a-dir' && chmod 0777 '$RT/a-dir'"
 rc=0
-as_user "$A" env GSLICE_SOCKET="$RT/a.sock" timeout 5 "$BIN/gsliced" --foreground \
+as_user "$A" env GSLICE_SOCKET="$RT/a-run/a.sock" timeout 5 "$BIN/gsliced" --foreground \
   --state-dir "$RT/a-dir" >"$T/out" 2>&1 || rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "a world-writable state dir was accepted (rc $rc)"
 grep -q "mode 0777" "$T/out" || fail "no refusal naming the mode: $(cat "$T/out")"
@@ -39,7 +39,7 @@ pass "a state dir others can write is refused"
 # A symlink in place of the state dir is refused, not followed.
 as_user "$A" bash -c "mkdir -m 0700 '$RT/a-real' && ln -s '$RT/a-real' '$RT/a-link'"
 rc=0
-as_user "$A" env GSLICE_SOCKET="$RT/a.sock" timeout 5 "$BIN/gsliced" --foreground \
+as_user "$A" env GSLICE_SOCKET="$RT/a-run/a.sock" timeout 5 "$BIN/gsliced" --foreground \
   --state-dir "$RT/a-link" >"$T/out" 2>&1 || rc=$?
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "a symlinked state dir was accepted (rc $rc)"
 grep -q "symbolic link" "$T/out" || fail "no refusal naming the link: $(cat "$T/out")"
@@ -47,7 +47,7 @@ pass "a symlink as state dir is refused"
 
 # A's own default dir works, and the log it writes in the background is 0600 (it was 0644).
 rm -rf "$RT/gslice-$A_UID"
-as_user "$A" env XDG_RUNTIME_DIR="$RT" GSLICE_SOCKET="$RT/a.sock" "$BIN/gsliced" ||
+as_user "$A" env XDG_RUNTIME_DIR="$RT" GSLICE_SOCKET="$RT/a-run/a.sock" "$BIN/gsliced" ||
   fail "gsliced did not start in A's own default dir"
 # The daemon writes its pid into the lock once in the background, just after its parent returns.
 dpid=""
@@ -82,7 +82,7 @@ kill "$RP"
 wait "$RP" 2>/dev/null || true
 pass "a relative state dir is made absolute at start"
 
-as_user "$A" env XDG_RUNTIME_DIR="$RT/not/yet" GSLICE_SOCKET="$RT/a2.sock" "$BIN/gsliced" ||
+as_user "$A" env XDG_RUNTIME_DIR="$RT/not/yet" GSLICE_SOCKET="$RT/a-run/a2.sock" "$BIN/gsliced" ||
   fail "gsliced did not make its default dir under a missing parent"
 [ -d "$RT/not/yet/gslice-$A_UID" ] || fail "no default state dir made"
 dpid=""

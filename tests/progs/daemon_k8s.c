@@ -10,6 +10,8 @@
  *   daemon_k8s raw SOCK register|set|unregister|status -> the same, without a HELLO
  *   daemon_k8s hooked SOCK register|set|unregister|status ID NONCE -> the same, after a HELLO as
  *       the hook of slice ID (a container's process that read its slice.env)
+ *   daemon_k8s guess SOCK ROLE ID NONCE... -> HELLOs on one connection, one NONCE each, until one
+ *       is taken or the connection ends: "refused CODE", "ok" or "closed CODE" per HELLO, one line
  * Exit status 0 whenever the daemon answered. */
 #include <errno.h>
 #include <inttypes.h>
@@ -128,6 +130,28 @@ int main(int argc, char **argv) {
     r = gs_client_hello_slice(fd, role, (uint32_t)strtoul(argv[4], NULL, 10),
                               strtoull(argv[5], NULL, 16), NULL, err, sizeof(err));
     return said(r, err);
+  }
+  if (!strcmp(argv[1], "guess") && argc >= 6) {
+    uint32_t role = !strcmp(argv[3], "hook") ? GS_ROLE_HOOK : GS_ROLE_CLI;
+    if ((r = gs_client_connect(argv[2], &fd)) < 0) {
+      printf("connect %d\n", r);
+      return 1;
+    }
+    /* A refused HELLO is an ERROR; a closed connection is a failed send or receive. */
+    for (int i = 5; i < argc; i++) {
+      r = gs_client_hello_slice(fd, role, (uint32_t)strtoul(argv[4], NULL, 10),
+                                strtoull(argv[i], NULL, 16), NULL, err, sizeof(err));
+      if (r == 0 || !err[0]) {
+        printf("%s%s", i > 5 ? " " : "", r == 0 ? "ok" : "closed");
+        if (r < 0)
+          printf(" %d", r);
+        break;
+      }
+      printf("%srefused %d", i > 5 ? " " : "", r);
+      err[0] = 0;
+    }
+    printf("\n");
+    return 0;
   }
   if ((!strcmp(argv[1], "ask") || !strcmp(argv[1], "raw")) && argc >= 4)
     return ask(argv[2], argv[3], argc > 4 ? (uint32_t)strtoul(argv[4], NULL, 10) : 0, 0,
