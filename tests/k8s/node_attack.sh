@@ -93,12 +93,22 @@ pass "an assigned container: its slice holds (filled $n x 64 MiB of 1 GiB), noth
 chmod 0755 "$T"
 id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null || { skip_part "no user nobody or setpriv"; nobody=; }
 if [ -n "${nobody-x}" ]; then
-  env_file=$(ls "$NSTATE"/starts/*/slice.env | head -1)
-  region=$("$PY" -c 'import os,sys; print(os.path.realpath(sys.argv[1]))' "$NSTATE/alloc/$(ls "$NSTATE/alloc" | grep -v region | head -1).region")
-  for f in $env_file $NSTATE/starts/*/slice.env $region; do
+  # What the kubelet mounts (the host paths Allocate gave), and where those lead.
+  files=$("$PY" - "$NSTATE/alloc" <<'PYEOF'
+import glob, os, sys
+fs = set()
+for p in glob.glob(sys.argv[1] + "/*/slice.env") + glob.glob(sys.argv[1] + "/*/memory.region") + \
+        glob.glob(sys.argv[1] + "/*.region"):
+    fs.add(p)
+    fs.add(os.path.realpath(p))
+print("\n".join(sorted(fs)))
+PYEOF
+)
+  [ "$(grep -c "slice.env$" <<<"$files")" -ge 2 ] && [ "$(grep -c "region$" <<<"$files")" -ge 2 ] || fail "no slice.env or region found: $files"
+  while read -r f; do
     setpriv --reuid nobody --regid nogroup --clear-groups cat "$f" >/dev/null 2>&1 && fail "user nobody read $f"
     setpriv --reuid nobody --regid nogroup --clear-groups sh -c ": >>'$f'" 2>/dev/null && fail "user nobody may write $f"
-  done
+  done <<<"$files"
   for d in "$NSTATE" "$NSTATE/records" "$NSTATE/alloc" "$NSTATE/starts"; do
     expect_eq "mode of $d" "$(stat -c %a "$d")" 700
   done
