@@ -19,11 +19,15 @@
 #include "clock.h"
 #include "node.h"
 #include "rpc.h"
+#include "sign.h"
 
 #define RECONCILE_NS 2000000000ull
 #define INVENTORY_NS 1000000000ull
 
 static volatile sig_atomic_t stop_sig;
+/* --signing-key, as given (parsed arguments): loaded in main. */
+static const char *key_paths[K8S_SIGN_MAX_KEYS];
+static size_t nkey_paths;
 
 static void on_stop(int sig) {
   stop_sig = sig;
@@ -55,7 +59,7 @@ static void usage(FILE *out) {
       "usage: gslice-node [--kubelet-dir DIR] [--slots-per-gpu N] [--kubeconfig FILE]\n"
       "                   [--node-name NAME] [--socket PATH] [--state-dir DIR] [--hook FILE]\n"
       "                   [--pod-resources-socket PATH] [--nvidia-visible-devices VALUE]\n"
-      "                   [--no-api-server]\n"
+      "                   [--no-api-server] [--signing-key FILE [--signing-key FILE]]\n"
       "  --kubelet-dir        the kubelet's device plugin directory\n"
       "                       (default /var/lib/kubelet/device-plugins)\n"
       "  --slots-per-gpu      gslice.io/gpu slots advertised per GPU, the most slices one GPU\n"
@@ -63,14 +67,21 @@ static void usage(FILE *out) {
       "  --kubeconfig         API server access (default: in-cluster service account)\n"
       "  --node-name          this node (default: $NODE_NAME)\n"
       "  --socket             gsliced's socket (default $GSLICE_SOCKET or %s)\n"
-      "  --state-dir          gslice-node's records and per-container directories\n"
-      "                       (default /var/lib/gslice/k8s)\n"
+      "  --state-dir          gslice-node's records and per-container directories, made\n"
+      "                       0700 when missing (default /var/lib/gslice/k8s)\n"
+      "  --daemon-state-dir   gsliced's state directory: slice directories only below it\n"
+      "                       (default " NODE_DAEMON_STATE_DEFAULT ")\n"
       "  --hook               libgslice.so on this host (default ../lib/libgslice.so from here)\n"
       "  --pod-resources-socket  the kubelet's PodResources API\n"
       "                       (default /var/lib/kubelet/pod-resources/kubelet.sock)\n"
       "  --nvidia-visible-devices  NVIDIA_VISIBLE_DEVICES for containers (default all; \"\"\n"
       "                       to leave it to the runtime)\n"
-      "  --no-api-server      no API server: no inventory, every container is refused\n",
+      "  --no-api-server      no API server: no inventory, every container is refused\n"
+      "  --signing-key FILE   a key that verifies gslice.io/assigned-signature (the Secret\n"
+      "                       gslice-extender signs with); twice while a rotation is under\n"
+      "                       way. Default /etc/gslice/signing/key, and\n"
+      "                       /etc/gslice/signing/previous when it exists. Needed unless\n"
+      "                       --no-api-server\n",
       GS_DEFAULT_SOCKET);
 }
 
@@ -94,6 +105,8 @@ static int parse_args(int argc, char **argv, struct node_cfg *c) {
                                        {"pod-resources-socket", required_argument, NULL, 'p'},
                                        {"nvidia-visible-devices", required_argument, NULL, 'v'},
                                        {"no-api-server", no_argument, NULL, 'N'},
+                                       {"daemon-state-dir", required_argument, NULL, 'D'},
+                                       {"signing-key", required_argument, NULL, 'K'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   const char *env_node = secure_getenv("NODE_NAME");
@@ -106,6 +119,7 @@ static int parse_args(int argc, char **argv, struct node_cfg *c) {
            "/var/lib/kubelet/pod-resources/kubelet.sock");
   snprintf(c->socket, sizeof(c->socket), "%s", gs_client_socket_path());
   snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/gslice/k8s");
+  snprintf(c->daemon_state, sizeof(c->daemon_state), "%s", NODE_DAEMON_STATE_DEFAULT);
   snprintf(c->nvidia_visible, sizeof(c->nvidia_visible), "all");
   if (env_node)
     snprintf(c->node_name, sizeof(c->node_name), "%s", env_node);
@@ -170,7 +184,18 @@ static int parse_args(int argc, char **argv, struct node_cfg *c) {
       }
       snprintf(c->nvidia_visible, sizeof(c->nvidia_visible), "%s", optarg);
       break;
+    case 'D':
+      if (copy_opt(c->daemon_state, sizeof(c->daemon_state), optarg, "daemon-state-dir") < 0)
+        return 2;
+      break;
     case 'N': c->no_api = true; break;
+    case 'K':
+      if (nkey_paths == K8S_SIGN_MAX_KEYS) {
+        fprintf(stderr, "gslice-node: at most two --signing-key (the new key, then the old)\n");
+        return 2;
+      }
+      key_paths[nkey_paths++] = optarg;
+      break;
     case 'h': usage(stdout); return 1;
     default: usage(stderr); return 2;
     }
@@ -191,6 +216,20 @@ static int parse_args(int argc, char **argv, struct node_cfg *c) {
     return 2;
   }
   snprintf(c->hook, sizeof(c->hook), "%s", real);
+  /* Paths given to the kubelet as mount sources, and compared with what gsliced says, are
+   * absolute: a relative one is taken from the directory gslice-node starts in. */
+  char *dirs[] = {c->state_dir, c->daemon_state};
+  for (size_t i = 0; i < 2; i++) {
+    char cwd[PATH_MAX], abs[2 * PATH_MAX];
+    if (dirs[i][0] == '/')
+      continue;
+    int al = getcwd(cwd, sizeof(cwd)) ? snprintf(abs, sizeof(abs), "%s/%s", cwd, dirs[i]) : -1;
+    if (al < 0 || al >= PATH_MAX) {
+      fprintf(stderr, "gslice-node: cannot make %s an absolute path\n", dirs[i]);
+      return 2;
+    }
+    memcpy(dirs[i], abs, (size_t)al + 1);
+  }
   for (const char *p = c->kubelet_dir; p; p = NULL) {
     struct stat st;
     if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -225,12 +264,9 @@ static int inventory(struct node *n) {
 
   if (n->dfd < 0) {
     int fd;
-    if (gs_client_connect(n->cfg.socket, &fd) < 0)
+    /* Only a gsliced of root or our own user is believed (node_daemon_connect). */
+    if (node_daemon_connect(n, &fd) < 0)
       return 0;
-    if (gs_client_hello(fd, GS_ROLE_CLI, 0, NULL) < 0) {
-      close(fd);
-      return 0;
-    }
     n->dfd = fd;
   }
   r = gs_client_status(n->dfd, &st);
@@ -357,21 +393,6 @@ static void kubelet_check(struct node *n) {
            n->ngpus, n->cfg.slots_per_gpu, n->daemon_up ? "healthy" : "unhealthy: no gsliced");
 }
 
-static int write_preload(const struct node *n) {
-  char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
-  FILE *f;
-
-  snprintf(path, sizeof(path), "%s/ld.so.preload", n->cfg.state_dir);
-  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-  f = fopen(tmp, "we");
-  if (!f)
-    return -errno;
-  fprintf(f, "%s\n", NODE_CTR_HOOK);
-  if (fclose(f) != 0 || rename(tmp, path) < 0)
-    return -errno;
-  return 0;
-}
-
 /* ---- housekeeping: slices of containers gone, on a thread of its own so that many of them
  * hold up neither registration nor calls (beyond the lock, taken per pass) ---- */
 
@@ -426,6 +447,20 @@ int main(int argc, char **argv) {
   r = parse_args(argc, argv, &n.cfg);
   if (r)
     return r == 1 ? 0 : r;
+  /* Only assignments gslice-extender signed are honoured: no key, no slices. */
+  static struct k8s_keys keys;
+  if (!n.cfg.no_api || nkey_paths) {
+    r = k8s_keys_load(key_paths, nkey_paths, &keys, err, sizeof(err));
+    if (r) {
+      fprintf(stderr,
+              "gslice-node: %s\ngslice-node: assignments are signed by gslice-extender: mount "
+              "its signing Secret at /etc/gslice/signing (deploy/gslice-node.yaml) or give "
+              "--signing-key FILE\n",
+              err);
+      return 1;
+    }
+    n.keys = &keys;
+  }
   n.dfd = -1;
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
@@ -438,15 +473,8 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  snprintf(path, sizeof(path), "%s/records", n.cfg.state_dir);
-  if ((mkdir(n.cfg.state_dir, 0755) < 0 && errno != EEXIST) ||
-      (mkdir(path, 0700) < 0 && errno != EEXIST)) {
-    fprintf(stderr, "gslice-node: cannot make %s: %s (give --state-dir)\n", path, strerror(errno));
-    return 1;
-  }
-  snprintf(path, sizeof(path), "%s/alloc", n.cfg.state_dir);
-  if ((mkdir(path, 0755) < 0 && errno != EEXIST) || write_preload(&n) < 0) {
-    fprintf(stderr, "gslice-node: cannot write in %s: %s\n", n.cfg.state_dir, strerror(errno));
+  if (node_state_open(&n, err, sizeof(err)) < 0) {
+    fprintf(stderr, "gslice-node: %s\n", err);
     return 1;
   }
   rpc_global_init();
@@ -480,6 +508,12 @@ int main(int argc, char **argv) {
         publish(&n);
       }
       next_inv = now + (n.daemon_up ? INVENTORY_NS : INVENTORY_NS / 5);
+    }
+    /* Slices a crash left without a record: once gsliced answers after the start. */
+    if (n.daemon_up && !n.daemon_reconciled) {
+      pthread_mutex_lock(&n.lock); /* the records: housekeeping and the plugin's too */
+      node_recs_reconcile_daemon(&n);
+      pthread_mutex_unlock(&n.lock);
     }
     kubelet_check(&n);
     usleep(100000);
