@@ -30,6 +30,12 @@ expect_eq "its subdirs" "$(cd "$T/cwd/rel/state" && stat -c '%n %a' records allo
 grep -q "starting" "$T/rel.log" || fail "with a relative state dir: $(cat "$T/rel.log")"
 rm -f "$DP/gslice.sock"
 
+# An old-style container directory (before start directories: the container could write it),
+# with what a container's root may have left there: moved aside, nothing in it followed.
+mkdir -p "$NSTATE/alloc/gpu0-0/sub"
+ln -s "$T/host-file" "$NSTATE/alloc/gpu0-0/slice.env"
+ln -s "$T/host-file" "$NSTATE/alloc/gpu0-0/slice.env.tmp"
+echo keep >"$T/host-file"
 start_gsliced
 start_kubelet
 start_node --no-api-server --slots-per-gpu 4
@@ -59,6 +65,9 @@ grep -q "this container has no GPU slice: gslice-node runs without an API server
 grep -q "compute_spin: cuInit: CUDA_ERROR_NO_DEVICE" "$T/default_p1_main.log" ||
   fail "cuInit was not CUDA_ERROR_NO_DEVICE: $(cat "$T/default_p1_main.log")"
 expect_eq "lines from the hook" "$(grep -c "gslice\[" "$T/default_p1_main.log")" 1
+expect_eq "p1's slots" "$(jget "$resp" "d['containers'][0]['devices']")" "['gpu0-0']"
+[ -L "$NSTATE/alloc/gpu0-0" ] || fail "the old-style directory is still there"
+expect_eq "the host file behind its links" "$(cat "$T/host-file")" keep
 grep -q "gets no GPU: gslice-node runs without an API server" "$T/node.log" || fail "not in gslice-node's log"
 pass "a container without assignment: CUDA_ERROR_NO_DEVICE and one line, in gslice-node's log too"
 

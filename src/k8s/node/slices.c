@@ -205,9 +205,17 @@ static int link_at(struct node *n, const char *name, const char *target) {
   if (renameat(n->alloc_fd, tmp, n->alloc_fd, name) < 0) {
     int e = -errno;
     unlinkat(n->alloc_fd, tmp, 0);
-    /* An old-style container directory (a real one, before start directories): it goes. */
-    if (e == -EISDIR && remove_at(n->alloc_fd, name) == 0)
+    /* An old-style container directory (a real one the container could write, before start
+     * directories): moved aside (a rename follows nothing), its files removed, and the link
+     * made again; what the container may have left below a subdirectory stays there. */
+    if (e == -EISDIR) {
+      char aside[NAME_MAX + 1];
+      snprintf(aside, sizeof(aside), ".old.%.200s.%" PRIu64, name, next_seq(n));
+      if (renameat(n->alloc_fd, name, n->alloc_fd, aside) < 0)
+        return -errno;
+      remove_at(n->alloc_fd, aside);
       return link_at(n, name, target);
+    }
     return e;
   }
   return 0;
