@@ -62,8 +62,8 @@ pass "a gslice-node started under the slow API server registered in $reg_ms ms, 
 fi
 
 # ---- the API server hangs: requests are held, then dropped unanswered ----
-if part outage; then
 cache_synced() { [ "$(lines "listed this node's pods" "$T/node.log")" -gt "$listed" ]; }
+if part outage; then
 # (a gslice-node that says nothing of it, an older one, is measured all the same)
 ! qgrep "listed this node's pods" "$T/node.log" || until_true 20 cache_synced
 # The new gslice-node's cache is listed; now its watch is cut and every new read of pods hangs.
@@ -97,4 +97,18 @@ echo "API server hanging: calls $c3"
 [ "$(jget "$c3" "d['max_ms']")" -lt 2000 ] || fail "a kubelet call waited $(jget "$c3" "d['max_ms']") ms while the API server hung"
 clear_faults
 pass "API server hanging: calls answered in $(jget "$c3" "d['max_ms']") ms at most"
+fi
+
+# ---- a watch too old to resume (410 Gone): the cache lists again and goes on ----
+if part relist; then
+listed=$(lines "listed this node's pods" "$T/node.log")
+fault '{"path":"watch=","status":"watch410http","count":1}'
+api POST /_test/close-watches '{}' >/dev/null
+# Listed twice: after the cut stream, then after the 410 on the watch that followed it.
+relisted_twice() { [ "$(lines "listed this node's pods" "$T/node.log")" -gt "$((listed + 1))" ]; }
+until_true 20 relisted_twice
+npod --name p4 "main=$U0:268435456:10" >/dev/null
+start_pod p4 >/dev/null
+until_true 10 has_slice default.p4.main
+pass "a 410 on the watch: listed again, a new pod's container got its slice"
 fi

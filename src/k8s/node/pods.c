@@ -233,9 +233,9 @@ static void *run(void *arg) {
         break;
       /* 410 or a broken stream: what happened meanwhile is unknown until a list says it. */
       mark_failed(p, err);
+      said = true;
       if (rc != -ESTALE) {
         node_log("warn", "watching this node's pods: %s (listing again)", err);
-        said = true;
         nap(p, backoff);
       }
       break;
