@@ -283,7 +283,7 @@ int node_hook_socket(const struct node *n, char *out, size_t len) {
 }
 
 int node_daemon_connect(struct node *n, int *ret_fd) {
-  struct ucred cr;
+  struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
   socklen_t cl = sizeof(cr);
   int fd, r = gs_client_connect(n->cfg.socket, &fd);
   if (r < 0)
@@ -292,18 +292,17 @@ int node_daemon_connect(struct node *n, int *ret_fd) {
    * user: what it answers decides which host directory becomes a container's. */
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
       (cr.uid != 0 && cr.uid != geteuid())) {
-    if (!n->daemon_untrusted)
+    /* Read and set by the main loop's inventory and by PreStartContainer's worker alike. */
+    if (!__atomic_exchange_n(&n->daemon_untrusted, true, __ATOMIC_RELAXED))
       node_log("error",
                "%s is served by uid %u (pid %d), not by root or gslice-node's uid %u: not "
                "believed, no slices are made (is another program listening there?)",
                n->cfg.socket, (unsigned)cr.uid, (int)cr.pid, (unsigned)geteuid());
-    n->daemon_untrusted = true;
     close(fd);
     return -EPERM;
   }
-  if (n->daemon_untrusted)
+  if (__atomic_exchange_n(&n->daemon_untrusted, false, __ATOMIC_RELAXED))
     node_log("info", "%s is served by uid %u again: believed", n->cfg.socket, (unsigned)cr.uid);
-  n->daemon_untrusted = false;
   r = gs_client_hello(fd, GS_ROLE_CLI, 0, NULL);
   if (r < 0) {
     close(fd);
