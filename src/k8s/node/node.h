@@ -35,11 +35,11 @@ struct node_cfg {
   char pod_resources[PATH_MAX]; /* the kubelet's PodResources socket */
   char kubeconfig[PATH_MAX];    /* "" : in-cluster */
   char node_name[NODE_NAME_MAX];
-  char socket[PATH_MAX];    /* gsliced's */
-  char state_dir[PATH_MAX]; /* gslice-node's records and per-container directories */
-  char hook[PATH_MAX];      /* libgslice.so on the host */
+  char socket[PATH_MAX];       /* gsliced's */
+  char state_dir[PATH_MAX];    /* gslice-node's records and per-container directories */
+  char hook[PATH_MAX];         /* libgslice.so on the host */
   char daemon_state[PATH_MAX]; /* gsliced's state root: slice directories only below it */
-  char nvidia_visible[64];  /* NVIDIA_VISIBLE_DEVICES given to containers, "" none */
+  char nvidia_visible[64];     /* NVIDIA_VISIBLE_DEVICES given to containers, "" none */
   unsigned slots_per_gpu;
   bool no_api; /* --no-api-server: tests of the device plugin alone */
 };
@@ -61,10 +61,10 @@ struct node_rec {
   /* Written before REGISTER (pending), so that a slice made just before a crash is known by
    * its unique name and removed at the next start (node_recs_reconcile_daemon). */
   bool pending;
-  bool superseded; /* Allocate gave its slots out again: the next start is a new container's */
-  char name[64];   /* the slice's name in gsliced: "k8s.<seq>.<ns>.<pod>.<ctr>", cut to 63 */
-  char start[64];  /* its current start directory, state_dir/starts/<start> */
-  char slice_dir[256];              /* REGISTERED.state_dir */
+  bool superseded;     /* Allocate gave its slots out again: the next start is a new container's */
+  char name[64];       /* the slice's name in gsliced: "k8s.<seq>.<ns>.<pod>.<ctr>", cut to 63 */
+  char start[64];      /* its current start directory, state_dir/starts/<start> */
+  char slice_dir[256]; /* REGISTERED.state_dir */
   char memory[512], devices[1024]; /* slice.env's GSLICE_MEMORY_LIMIT, CUDA_VISIBLE_DEVICES */
   uint32_t compute_limit;
 };
@@ -105,7 +105,7 @@ struct node {
    * everything it writes for containers goes through these. */
   int state_fd, records_fd, alloc_fd, starts_fd;
   uint64_t start_seq;     /* the last start directory's number */
-  bool daemon_untrusted; /* said once: gsliced's socket is served by another user */
+  bool daemon_untrusted;  /* said once: gsliced's socket is served by another user */
   bool daemon_reconciled; /* node_recs_reconcile_daemon has run once since the start */
   /* The keys that verify gslice.io/assigned-signature (--signing-key); NULL: none loaded. */
   const struct k8s_keys *keys;
