@@ -158,6 +158,9 @@ struct call {
   struct call *next; /* open streams */
 };
 
+/* Calls of the worker's method queued or running at once, at most. */
+#define RPC_WORKER_QUEUE_MAX 64
+
 /* A call of the worker's method: the request in, the answer out. */
 struct job {
   struct call *c;
@@ -326,9 +329,11 @@ static void on_recv(struct call *c) {
     goto out;
   }
   if (s->worker_method[0] && !strcmp(method, s->worker_method)) {
-    struct job *j = calloc(1, sizeof(*j));
+    /* The worker's queue is bounded: past it a call is told to come again. */
+    struct job *j = s->jobs_out < RPC_WORKER_QUEUE_MAX ? calloc(1, sizeof(*j)) : NULL;
     if (!j) {
-      finish_unary(c, GRPC_STATUS_RESOURCE_EXHAUSTED, NULL, 0, "out of memory");
+      finish_unary(c, GRPC_STATUS_UNAVAILABLE, NULL, 0,
+                   "gslice-node is busy with earlier calls of this method: try again");
       goto out;
     }
     j->c = c;

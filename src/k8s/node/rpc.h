@@ -24,7 +24,8 @@ struct rpc_server;
  * own. stream_method is answered with the published message, then each newer one, until the
  * client goes. Unary calls of worker_method (NULL: none) run one at a time on a worker thread,
  * every other unary call on the serving thread, at once: a handler that may wait (on a lock,
- * a peer) belongs to worker_method, for the others never wait behind it. */
+ * a peer) belongs to worker_method, for the others never wait behind it. Past 64 calls of
+ * worker_method queued, one more is answered UNAVAILABLE. */
 int rpc_server_start(const char *path, const char *stream_method, const char *worker_method,
                      rpc_unary_fn unary, void *ctx, struct rpc_server **ret, char *err,
                      size_t err_len);
