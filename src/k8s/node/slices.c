@@ -841,6 +841,11 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
   e = node_pods_get(n, ns, pod, NODE_POD_WAIT_MS, &pj, perr, sizeof(perr));
   if (e == -ENOENT || e == -EINVAL) {
     snprintf(why, sizeof(why), "pod %s/%s is not in the API server: %s", ns, pod, perr);
+    /* The uid these slots were started for stays known: a pod made again under the name later
+     * is still not this container's. */
+    struct node_rec *was = rec_find(n, r->key, NULL);
+    if (was && !strcmp(was->ns, ns) && !strcmp(was->pod, pod) && !was->superseded)
+      snprintf(r->pod_uid, sizeof(r->pod_uid), "%s", was->pod_uid);
     goto refused;
   }
   if (e < 0) {
@@ -881,8 +886,9 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
   old = rec_find(n, r->key, &old_i);
   bool same_pod = old && !strcmp(old->ns, ns) && !strcmp(old->pod, pod);
   bool same_uid = same_pod && !strcmp(old->pod_uid, r->pod_uid);
-  /* No Allocate since the record: this is a restart of the container it was made for. */
-  if (old && !old->superseded && !old->pending && same_pod) {
+  /* No Allocate since the record: this is a restart of the container it was made for (a
+   * record without a uid, of a pod the API server did not know then, tells nothing). */
+  if (old && !old->superseded && !old->pending && same_pod && old->pod_uid[0]) {
     if (!same_uid) {
       /* The pod was deleted and made again under its name: the old one's container restarting
        * must not take the new one's assignment (nor keep its own slice: its pod is gone). */
@@ -1086,10 +1092,11 @@ void node_reconcile(struct node *n) {
                       : e == 0 && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))
                           ? "its pod finished"
                           : NULL;
-    if (why && e == 0 && strcmp(uid, r->pod_uid) && r->slice_id) {
+    bool gone = e == -ENOENT || (e == 0 && strcmp(uid, r->pod_uid));
+    if (why && gone && r->slice_id) {
       /* Its slice goes; the record stays (no slice) while the kubelet lists the old pod's
-       * container, so that a restart of it is known as the old pod's, not taken for the new
-       * one's (PreStartContainer refuses it). */
+       * container, so that a restart of it is known as the old pod's, not taken for a pod
+       * made again under its name (PreStartContainer refuses it). */
       int fd, u = node_daemon_connect(n, &fd);
       char uerr[GS_PROTO_TEXT_MAX] = "";
       if (u == 0) {
@@ -1103,7 +1110,7 @@ void node_reconcile(struct node *n) {
         r->nonce = 0;
         rec_save(n, r);
       }
-    } else if (why && !(e == 0 && strcmp(uid, r->pod_uid))) {
+    } else if (why && !gone) {
       uint32_t before = n->nrecs;
       rec_remove(n, i, why);
       if (n->nrecs < before)
