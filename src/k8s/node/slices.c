@@ -761,9 +761,13 @@ static int assignment_trusted(struct node *n, const json_t *pod, const char *ns,
              n->cfg.node_name);
     return -EPERM;
   }
-  if (n->keys && (e = k8s_assigned_verify(n->keys, uid, n->cfg.node_name, text,
-                                          kube_annotation(pod, K8S_ANNOT_ASSIGNED_SIG), perr,
-                                          sizeof(perr))) < 0) {
+  if (!n->keys) {
+    snprintf(why, why_len, "gslice-node has no signing key to verify gslice.io/assigned with");
+    return -EPERM;
+  }
+  if ((e = k8s_assigned_verify(n->keys, uid, n->cfg.node_name, text,
+                               kube_annotation(pod, K8S_ANNOT_ASSIGNED_SIG), perr, sizeof(perr))) <
+      0) {
     snprintf(why, why_len, "pod %s/%s: gslice.io/assigned is not the extender's: %s", ns, name,
              perr);
     return -EPERM;
