@@ -65,8 +65,9 @@ struct listener {
   uint16_t port;
   bool verbs;
   bool client_auth;
-  pthread_mutex_t lock; /* conns */
+  pthread_mutex_t lock; /* conns, nconns */
   struct conn *conns;
+  unsigned nconns;
 };
 
 struct ext_server {
@@ -183,6 +184,13 @@ static enum MHD_Result reply_json_error(struct MHD_Connection *conn, int status,
   return reply(conn, status, b, strlen(b), "application/json");
 }
 
+static unsigned listener_conns(struct listener *l) {
+  pthread_mutex_lock(&l->lock);
+  unsigned n = l->nconns;
+  pthread_mutex_unlock(&l->lock);
+  return n;
+}
+
 static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
   FILE *f = open_memstream(ret, ret_len);
   struct verb_stats *st = verbs_stats(s->v);
@@ -220,6 +228,14 @@ static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
           "# TYPE gslice_extender_connections_cut_total counter\n"
           "gslice_extender_connections_cut_total{reason=\"deadline\"} %llu\n"
           "gslice_extender_connections_cut_total{reason=\"bodies\"} %llu\n"
+          "# HELP gslice_extender_connections Connections open now, by listener.\n"
+          "# TYPE gslice_extender_connections gauge\n"
+          "gslice_extender_connections{listener=\"verbs\"} %u\n"
+          "gslice_extender_connections{listener=\"metrics\"} %u\n"
+          "# HELP gslice_extender_request_body_bytes Bytes held now for request bodies not "
+          "yet answered (bounded in all).\n"
+          "# TYPE gslice_extender_request_body_bytes gauge\n"
+          "gslice_extender_request_body_bytes %zu\n"
           "# HELP gslice_extender_ready Whether the first list of nodes and pods is done.\n"
           "# TYPE gslice_extender_ready gauge\ngslice_extender_ready %d\n",
           (unsigned long long)st->filter, (unsigned long long)st->prioritize,
@@ -228,7 +244,8 @@ static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
           (unsigned long long)st->not_ready, (unsigned long long)st->bad_requests,
           (unsigned long long)__atomic_load_n(&s->cut_deadline, __ATOMIC_RELAXED),
           (unsigned long long)__atomic_load_n(&s->refused_busy, __ATOMIC_RELAXED),
-          cluster_synced(c) ? 1 : 0);
+          listener_conns(&s->verbs), listener_conns(&s->metrics),
+          __atomic_load_n(&s->body_held, __ATOMIC_RELAXED), cluster_synced(c) ? 1 : 0);
   fclose(f);
 }
 
@@ -437,6 +454,7 @@ static void notify(void *cls, struct MHD_Connection *conn, void **socket_context
     if (l->conns)
       l->conns->prev = c;
     l->conns = c;
+    l->nconns++;
     pthread_mutex_unlock(&l->lock);
     *socket_context = c;
   } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && c) {
@@ -448,6 +466,7 @@ static void notify(void *cls, struct MHD_Connection *conn, void **socket_context
       l->conns = c->next;
     if (c->next)
       c->next->prev = c->prev;
+    l->nconns--;
     pthread_mutex_unlock(&l->lock);
     free(c);
     *socket_context = NULL;
