@@ -822,8 +822,12 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
     goto out;
   }
   /* The kubelet records an allocation when Allocate returns, so by PreStartContainer its
-   * PodResources lists the container with these slots. */
+   * PodResources lists the container with these slots. Asked without n->lock (held by the
+   * caller: serve_unary), so that Allocate and ListAndWatch's updates never wait on it;
+   * nothing of the records is looked at before. */
+  pthread_mutex_unlock(&n->lock);
   e = pod_resources(n, &pl, perr, sizeof(perr));
+  pthread_mutex_lock(&n->lock);
   if (e < 0) {
     snprintf(err, err_len, "the kubelet's PodResources API did not answer: %s", perr);
     ret = -EAGAIN;
