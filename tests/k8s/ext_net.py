@@ -116,7 +116,24 @@ def idle(c):
     for s in socks:
         s.close()
 
-    # One address keeps at most --max-connections-per-ip (32) on the verbs listener.
+    # Many sources on the metrics listener (any pod may reach it): each keeps 4, and the
+    # probes still answer (a liveness probe failing 6 times restarts the extender).
+    c.wait_metric("gslice_extender_connections", '{listener="metrics"}', 1, timeout=30)
+    many = sources(40)
+    crowd = [connect(port_of(c.metrics_url), a) for a in many for _ in range(12)]
+    time.sleep(0.5)
+    kept = sum(not closed(s) for s in crowd)
+    h, dt_h = timed(lambda: urllib.request.urlopen(c.metrics_url + "/livez", timeout=10).read())
+    check(kept == 40 * 4 and h == b"ok\n" and dt_h < 2.0,
+          "40 addresses x 12 on the metrics listener: %d kept (want 160), livez %r in %.2f s"
+          % (kept, h, dt_h))
+    passed("40 addresses x 12 on the metrics listener: %d kept, /livez in %.3f s" % (kept, dt_h))
+    for s in crowd:
+        s.close()
+
+    # One address keeps at most --max-connections-per-ip (32) on the verbs listener, once
+    # the sockets above are let go (a busy host may take a moment to close them).
+    c.wait_metric("gslice_extender_connections", '{listener="verbs"}', 0, timeout=30)
     one = [connect(port_of(c.ext_url), addrs[0]) for _ in range(100)]
     time.sleep(1.0)
     kept = sum(not closed(s) for s in one)

@@ -40,8 +40,12 @@
  * sockets of a few hundred peers take neither the last thread nor a probe's turn. */
 #define VERB_CONNECTIONS 1024
 #define VERB_THREAD_STACK (1u << 20)
-#define METRICS_CONNECTIONS 512
-#define METRICS_PER_IP 16
+/* The probes share this listener with Prometheus: a pod that can reach it must not take every
+ * slot from them. Many more slots than sources get (epoll: an idle socket costs a descriptor
+ * and a small pool), so filling it takes 512 source addresses. */
+#define METRICS_CONNECTIONS 2048
+#define METRICS_PER_IP 4
+#define METRICS_CONNECTION_MEMORY (16u << 10)
 #define REQUEST_TIMEOUT_S 10
 #define PER_IP_CONNECTIONS 32
 #define REAP_EVERY_MS 200
@@ -653,6 +657,9 @@ static int start_listener(struct ext_server *s, struct listener *l, const char *
   opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)done, l};
   if (verbs)
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE, VERB_THREAD_STACK, NULL};
+  else
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                        METRICS_CONNECTION_MEMORY, NULL};
   if (verbs && s->cert) {
     flags |= MHD_USE_TLS;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->key};
