@@ -9,7 +9,9 @@ and the PodResources API (v1) document them:
   - admission of a pod: for each container asking for the resource (init containers first, in
     order, then the others), GetPreferredAllocation when the plugin offers it, then Allocate;
     devices of init containers are reused by the containers after them, as the kubelet's
-    device manager does (devicesToReuse); only Healthy, unallocated devices are given;
+    device manager does (devicesToReuse), except a sidecar's ("sidecar": true, an init
+    container with restartPolicy Always: it takes reusable devices first too, but keeps
+    them); only Healthy, unallocated devices are given;
   - starting each container: PreStartContainer when the plugin asked for it (a failed one is
     retried, as the kubelet's back-off does, and the container is not started until it
     succeeds), then the "container": a process with the Allocate response's environment, in
@@ -23,17 +25,19 @@ and the PodResources API (v1) document them:
     namespaces (not root, no unshare; or --no-namespaces) the old way: the mounts mapped to the
     host paths (an env value under a mount's container path is rewritten to the host path) —
     /state says which ("namespaces"), and tests of a container's reach skip (77) without them.
-    Init containers run one after the other to completion before the others start;
+    Init containers run one after the other to completion before the others start; a sidecar
+    is started in its turn and left running (the next starts once it runs);
   - with --api URL, the init containers' states in the pod's status (initContainerStatuses:
     running, terminated with the exit code), as the kubelet reports them;
-  - PodResourcesLister.List on --pod-resources: pods and their (non-init) containers with the
-    devices allocated to them, as the kubelet lists them;
+  - PodResourcesLister.List on --pod-resources: pods and their containers and sidecars (not
+    the regular init containers) with the devices allocated to them, as the kubelet (1.29+)
+    lists them;
   - a restart: the Registration server stops, every socket in DIR is deleted (as the kubelet
     does when it starts), a new kubelet.sock comes up a moment later; allocations survive (the
     kubelet checkpoints them), the plugin must register again.
 
 Control interface, HTTP JSON on 127.0.0.1 (--port 0 and --port-file FILE: the port chosen):
-  POST   /pods   {"namespace","name","containers":[{"name","init":false,"devices":N,
+  POST   /pods   {"namespace","name","containers":[{"name","init":false,"sidecar":false,"devices":N,
                   "command":[..],"env":{..}}]}
                  admits and starts the pod; 201 {"containers":[{"name","devices":[..],
                  "env":{..},"mounts":[..]}]}; 409 {"error"} when it cannot be admitted
@@ -196,7 +200,7 @@ class Kubelet:
             for pod in self.pods.values():
                 p = resp.pod_resources.add(name=pod["name"], namespace=pod["namespace"])
                 for c in pod["containers"]:
-                    if c.get("init"):
+                    if c.get("init") and not c.get("sidecar"):
                         continue  # regular init containers are not listed by the kubelet
                     cr = p.containers.add(name=c["name"])
                     if c.get("devices_given"):
@@ -298,9 +302,9 @@ class Kubelet:
                                          for m in cr.mounts]
                     for d in give:
                         self.allocated[d] = "%s/%s" % (key, c["name"])
-                    if c.get("init"):
+                    if c.get("init") and not c.get("sidecar"):
                         reusable = [d for d in give if d not in reusable] + reusable
-                    else:
+                    else:  # a sidecar keeps its devices as an app container does
                         reusable = [d for d in reusable if d not in give]
                 pod["containers"].append(c)
             self.pods[key] = pod
@@ -431,7 +435,9 @@ class Kubelet:
                 continue
             if not self.start_container(pod, c):
                 return
-            if c.get("init"):
+            if c.get("init") and c.get("sidecar"):
+                self.report_inits(pod)  # running, to the pod's end
+            elif c.get("init"):
                 self.report_inits(pod)
                 c["proc"].wait()
                 self.report_inits(pod)

@@ -39,6 +39,59 @@ static void assigned_bad(const char *text, int want, const char *word) {
   CHECK(strstr(err, word) != NULL);
 }
 
+/* A sidecar's entry: "sidecar": true on it alone, and the assignment version 2 (a reader that
+ * ignored the field would count the sidecar as ending first and hand its entry on: it must
+ * refuse instead); without sidecars the text is version 1, as before. */
+static const char *sidecar_example =
+    "{\"version\":2,\"node\":\"node-a\",\"containers\":[{\"name\":\"side\",\"init\":true,"
+    "\"gpus\":[{\"uuid\":\"GPU-aaaa\",\"index\":0,\"memory\":1024,\"compute\":10}],"
+    "\"computeLimit\":100,\"priority\":\"normal\",\"weight\":1,\"sidecar\":true},"
+    "{\"name\":\"main\",\"init\":false,\"gpus\":[{\"uuid\":\"GPU-aaaa\",\"index\":0,"
+    "\"memory\":2048,\"compute\":20}],\"computeLimit\":100,\"priority\":\"normal\","
+    "\"weight\":1}]}";
+
+static void test_sidecar(void) {
+  struct k8s_assigned a, b;
+  char err[K8S_ERR_MAX] = "", *text = NULL;
+
+  CHECK_EQ_INT(k8s_assigned_decode(sidecar_example, &a, err, sizeof err), 0);
+  CHECK_EQ_INT(a.version, 2);
+  CHECK(a.containers[0].init && a.containers[0].sidecar);
+  CHECK(!a.containers[1].init && !a.containers[1].sidecar);
+  CHECK_EQ_INT(k8s_assigned_encode(&a, &text), 0);
+  CHECK_STR(text, sidecar_example);
+  CHECK_EQ_INT(k8s_assigned_decode(text, &b, err, sizeof err), 0);
+  CHECK(k8s_assigned_equal(&a, &b));
+  b.containers[0].sidecar = false;
+  CHECK(!k8s_assigned_equal(&a, &b));
+  /* No sidecar left: version 1 again, no "sidecar" field. */
+  free(text);
+  CHECK_EQ_INT(k8s_assigned_encode(&b, &text), 0);
+  CHECK(strstr(text, "\"version\":1,") == text + 1 && !strstr(text, "sidecar"));
+  free(text);
+  /* A sidecar that is no init container is refused by the encoder. */
+  a.containers[1].sidecar = true;
+  CHECK_EQ_INT(k8s_assigned_encode(&a, &text), -EINVAL);
+  k8s_assigned_free(&b);
+  k8s_assigned_free(&a);
+
+  /* Refused: a sidecar in version 1, a sidecar that is not an init container, not a boolean. */
+  assigned_bad("{\"version\":1,\"node\":\"n\",\"containers\":[{\"name\":\"s\",\"init\":true,"
+               "\"sidecar\":true,\"gpus\":[{\"uuid\":\"G\",\"index\":0,\"memory\":1,"
+               "\"compute\":0}]}]}",
+               -EINVAL, "version 2");
+  assigned_bad("{\"version\":2,\"node\":\"n\",\"containers\":[{\"name\":\"s\",\"sidecar\":true,"
+               "\"gpus\":[{\"uuid\":\"G\",\"index\":0,\"memory\":1,\"compute\":0}]}]}",
+               -EINVAL, "init container");
+  assigned_bad("{\"version\":2,\"node\":\"n\",\"containers\":[{\"name\":\"s\",\"init\":true,"
+               "\"sidecar\":1,\"gpus\":[{\"uuid\":\"G\",\"index\":0,\"memory\":1,"
+               "\"compute\":0}]}]}",
+               -EINVAL, "sidecar");
+  /* The inventory stays version 1: a version 2 gslice.io/gpus is still newer. */
+  node_bad("{\"version\":2,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":1,\"gpus\":[]}",
+           -EPROTONOSUPPORT, "version 2");
+}
+
 int main(void) {
   char err[K8S_ERR_MAX];
   struct k8s_node_gpus g, g2;
@@ -188,5 +241,6 @@ int main(void) {
   CHECK_EQ_INT(k8s_priority_parse("low", &p), 0);
   CHECK_EQ_INT(p, K8S_PRIO_LOW);
   CHECK_EQ_INT(k8s_priority_parse("High", &p), -EINVAL);
+  test_sidecar();
   return test_done();
 }

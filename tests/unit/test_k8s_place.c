@@ -98,6 +98,100 @@ static void test_saturating(void) {
   CHECK(strstr(v.reason, "4294967") == NULL);
 }
 
+/* Native sidecars (init containers with restartPolicy Always) run beside everything after them,
+ * to the pod's end: a pod holds max(each regular init container + the sidecars before it, the
+ * app containers + all sidecars), as Kubernetes counts its effective request (KEP-753). Before,
+ * a sidecar counted as ending before the app containers: 12 GiB + 12 GiB fitted a 16 GiB GPU. */
+static void test_sidecar(void) {
+  struct place_node n;
+  struct place_verdict v;
+  struct place_choice ch;
+  struct place_container cs[3];
+  struct place_pod pod = {.ncontainers = 2, .containers = cs, .policy = PLACE_BINPACK};
+  char err[256];
+
+  node_init(&n, "s", gpus_a, 1, 16 * GiB);
+  cs[0] = ctr("side", 1, 12 * GiB, 50);
+  cs[0].init = cs[0].sidecar = true;
+  cs[1] = ctr("app", 1, 12 * GiB, 50);
+  eval(&n, &pod, &v, &ch);
+  CHECK(!v.fits && v.unresolvable);
+  CHECK(strstr(v.reason, "container app") != NULL);
+  cs[1].memory = 4 * GiB;
+  eval(&n, &pod, &v, &ch);
+  CHECK(v.fits);
+  place_apply(&n, &pod, ch.shares, ch.nshares, +1);
+  CHECK_EQ_U64(gpus_a[0].mem_used, 16 * GiB);
+  CHECK_EQ_INT(gpus_a[0].compute_used, 100);
+  CHECK_EQ_INT(gpus_a[0].slices, 2);
+  /* The next pod finds the GPU full. */
+  {
+    struct place_container one = ctr("victim", 1, GiB, 1);
+    struct place_pod p2 = {.ncontainers = 1, .containers = &one, .policy = PLACE_BINPACK};
+    eval(&n, &p2, &v, NULL);
+    CHECK(!v.fits && !v.unresolvable);
+  }
+  place_apply(&n, &pod, ch.shares, ch.nshares, -1);
+  CHECK_EQ_U64(gpus_a[0].mem_used, 0);
+  CHECK_EQ_INT(gpus_a[0].slices, 0);
+
+  /* Two GPUs: the sidecar and the app container each take one. */
+  node_init(&n, "s", gpus_a, 2, 16 * GiB);
+  cs[1] = ctr("app", 1, 12 * GiB, 50);
+  eval(&n, &pod, &v, &ch);
+  CHECK(v.fits);
+  CHECK_EQ_INT(ch.nshares, 2);
+  CHECK(ch.shares[0].gpu != ch.shares[1].gpu);
+
+  /* A regular init container after a sidecar runs beside it; one before it, alone. */
+  node_init(&n, "s", gpus_a, 1, 16 * GiB);
+  pod.ncontainers = 3;
+  cs[0] = ctr("side", 1, 4 * GiB, 30);
+  cs[0].init = cs[0].sidecar = true;
+  cs[1] = ctr("setup", 1, 10 * GiB, 60);
+  cs[1].init = true;
+  cs[2] = ctr("app", 1, 2 * GiB, 10);
+  eval(&n, &pod, &v, &ch);
+  CHECK(v.fits);
+  place_apply(&n, &pod, ch.shares, ch.nshares, +1);
+  CHECK_EQ_U64(gpus_a[0].mem_used, 14 * GiB); /* setup + side */
+  CHECK_EQ_INT(gpus_a[0].compute_used, 90);
+  CHECK_EQ_INT(gpus_a[0].slices, 2);
+  /* The same shares in another order count the same (an assignment read back). */
+  {
+    struct place_share rev[3] = {ch.shares[2], ch.shares[1], ch.shares[0]};
+    place_apply(&n, &pod, rev, 3, -1);
+    CHECK_EQ_U64(gpus_a[0].mem_used, 0);
+    CHECK_EQ_INT(gpus_a[0].compute_used, 0);
+    CHECK_EQ_INT(gpus_a[0].slices, 0);
+  }
+  cs[1].memory = 13 * GiB; /* 13 + 4 > 16 while setup runs */
+  eval(&n, &pod, &v, &ch);
+  CHECK(!v.fits && v.unresolvable);
+  CHECK(strstr(v.reason, "container setup") != NULL);
+  /* Before the sidecar, setup runs alone: 13 GiB fits, and the pod holds 13 GiB then 6. */
+  {
+    struct place_container t = cs[0];
+    cs[0] = cs[1];
+    cs[1] = t;
+  }
+  eval(&n, &pod, &v, &ch);
+  CHECK(v.fits);
+  place_apply(&n, &pod, ch.shares, ch.nshares, +1);
+  CHECK_EQ_U64(gpus_a[0].mem_used, 13 * GiB);
+  CHECK_EQ_INT(gpus_a[0].compute_used, 60);
+  CHECK_EQ_INT(gpus_a[0].slices, 2); /* side + app at the end */
+  place_apply(&n, &pod, ch.shares, ch.nshares, -1);
+
+  /* A sidecar is an init container. */
+  pod.ncontainers = 1;
+  cs[0] = ctr("side", 1, GiB, 10);
+  cs[0].sidecar = true;
+  CHECK_EQ_INT(place_pod_check(&pod, err, sizeof err), -EINVAL);
+  cs[0].init = true;
+  CHECK_EQ_INT(place_pod_check(&pod, err, sizeof err), 0);
+}
+
 int main(void) {
   struct place_node a, b;
   struct place_verdict v;
@@ -286,5 +380,6 @@ int main(void) {
   CHECK_EQ_INT(pp, PLACE_SPREAD);
   CHECK_EQ_INT(place_policy_parse("Spread", &pp), -EINVAL);
   test_saturating();
+  test_sidecar();
   return test_done();
 }

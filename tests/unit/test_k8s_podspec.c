@@ -109,6 +109,53 @@ static void test_classes(void) {
   CHECK_EQ_INT(c.priority, K8S_PRIO_LOW);
 }
 
+/* A native sidecar (restartPolicy Always on an init container) is read as one, its entry says
+ * so, and the view read back from the assignment counts it beside the app container. */
+static void test_sidecar(void) {
+  struct place_pod p, back;
+  struct place_share shares[PLACE_MAX_SHARES];
+  struct k8s_assigned a;
+  char err[512], *text = NULL;
+  uint32_t n;
+  json_t *o = pod(
+      "{\"metadata\":{\"name\":\"p\"},\"spec\":{\"initContainers\":[{\"name\":\"side\","
+      "\"restartPolicy\":\"Always\",\"resources\":{\"limits\":{\"gslice.io/gpu\":\"1\","
+      "\"gslice.io/gpu-memory\":\"8Gi\",\"gslice.io/gpu-compute\":\"50\"}}},{\"name\":\"setup\","
+      "\"resources\":{\"limits\":{\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"1Gi\"}}}],"
+      "\"containers\":[{\"name\":\"app\",\"restartPolicy\":\"Always\",\"resources\":{\"limits\":{"
+      "\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"1Gi\",\"gslice.io/gpu-compute\":\"1\"}}}"
+      "]}}");
+  CHECK_EQ_INT(podspec_request(o, PLACE_BINPACK, &p, err, sizeof err), 0);
+  CHECK_EQ_INT(p.ncontainers, 3);
+  CHECK(p.containers[0].init && p.containers[0].sidecar);
+  CHECK(p.containers[1].init && !p.containers[1].sidecar);
+  CHECK(!p.containers[2].init && !p.containers[2].sidecar);
+
+  struct place_gpu g[1] = {
+      {.index = 0, .uuid = "GPU-0", .memory = 16 * GiB, .healthy = true, .slots = 4}};
+  struct place_node node = {.name = "n", .heartbeat_ms = 1, .ngpus = 1, .gpus = g};
+  struct place_cfg cfg = {.node_timeout_ms = 60000};
+  struct place_verdict v = {0};
+  struct place_choice ch;
+  place_eval(&cfg, &node, &p, 1, &v, &ch);
+  CHECK(v.fits);
+  CHECK_EQ_INT(podspec_assignment("n", &node, &p, &ch, &a), 0);
+  CHECK(a.containers[0].sidecar && !a.containers[1].sidecar && !a.containers[2].sidecar);
+  CHECK_EQ_INT(k8s_assigned_encode(&a, &text), 0);
+  CHECK(strstr(text, "\"version\":2,") && strstr(text, "\"sidecar\":true"));
+  free(text);
+  CHECK_EQ_INT(podspec_from_assignment(&a, &node, &back, shares, &n), 0);
+  CHECK(back.containers[0].sidecar && !back.containers[1].sidecar);
+  place_apply(&node, &back, shares, n, +1);
+  CHECK_EQ_U64(g[0].mem_used, 9 * GiB); /* side + app (setup + side, 9 GiB, as much) */
+  CHECK_EQ_INT(g[0].compute_used, 51);
+  CHECK_EQ_INT(g[0].slices, 2);
+  podspec_request_free(&back);
+  k8s_assigned_free(&a);
+  podspec_request_free(&p);
+  json_decref(o);
+}
+
 int main(void) {
   struct place_pod p;
   struct pod_id id;
@@ -229,5 +276,6 @@ int main(void) {
   CHECK_EQ_INT(podspec_id(o, &id, err, sizeof err), -EINVAL);
   json_decref(o);
   test_classes();
+  test_sidecar();
   return test_done();
 }

@@ -166,6 +166,34 @@ static int check_with(const char *from, const char *to, const char *pod, const c
   return rc;
 }
 
+/* check_pod of good made a sidecar assignment (version 2, the init entry "sidecar": true) when
+ * sidecar, against pod. */
+static int check_sidecar(bool sidecar, const char *pod, const char *word) {
+  char text[2048], err[K8S_ERR_MAX] = "";
+  const char *at = strstr(good, "\"init\":true");
+  struct k8s_assigned a;
+  json_t *o = json_loads(pod, 0, NULL);
+  int rc;
+  if (!at || !o)
+    abort();
+  if (sidecar)
+    snprintf(text, sizeof text, "{\"version\":2%.*s\"init\":true,\"sidecar\":true%s",
+             (int)(at - good - strlen("{\"version\":1")), good + strlen("{\"version\":1"),
+             at + strlen("\"init\":true"));
+  else
+    snprintf(text, sizeof text, "%s", good);
+  if (k8s_assigned_decode(text, &a, err, sizeof err))
+    abort();
+  CHECK(a.containers[1].sidecar == sidecar);
+  rc = k8s_assigned_check_pod(&a, o, err, sizeof err);
+  if (word && !strstr(err, word))
+    fprintf(stderr, "check_pod error \"%s\" does not say \"%s\"\n", err, word);
+  CHECK(!word || strstr(err, word));
+  k8s_assigned_free(&a);
+  json_decref(o);
+  return rc;
+}
+
 static char *pod_with(const char *from, const char *to) {
   static char buf[2048];
   const char *at = strstr(pod_text, from);
@@ -226,6 +254,29 @@ static void test_check_pod(void) {
                                                  "\"5\"}}}"),
                  "side asks for gslice.io/gpu but is not assigned"),
       -EINVAL);
+  /* A sidecar entry exactly for an init container with restartPolicy Always: a sidecar runs to
+   * the pod's end beside the app containers, and is counted so; a pod made a sidecar, or an
+   * entry made one, would be counted or handed out as the other. */
+  {
+    char side[2048];
+    snprintf(side, sizeof side, "%s",
+             pod_with("{\"name\":\"init\",", "{\"name\":\"init\",\"restartPolicy\":\"Always\","));
+    CHECK_EQ_INT(check_sidecar(true, side, NULL), 0);
+    CHECK_EQ_INT(check_sidecar(false, side, "restartPolicy Always"), -EINVAL);
+    CHECK_EQ_INT(check_sidecar(true, pod_text, "restartPolicy Always"), -EINVAL);
+    CHECK_EQ_INT(check_sidecar(false, pod_text, NULL), 0);
+    CHECK_EQ_INT(check_sidecar(true,
+                               pod_with("{\"name\":\"init\",",
+                                        "{\"name\":\"init\",\"restartPolicy\":\"Never\","),
+                               "lacks"),
+                 -EINVAL);
+    /* restartPolicy on an app container makes no sidecar. */
+    CHECK_EQ_INT(check_with(NULL, NULL,
+                            pod_with("{\"name\":\"main\",",
+                                     "{\"name\":\"main\",\"restartPolicy\":\"Always\","),
+                            NULL),
+                 0);
+  }
   /* Bounds of what the admin's classes give (the values themselves are signed). */
   struct k8s_assigned a;
   char err[K8S_ERR_MAX];

@@ -174,15 +174,15 @@ static int load_object(const char *text, const char *what, json_t **ret, char *e
   return 0;
 }
 
-static int check_version(const struct reader *r, const json_t *root, int *ret) {
+static int check_version(const struct reader *r, const json_t *root, int newest, int *ret) {
   uint64_t v;
   int rc = get_uint(r, root, "version", 1, INT32_MAX, true, 0, &v);
   if (rc)
     return rc;
-  if (v > K8S_ANNOT_VERSION)
+  if (v > (uint64_t)newest)
     return k8s_err(r->err, r->errlen, -EPROTONOSUPPORT,
                    "%s: version %llu is newer than this gslice reads (%d); upgrade gslice",
-                   r->where, (unsigned long long)v, K8S_ANNOT_VERSION);
+                   r->where, (unsigned long long)v, newest);
   *ret = (int)v;
   return 0;
 }
@@ -205,7 +205,7 @@ int k8s_node_gpus_decode(const char *text, struct k8s_node_gpus *ret, char *err,
     rc = -ENOMEM;
     goto out;
   }
-  rc = check_version(&r, root, &g->version);
+  rc = check_version(&r, root, K8S_ANNOT_VERSION, &g->version);
   if (rc)
     goto out;
   rc = get_str(&r, root, "heartbeat", hb, sizeof hb);
@@ -322,7 +322,8 @@ void k8s_assigned_free(struct k8s_assigned *a) {
   a->ncontainers = 0;
 }
 
-static int decode_container(struct reader *r, const json_t *v, struct k8s_assigned_container *c) {
+static int decode_container(struct reader *r, const json_t *v, int version,
+                            struct k8s_assigned_container *c) {
   json_t *list = NULL, *pv;
   char where[160];
   const char *outer = r->where;
@@ -335,6 +336,12 @@ static int decode_container(struct reader *r, const json_t *v, struct k8s_assign
     return rc;
   if ((rc = get_bool(r, v, "init", false, &c->init)))
     return rc;
+  if ((rc = get_bool(r, v, "sidecar", false, &c->sidecar)))
+    return rc;
+  if (c->sidecar && (!c->init || version < K8S_ANNOT_ASSIGNED_SIDECAR_VERSION))
+    return k8s_err(r->err, r->errlen, -EINVAL,
+                   "%s: a sidecar is an init container, in an assignment of version %d or later",
+                   outer, K8S_ANNOT_ASSIGNED_SIDECAR_VERSION);
   if ((rc = get_uint(r, v, "computeLimit", 1, 100, false, 100, &u)))
     return rc;
   c->compute_limit = (uint32_t)u;
@@ -395,7 +402,7 @@ int k8s_assigned_decode(const char *text, struct k8s_assigned *ret, char *err, s
   rc = load_object(text, K8S_ANNOT_ASSIGNED, &root, err, errlen);
   if (rc)
     return rc;
-  if ((rc = check_version(&r, root, &a.version)))
+  if ((rc = check_version(&r, root, K8S_ANNOT_ASSIGNED_SIDECAR_VERSION, &a.version)))
     goto out;
   if ((rc = get_str(&r, root, "node", a.node, sizeof a.node)))
     goto out;
@@ -415,7 +422,7 @@ int k8s_assigned_decode(const char *text, struct k8s_assigned *ret, char *err, s
     snprintf(where, sizeof where, "%s: containers[%zu]", K8S_ANNOT_ASSIGNED, i);
     r.where = where;
     a.ncontainers++; /* counted first so k8s_assigned_free frees a half-read one */
-    if ((rc = decode_container(&r, json_array_get(list, i), &a.containers[i])))
+    if ((rc = decode_container(&r, json_array_get(list, i), a.version, &a.containers[i])))
       goto out;
     for (size_t j = 0; j < i; j++)
       if (strcmp(a.containers[j].name, a.containers[i].name) == 0 &&
@@ -437,13 +444,18 @@ out:
 
 int k8s_assigned_encode(const struct k8s_assigned *a, char **ret_text) {
   json_t *root, *list;
-  int rc = -ENOMEM;
+  int rc = -ENOMEM, version = K8S_ANNOT_VERSION;
 
   if (!a->node[0] || a->ncontainers > K8S_MAX_CONTAINERS)
     return -EINVAL;
+  for (uint32_t i = 0; i < a->ncontainers; i++) {
+    if (a->containers[i].sidecar && !a->containers[i].init)
+      return -EINVAL;
+    if (a->containers[i].sidecar)
+      version = K8S_ANNOT_ASSIGNED_SIDECAR_VERSION;
+  }
   list = json_array();
-  root = json_pack("{s:i, s:s, s:o}", "version", K8S_ANNOT_VERSION, "node", a->node, "containers",
-                   list);
+  root = json_pack("{s:i, s:s, s:o}", "version", version, "node", a->node, "containers", list);
   if (!root)
     return -ENOMEM;
   for (uint32_t i = 0; i < a->ncontainers; i++) {
@@ -455,10 +467,16 @@ int k8s_assigned_encode(const struct k8s_assigned *a, char **ret_text) {
       rc = -EINVAL;
       goto out;
     }
-    if (json_array_append_new(
-            list, json_pack("{s:s, s:b, s:o, s:i, s:s, s:i}", "name", c->name, "init", c->init,
-                            "gpus", gpus, "computeLimit", (json_int_t)c->compute_limit, "priority",
-                            k8s_priority_name(c->priority), "weight", (json_int_t)c->weight)))
+    json_t *entry =
+        json_pack("{s:s, s:b, s:o, s:i, s:s, s:i}", "name", c->name, "init", c->init, "gpus", gpus,
+                  "computeLimit", (json_int_t)c->compute_limit, "priority",
+                  k8s_priority_name(c->priority), "weight", (json_int_t)c->weight);
+    /* Only on a sidecar's entry: the text of every other assignment stays as it was. */
+    if (entry && c->sidecar && json_object_set_new(entry, "sidecar", json_true())) {
+      json_decref(entry);
+      entry = NULL;
+    }
+    if (json_array_append_new(list, entry))
       goto out;
     for (uint32_t j = 0; j < c->ngpus; j++) {
       const struct k8s_assigned_gpu *g = &c->gpus[j];
@@ -484,9 +502,9 @@ bool k8s_assigned_equal(const struct k8s_assigned *a, const struct k8s_assigned 
     return false;
   for (uint32_t i = 0; i < a->ncontainers; i++) {
     const struct k8s_assigned_container *x = &a->containers[i], *y = &b->containers[i];
-    if (strcmp(x->name, y->name) != 0 || x->init != y->init || x->ngpus != y->ngpus ||
-        x->compute_limit != y->compute_limit || x->priority != y->priority ||
-        x->weight != y->weight)
+    if (strcmp(x->name, y->name) != 0 || x->init != y->init || x->sidecar != y->sidecar ||
+        x->ngpus != y->ngpus || x->compute_limit != y->compute_limit ||
+        x->priority != y->priority || x->weight != y->weight)
       return false;
     for (uint32_t j = 0; j < x->ngpus; j++)
       if (strcmp(x->gpus[j].uuid, y->gpus[j].uuid) != 0 || x->gpus[j].index != y->gpus[j].index ||

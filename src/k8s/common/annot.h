@@ -18,6 +18,11 @@
 
 /* The version this code writes; it reads every version up to it. */
 #define K8S_ANNOT_VERSION 1
+/* gslice.io/assigned only: the version of an assignment with a sidecar entry (and the newest
+ * one read). A reader that ignored "sidecar" would count the sidecar as ending before the app
+ * containers and hand its slots' entry to them: such a reader must refuse it, not misread it.
+ * An assignment without sidecars stays version 1, for every reader. */
+#define K8S_ANNOT_ASSIGNED_SIDECAR_VERSION 2
 /* Bounds that keep a hostile or corrupt annotation from costing much. */
 #define K8S_MAX_GPUS 64        /* per node */
 #define K8S_MAX_CONTAINERS 128 /* per pod (containers + init containers) */
@@ -56,6 +61,7 @@ struct k8s_assigned_gpu {
 struct k8s_assigned_container {
   char name[K8S_NAME_MAX];
   bool init;
+  bool sidecar; /* an init container with restartPolicy Always: runs to the pod's end; init too */
   uint32_t ngpus;
   struct k8s_assigned_gpu *gpus; /* ngpus of them */
   uint32_t compute_limit;        /* % of each GPU, >= each gpus[i].compute */

@@ -49,6 +49,11 @@ int k8s_container_resource(const json_t *ctr, const char *cname, const char *res
   return 0;
 }
 
+bool k8s_container_is_sidecar(const json_t *init_ctr) {
+  const char *rp = json_string_value(json_object_get(init_ctr, "restartPolicy"));
+  return rp && strcmp(rp, "Always") == 0;
+}
+
 uint64_t k8s_split(uint64_t total, uint32_t n, uint32_t j) {
   return n ? total / n + (j < total % n ? 1 : 0) : 0;
 }
@@ -82,6 +87,12 @@ static int check_container(const struct k8s_assigned *a, const json_t *ctr, bool
   if (!c)
     return k8s_err(err, errlen, -EINVAL, "container %s asks for %s but is not assigned any", cname,
                    K8S_RES_GPU);
+  bool sidecar = init && k8s_container_is_sidecar(ctr);
+  if (c->sidecar != sidecar)
+    return k8s_err(err, errlen, -EINVAL,
+                   "container %s: the assignment %s it a sidecar; the pod's init container %s "
+                   "restartPolicy Always",
+                   cname, c->sidecar ? "makes" : "does not make", sidecar ? "has" : "lacks");
   if ((uint64_t)gpus != c->ngpus)
     return k8s_err(err, errlen, -EINVAL, "container %s: assigned %u GPU(s), %s is %lld", cname,
                    c->ngpus, K8S_RES_GPU, (long long)gpus);

@@ -118,6 +118,10 @@ int place_pod_check(const struct place_pod *pod, char *err, size_t errlen) {
                K8S_RES_COMPUTE, c->compute, c->ngpus);
       return -EINVAL;
     }
+    if (c->sidecar && !c->init) {
+      snprintf(err, errlen, "container %s: a sidecar is an init container", c->name);
+      return -EINVAL;
+    }
     if (c->compute_limit < 1 || c->compute_limit > 100 ||
         c->compute_limit < place_split_u32(c->compute, c->ngpus, 0)) {
       snprintf(err, errlen,
@@ -268,58 +272,100 @@ static bool place_container(const struct place_node *node, enum place_policy pol
   return true;
 }
 
-/* Places every container of pod on top of base (one usage per GPU). */
+/* Places every container of pod on top of base (one usage per GPU), in the order the kubelet
+ * starts them: the init containers in theirs, then the app containers. */
 static bool place_all(const struct place_node *node, const struct place_pod *pod,
                       const struct usage *base, struct place_choice *ch, struct text *why) {
-  struct usage app[K8S_MAX_GPUS], init[K8S_MAX_GPUS];
+  struct usage run[K8S_MAX_GPUS], init[K8S_MAX_GPUS];
 
   ch->nshares = 0;
-  memcpy(app, base, node->ngpus * sizeof app[0]);
-  for (uint32_t i = 0; i < pod->ncontainers; i++)
-    if (!pod->containers[i].init &&
-        !place_container(node, pod->policy, &pod->containers[i], i, app, ch, why))
-      return false;
-  /* Each init container runs alone before the app containers: it needs room
-   * next to the other pods only. */
+  /* run: base and the sidecars started so far. A sidecar stays in it for the pod's life; a
+   * regular init container needs room beside those only, and ends before the next starts. */
+  memcpy(run, base, node->ngpus * sizeof run[0]);
   for (uint32_t i = 0; i < pod->ncontainers; i++) {
-    if (!pod->containers[i].init)
+    const struct place_container *c = &pod->containers[i];
+    if (!c->init)
       continue;
-    memcpy(init, base, node->ngpus * sizeof init[0]);
-    if (!place_container(node, pod->policy, &pod->containers[i], i, init, ch, why))
+    if (c->sidecar) {
+      if (!place_container(node, pod->policy, c, i, run, ch, why))
+        return false;
+      continue;
+    }
+    memcpy(init, run, node->ngpus * sizeof init[0]);
+    if (!place_container(node, pod->policy, c, i, init, ch, why))
       return false;
   }
+  /* The app containers run beside every sidecar. */
+  for (uint32_t i = 0; i < pod->ncontainers; i++)
+    if (!pod->containers[i].init &&
+        !place_container(node, pod->policy, &pod->containers[i], i, run, ch, why))
+      return false;
   return true;
 }
 
 /* ---- usage of a placed pod ------------------------------------------------------------ */
 
+static void usage_add(struct usage *u, const struct place_share *s) {
+  u->mem = place_sat_add(u->mem, s->memory);
+  u->compute = place_sat_add32(u->compute, s->compute);
+  u->slices = place_sat_add32(u->slices, 1);
+}
+
+static void usage_max(struct usage *u, const struct usage *v) {
+  if (v->mem > u->mem)
+    u->mem = v->mem;
+  if (v->compute > u->compute)
+    u->compute = v->compute;
+  if (v->slices > u->slices)
+    u->slices = v->slices;
+}
+
 static void pod_usage(const struct place_node *node, const struct place_pod *pod,
                       const struct place_share *shares, uint32_t nshares, struct usage *ret) {
-  struct usage app[K8S_MAX_GPUS];
+  struct usage side[K8S_MAX_GPUS], app[K8S_MAX_GPUS];
+  /* The shares by container, in the containers' order whatever order they come in (a placement
+   * makes them init containers first; an assignment read back, in its entries' order). */
+  uint16_t first[K8S_MAX_CONTAINERS + 1] = {0}, at[K8S_MAX_CONTAINERS], by[PLACE_MAX_SHARES];
+  uint32_t nc = pod->ncontainers < K8S_MAX_CONTAINERS ? pod->ncontainers : K8S_MAX_CONTAINERS;
 
-  memset(app, 0, node->ngpus * sizeof app[0]);
-  for (uint32_t i = 0; i < nshares; i++) {
-    const struct place_share *s = &shares[i];
-    if (s->gpu >= node->ngpus || s->container >= pod->ncontainers ||
-        pod->containers[s->container].init)
-      continue;
-    app[s->gpu].mem = place_sat_add(app[s->gpu].mem, s->memory);
-    app[s->gpu].compute = place_sat_add32(app[s->gpu].compute, s->compute);
-    app[s->gpu].slices = place_sat_add32(app[s->gpu].slices, 1);
+  if (nshares > PLACE_MAX_SHARES)
+    nshares = PLACE_MAX_SHARES;
+  for (uint32_t i = 0; i < nshares; i++)
+    if (shares[i].gpu < node->ngpus && shares[i].container < nc)
+      first[shares[i].container + 1]++;
+  for (uint32_t c = 0; c < nc; c++) {
+    first[c + 1] = (uint16_t)(first[c + 1] + first[c]);
+    at[c] = first[c];
   }
-  memcpy(ret, app, node->ngpus * sizeof ret[0]);
-  for (uint32_t i = 0; i < nshares; i++) {
-    const struct place_share *s = &shares[i];
-    if (s->gpu >= node->ngpus || s->container >= pod->ncontainers ||
-        !pod->containers[s->container].init)
-      continue;
-    struct usage *r = &ret[s->gpu];
-    if (s->memory > r->mem)
-      r->mem = s->memory;
-    if (s->compute > r->compute)
-      r->compute = s->compute;
-    if (r->slices < 1)
-      r->slices = 1;
+  for (uint32_t i = 0; i < nshares; i++)
+    if (shares[i].gpu < node->ngpus && shares[i].container < nc)
+      by[at[shares[i].container]++] = (uint16_t)i;
+
+  memset(side, 0, node->ngpus * sizeof side[0]);
+  memset(app, 0, node->ngpus * sizeof app[0]);
+  memset(ret, 0, node->ngpus * sizeof ret[0]);
+  for (uint32_t c = 0; c < nc; c++) {
+    const struct place_container *pc = &pod->containers[c];
+    for (uint32_t k = first[c]; k < first[c + 1]; k++) {
+      const struct place_share *s = &shares[by[k]];
+      if (!pc->init) {
+        usage_add(&app[s->gpu], s);
+      } else if (pc->sidecar) {
+        usage_add(&side[s->gpu], s);
+      } else {
+        /* A regular init container's phase: its part beside the sidecars started before it. */
+        struct usage phase = side[s->gpu];
+        usage_add(&phase, s);
+        usage_max(&ret[s->gpu], &phase);
+      }
+    }
+  }
+  for (uint32_t g = 0; g < node->ngpus; g++) {
+    struct usage last = side[g];
+    last.mem = place_sat_add(last.mem, app[g].mem);
+    last.compute = place_sat_add32(last.compute, app[g].compute);
+    last.slices = place_sat_add32(last.slices, app[g].slices);
+    usage_max(&ret[g], &last);
   }
 }
 

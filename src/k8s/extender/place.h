@@ -45,6 +45,9 @@ struct place_node {
 struct place_container {
   char name[K8S_NAME_MAX];
   bool init;
+  /* An init container with restartPolicy Always (a native sidecar): it starts in its turn among
+   * the init containers and runs beside everything after it, to the pod's end. init is true. */
+  bool sidecar;
   uint32_t ngpus;
   uint64_t memory;
   uint32_t compute;
@@ -110,9 +113,11 @@ void place_eval(const struct place_cfg *cfg, const struct place_node *node,
                 const struct place_pod *pod, uint64_t now_ms, struct place_verdict *ret,
                 struct place_choice *ret_choice);
 
-/* What a placed pod holds on each GPU of its node: a pod's init containers run
- * one at a time before its app containers, so each GPU holds the most of any
- * phase: max(sum of the app containers' parts, each init container's part).
+/* What a placed pod holds on each GPU of its node, as Kubernetes counts a pod's effective
+ * request (KEP-753): init containers start one at a time in their order; a regular one ends
+ * before the next starts, a sidecar keeps running. So each GPU holds the most of any phase:
+ * max(each regular init container's part + the parts of the sidecars before it, the app
+ * containers' parts + all the sidecars' parts), memory, compute and slices each.
  * Adds (sign +1) or removes (-1) that from node's usage. Shares name GPUs by
  * their position in node->gpus. */
 void place_apply(struct place_node *node, const struct place_pod *pod,

@@ -234,6 +234,7 @@ int podspec_request_cfg(const json_t *pod, const struct podspec_cfg *cfg, struct
       }
       memcpy(pc->name, cname, sizeof cname);
       pc->init = l == 0;
+      pc->sidecar = pc->init && k8s_container_is_sidecar(c);
       pc->ngpus = (uint32_t)gpus;
       pc->memory = (uint64_t)mem;
       pc->compute = (uint32_t)compute;
@@ -272,6 +273,9 @@ int podspec_assignment(const char *node_name, const struct place_node *node,
     struct k8s_assigned_container *c = &a.containers[a.ncontainers++];
     memcpy(c->name, pc->name, sizeof c->name);
     c->init = pc->init;
+    c->sidecar = pc->sidecar;
+    if (c->sidecar)
+      a.version = K8S_ANNOT_ASSIGNED_SIDECAR_VERSION; /* what the encoder writes for it */
     c->compute_limit = pc->compute_limit;
     c->priority = pc->priority;
     c->weight = pc->weight;
@@ -313,6 +317,7 @@ int podspec_from_assignment(const struct k8s_assigned *a, const struct place_nod
     struct place_container *pc = &p.containers[p.ncontainers++];
     memcpy(pc->name, c->name, sizeof pc->name);
     pc->init = c->init;
+    pc->sidecar = c->sidecar;
     pc->ngpus = c->ngpus;
     pc->compute_limit = c->compute_limit;
     pc->priority = c->priority;

@@ -12,6 +12,7 @@
 #include "annot.h"
 #include "kube.h"
 #include "node.h"
+#include "podcheck.h"
 
 int node_kube_init(struct node *n, char *err, size_t err_len) {
   int r = kube_open(n->cfg.kubeconfig[0] ? n->cfg.kubeconfig : NULL, &n->kube, err, err_len);
@@ -206,6 +207,17 @@ static int init_state(json_t *pod, const char *name) {
   return 0;
 }
 
+/* Which container slots that PodResources lists under ctr are starting now. The kubelet's device
+ * manager (devicemanager/manager.go, Allocate) goes through the init containers in their order,
+ * then the app containers: a regular init container's devices go back to a pool that the
+ * containers after it take from first (devicesToReuse); a sidecar (restartPolicy Always) takes
+ * from that pool too but keeps what it got: its devices are taken out of the pool, and are never
+ * another container's. PodResources lists the app containers and the sidecars (SidecarContainers,
+ * on by default since 1.29), never the regular init containers. So the slots of ctr may start
+ * the regular init containers before ctr (all of them for an app container; those before it in
+ * spec.initContainers for a sidecar) and then ctr, never a sidecar other than ctr: a sidecar runs
+ * to the pod's end and is never "terminated with exit 0", so counting it would hand its entry to
+ * the containers after it. Regular init containers run one at a time, each to success. */
 int node_kube_which(struct node *n, const char *ns, const char *name, const struct k8s_assigned *as,
                     const char *ctr, const char *prev, char *out, size_t out_len, char *err,
                     size_t err_len) {
@@ -230,10 +242,15 @@ int node_kube_which(struct node *n, const char *ns, const char *name, const stru
     json_array_foreach(inits, i, c) {
       json_t *nm = kube_json_get(c, "name");
       bool wants = false;
-      if (!json_is_string(nm) || !strcmp(done, json_string_value(nm)))
+      if (!json_is_string(nm))
+        continue;
+      if (!strcmp(ctr, json_string_value(nm)))
+        break; /* ctr itself, a sidecar: only the regular init containers before it */
+      if (k8s_container_is_sidecar(c) || !strcmp(done, json_string_value(nm)))
         continue;
       for (uint32_t k = 0; k < as->ncontainers; k++)
-        wants |= as->containers[k].init && !strcmp(as->containers[k].name, json_string_value(nm));
+        wants |= as->containers[k].init && !as->containers[k].sidecar &&
+                 !strcmp(as->containers[k].name, json_string_value(nm));
       if (!wants)
         continue;
       int s = init_state(pod, json_string_value(nm));
