@@ -155,11 +155,13 @@ int node_kube_init(struct node *n, char *err, size_t err_len);
  * without waiting (node_pods_get's answers: -ENOENT no pod, -EAGAIN not known now). */
 int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_assigned, char *uid,
                   size_t uid_len, char *phase, size_t phase_len, char *err, size_t err_len);
-/* Init containers run one by one, to success, before the others, and the kubelet hands their
- * slots on to the containers after them (PodResources lists only those): for slots PodResources
- * lists under `ctr`, the container starting is the pod's first init container with an entry in
- * the assignment that has not finished with exit 0, else ctr. prev: the container these slots
- * were last started for ("" none). The name goes into out. */
+/* Regular init containers run one by one, to success, before the others, and the kubelet hands
+ * their slots on to the containers after them (PodResources lists only those, and sidecars —
+ * init containers with restartPolicy Always — under their own names): for slots PodResources
+ * lists under `ctr`, the container starting is the first regular init container before ctr with
+ * an entry in the assignment that has not finished with exit 0, else ctr; a sidecar is never
+ * the one starting on another container's slots. prev: the container these slots were last
+ * started for ("" none). The name goes into out. */
 struct k8s_assigned;
 int node_kube_which(struct node *n, const char *ns, const char *name, const struct k8s_assigned *as,
                     const char *ctr, const char *prev, char *out, size_t out_len, char *err,
