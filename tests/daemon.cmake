@@ -52,3 +52,8 @@ set_target_properties(daemon_truncate PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAK
 add_executable(daemon_k8s progs/daemon_k8s.c)
 target_link_libraries(daemon_k8s PRIVATE gslice_common)
 set_target_properties(daemon_k8s PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+
+# A slice's process scribbling over its region's mutex, or holding its lock word, under the daemon.
+add_executable(daemon_region_lock progs/daemon_region_lock.c)
+target_link_libraries(daemon_region_lock PRIVATE gslice_common Threads::Threads)
+set_target_properties(daemon_region_lock PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

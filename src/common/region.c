@@ -9,12 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,20 +38,61 @@ static uint32_t header_check(const struct region_layout *l) {
  * Cancellation is off while it is held: the sections read /proc (cancellation points), and a
  * cancelled thread would leave the lock held by a live process (robustness covers only death).
  * The wait is bounded: a holder stopped (SIGSTOP, a debugger) or a lock word scribbled over in
- * this slice-writable file must not hang the daemon, which reads every slice's region from one
- * loop; the caller gets -ETIMEDOUT and the hook refuses the allocation. */
+ * this slice-writable file must not hang a process of the slice; the caller gets -ETIMEDOUT and
+ * the hook refuses the allocation.
+ *
+ * The daemon (a nowait handle) never hands this mutex to glibc. The file is the slice's to write,
+ * and glibc keeps a robust mutex it holds on the thread's robust list: pthread_mutex_lock writes
+ * list pointers into the mutex's __list, and unlock follows whatever __list holds then. A slice
+ * process that rewrote them while root gsliced held the lock made gsliced write pointers of its
+ * choosing and die of SIGSEGV in about a second. So the daemon writes caps without the lock
+ * (region_books.c), reads without it, repairs nothing, and for the one thing that needs the
+ * hooks held off, adding a device entry, takes the lock word itself: one compare-and-swap of the
+ * futex word from 0 to an owner no thread can be (DAEMON_OWNER), released with an exchange and a
+ * FUTEX_WAKE if a hook waits. That is the robust-futex word protocol glibc's own robust mutexes
+ * follow (a hook waiting in pthread_mutex_clocklock gets it next), without the robust list: the
+ * daemon reads and writes the futex word and nothing else of the mutex, all within its own
+ * mapping of a fixed size. What it gives up: a daemon killed inside that section (a handful of
+ * stores) leaves the word set with no kernel cleanup; the next daemon call lets go of a word it
+ * finds with DAEMON_OWNER (one daemon serves a slice, and its calls never nest). */
 static __thread int region_cancel_state;
+
+/* pid_max is at most 2^22 (PID_MAX_LIMIT): no thread has this tid. */
+#define DAEMON_OWNER ((int)FUTEX_TID_MASK)
+
+static int *lock_word(struct region_layout *l) {
+  return &l->lock.__data.__lock;
+}
+
+static void word_release(int *w) {
+  int old = __atomic_exchange_n(w, 0, __ATOMIC_RELEASE);
+  if (old & (int)FUTEX_WAITERS)
+    syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static int word_trylock(struct region_layout *l) {
+  int *w = lock_word(l);
+  int cur = __atomic_load_n(w, __ATOMIC_RELAXED);
+  if ((cur & (int)FUTEX_TID_MASK) == DAEMON_OWNER && !(cur & (int)FUTEX_OWNER_DIED))
+    word_release(w); /* left by a daemon that died holding it */
+  int expected = 0;
+  return __atomic_compare_exchange_n(w, &expected, DAEMON_OWNER, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED)
+             ? 0
+             : -EBUSY;
+}
 
 int region_lock(struct gs_region *r) {
   struct region_layout *l = r->map;
+  if (r->nowait)
+    return word_trylock(l);
   int old;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
   /* Monotonic: a wall clock set back or forward neither lengthens nor cuts the wait. */
   struct timespec until;
   clock_gettime(CLOCK_MONOTONIC, &until);
   until.tv_sec += GS_REGION_LOCK_TIMEOUT_S;
-  int e = r->nowait ? pthread_mutex_trylock(&l->lock)
-                    : pthread_mutex_clocklock(&l->lock, CLOCK_MONOTONIC, &until);
+  int e = pthread_mutex_clocklock(&l->lock, CLOCK_MONOTONIC, &until);
   if (e != 0 && e != EOWNERDEAD) {
     pthread_setcancelstate(old, NULL);
     return -e;
@@ -68,6 +111,10 @@ int region_lock(struct gs_region *r) {
 }
 
 void region_unlock(struct gs_region *r) {
+  if (r->nowait) {
+    word_release(lock_word(r->map));
+    return;
+  }
   int old = region_cancel_state;
   pthread_mutex_unlock(&r->map->lock);
   pthread_setcancelstate(old, NULL);
@@ -224,6 +271,18 @@ static int region_open(const char *dir, int create, uid_t owner, gid_t group, in
     e = -EBADMSG;
     goto fail;
   }
+  /* The layout's size is fixed, and nothing past it is read: a file grown beyond it (a container
+   * writes its region through a read-write file mount, and ephemeral-storage limits do not count
+   * it) is cut back by the daemon at each look, so it grows by at most what one writes between
+   * two looks. Through this descriptor and only with one link: never another file. */
+  if (nowait && st.st_size > (off_t)sizeof(struct region_layout) && st.st_nlink == 1) {
+    if (ftruncate(fd, (off_t)sizeof(struct region_layout)) < 0) {
+      e = -errno;
+      goto fail;
+    }
+    r->cut = (uint64_t)st.st_size - sizeof(struct region_layout);
+    st.st_size = (off_t)sizeof(struct region_layout);
+  }
   size_t map_size = (size_t)st.st_size < sizeof(struct region_layout)
                         ? (size_t)st.st_size
                         : sizeof(struct region_layout);
@@ -312,4 +371,8 @@ void gs_region_close(struct gs_region *region) {
 
 const char *gs_region_path(const struct gs_region *region) {
   return region->path;
+}
+
+uint64_t gs_region_cut(const struct gs_region *region) {
+  return region->cut;
 }

@@ -70,14 +70,18 @@ int gs_region_open(const char *dir, struct gs_region **ret_region);
 int gs_region_open_as(const char *dir, uid_t uid, gid_t gid, struct gs_region **ret_region);
 /* Opens an existing region only (the daemon's read side): -ENOENT when the slice has none. */
 int gs_region_open_existing(const char *dir, struct gs_region **ret_region);
-/* The daemon's handle: it never waits for the lock, which any process of the slice can hold (one
- * stopped inside its critical section stalled the daemon's loop 3 s per read). Reads take no lock:
- * each field is one aligned word its writers store whole, so a reader sees every value as some
- * writer left it, and a sum over entries may miss an update in flight, no more (status and
- * metrics). The layout's body is then checked by bounds as it is read, not at the open. Writes
- * (gs_region_device with create, gs_region_set_cap) try the lock once: -EBUSY when it is
- * held, for the caller to retry. create: as gs_region_open; owner (uid_t)-1: as is, else as
- * gs_region_open_as. */
+/* The daemon's handle. The file is the slice's to write, the daemon often root: it never waits
+ * for the region's lock, which any process of the slice can hold (one stopped inside its critical
+ * section stalled the daemon's loop 3 s per read), and never hands the lock to glibc (whose robust
+ * mutexes keep list pointers inside the mutex, which the slice can rewrite: region.c). Reads take
+ * no lock: each field is one aligned word its writers store whole, so a reader sees every value
+ * as some writer left it, and a sum over entries may miss an update in flight, no more (status
+ * and metrics). The layout's body is then checked by bounds as it is read, not at the open.
+ * gs_region_set_cap stores the cap without the lock (the hooks read it at their next
+ * reservation); adding a device (gs_region_device with create) takes the lock word once by
+ * itself, without glibc: -EBUSY when it is held, for the caller to retry. A file grown past the
+ * layout is cut back to it at the open (gs_region_cut). create: as gs_region_open; owner
+ * (uid_t)-1: as is, else as gs_region_open_as. */
 int gs_region_open_nowait(const char *dir, int create, uid_t owner, gid_t group,
                           struct gs_region **ret_region);
 void gs_region_close(struct gs_region *region);
@@ -88,13 +92,17 @@ void gs_region_close(struct gs_region *region);
 void gs_region_forget_open(void);
 /* The file behind the region (for messages). */
 const char *gs_region_path(const struct gs_region *region);
+/* Bytes a gs_region_open_nowait cut off the file's end (it had grown past the layout), else 0. */
+uint64_t gs_region_cut(const struct gs_region *region);
 
 /* Finds the device slot of `uuid`, adding it (no cap) when `create` is set and it is missing.
  * -ENOENT (absent, !create), -ENOSPC (no free slot). */
 int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID_LEN], int create,
                      unsigned *ret_slot);
 /* Sets a device's cap. New reservations obey it at once; what is held stays held.
- * From GS_CAP_FROM_ENV after the daemon set it: -EPERM and nothing changes. */
+ * From GS_CAP_FROM_ENV after the daemon set it: -EPERM and nothing changes. Through a nowait
+ * handle (the daemon) without the lock: a process setting its GSLICE_MEMORY_LIMIT at that very
+ * moment may overwrite it, so the daemon reads it back at its next look and writes it again. */
 int gs_region_set_cap(struct gs_region *region, unsigned slot, uint64_t cap,
                       enum gs_cap_source source);
 /* Records the measured cost of one context on the device (a hint for the next reservation). */

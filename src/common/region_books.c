@@ -1,7 +1,8 @@
 /* What the slice's region records (region_layout.h): each device's cap and context cost, one
  * entry per process with the bytes it holds per device, reservations against the cap, and
  * reclaiming the entries of processes that are gone. Every change is made under the region's
- * lock (region.c); this file never creates, maps or validates the file. */
+ * lock (region.c) but the daemon's caps, stored whole without it; this file never creates, maps
+ * or validates the file. */
 #include "region_layout.h"
 
 #include "clock.h"
@@ -72,9 +73,10 @@ int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID
                      unsigned *ret_slot) {
   struct region_layout *l = region->map;
   if (region->nowait) {
-    /* Found without the lock; only adding a device takes it. */
+    /* Found without the lock; only adding a device takes it (the lock word, by hand). */
     for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++)
-      if (l->dev[i].in_use && memcmp(l->dev[i].uuid, uuid, GS_REGION_UUID_LEN) == 0) {
+      if (__atomic_load_n(&l->dev[i].in_use, __ATOMIC_ACQUIRE) &&
+          memcmp(l->dev[i].uuid, uuid, GS_REGION_UUID_LEN) == 0) {
         *ret_slot = i;
         return 0;
       }
@@ -106,10 +108,11 @@ int gs_region_device(struct gs_region *region, const uint8_t uuid[GS_REGION_UUID
   }
   struct region_device *d = &l->dev[free_slot];
   memcpy(d->uuid, uuid, GS_REGION_UUID_LEN);
-  d->cap = GS_REGION_NO_CAP;
-  d->source = GS_CAP_NONE;
+  __atomic_store_n(&d->cap, GS_REGION_NO_CAP, __ATOMIC_RELAXED);
+  __atomic_store_n(&d->source, GS_CAP_NONE, __ATOMIC_RELAXED);
   d->context_cost = 0;
-  d->in_use = 1;
+  /* Published last: the daemon looks devices up without the lock. */
+  __atomic_store_n(&d->in_use, 1, __ATOMIC_RELEASE);
   *ret_slot = (unsigned)free_slot;
   e = 0;
 out:
@@ -125,17 +128,29 @@ int gs_region_set_cap(struct gs_region *region, unsigned slot, uint64_t cap,
                       enum gs_cap_source source) {
   if (slot >= GS_REGION_MAX_DEVICES || source == GS_CAP_NONE || source > GS_CAP_FROM_DAEMON)
     return -EINVAL;
+  struct region_device *d = &region->map->dev[slot];
+  /* The daemon: no lock (region.c says why). Each word is stored whole; a hook reads the cap at
+   * its next reservation. A process writing its GSLICE_MEMORY_LIMIT cap at the same moment
+   * (under the lock, having read the source before this) may overwrite both: the daemon reads
+   * the cap back at its next look and writes it again. */
+  if (region->nowait) {
+    if (!__atomic_load_n(&d->in_use, __ATOMIC_ACQUIRE))
+      return -ENOENT;
+    __atomic_store_n(&d->cap, cap, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->source, (uint32_t)source, __ATOMIC_RELEASE);
+    return 0;
+  }
   int e = region_lock(region);
   if (e < 0)
     return e;
-  struct region_device *d = &region->map->dev[slot];
   if (!d->in_use)
     e = -ENOENT;
-  else if (source == GS_CAP_FROM_ENV && d->source == GS_CAP_FROM_DAEMON)
+  else if (source == GS_CAP_FROM_ENV &&
+           __atomic_load_n(&d->source, __ATOMIC_ACQUIRE) == GS_CAP_FROM_DAEMON)
     e = -EPERM;
   else {
-    d->cap = cap;
-    d->source = source;
+    __atomic_store_n(&d->cap, cap, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->source, (uint32_t)source, __ATOMIC_RELEASE);
   }
   region_unlock(region);
   return e;
@@ -157,11 +172,11 @@ static void fill_device(const struct region_layout *l, unsigned i,
                         struct gs_region_device_info *info) {
   info->slot = i;
   memcpy(info->uuid, l->dev[i].uuid, GS_REGION_UUID_LEN);
-  info->cap = l->dev[i].cap;
+  info->cap = __atomic_load_n(&l->dev[i].cap, __ATOMIC_ACQUIRE);
   info->used = device_used(l, i);
   info->context_cost = l->dev[i].context_cost;
-  info->source =
-      l->dev[i].source <= GS_CAP_FROM_DAEMON ? (enum gs_cap_source)l->dev[i].source : GS_CAP_NONE;
+  uint32_t source = __atomic_load_n(&l->dev[i].source, __ATOMIC_ACQUIRE);
+  info->source = source <= GS_CAP_FROM_DAEMON ? (enum gs_cap_source)source : GS_CAP_NONE;
 }
 
 int gs_region_device_info(struct gs_region *region, unsigned slot,
@@ -284,7 +299,7 @@ int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, ui
     reclaim_cheap(region);
   /* Without a cap the sum still has to fit: a wrapped count would be given back clamped at 0,
    * losing what the process really holds. */
-  uint64_t cap = l->dev[slot].cap;
+  uint64_t cap = __atomic_load_n(&l->dev[slot].cap, __ATOMIC_ACQUIRE); /* the daemon's, lock-free */
   uint64_t used = device_used(l, slot);
   if (cap == GS_REGION_NO_CAP && bytes > UINT64_MAX - used) {
     if (ret_denial) {

@@ -49,13 +49,15 @@ struct region_layout {
 
 struct gs_region {
   struct region_layout *map;
-  int nowait; /* gs_region_open_nowait: reads lock-free, writes trylock */
+  int nowait;   /* gs_region_open_nowait: never hands the mutex to glibc (region.c) */
+  uint64_t cut; /* bytes the open cut off a file grown past the layout (nowait handles only) */
   uint64_t pidns;
   char path[PATH_MAX];
 };
 
-/* The robust lock (region.c says how it is bounded and repaired): 0, or -ETIMEDOUT, -EBUSY (a
- * nowait handle) and other -errno from the mutex. Cancellation is off while it is held. */
+/* The lock (region.c says how it is bounded and repaired): 0, or -ETIMEDOUT, -EBUSY (a nowait
+ * handle: the lock word taken by hand, once, never through glibc) and other -errno from the
+ * mutex. Cancellation is off while a glibc-held lock is held. */
 int region_lock(struct gs_region *r);
 void region_unlock(struct gs_region *r);
 /* The lock for a reader: none for a nowait handle (see gs_region_open_nowait). */

@@ -136,6 +136,9 @@ int daemon_snapshot(struct daemon *d, struct gs_status *ret);
 int daemon_apply_memory_cap(struct daemon *d, struct slice *s);
 /* Memory the slice holds on a GPU, from its region (0 if none). */
 uint64_t daemon_slice_memory_used(struct daemon *d, struct slice *s, uint32_t gpu);
+/* Each second: caps still to write or read back, and every slice's region looked at (a file
+ * grown past the region's size is cut back). */
+void daemon_regions_housekeeping(struct daemon *d);
 
 /* gpu.c: GPUs as NVML reports them (or cfg.gpus unnamed ones without it). */
 int gpus_discover(struct daemon *d);

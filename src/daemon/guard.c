@@ -3,11 +3,8 @@
 #include "guard.h"
 
 #include <errno.h>
-#include <linux/futex.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Thread-local, the one piece of global state here: the handler runs on the faulting thread and
@@ -44,26 +41,10 @@ void guard_disarm(void) {
   armed = NULL;
 }
 
-/* The fault may have hit while this thread held the region's robust mutex, or halfway through
- * taking it: glibc then has the mutex on the thread's robust list (or as its pending operation),
- * a list that lives in the slice's memory and points into a mapping about to be unmapped. Left
- * there, the next robust lock (the next region, very likely mapped at the same address) would
- * write through the stale entry. The mutex is not unlocked: its memory is gone (or is the
- * slice's again, whatever it now holds), and the region is given up on anyway. Region calls
- * take and drop the lock within one call, and the loop thread holds no other robust mutex, so
- * the list at a fault holds that mutex at most: emptying it forgets exactly that. The list head
- * is glibc's own, registered with the kernel (set_robust_list), whose layout is the kernel ABI
- * (struct robust_list_head: empty when it points at itself). */
+/* Nothing else to undo: the daemon never hands a region's mutex to glibc (region.c), so no robust
+ * list of its threads can point into a mapping the jump leaves behind; a lock word the daemon took
+ * by hand to add a device stays as the fault left it, in a region given up on anyway. (Before,
+ * the daemon locked regions through glibc and this emptied the loop thread's robust list.) */
 void guard_recovered(void) {
-  struct robust_list_head *head = NULL;
-  size_t len = 0;
-
   armed = NULL;
-  if (syscall(SYS_get_robust_list, 0, &head, &len) == 0 && head && len == sizeof(*head)) {
-    head->list.next = &head->list;
-    head->list_op_pending = NULL;
-  }
-  /* region.c turns cancellation off while it holds the lock; nothing cancels the loop thread,
-   * but leave it as it was. */
-  pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 }

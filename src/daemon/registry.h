@@ -24,7 +24,8 @@ struct slice {
   uint32_t memory_force;       /* the cap was set below use with force */
   uint32_t flags;              /* enum gs_register_flag: held (no runner), any uid's hooks */
   bool region_broken;          /* truncated under the daemon: never read again (snapshot.c) */
-  bool cap_pending;            /* its region's lock was held: the cap is written at housekeeping */
+  bool region_grown;           /* its region was found grown past its size and cut (logged once) */
+  bool cap_pending;            /* its cap is written, or read back, at housekeeping (snapshot.c) */
   char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id>, or held/<id> with flags */
   /* The connections that said HELLO as this slice's (conn.c links them, not saved): its token
    * and its processes are found without walking every connection of the daemon. */

@@ -483,10 +483,8 @@ void server_housekeeping(struct daemon *d) {
   }
   (void)removed;
   token_watchdog(d);
-  /* Caps not written while a process of the slice held its region's lock. */
-  for (uint32_t i = 0; i < d->reg.n; i++)
-    if (d->reg.slices[i]->cap_pending)
-      daemon_apply_memory_cap(d, d->reg.slices[i]);
+  /* Caps to write or read back, and regions grown past their size (snapshot.c). */
+  daemon_regions_housekeeping(d);
   /* Freed buffers of big replies stay in the heap (below the top or in the free lists) unless
    * handed back: 250 closed connections left the daemon at 939 MB. */
   if (d->freed_since_trim >= (1u << 20)) {

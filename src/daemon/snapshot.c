@@ -1,6 +1,7 @@
 /* The node snapshot (STATUS, /metrics) from the schedulers, the registry and each slice's memory
  * region; and the daemon's side of memory caps. */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -24,9 +25,16 @@ static int region_slot(struct gs_region *rg, const struct gpu *g, int create, un
  * past the new end is SIGBUS, which used to kill the whole daemon (a slice looping truncate and
  * rewrite hit the daemon's window within a second). The open already refuses a file shorter than
  * the layout (fstat before mmap); what is left is the race after it, which only a guard closes.
- * A fault jumps back here: the mapping and handle are released without touching the memory, the
- * thread forgets the region's lock (guard.c), and the slice's region is given up on for the
- * slice's life in this daemon: its memory shows as 0, its cap cannot change, one warning. */
+ * A fault jumps back here: the mapping and handle are released without touching the memory, and
+ * the slice's region is given up on for the slice's life in this daemon: its memory shows as 0,
+ * its cap cannot change, one warning.
+ *
+ * Nothing a slice writes in its region can do worse: the daemon reads and writes only its own
+ * mapping of the layout's fixed size, checks every index it reads, and never hands the region's
+ * mutex to glibc (region.c: glibc's robust list would write and follow pointers that live in the
+ * slice's memory). A file grown past the layout is cut back to it at each open (region.c), so a
+ * container's region mount holds at most what it wrote since the daemon's last look: each
+ * housekeeping (every second) and each snapshot. */
 
 typedef int (*region_fn)(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg);
 
@@ -46,6 +54,14 @@ static int region_call(struct daemon *d, struct slice *s, int create, region_fn 
   if (r < 0)
     return r;
   *ret_rg = rg;
+  if (gs_region_cut(rg) && !s->region_grown) {
+    s->region_grown = true;
+    dlog("warning",
+         "slice %u '%s': its memory region %s/%s had grown by %" PRIu64 " bytes past its size "
+         "(written by a process of the slice): cut back, and at each look from now on (logged "
+         "once)",
+         s->id, s->spec.name, s->dir, GS_REGION_FILE, gs_region_cut(rg));
+  }
   return fn(d, s, rg, arg);
 }
 
@@ -80,25 +96,33 @@ static int with_region(struct daemon *d, struct slice *s, int create, region_fn 
   return r;
 }
 
-/* -EBUSY when a process of the slice holds the region's lock: tried again at housekeeping. */
+/* Writes each GPU's cap the slice's region does not already hold as the daemon's: 1 when one was
+ * written (read back at the next housekeeping: a process setting its GSLICE_MEMORY_LIMIT cap at
+ * that moment may have overwritten it, caps being stored without the lock), 0 when all were in
+ * place, -EBUSY when a device entry could not be added while a process of the slice held the
+ * region's lock (tried again at housekeeping). */
 static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
-  int busy = 0;
+  int busy = 0, wrote = 0;
 
   (void)arg;
   for (uint32_t i = 0; i < d->ngpus; i++) {
+    struct gs_region_device_info info;
     unsigned slot;
     if (!(slice_mask(s) & (1u << i)))
       continue;
-    uint64_t cap = gs_spec_memory_cap(&s->spec, i);
+    uint64_t cap = gs_spec_memory_cap(&s->spec, i), want = cap ? cap : GS_REGION_NO_CAP;
     int r = region_slot(rg, &d->gpus[i], 1, &slot);
-    if (r == 0)
-      r = gs_region_set_cap(rg, slot, cap ? cap : GS_REGION_NO_CAP, GS_CAP_FROM_DAEMON);
+    if (r == 0 && gs_region_device_info(rg, slot, &info) == 0 && info.cap == want &&
+        info.source == GS_CAP_FROM_DAEMON)
+      continue;
+    if (r == 0 && (r = gs_region_set_cap(rg, slot, want, GS_CAP_FROM_DAEMON)) == 0)
+      wrote = 1;
     if (r == -EBUSY)
       busy = 1;
     else if (r < 0 && r != -ENODEV)
       dlog("warning", "slice %u: cannot set its memory cap on GPU %u: %s", s->id, i, strerror(-r));
   }
-  return busy ? -EBUSY : 0;
+  return busy ? -EBUSY : wrote;
 }
 
 /* Whether the slice has a memory cap on any of its GPUs (each GPU's is its own). */
@@ -116,14 +140,29 @@ int daemon_apply_memory_cap(struct daemon *d, struct slice *s) {
   bool capped = slice_capped(s);
   int r = with_region(d, s, capped, apply_cap, NULL);
 
-  s->cap_pending = r == -EBUSY;
-  if (r == -EBUSY)
+  s->cap_pending = r == -EBUSY || r > 0;
+  if (r == -EBUSY || r > 0)
     return 0;
   if (r < 0 && !capped && !s->region_broken)
     return 0;
   if (r < 0 && !s->region_broken)
     dlog("error", "slice %u: cannot open its memory region in %s: %s", s->id, s->dir, strerror(-r));
   return r;
+}
+
+static int look(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
+  (void)d, (void)s, (void)rg, (void)arg;
+  return 0; /* the open itself cut a grown file back */
+}
+
+void daemon_regions_housekeeping(struct daemon *d) {
+  for (uint32_t i = 0; i < d->reg.n; i++) {
+    struct slice *s = d->reg.slices[i];
+    if (s->cap_pending)
+      daemon_apply_memory_cap(d, s);
+    else
+      with_region(d, s, 0, look, NULL);
+  }
 }
 
 struct usage {

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,6 +394,70 @@ static void test_uuid(void) {
   CHECK_EQ_INT(gs_uuid_parse("GPU-zz010203-0405-0607-0809-0a0b0c0d0e0f", u), -EINVAL);
 }
 
+/* The daemon's handle never hands the region's mutex to glibc: glibc writes and later follows
+ * pointers in the mutex's __list, which the slice can rewrite. Caps are written without the lock
+ * (even while a fake owner holds the word), a device is added only by a compare-and-swap of the
+ * lock word (-EBUSY while held), and nothing else of the mutex is read or written. A file grown
+ * past the layout is cut back by the daemon's open. */
+static void test_daemon_handle(void) {
+  char sub[PATH_MAX], path[PATH_MAX + 32];
+  struct gs_region *h = NULL, *dh = NULL;
+  static const uint8_t uuid_c[16] = {0xcc, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  snprintf(sub, sizeof(sub), "%s/daemon-handle", dir);
+  snprintf(path, sizeof(path), "%s/%s", sub, GS_REGION_FILE);
+  CHECK_EQ_INT(gs_region_open(sub, &h), 0);
+  unsigned a, b, c, proc;
+  CHECK_EQ_INT(gs_region_device(h, uuid_a, 1, &a), 0);
+  CHECK_EQ_INT(gs_region_open_nowait(sub, 0, (uid_t)-1, (gid_t)-1, &dh), 0);
+  pthread_mutex_t *m = &h->map->lock;
+  int *word = &m->__data.__lock;
+  void *bad_prev = (void *)0x4242424242424240ull, *bad_next = (void *)0x4141414141414140ull;
+  m->__data.__list.__prev = bad_prev;
+  m->__data.__list.__next = bad_next;
+  m->__data.__owner = 0x2345;
+  *word = 0x1234; /* an owner no thread of ours is */
+  CHECK_EQ_INT(gs_region_set_cap(dh, a, 500, GS_CAP_FROM_DAEMON), 0);
+  struct gs_region_device_info info;
+  CHECK_EQ_INT(gs_region_device_info(dh, a, &info), 0);
+  CHECK_EQ_U64(info.cap, 500);
+  CHECK_EQ_INT(info.source, GS_CAP_FROM_DAEMON);
+  CHECK_EQ_INT(gs_region_device(dh, uuid_a, 1, &b), 0); /* found: no lock needed */
+  CHECK_EQ_INT(b, a);
+  CHECK_EQ_INT(gs_region_device(dh, uuid_b, 1, &b), -EBUSY);
+  CHECK_EQ_INT(*word, 0x1234);
+  *word = 0;
+  CHECK_EQ_INT(gs_region_device(dh, uuid_b, 1, &b), 0);
+  CHECK_EQ_INT(*word, 0);
+  /* A word a dead daemon left (its own owner value) is let go. */
+  *word = (int)FUTEX_TID_MASK;
+  CHECK_EQ_INT(gs_region_device(dh, uuid_c, 1, &c), 0);
+  CHECK_EQ_INT(*word, 0);
+  CHECK(m->__data.__list.__prev == bad_prev && m->__data.__list.__next == bad_next);
+  CHECK_EQ_INT(m->__data.__owner, 0x2345);
+  /* The hooks still lock among themselves (glibc rewrites __list at its lock), under the cap the
+   * daemon wrote. */
+  CHECK_EQ_INT(gs_region_attach(h, &proc), 0);
+  CHECK_EQ_INT(gs_region_reserve(h, proc, a, 501, NULL), -ENOMEM);
+  CHECK_EQ_INT(gs_region_reserve(h, proc, a, 500, NULL), 0);
+  CHECK_EQ_INT(region_detach(h, proc), 0);
+  gs_region_close(dh);
+  /* Grown past the layout: a hook refuses it, the daemon's open cuts it back. */
+  FILE *f = fopen(path, "a");
+  CHECK(f && fwrite(path, 1, 100, f) == 100);
+  if (f)
+    fclose(f);
+  struct gs_region *h2 = NULL;
+  CHECK_EQ_INT(gs_region_open(sub, &h2), -EBADMSG);
+  CHECK_EQ_INT(gs_region_open_nowait(sub, 0, (uid_t)-1, (gid_t)-1, &dh), 0);
+  CHECK_EQ_U64(gs_region_cut(dh), 100);
+  struct stat st;
+  CHECK(stat(path, &st) == 0 && (size_t)st.st_size == sizeof(struct region_layout));
+  gs_region_close(dh);
+  CHECK_EQ_INT(gs_region_open(sub, &h2), 0);
+  gs_region_close(h2);
+  gs_region_close(h);
+}
+
 int main(void) {
   make_dir();
   test_uuid();
@@ -403,6 +468,7 @@ int main(void) {
   test_tampered();
   test_race();
   test_zombie_leader();
+  test_daemon_handle();
   remove_dir();
   return test_done();
 }
