@@ -25,6 +25,8 @@
 #field, CONFIG_STR, def, offsetof(struct config, field), sizeof(((struct config *)0)->field),  \
         0, 0, rt, help                                                                             \
   }
+#define BOOL(field, def, rt, help)                                                                 \
+  { #field, CONFIG_BOOL, def, offsetof(struct config, field), sizeof(bool), 0, 1, rt, help }
 
 const struct config_entry config_table[] = {
     STR(socket, GS_DEFAULT_SOCKET, false,
@@ -52,6 +54,8 @@ const struct config_entry config_table[] = {
         "one quantum, or two of its kernels when longer), ms"),
     U64(hello_timeout_ms, "5000", 10, 600000, true,
         "a connection that has not said HELLO this long is closed, ms"),
+    U64(hook_hello_timeout_ms, "1000", 10, 600000, true,
+        "the same on the hook socket, whose clients (hooks) say HELLO as they connect, ms"),
     U64(max_clients, "1024", 4, 65536, false,
         "connections at once on the main socket (lowered to fit the open-file limit, said in "
         "the log)"),
@@ -60,7 +64,14 @@ const struct config_entry config_table[] = {
         "max_clients: a flood there refuses none on the main socket"),
     U64(max_slices, "256", 1, 256, false, "slices at once"),
     U64(max_clients_per_user, "256", 1, 65536, true,
-        "connections at once from one uid, root included (containers often run as root)"),
+        "connections at once on the main socket from one uid, root included (the hook socket "
+        "does not count uids: a container chooses its own)"),
+    U64(max_hook_clients_per_slice, "64", 1, 16384, true,
+        "connections at once on the hook socket that said HELLO as one slice's (one per hooked "
+        "process); at most a quarter of max_hook_clients"),
+    U64(max_hook_pending_per_pidns, "32", 1, 16384, true,
+        "connections at once on the hook socket without HELLO yet from one pid namespace (a "
+        "container; on the daemon's own, from one uid); at most a quarter of max_hook_clients"),
     U64(max_slices_per_user, "64", 1, 256, true, "slices at once owned by one uid, root included"),
     U64(max_compute_per_user, "50", 0, 100, true,
         "percent of a GPU one uid's slices may request in all; admins (root, the daemon's "
@@ -71,6 +82,9 @@ const struct config_entry config_table[] = {
     STR(admin_group, "", true,
         "group (name or gid) whose members may raise any slice's limits and run past the "
         "per-user bounds, as root and the daemon's user may; empty: none"),
+    BOOL(user_slices, "true", true,
+         "whether users other than admins may REGISTER slices (gslice run); false on Kubernetes "
+         "nodes, where what is not the cluster's placement would be committed beside it"),
     U64(gpus, "0", 0, 16, false, "GPUs to schedule; 0: as many as NVML reports (1 without NVML)"),
 };
 const unsigned config_table_len = sizeof(config_table) / sizeof(config_table[0]);
@@ -92,6 +106,15 @@ static int set_entry(struct config *c, const struct config_entry *e, const char 
       return -EINVAL;
     }
     memcpy(p, value, strlen(value) + 1);
+    return 0;
+  }
+  if (e->type == CONFIG_BOOL) {
+    bool b = !strcmp(value, "true");
+    if (!b && strcmp(value, "false")) {
+      snprintf(why, why_len, "%s: '%s' is not true or false", e->name, value);
+      return -EINVAL;
+    }
+    memcpy(p, &b, sizeof(b));
     return 0;
   }
   char *end;
@@ -246,6 +269,16 @@ int config_check(const struct config *c, char *why, size_t why_len) {
     snprintf(why, why_len, "quantum_max_us must be at most a quarter of window_ms");
     return -EINVAL;
   }
+  /* One container (its slice, its pid namespace) must never fill the hook socket alone. */
+  if (c->max_hook_clients_per_slice > c->max_hook_clients / 4 ||
+      c->max_hook_pending_per_pidns > c->max_hook_clients / 4) {
+    snprintf(why, why_len,
+             "max_hook_clients_per_slice (%" PRIu64 ") and max_hook_pending_per_pidns (%" PRIu64
+             ") must each be at most a quarter of max_hook_clients (%" PRIu64
+             "), so that one container cannot hold the hook socket's connections alone",
+             c->max_hook_clients_per_slice, c->max_hook_pending_per_pidns, c->max_hook_clients);
+    return -EINVAL;
+  }
   if (c->admin_group[0] && config_admin_gid(c, NULL) < 0) {
     snprintf(why, why_len, "admin_group: no group named or numbered '%s'", c->admin_group);
     return -EINVAL;
@@ -274,10 +307,16 @@ void config_print(const struct config *c, FILE *out) {
       snprintf(val, sizeof(val), "%s", e->def);
     else if (e->type == CONFIG_STR)
       snprintf(val, sizeof(val), "%s", (const char *)c + e->offset);
+    else if (e->type == CONFIG_BOOL)
+      snprintf(val, sizeof(val), "%s",
+               *(const bool *)(const void *)((const char *)c + e->offset) ? "true" : "false");
     else
       snprintf(val, sizeof(val), "%" PRIu64,
                *(const uint64_t *)(const void *)((const char *)c + e->offset));
-    fprintf(out, "  %-20s %-8s %-26s %s%s\n", e->name, e->type == CONFIG_U64 ? "number" : "string",
+    fprintf(out, "  %-26s %-6s %-26s %s%s\n", e->name,
+            e->type == CONFIG_U64    ? "number"
+            : e->type == CONFIG_BOOL ? "bool"
+                                     : "string",
             val, e->help, e->runtime ? " [SIGHUP]" : "");
   }
 }

@@ -20,25 +20,29 @@ struct config {
   uint64_t quantum_kernels;
   uint64_t release_timeout_ms;
   uint64_t hello_timeout_ms;
-  uint64_t max_clients;      /* on the main socket */
-  uint64_t max_hook_clients; /* on the hook socket, apart from max_clients */
+  uint64_t hook_hello_timeout_ms; /* the same on the hook socket: its clients say HELLO at once */
+  uint64_t max_clients;           /* on the main socket */
+  uint64_t max_hook_clients;      /* on the hook socket, apart from max_clients */
   uint64_t max_slices;
-  uint64_t max_clients_per_user;
+  uint64_t max_clients_per_user;       /* on the main socket: on the hook socket, uids are chosen */
+  uint64_t max_hook_clients_per_slice; /* hook-socket connections of one slice, after HELLO */
+  uint64_t max_hook_pending_per_pidns; /* hook-socket connections before HELLO per pid namespace */
   uint64_t max_slices_per_user;
   uint64_t max_compute_per_user; /* percent of a GPU committed (requests) by one non-admin uid */
   uint64_t max_memory_per_user;  /* bytes of memory caps on a GPU of one non-admin uid, 0: any */
   char admin_group[64];          /* group whose members may raise slices' limits; "": none */
+  bool user_slices;              /* REGISTER from non-admins (false on Kubernetes nodes) */
   uint64_t gpus;                 /* 0: ask NVML */
 };
 
-enum config_type { CONFIG_U64, CONFIG_STR };
+enum config_type { CONFIG_U64, CONFIG_STR, CONFIG_BOOL };
 
 struct config_entry {
   const char *name;
   enum config_type type;
   const char *def;
   size_t offset;
-  size_t size;       /* of the string field */
+  size_t size;       /* of the string (or bool) field */
   uint64_t min, max; /* CONFIG_U64 bounds */
   bool runtime;      /* takes effect on SIGHUP without a restart */
   const char *help;

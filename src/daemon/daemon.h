@@ -43,11 +43,12 @@ struct conn {
   uid_t uid;
   gid_t gid;
   bool hello;
-  bool hook_only;        /* accepted on the hook socket: a container slice's hook, nothing more */
-  bool dropped;          /* its replies piled up unread: closed at the next chance */
-  uint64_t accepted_at;  /* for the HELLO deadline */
-  uint32_t role;         /* enum gs_role, after HELLO */
-  uint32_t slice_id;     /* 0: not a slice's process */
+  bool hook_only;       /* accepted on the hook socket: a container slice's hook, nothing more */
+  uint64_t pidns;       /* hook socket: the peer's pid namespace (its inode) at accept; 0 unknown */
+  bool dropped;         /* its replies piled up unread: closed at the next chance */
+  uint64_t accepted_at; /* for the HELLO deadline */
+  uint32_t role;        /* enum gs_role, after HELLO */
+  uint32_t slice_id;    /* 0: not a slice's process */
   struct token_conn tok; /* its part in the GPUs' tokens (token.h) */
   unsigned char in[CONN_IN_MAX];
   size_t inlen;
@@ -89,7 +90,10 @@ struct daemon {
   int spare_fd;       /* kept open to accept-and-close when out of file descriptors */
   bool said_nofile;
   uint64_t said_user_clients_at; /* last log of a max_clients_per_user refusal */
-  /* Connections refused over max_clients_per_user, their ERROR sent and their write side shut,
+  uint64_t said_hook_pending_at; /* last log of a max_hook_pending_per_pidns refusal */
+  uint64_t own_pidns;            /* the daemon's pid namespace (its inode), 0 until read */
+  /* Connections refused over max_clients_per_user (or max_hook_pending_per_pidns), their ERROR
+   * sent and their write side shut,
    * kept open a moment so the client's HELLO does not fail with EPIPE before it reads why. */
   struct {
     int fd;

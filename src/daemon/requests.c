@@ -77,6 +77,26 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
       conn_send_error(d, c, m->hdr.seq, -ESTALE, why);
       return false;
     }
+    /* On the hook socket, a slice's connections are bounded by the slice, not by uid (a
+     * container chooses its uids): one container's hooks must not take every connection of
+     * the hook socket from the others' (sock.c bounds them before HELLO). */
+    if (c->hook_only) {
+      uint64_t most = sock_hook_bound(d, d->cfg.max_hook_clients_per_slice);
+      uint32_t n = 0;
+      for (const struct conn *o = s->conns; o; o = o->slice_next)
+        n += o->hook_only;
+      if (n >= most) {
+        snprintf(why, sizeof(why),
+                 "slice %u has %u connections on gsliced's hook socket, the most one slice may "
+                 "have (max_hook_clients_per_slice = %" PRIu64 "): this process runs at the "
+                 "slice's limit unscheduled; raise the setting in gsliced's config",
+                 s->id, n, most);
+        dlog("warning", "pid %d: HELLO as slice %u on the hook socket refused: %s", (int)c->pid,
+             s->id, why);
+        conn_send_error(d, c, m->hdr.seq, -EUSERS, why);
+        return false;
+      }
+    }
     ok.slice_id = s->id;
     ok.spec = s->spec;
   }
@@ -131,6 +151,18 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
     conn_send_error(d, c, m->hdr.seq, -EPERM,
                     "no REGISTER from a container (a process in another pid namespace than "
                     "gsliced's), whatever its uid: slices for containers are made by gslice-node");
+    return;
+  }
+  /* On a Kubernetes node the cluster places every slice (the extender counts what it placed):
+   * a node-local user's slice would commit compute that placement cannot see, and the pod it
+   * placed into that share would be refused. */
+  if (!d->cfg.user_slices && !authz_admin(d, c)) {
+    dlog("warning", "pid %d (uid %u): REGISTER refused: user_slices is false", (int)c->pid,
+         (unsigned)c->uid);
+    conn_send_error(d, c, m->hdr.seq, -EPERM,
+                    "this gsliced takes slices only from root, its own user or admin_group "
+                    "(user_slices = false: on a Kubernetes node the cluster places the GPU's "
+                    "shares); user_slices = true in gsliced's config allows users' slices");
     return;
   }
   r = registry_admit(&d->reg, &m->u.reg.spec, 0, d->ngpus, why, sizeof(why));

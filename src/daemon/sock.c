@@ -17,29 +17,15 @@
 #include "conn.h"
 #include "region.h"
 
-/* One uid must not hold every connection of its socket's bound (idle after HELLO, or before it
- * within hello_timeout_ms). Counted at accept, before anything is allocated; the refused client
- * gets the reason as an ERROR if it reads before it sees the close, and the log says it, at most
- * once a second. */
-static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid, bool hook_only) {
-  uint32_t n = 0;
-  uint64_t now;
-
-  /* Counted per socket: containers run as uid 0 as often as not, and their connections on the
-   * hook socket must not use up root's on the main one (gslice-node's). */
-  for (struct conn *c = d->conns; c; c = c->next)
-    n += c->uid == uid && c->hook_only == hook_only;
-  if (n < d->cfg.max_clients_per_user)
-    return false;
-  struct gs_msg_error e = {.code = -EUSERS};
+/* Refuses cfd at accept, before anything is allocated for it: the client gets `text` as an ERROR
+ * if it reads before it sees the close, and the log says it, at most once a second (*said_at). */
+static void refuse(struct daemon *d, int cfd, int code, const char *text, uint64_t *said_at) {
+  struct gs_msg_error e = {.code = code};
   unsigned char buf[sizeof(struct gs_msg_hdr) + sizeof(e)];
   size_t len;
-  snprintf(e.text, sizeof(e.text),
-           "uid %u has %u connections to gsliced%s, the most one user may have "
-           "(max_clients_per_user = %" PRIu64 "); close some, or raise max_clients_per_user "
-           "in gsliced's config (SIGHUP reloads it)",
-           (unsigned)uid, n, hook_only ? "'s hook socket" : "", d->cfg.max_clients_per_user);
-  now = loop_now();
+  uint64_t now = loop_now();
+
+  snprintf(e.text, sizeof(e.text), "%s", text);
   if (gs_msg_encode(buf, sizeof(buf), GS_MSG_ERROR, 0, &e, sizeof(e), &len) == 0 &&
       send(cfd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len &&
       shutdown(cfd, SHUT_WR) == 0) {
@@ -56,10 +42,89 @@ static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid, bool hook_only)
   } else {
     close(cfd);
   }
-  if (now - d->said_user_clients_at >= 1000000000ull || !d->said_user_clients_at) {
+  if (now - *said_at >= 1000000000ull || !*said_at) {
     dlog("warning", "refusing a connection: %s", e.text);
-    d->said_user_clients_at = now;
+    *said_at = now;
   }
+}
+
+/* One uid must not hold every connection of the main socket (idle after HELLO, or before it
+ * within hello_timeout_ms). Not on the hook socket: a container's processes run as any uid they
+ * choose, and uid 0 is every root container's (one of them held all of root's). */
+static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid) {
+  char text[GS_PROTO_TEXT_MAX];
+  uint32_t n = 0;
+
+  for (struct conn *c = d->conns; c; c = c->next)
+    n += c->uid == uid && !c->hook_only;
+  if (n < d->cfg.max_clients_per_user)
+    return false;
+  snprintf(text, sizeof(text),
+           "uid %u has %u connections to gsliced, the most one user may have "
+           "(max_clients_per_user = %" PRIu64 "); close some, or raise max_clients_per_user "
+           "in gsliced's config (SIGHUP reloads it)",
+           (unsigned)uid, n, d->cfg.max_clients_per_user);
+  refuse(d, cfd, -EUSERS, text, &d->said_user_clients_at);
+  return true;
+}
+
+uint64_t sock_hook_bound(const struct daemon *d, uint64_t configured) {
+  uint64_t most = d->cfg.max_hook_clients / 4;
+
+  /* config_check holds the configured bounds to a quarter; max_hook_clients may have been
+   * lowered since to fit the open-file limit (main.c), and the quarter still holds. */
+  return configured < most ? configured : most ? most : 1;
+}
+
+/* The pid namespace of pid (the inode of /proc/<pid>/ns/pid): 0, -ENOENT when the process is
+ * gone, or another -errno when the daemon may not read it (a daemon that is not root) or cannot
+ * see the peer (pid 0: a namespace outside the daemon's). */
+static int pidns_of(pid_t pid, uint64_t *ret) {
+  char path[64];
+  struct stat st;
+
+  snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+  if (pid <= 0)
+    return -EINVAL;
+  if (stat(path, &st) < 0)
+    return errno == ESRCH ? -ENOENT : -errno;
+  *ret = st.st_ino;
+  return 0;
+}
+
+/* Whether two hook-socket connections come from one container: one pid namespace, and in the
+ * daemon's own one (the host's users, hostPID pods) or where it is unknown, one uid too: there
+ * a uid is the kernel's word, not a container's choice. */
+static bool same_container(const struct daemon *d, const struct conn *a, uint64_t pidns,
+                           uid_t uid) {
+  if (a->pidns != pidns)
+    return false;
+  return (pidns && pidns != d->own_pidns) || a->uid == uid;
+}
+
+/* One container must not hold the hook socket's connections before HELLO: counted per pid
+ * namespace (max_hook_pending_per_pidns) at accept, so that another slice's hook is never
+ * refused for them. After HELLO a connection counts against its slice instead
+ * (max_hook_clients_per_slice, requests.c). */
+static bool hook_pending_over_limit(struct daemon *d, int cfd, uint64_t pidns, uid_t uid) {
+  uint64_t most = sock_hook_bound(d, d->cfg.max_hook_pending_per_pidns);
+  char text[GS_PROTO_TEXT_MAX], who[64];
+  uint32_t n = 0;
+
+  for (struct conn *c = d->conns; c; c = c->next)
+    n += c->hook_only && !c->hello && same_container(d, c, pidns, uid);
+  if (n < most)
+    return false;
+  if (pidns && pidns != d->own_pidns)
+    snprintf(who, sizeof(who), "pid namespace %" PRIu64, pidns);
+  else
+    snprintf(who, sizeof(who), "uid %u", (unsigned)uid);
+  snprintf(text, sizeof(text),
+           "%s has %u connections on gsliced's hook socket that have not said HELLO, the most "
+           "one container may have (max_hook_pending_per_pidns = %" PRIu64
+           "); a hook says HELLO as it connects",
+           who, n, most);
+  refuse(d, cfd, -EUSERS, text, &d->said_hook_pending_at);
   return true;
 }
 
@@ -118,8 +183,20 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
       close(cfd);
       continue;
     }
-    if (uid_over_limit(d, cfd, cred.uid, hook))
+    uint64_t pidns = 0;
+    if (hook) {
+      int r = pidns_of(cred.pid, &pidns);
+      if (r == -ENOENT) {
+        close(cfd); /* gone already: nothing to serve, nobody to count it against */
+        continue;
+      }
+      if (!d->own_pidns && pidns_of(getpid(), &d->own_pidns) < 0)
+        d->own_pidns = 0;
+      if (hook_pending_over_limit(d, cfd, r < 0 ? 0 : pidns, cred.uid))
+        continue;
+    } else if (uid_over_limit(d, cfd, cred.uid)) {
       continue;
+    }
     if (!(c = calloc(1, sizeof(*c)))) {
       close(cfd);
       continue;
@@ -134,6 +211,7 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
     c->uid = cred.uid;
     c->gid = cred.gid;
     c->hook_only = hook;
+    c->pidns = pidns;
     if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, conn_cb, c) < 0) {
       free(c);
       close(cfd);
@@ -146,6 +224,11 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
     c->pprev = &d->conns;
     d->nconns++;
     d->nhook_conns += hook;
+    /* A hook sends its HELLO as it connects: taken now, it counts against its slice at once
+     * rather than against its container's pending bound until the next loop turn (a container
+     * starting many processes at once would reach that bound otherwise). */
+    if (hook)
+      conn_serve(d, c);
   }
 }
 
@@ -377,15 +460,18 @@ void server_close_all(struct daemon *d) {
   d->spare_fd = -1;
 }
 
-/* Connections that never said HELLO within hello_timeout_ms (they hold a slot of
- * max_clients for nothing), and those whose replies piled up unread. */
+/* Connections that never said HELLO within hello_timeout_ms (hook_hello_timeout_ms on the hook
+ * socket: they hold a slot of max_clients, or of their container's pending bound, for nothing),
+ * and those whose replies piled up unread. */
 static void close_idle_conns(struct daemon *d) {
-  uint64_t now = loop_now(), limit = d->cfg.hello_timeout_ms * 1000000ull;
+  uint64_t now = loop_now(), main_limit = d->cfg.hello_timeout_ms * 1000000ull,
+           hook_limit = d->cfg.hook_hello_timeout_ms * 1000000ull;
   bool again = true;
 
   while (again) {
     again = false;
     for (struct conn *c = d->conns; c; c = c->next) {
+      uint64_t limit = c->hook_only ? hook_limit : main_limit;
       if (c->dropped || (!c->hello && now - c->accepted_at >= limit)) {
         conn_close(d, c, c->dropped ? "does not read its replies" : "no HELLO in time");
         again = true; /* the list changed under us */

@@ -12,12 +12,21 @@
  *       the hook of slice ID (a container's process that read its slice.env)
  *   daemon_k8s guess SOCK ROLE ID NONCE... -> HELLOs on one connection, one NONCE each, until one
  *       is taken or the connection ends: "refused CODE", "ok" or "closed CODE" per HELLO, one line
+ *   daemon_k8s fill SOCK ID NONCE UIDS N HOLD_S -> one container's processes filling the hook
+ *       socket: for each uid of UIDS (comma-separated; a child each, set to that uid when run as
+ *       root), up to N connections, each a HELLO as slice ID's hook (ID 0: no HELLO, counted as
+ *       held unless the daemon closed or answered it by the time it answers a later probe),
+ *       until one is refused.
+ *       Prints "uid U: held K [refused CODE TEXT]" per uid, then "filled", and holds them HOLD_S
+ *       seconds
  * Exit status 0 whenever the daemon answered. */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -93,6 +102,85 @@ static int ask(const char *sock, const char *what, uint32_t id, uint64_t nonce, 
   return 0;
 }
 
+/* One uid's part of `fill`: its connections held in fds (N at most); prints what it held. */
+static int fill_as(const char *sock, uint32_t id, uint64_t nonce, int n, int *fds) {
+  char err[GS_PROTO_TEXT_MAX] = "";
+  int held = 0, r = 0;
+
+  for (; held < n; held++) {
+    if ((r = gs_client_connect(sock, &fds[held])) < 0)
+      break;
+    if (id && (r = gs_client_hello_slice(fds[held], GS_ROLE_HOOK, id, nonce, NULL, err,
+                                         sizeof(err))) < 0) {
+      close(fds[held]);
+      break;
+    }
+  }
+  if (!id) {
+    /* Refused at accept: an ERROR, then the end; held: silent. A probe's answer (its HELLO
+     * names no slice, or it is refused at accept) says the daemon took every connection before
+     * it off the socket's queue: the refusals are in by then. */
+    int probe, k = 0;
+    if (gs_client_connect(sock, &probe) == 0) {
+      gs_client_hello_slice(probe, GS_ROLE_HOOK, 0, 0, NULL, NULL, 0);
+      close(probe);
+    }
+    for (int i = 0; i < held; i++) {
+      struct pollfd p = {.fd = fds[i], .events = POLLIN};
+      if (poll(&p, 1, 0) == 0)
+        fds[k++] = fds[i];
+      else
+        close(fds[i]);
+    }
+    held = k;
+  }
+  printf("uid %u: held %d", (unsigned)getuid(), held);
+  if (r < 0)
+    printf(" refused %d %s", r, err);
+  printf("\n");
+  fflush(stdout);
+  return held;
+}
+
+static int fill(const char *sock, uint32_t id, uint64_t nonce, const char *uids, int n, int hold) {
+  int *fds = calloc((size_t)n, sizeof(int)), ready[2], children = 0;
+  char c;
+
+  if (!fds || pipe(ready) < 0)
+    return 1;
+  for (const char *p = uids; *p;) {
+    char *end;
+    uid_t uid = (uid_t)strtoul(p, &end, 10);
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(ready[0]);
+      if (geteuid() == 0 && uid != 0 &&
+          (setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0))
+        _exit(1);
+      fill_as(sock, id, nonce, n, fds);
+      if (write(ready[1], "x", 1) != 1)
+        _exit(1);
+      sleep((unsigned)hold);
+      _exit(0);
+    }
+    if (pid < 0)
+      return 1;
+    /* One uid after the other: each child's count is its own. */
+    if (read(ready[0], &c, 1) != 1)
+      return 1;
+    children++;
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p != ',')
+      break;
+  }
+  printf("filled\n");
+  fflush(stdout);
+  while (children-- > 0)
+    wait(NULL);
+  free(fds);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   char err[GS_PROTO_TEXT_MAX] = "";
   int fd, r;
@@ -153,6 +241,9 @@ int main(int argc, char **argv) {
     printf("\n");
     return 0;
   }
+  if (!strcmp(argv[1], "fill") && argc == 8)
+    return fill(argv[2], (uint32_t)strtoul(argv[3], NULL, 10), strtoull(argv[4], NULL, 16), argv[5],
+                atoi(argv[6]), atoi(argv[7]));
   if ((!strcmp(argv[1], "ask") || !strcmp(argv[1], "raw")) && argc >= 4)
     return ask(argv[2], argv[3], argc > 4 ? (uint32_t)strtoul(argv[4], NULL, 10) : 0, 0,
                !strcmp(argv[1], "ask"));
