@@ -53,8 +53,9 @@ static uint32_t header_check(const struct region_layout *l) {
  * follow (a hook waiting in pthread_mutex_clocklock gets it next), without the robust list: the
  * daemon reads and writes the futex word and nothing else of the mutex, all within its own
  * mapping of a fixed size. What it gives up: a daemon killed inside that section (a handful of
- * stores) leaves the word set with no kernel cleanup; the next daemon call lets go of a word it
- * finds with DAEMON_OWNER (one daemon serves a slice, and its calls never nest). */
+ * stores) leaves the word set with no kernel cleanup; the next daemon open of the region (each
+ * second) lets go of a word it finds with DAEMON_OWNER (one daemon serves a slice, and its calls
+ * never nest). */
 static __thread int region_cancel_state;
 
 /* pid_max is at most 2^22 (PID_MAX_LIMIT): no thread has this tid. */
@@ -70,11 +71,19 @@ static void word_release(int *w) {
     syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-static int word_trylock(struct region_layout *l) {
+/* A word holding DAEMON_OWNER when no daemon call is inside its section was left by a daemon that
+ * died there: let go at each daemon open and before each take, or the hooks would wait for it
+ * forever. */
+static void word_release_stale(struct region_layout *l) {
   int *w = lock_word(l);
   int cur = __atomic_load_n(w, __ATOMIC_RELAXED);
   if ((cur & (int)FUTEX_TID_MASK) == DAEMON_OWNER && !(cur & (int)FUTEX_OWNER_DIED))
-    word_release(w); /* left by a daemon that died holding it */
+    word_release(w);
+}
+
+static int word_trylock(struct region_layout *l) {
+  int *w = lock_word(l);
+  word_release_stale(l);
   int expected = 0;
   return __atomic_compare_exchange_n(w, &expected, DAEMON_OWNER, 0, __ATOMIC_ACQUIRE,
                                      __ATOMIC_RELAXED)
@@ -311,6 +320,8 @@ static int region_open(const char *dir, int create, uid_t owner, gid_t group, in
     r->map = NULL;
     goto fail;
   }
+  if (nowait)
+    word_release_stale(m);
   if (owner != (uid_t)-1 && (st.st_uid != owner || st.st_gid != group)) {
     if (st.st_nlink != 1)
       e = -EMLINK;
