@@ -166,7 +166,8 @@ static void test_json(void) {
                "{\"id\":1,\"name\":\"train\",\"compute_request_percent\":30,"
                "\"compute_limit_percent\":60,\"priority\":\"high\",\"weight\":2,"
                "\"memory_force\":true,\"processes\":2,\"pids\":[4242,4243],\"gpus\":[{\"index\":0,"
-               "\"compute_request_percent\":0,\"memory_used_bytes\":1073741824,\"memory_cap_bytes\":536870912,"
+               "\"compute_request_percent\":0,\"memory_used_bytes\":1073741824,\"memory_cap_"
+               "bytes\":536870912,"
                "\"share_ratio\":0.3125,\"busy_seconds_total\":12.5,\"launches_total\":1000,"
                "\"tokens_total\":50,\"wait_seconds_total\":0.42,\"wait_count\":50,"
                "\"wait_buckets\":[{\"le\":0.0001,\"count\":0},{\"le\":0.0005,\"count\":10}") !=
