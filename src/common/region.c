@@ -261,7 +261,10 @@ static int region_open(const char *dir, int create, uid_t owner, gid_t group, in
   if (create && (e = mkdir_p(dir)) < 0)
     goto fail;
   for (int attempt = 0; attempt < 2; attempt++) {
-    fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    /* A nowait handle (the daemon's) never waits on the file either: open(2) of a file that
+     * another process holds a lease on waits for the lease's break (45 s by default) unless
+     * O_NONBLOCK, and a slice's process owns its region file. */
+    fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (nowait ? O_NONBLOCK : 0));
     if (fd >= 0 || errno != ENOENT || !create)
       break;
     if ((e = region_create(dir, r->path)) < 0)

@@ -287,10 +287,12 @@ static void fit_open_files(struct daemon *d) {
     if (setrlimit(RLIMIT_NOFILE, &nr) == 0)
       rl.rlim_cur = want;
   }
+  /* Each container slice's region is held open too (snapshot.c, region_hold). */
+  uint64_t reserved = FDS_RESERVED + d->cfg.max_slices;
   if (rl.rlim_cur == RLIM_INFINITY ||
-      d->cfg.max_clients + d->cfg.max_hook_clients + FDS_RESERVED <= rl.rlim_cur)
+      d->cfg.max_clients + d->cfg.max_hook_clients + reserved <= rl.rlim_cur)
     return;
-  uint64_t fit = rl.rlim_cur > FDS_RESERVED + 8 ? rl.rlim_cur - FDS_RESERVED : 8;
+  uint64_t fit = rl.rlim_cur > reserved + 8 ? rl.rlim_cur - reserved : 8;
   uint64_t hook = d->cfg.max_hook_clients, host = d->cfg.max_clients;
   if (hook > fit / 2 && host + hook > fit)
     hook = host < fit / 2 ? fit - host : fit / 2;

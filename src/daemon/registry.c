@@ -257,6 +257,8 @@ void registry_remove(struct registry *reg, uint32_t id) {
     if (reg->slices[i]->id != id)
       continue;
     remove_dir(reg->slices[i]->dir);
+    if (reg->slices[i]->region_held)
+      close(reg->slices[i]->region_fd);
     free(reg->slices[i]);
     reg->slices[i] = reg->slices[--reg->n];
     return;
@@ -264,8 +266,11 @@ void registry_remove(struct registry *reg, uint32_t id) {
 }
 
 void registry_free(struct registry *reg) {
-  for (uint32_t i = 0; i < reg->n; i++)
+  for (uint32_t i = 0; i < reg->n; i++) {
+    if (reg->slices[i]->region_held)
+      close(reg->slices[i]->region_fd);
     free(reg->slices[i]);
+  }
   reg->n = 0;
 }
 

@@ -19,12 +19,17 @@ struct slice {
   struct gs_slice_spec spec;
   uid_t uid; /* owner: SO_PEERCRED of the registering client */
   gid_t gid;
-  pid_t runner_pid;            /* the `gslice run` whose life is the slice's */
-  uint64_t runner_start;       /* its start time, so a reused pid is not mistaken for it */
-  uint32_t memory_force;       /* the cap was set below use with force */
-  uint32_t flags;              /* enum gs_register_flag: held (no runner), any uid's hooks */
-  bool region_broken;          /* truncated under the daemon: never read again (snapshot.c) */
-  bool region_grown;           /* its region was found grown past its size and cut (logged once) */
+  pid_t runner_pid;      /* the `gslice run` whose life is the slice's */
+  uint64_t runner_start; /* its start time, so a reused pid is not mistaken for it */
+  uint32_t memory_force; /* the cap was set below use with force */
+  uint32_t flags;        /* enum gs_register_flag: held (no runner), any uid's hooks */
+  bool region_broken;    /* truncated under the daemon: never read again (snapshot.c) */
+  bool region_grown;     /* its region was found grown past its size and cut (logged once) */
+  /* The daemon's own descriptor of the region file, held for the slice's life (snapshot.c,
+   * region_hold): while one is open elsewhere, the kernel gives no process a lease on the file,
+   * so no process of the slice can make the daemon's opens of it wait out a lease break. */
+  bool region_held;
+  int region_fd;
   bool cap_pending;            /* its cap is written, or read back, at housekeeping (snapshot.c) */
   char dir[GS_PROTO_PATH_MAX]; /* <state_dir>/slices/<id>, or held/<id> with flags */
   /* The connections that said HELLO as this slice's (conn.c links them, not saved): its token

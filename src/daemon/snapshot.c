@@ -1,11 +1,13 @@
 /* The node snapshot (STATUS, /metrics) from the schedulers, the registry and each slice's memory
  * region; and the daemon's side of memory caps. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +67,31 @@ static int region_call(struct daemon *d, struct slice *s, int create, region_fn 
   return fn(d, s, rg, arg);
 }
 
+/* The daemon holds the region file open for the slice's life (slice.region_fd): the kernel
+ * grants a lease (fcntl F_SETLEASE) only on a file nobody else has open for writing, so with
+ * this descriptor held no process of the slice can make the daemon's next open wait out a lease
+ * break. A lease taken before (a gsliced restart) makes that open fail at once instead
+ * (O_NONBLOCK: region.c), which starts the break; the next look gets the file. */
+static void region_hold(struct slice *s) {
+  char path[GS_PROTO_PATH_MAX + 32];
+  struct stat st;
+
+  /* A container's slice only: its region is root's and 0666, so a container's root may take a
+   * lease on it (a `gslice run` slice's user owns its own dir anyway). */
+  if (s->region_held || !(s->flags & GS_REGISTER_ANY_UID))
+    return;
+  snprintf(path, sizeof(path), "%s/%s", s->dir, GS_REGION_FILE);
+  int fd = open(path, O_RDWR | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    close(fd);
+    return;
+  }
+  s->region_fd = fd;
+  s->region_held = true;
+}
+
 static int with_region(struct daemon *d, struct slice *s, int create, region_fn fn, void *arg) {
   sigjmp_buf jb;
   struct gs_region *volatile rg = NULL;
@@ -93,6 +120,8 @@ static int with_region(struct daemon *d, struct slice *s, int create, region_fn 
   }
   if (rg)
     gs_region_close(rg);
+  if (r >= 0 || r == -EBUSY)
+    region_hold(s);
   return r;
 }
 
@@ -140,8 +169,10 @@ int daemon_apply_memory_cap(struct daemon *d, struct slice *s) {
   bool capped = slice_capped(s);
   int r = with_region(d, s, capped, apply_cap, NULL);
 
-  s->cap_pending = r == -EBUSY || r > 0;
-  if (r == -EBUSY || r > 0)
+  /* -EWOULDBLOCK: a process of the slice holds a lease on the file; tried again at the next
+   * housekeeping, once the break has ended it. */
+  s->cap_pending = r == -EBUSY || r == -EWOULDBLOCK || r > 0;
+  if (s->cap_pending)
     return 0;
   if (r < 0 && !capped && !s->region_broken)
     return 0;
