@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/nsfs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -79,16 +81,40 @@ uint64_t sock_hook_bound(const struct daemon *d, uint64_t configured) {
 /* The pid namespace of pid (the inode of /proc/<pid>/ns/pid): 0, -ENOENT when the process is
  * gone, or another -errno when the daemon may not read it (a daemon that is not root) or cannot
  * see the peer (pid 0: a namespace outside the daemon's). */
-static int pidns_of(pid_t pid, uint64_t *ret) {
+/* The pid namespace a peer counts against: the outermost one below the daemon's own, so that a
+ * container that makes pid namespaces of its own (unshare --pid, where user namespaces are
+ * allowed) still counts as the one container it is. Walked up from the peer's with
+ * NS_GET_PARENT; a namespace not below the daemon's (the ioctl refuses to go above the caller's
+ * own) stays the peer's. */
+static int pidns_of(uint64_t own, pid_t pid, uint64_t *ret) {
   char path[64];
   struct stat st;
 
-  snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
   if (pid <= 0)
     return -EINVAL;
-  if (stat(path, &st) < 0)
+  snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return errno == ESRCH ? -ENOENT : -errno;
+  if (fstat(fd, &st) < 0) {
+    int e = -errno;
+    close(fd);
+    return e;
+  }
   *ret = st.st_ino;
+  for (int depth = 0; own && *ret != own && depth < 32; depth++) {
+    int parent = ioctl(fd, NS_GET_PARENT);
+    if (parent < 0)
+      break;
+    if (fstat(parent, &st) < 0 || st.st_ino == own) {
+      close(parent);
+      break;
+    }
+    close(fd);
+    fd = parent;
+    *ret = st.st_ino;
+  }
+  close(fd);
   return 0;
 }
 
@@ -185,13 +211,13 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
     }
     uint64_t pidns = 0;
     if (hook) {
-      int r = pidns_of(cred.pid, &pidns);
+      if (!d->own_pidns && pidns_of(0, getpid(), &d->own_pidns) < 0)
+        d->own_pidns = 0;
+      int r = pidns_of(d->own_pidns, cred.pid, &pidns);
       if (r == -ENOENT) {
         close(cfd); /* gone already: nothing to serve, nobody to count it against */
         continue;
       }
-      if (!d->own_pidns && pidns_of(getpid(), &d->own_pidns) < 0)
-        d->own_pidns = 0;
       if (hook_pending_over_limit(d, cfd, r < 0 ? 0 : pidns, cred.uid))
         continue;
     } else if (uid_over_limit(d, cfd, cred.uid)) {
