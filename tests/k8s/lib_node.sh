@@ -103,3 +103,34 @@ print(sorted(s["name"].split(".", 2)[2] if s["name"].startswith("k8s.") else s["
 # in_ns: whether the kubelet stand-in starts containers in their own namespaces with real
 # mounts (else tests of what a container can reach skip).
 in_ns() { [ "$(kstate "d['namespaces']")" = True ]; }
+
+# node_up [NODE_JSON]: the API server with node-a (NODE_JSON, default a bare node-a), gsliced,
+# the kubelet and gslice-node; back once the kubelet shows 32 healthy slots and the inventory
+# (gslice.io/gpus) is on the node: its text in $inv, the two GPUs' uuids in $U0 and $U1.
+node_up() {
+  local node=${1:-'{"metadata":{"name":"node-a"}}'}
+  start_apiserver
+  api POST /api/v1/nodes "$node" >/dev/null
+  start_gsliced
+  start_kubelet
+  start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+  until_true 20 healthy 32
+  until_true 20 node_has_gpus
+  inv=$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")
+  U0=$(jget "$inv" "d['gpus'][0]['uuid']")
+  U1=$(jget "$inv" "d['gpus'][1]['uuid']")
+}
+node_has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
+
+# extender_up: gslice-extender on this test's API server and signing key, plain HTTP on
+# loopback; back once /healthz says it has synced: the verbs at $EXT, /metrics at $MET.
+extender_up() {
+  "$BIN/gslice-extender" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG_FILE" \
+    --signing-key "$SIGNING_KEY" "$@" 2>"$T/extender.log" &
+  until_true 10 extender_port
+  EXT="http://127.0.0.1:$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1)"
+  MET="http://127.0.0.1:$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1)"
+  until_true 20 extender_ready
+}
+extender_port() { grep -q "listening on port [0-9]" "$T/extender.log"; }
+extender_ready() { "$PY" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$MET/healthz" 2>/dev/null; }

@@ -12,18 +12,8 @@ source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_node.sh"
 export TBIN T BIN
 
-start_apiserver
-api POST /api/v1/nodes '{"metadata":{"name":"node-a"}}' >/dev/null
-start_gsliced
-start_kubelet
+node_up
 in_ns || { echo "SKIP: containers cannot get their own namespaces here (root and unshare needed)"; exit 77; }
-start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
-until_true 20 healthy 32
-has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
-until_true 20 has_gpus
-inv=$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")
-U0=$(jget "$inv" "d['gpus'][0]['uuid']")
-U1=$(jget "$inv" "d['gpus'][1]['uuid']")
 GiB=1073741824
 nsl() { "$BIN/gslice" status --json | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["slices"]))'; }
 

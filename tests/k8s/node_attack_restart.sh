@@ -11,17 +11,7 @@ source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_node.sh"
 export TBIN
 
-start_apiserver
-api POST /api/v1/nodes '{"metadata":{"name":"node-a"}}' >/dev/null
-start_gsliced
-start_kubelet
-start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
-until_true 20 healthy 32
-has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
-until_true 20 has_gpus
-inv=$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")
-U0=$(jget "$inv" "d['gpus'][0]['uuid']")
-U1=$(jget "$inv" "d['gpus'][1]['uuid']")
+node_up
 GiB=1073741824
 # slices: (name, id, request, limit, caps) of every slice, sorted.
 slices() { "$BIN/gslice" status --json | "$PY" -c '

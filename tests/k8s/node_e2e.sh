@@ -11,21 +11,10 @@ source "$GSLICE_SRC/tests/integration/lib_starve.sh"
 export TBIN
 export GSLICE_SIM_MEMORY=8GiB
 
-start_apiserver
-api POST /api/v1/nodes '{"metadata":{"name":"node-a"}}' >/dev/null
-start_gsliced
-start_kubelet
-start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
-until_true 20 healthy 32
-
+node_up
 # The inventory: gslice.io/gpus on the node, as the contract shapes it.
-has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
-until_true 20 has_gpus
-inv=$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")
 expect_eq "inventory" "$(jget "$inv" "(d['version'], d['slotsPerGpu'], len(d['gpus']), [g['index'] for g in d['gpus']], [g['memory'] for g in d['gpus']], all(g['healthy'] and g['slots'] == 16 for g in d['gpus']))")" \
   "(1, 16, 2, [0, 1], [8589934592, 8589934592], True)"
-U0=$(jget "$inv" "d['gpus'][0]['uuid']")
-U1=$(jget "$inv" "d['gpus'][1]['uuid']")
 hb1=$(jget "$inv" "d['heartbeat']")
 pass "inventory: 2 GPUs x 16 slots, $U0 $U1"
 

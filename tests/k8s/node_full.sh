@@ -9,25 +9,9 @@ source "$GSLICE_SRC/tests/k8s/lib_node.sh"
 [ -x "$BIN/gslice-extender" ] || { echo "SKIP: no gslice-extender in this build"; exit 77; }
 export TBIN
 
-start_apiserver
 # The node as the kubelet shows it: its allocatable slots (the kubelet's from ListAndWatch).
-api POST /api/v1/nodes '{"metadata":{"name":"node-a"},"status":{"allocatable":{"gslice.io/gpu":"32"},"capacity":{"gslice.io/gpu":"32"}}}' >/dev/null
-start_gsliced
-start_kubelet
-start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
-until_true 20 healthy 32
-has_gpus() { [ -n "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata'].get('annotations',{}).get('gslice.io/gpus','')")" ]; }
-until_true 20 has_gpus
-
-"$BIN/gslice-extender" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG_FILE" --signing-key "$SIGNING_KEY" 2>"$T/extender.log" &
-port() { sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1; }
-mport() { sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$T/extender.log" | head -1; }
-has_port() { [ -n "$(port)" ]; }
-until_true 10 has_port
-EXT="http://127.0.0.1:$(port)"
-MET="http://127.0.0.1:$(mport)"
-ready() { curl -sf "$MET/healthz" >/dev/null 2>&1 || "$PY" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$MET/healthz" 2>/dev/null; }
-until_true 20 ready
+node_up '{"metadata":{"name":"node-a"},"status":{"allocatable":{"gslice.io/gpu":"32"},"capacity":{"gslice.io/gpu":"32"}}}'
+extender_up
 
 # Two pods: 40% hard and 2 GiB; 30% (limit 60) and 1 GiB. Binpack puts both on one GPU.
 api POST /api/v1/namespaces/default/pods '{"metadata":{"name":"w1","annotations":{"gslice.io/compute-limit":"40"}},"spec":{"containers":[{"name":"main","resources":{"limits":{"gslice.io/gpu":"1","gslice.io/gpu-memory":"2Gi","gslice.io/gpu-compute":"40"}}}]}}' >/dev/null

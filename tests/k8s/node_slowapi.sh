@@ -10,13 +10,7 @@ source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_node.sh"
 source "$GSLICE_SRC/tests/k8s/lib_slowapi.sh"
 
-start_apiserver
-api POST /api/v1/nodes '{"metadata":{"name":"node-a"}}' >/dev/null
-start_gsliced
-start_kubelet
-start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
-until_true 20 healthy 32
-U0=$(gpu_uuid 0)
+node_up
 npod --name p1 "main=$U0:268435456:10" >/dev/null
 sleep 1 # the watch brings it
 
