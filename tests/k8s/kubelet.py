@@ -111,6 +111,17 @@ def load_pb(pb_dir):
     return deviceplugin_pb2, podresources_pb2
 
 
+
+def kill_container(c):
+    """Kills a container's process group (a runtime's stop) and reaps it; a stopped one is left."""
+    p = c.get("proc")
+    if p and p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
 class Kubelet:
     def __init__(self, args, dp, pr):
         self.args = args
@@ -388,13 +399,7 @@ class Kubelet:
             if not cs:
                 return 404, {"error": "no container %s in %s" % (spec.get("container"), key)}
             c = cs[0]
-        p = c.get("proc")
-        if p and p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+        kill_container(c)
         if spec.get("command"):
             c["command"] = spec["command"]
         started = self.start_container(pod, c)
@@ -455,13 +460,7 @@ class Kubelet:
                 for d in c.get("devices_given", []):
                     self.allocated.pop(d, None)
         for c in pod["containers"]:
-            p = c.get("proc")
-            if p and p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
+            kill_container(c)
         return 200, {}
 
     def pod_status(self, key):
