@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Front door: everything builds with CMake into build/ (build-san/ for SANITIZE=1).
 CUDA_HOME ?= /usr/local/cuda
 SANITIZE ?= 0
@@ -44,6 +45,8 @@ clean:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
-# Fails (and lists the places) where a tracked C file is not laid out as .clang-format says.
+# Fails (and lists the places) where a tracked C file is not laid out as .clang-format says,
+# or a tracked source file has no SPDX line.
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+	@sh scripts/spdx-check.sh

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Bench (c): requested vs achieved share per slice and the device's busy fraction, each case over
 # DUR (10) s on the simulated GPU, after a 1 s warm-up; kernels in batches of 8, synchronized.
 # ONLY=PATTERN runs the cases whose name matches (grep -E), e.g. ONLY=greedy.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Bench (d): no starvation (issue 12, item 6) on the simulated GPU, best-effort slices only.
 # 1. one slice of 20 ms kernels among 12 of 1 ms, window_ms=200: each one's share of the device
 #    time over DUR (6) s after a 1 s warm-up, against the fair 1/13;

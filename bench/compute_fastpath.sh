@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Bench (a): cost the compute gate adds per launch (zero-time kernels on the simulated GPU):
 # direct, hook outside a slice, hook in a slice holding its token (fast path; mean includes the
 # token round trips every budget of launches).

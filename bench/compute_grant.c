@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bench (b): token grant latency seen by N clients, each a slice of its own on GPU 0, asking
  * for the token, holding it for a short burst and handing it back, for D seconds. Latency is
  * from sending TOKEN_REQUEST to reading TOKEN_GRANT: the daemon's work plus the queue behind

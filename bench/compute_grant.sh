@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Bench (b): token grant latency, p50/p99, with 1, 16 and 64 clients (one slice each, 50 us
 # bursts, 0-1 ms think time), as the daemon serves them on one GPU. Two runs per count: every
 # client looping (latency includes the queue behind the others' bursts), and one client looping

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bench (a): what the compute gate adds to a launch. Launches zero-time `spin` kernels on one
  * stream and prints the median (fast path) and mean (everything, token round trips included)
  * cost per launch; run it with and without the hook to see the difference. */

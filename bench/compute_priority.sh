@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Bench (issue 12, item 5): a high-priority slice of bursts (4 kernels of 1 ms, 50 ms apart)
 # among three greedy best-effort slices of 2 ms kernels, DUR (10) s after a 1 s warm-up, REPS
 # (3) times. The high slice's launch wait as its process sees it (compute_spin: how long the

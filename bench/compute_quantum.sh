@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The measurement behind the quantum bounds (docs/compute.md): device busy fraction and launch
 # wait p99 against quantum_min_us, with four 25% slices of 0.2 ms kernels (the case the lower
 # bound decides), over DUR (5) s.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bench: the device's idle time at each token switch, on the simulated GPU. The sim records
  * every stretch of device time a process's kernels ran (its busy ring, CLOCK_MONOTONIC); this
  * copies the stretches of device 0 as they complete and, over a measuring window, finds the

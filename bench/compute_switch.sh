@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Bench: device idle time per token switch on the simulated GPU, from one holder's last kernel
 # end to the next holder's first kernel start (the sim's own record of what ran, read by
 # compute_switch), beside the daemon's own estimate (switch_lost_seconds_total in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Compute benches (issue 4): launch overhead and token grant latency programs; the share
 # accuracy table runs tests/progs/compute_spin. Binaries go next to the tests' programs.
 if(TARGET gslice_sim_cuda)

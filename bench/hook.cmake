@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The hook's benchmark: cuMemAlloc + cuMemFree pairs with and without libgslice.so.
 if(TARGET gslice_sim_cuda)
   add_executable(hook_bench ${CMAKE_CURRENT_SOURCE_DIR}/hook_bench.c)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Memory: allocation overhead. The added cost of a cuMemAlloc + cuMemFree pair through the hook
 # versus straight to the driver, with 1 and 8 processes of one slice allocating at once.
 # Driver: the next libcuda.so.1 on the library path (the simulated one from the build, unless

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Times cuMemAlloc + cuMemFree pairs, one sample per pair (ns), for bench/hook_alloc.sh: run it
  * with and without the hook to get the hook's added cost. Linked with -lcuda like any program.
  * usage: hook_bench PAIRS SIZE OUT_FILE [START_FILE]  (waits for START_FILE to exist, so several

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Memory: what one cuMemGetInfo costs through the hook, in a slice alone and beside another
 # process holding memory (then the view's figure holds bytes not the caller's, and the hook's
 # full liveness check of the slice's processes comes into it: at most every 10 ms, not per call).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Kubernetes placement bench (issue 11): bench/k8s_place.sh runs it.
 if(TARGET gslice_extender_core)
   add_executable(k8s_place ${CMAKE_CURRENT_SOURCE_DIR}/k8s_place.c)

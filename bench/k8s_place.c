@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement bench of gslice-extender (docs/benchmarks.md, "Kubernetes placement"):
  *  1. a seeded trace of arrivals and departures (1-20 GiB, 10-50% compute, one GPU
  *     each) on M nodes x 8 GPUs x 80 GiB, run through the extender's own cluster view,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice-extender placement: policies on a seeded trace, and filter+prioritize latency over
 # 5,000 nodes x 8 GPUs, in process and over HTTP (see docs/benchmarks.md).
 # Knobs: K8S_BENCH_NODES (5000), K8S_BENCH_TRACE_NODES (500), K8S_BENCH_SAMPLES (500), K8S_BENCH_SEED (42)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Live resize: how fast and how exactly `gslice set SLICE --compute 60` moves a hard 30%
 # slice (request = limit = 30), alone and next to a best-effort slice, on the simulated GPU.
 # Prints a table; docs/benchmarks.md ("Live resize") keeps the results. TRIALS=3.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The simulated GPU's own per-call cost (bench/sim_launch.sh runs it).
 add_executable(sim_launch_bench sim_launch.c)
 target_include_directories(sim_launch_bench PRIVATE ${CUDA_INCLUDE_DIR})

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sim's own cost per call: launch + synchronize of a zero-time kernel, a launch
  * alone, an event record, and an alloc + free; median and p99 over many runs. */
 #include <cuda.h>

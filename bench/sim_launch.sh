@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The sim's cost of a launch + synchronize (and friends), on a private simulated machine.
 set -euo pipefail
 : "${GSLICE_BUILD:?run through make bench}"

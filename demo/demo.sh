@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make demo: two processes share one simulated GPU — what each asked for, what each got,
 # and what the device did (memory, busy time), read from the machine itself.
 set -euo pipefail

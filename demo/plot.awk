@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Draws shares over time as an SVG line chart. Input: TIME NAME SHARE_PCT REQUEST_PCT
 # (demo/shares.awk's output). Variables: title, marker_t (a vertical line, e.g. the
 # resize) and marker_label. Each slice: a solid line (achieved), a dashed one (request).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Turns status samples into shares over time. Input (one line per slice per sample):
 #   TIME NAME BUSY_SECONDS_TOTAL REQUEST_PCT LIMIT_PCT
 # Output: TIME NAME SHARE_PCT REQUEST_PCT LIMIT_PCT, TIME relative to the first sample,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The slices showcase of `make demo`: a daemon, three slices with different requests,
 # limits and priorities plus one that runs into its memory cap, a live resize halfway,
 # then a table (requested vs achieved, caps honoured) and out/demo-shares.svg.

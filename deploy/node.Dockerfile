@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The node image: gsliced, gslice-node, the gslice CLI and the hook libgslice.so.
 #   docker build -f deploy/node.Dockerfile -t gslice/node:dev .
 # Only cuda.h is taken from the CUDA image (the hook is built against the driver API's

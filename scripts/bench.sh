@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs every benchmark script under bench/ against the given build dir and prints its table.
 set -e
 BUILD=${1:-build}

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Checks what the build needs and installs what is missing (apt-get, as root).
 set -e
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Prints the path of a promtool (Debian's, from the prometheus package), fetching it if needed.
 # Installing the prometheus package would also start a Prometheus server on the machine, so
 # when promtool is not on PATH we take only the binary out of Debian's package (apt-get

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Soak: `make test` N times in a row on a clean clone, with a parallel build of a second clone
 # looping beside it (as on a busy CI machine), stopping at the first failure and naming the
 # test that failed. One summary line per run, one at the end.

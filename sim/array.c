@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUDA arrays and mipmapped arrays: counted on the device as a GPU lays them out,
  * with no backing bytes (array copies are not modelled). */
 #include "driver.h"

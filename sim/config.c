@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parses and validates GSLICE_SIM_* (one table: name, default, validator); never
  * falls back to a default silently when a value is bad. */
 #include "config.h"

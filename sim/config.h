@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The simulated machine's configuration: one table of GSLICE_SIM_* variables, parsed
  * and validated in one place (pure: the environment comes in through a getter). */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Contexts: primary (retain, release, reset, flags) and created ones, each thread's
  * current-context stack, context queries and synchronize, and what goes with a context
  * when it is destroyed. Devices and the machine's memory charges are core.c's. */

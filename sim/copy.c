@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Copies and memsets on real bytes: synchronous ones wait for the default stream,
  * async ones move the bytes at the call (or are captured into a graph). They take no
  * device time and must not touch the engine timeline. */

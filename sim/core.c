@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The simulated driver's core: cuInit (configuration, the shared machine, this process's
  * slot), device queries, memory charges on the machine and the wait for a device time.
  * Contexts are context.c's; memory of any kind is the memory files'. */

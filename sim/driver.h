@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the simulated libcuda shared by its files: the process-wide driver
  * state (contexts, streams, allocations, pools) and the helpers each phase uses. */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The device engine of the shared machine: which context's kernel runs when. Each context
  * has a channel (its queue, in launch order); the engine runs one kernel at a time and,
  * while several channels have work, gives each a timeslice in turn, preempting a kernel

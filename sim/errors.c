@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuGetErrorName and cuGetErrorString from one table of every CUresult in cuda.h. */
 #include "driver.h"
 

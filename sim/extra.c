@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small driver queries programs and runtimes expect to find (pointer attributes,
  * occupancy, names, peer access, host functions), answered from the sim's tables. */
 #include "driver.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Graphs: stream capture, graphs built node by node, instantiation, and replay of an
  * executable graph as a chain on the launch stream (kernels through launch.c). */
 #include "driver.h"

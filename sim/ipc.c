@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* IPC memory handles: an exported allocation moves onto a memfd another process opens
  * through /proc/<pid>/fd; an opened mapping adds no device memory. */
 #include "driver.h"

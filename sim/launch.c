@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel launches: a function's device time (spin(us), GSLICE_SIM_KERNEL_US) and the
  * one place work is put on the shared engine timeline. */
 #include "driver.h"

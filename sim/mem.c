@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plain device memory of this process: cuMemAlloc, pitched and managed allocations,
  * page-locked host memory, cuMemGetInfo, and the sorted table of this process's device
  * address ranges every other memory file records its ranges in. It charges the shared

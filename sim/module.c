@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Modules, libraries and functions: loading images (PTX text must contain the entry
  * asked for), looking functions up, their attributes. No device time is spent here. */
 #include "driver.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The simulated libnvidia-ml.so.1: device, memory, utilization and process queries
  * answered from the shared machine, without any CUDA context in this process. */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1

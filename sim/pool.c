@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stream-ordered allocation and memory pools: each device's default pool, created
  * pools, their reservations on the device (in 2 MiB granules), trimming and attributes.
  * Ranges and device charges go through mem.c and core.c, never around them. */

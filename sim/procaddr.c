@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How programs find entry points: cuGetProcAddress and cuGetProcAddress_v2 over one table
  * mapping public names and CUDA versions to the ABI variants this driver exports, and
  * cuGetExportTable's refusal. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuGetProcAddress's one table: public name, the CUDA version its ABI variant
  * appeared in, the ABI name and pointer, and the per-thread-stream variant. */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shared simulated machine: creating/joining the state file, the robust lock,
  * process slots and their reaping, memory charges and the device engine timelines. */
 #include "state.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The simulated machine shared by every process using one state file: devices,
  * their memory pools, their engine timelines and the per-process entries, all in one
  * mmap'd file guarded by a robust process-shared mutex. */

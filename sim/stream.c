@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Streams (legacy, per-thread, user) and events: what work each stream waits for and
  * when it completes on the device clock. Kernels reach the engine only through
  * launch.c; graphs and captures are graph.c's. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-sim: shows the simulated machine (devices, memory, busy time, processes) from
  * its state file, independent of any hook, and removes it when nobody uses it. */
 #include <errno.h>

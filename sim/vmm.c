@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Virtual memory management: physical handles (cuMemCreate, memfd-backed), reserved
  * address ranges, map/unmap inside them, and shareable-handle export/import. It never
  * maps over memory it did not reserve. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Daemon, protocol and compute-gate tests (issue 4).
 gslice_unit_test(test_proto SOURCES unit/test_proto.c)
 if(TARGET gslice_sched)

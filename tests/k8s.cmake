@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Kubernetes parts (issues 10 and 11): unit tests of src/k8s/, and the integration tests in
 # tests/k8s/ that drive the real programs through stand-ins of the API server, kube-scheduler
 # and kubelet (run with Debian's /usr/bin/python3; see tests/k8s/*.py).

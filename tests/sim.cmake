@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The simulated GPU's tests: client programs (built into ${CMAKE_BINARY_DIR}/tests),
 # unit tests of its pure parts, and integration scripts running real processes on it.
 set(SIM_TEST_OUT ${CMAKE_BINARY_DIR}/tests)

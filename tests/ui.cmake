@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Tests of issue 5 (see and steer slices): the status renderers, /metrics, and the
 # status/top/set CLI against a live daemon on the simulated GPU.
 gslice_unit_test(test_render SOURCES unit/test_render.c ${CMAKE_SOURCE_DIR}/src/cli/render.c

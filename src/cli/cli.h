@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gslice CLI: its subcommands (one file each) and the helpers they share. */
 #pragma once
 #include <stddef.h>

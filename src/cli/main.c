@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gslice: the CLI's entry point: a table of subcommands and the connection helper they share. */
 #include <errno.h>
 #include <limits.h>

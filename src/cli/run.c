@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gslice run: register a slice, run the command in it with the hook preloaded, forward signals,
  * remove the slice when all is gone. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `gslice set SLICE ...`: changes a running slice's memory cap, compute request/limit,
  * priority or weight through the daemon, which applies and persists the change. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `gslice status [--json]`: one snapshot of every GPU and slice, as a table or as JSON. */
 #include <errno.h>
 #include <getopt.h>

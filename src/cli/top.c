@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `gslice top`: the status table, live, redrawn in place on a terminal (ANSI alternate
  * screen, raw keyboard via termios, `q` quits), or printed again and again when stdout
  * is not a terminal. The terminal is always given back as it was: on q, SIGINT, SIGTERM,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon calls status, top and set share: one connection per call, errors as sentences. */
 #include "ui.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CLI's see-and-steer commands (status, top, set) and the few daemon calls they share. */
 #pragma once
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Client side of the gsliced protocol (client.h): blocking calls over one Unix-socket connection.
  */
 #include "client.h"

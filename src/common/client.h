@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client side of the gsliced protocol: connect, say hello, and one call per request (CLI, hook,
  * status/top/set). */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one monotonic clock of every program: CLOCK_MONOTONIC in ns (or ms). Owns no state. The
  * daemon's loop_now (loop.h) and gslice-node's node_now are this clock under their own names. */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The part of NVML gslice uses (types, values, ABI-named prototypes), declared from
  * NVIDIA's NVML reference because no nvml.h ships with the toolkit here; the sim
  * implements it and the hook intercepts it, so both agree on one layout. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Process identity from /proc (proc.h): start time, exited or not, the caller's pid namespace. */
 #include "proc.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Process identity from /proc: what tells a live process from a dead one or a reused pid. Reads
  * /proc only; owns no state and takes no lock. */
 #pragma once

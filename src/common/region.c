@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice's region as a file (region_layout.h): creating it whole, opening and validating it,
  * the robust lock over it, closing it. What the file records (devices, caps, process entries,
  * reservations) is region_books.c's; this file never reads or writes an entry except to repair

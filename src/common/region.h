@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice's memory accounting region: one shared file per slice (GSLICE_STATE_DIR/memory.region)
  * holding each device's cap and one entry per process with the bytes it holds per device.
  *

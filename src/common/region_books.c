@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the slice's region records (region_layout.h): each device's cap and context cost, one
  * entry per process with the bytes it holds per device, reservations against the cap, and
  * reclaiming the entries of processes that are gone. Every change is made under the region's

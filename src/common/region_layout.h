@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The region's layout and lock, private to common/: region.c (the file: create, open, validate,
  * the robust lock) and region_books.c (what is kept in it) share these; every other user goes
  * through region.h. Nothing here is stable API: the file's layout is versioned by REGION_VERSION,

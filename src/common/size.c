@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one size parser of gslice: every variable, flag and config value goes through it. */
 #include "size.h"
 

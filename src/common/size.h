@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sizes as users write them: plain bytes or a binary suffix (KiB MiB GiB TiB, also K M G T). */
 #pragma once
 #include <stddef.h>

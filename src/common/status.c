@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Owns the memory of a node snapshot (struct gs_status). */
 #include "status.h"
 

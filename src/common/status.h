@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node snapshot: what the daemon knows of every GPU and slice, as the CLI
  * (status, top), the metrics endpoint and the demo read it. One definition, so the
  * daemon fills it and every reader agrees on units: bytes, ratios 0..1, seconds.

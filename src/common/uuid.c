@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU UUIDs as text (uuid.h): "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" and back. */
 #include "uuid.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU UUIDs: 16 bytes, and their text form as NVML and CUDA_VISIBLE_DEVICES write it. Pure; owns
  * no state. */
 #pragma once

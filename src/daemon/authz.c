@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who may do what to a slice (authz.h): admins, owners, and a slice's own processes; per-user
  * bounds on what is committed. */
 #include "authz.h"

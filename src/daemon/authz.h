@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Authorization of slice changes: admins, owners, a slice's own processes, and per-user bounds
  * (docs/security.md). */
 #pragma once

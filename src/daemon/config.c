@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's configuration table and its parsing (config.h); the reference is docs/config.md. */
 #include "config.h"
 

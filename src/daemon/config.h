@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's configuration: one table (name, type, default, validator, runtime-changeable) read
  * by parsing, --help and --print-config. */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's connections (conn.h): a client's bytes in and out, its share of a loop turn, its
  * close. */
 #include "conn.h"

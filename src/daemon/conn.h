@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client connection of gsliced: owns its buffers (bounded in and out), its share of a loop turn
  * and its close. It does not decide what a request means (requests.c) nor touch the token beyond
  * telling token.c that a connection is gone. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's state, passed around as struct daemon *: config, loop, registry, GPUs and
  * connections. */
 #pragma once

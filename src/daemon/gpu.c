@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node's GPUs as NVML reports them (loaded with dlopen: a node without a driver still runs the
  * daemon). */
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's SIGBUS guard (guard.h): a fault on the loop thread inside an armed section jumps
  * back to it; anywhere else SIGBUS kills the daemon as it always did. */
 #include "guard.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading memory a slice can take away: the daemon's SIGBUS guard around its reads of the
  * slices' regions (files the slices' processes may truncate while the daemon maps them). */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's event loop (loop.h): epoll for file descriptors, a small timer array, one thread. */
 #include "loop.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's event loop: file-descriptor events (epoll) and timers on CLOCK_MONOTONIC, nothing
  * else. */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gsliced: the node daemon's entry point: options and config, lock, state, socket, background,
  * signals. */
 #include <errno.h>

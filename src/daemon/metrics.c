@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The /metrics endpoint: renders the last published node snapshot in Prometheus text
  * format and serves it with libmicrohttpd from the library's own thread. */
 #include "metrics.h"

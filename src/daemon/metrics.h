@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's /metrics endpoint: the node snapshot in Prometheus text format, served by
  * libmicrohttpd from its own thread. Metric names, types and labels: docs/metrics.md. */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slices registry (registry.h): admission, ids, slice dirs, and the persisted state file. */
 #include "registry.h"
 

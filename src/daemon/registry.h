@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's slices: their limits and owners, admission, and persistence to the state dir (atomic
  * write + rename). */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's requests (requests.h): HELLO, REGISTER, UNREGISTER, SET, STATUS, PING, and the
  * registry's slices put on (and taken off) the GPUs' schedulers. */
 #include "requests.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's requests: HELLO, REGISTER, UNREGISTER, SET, STATUS, PING (token requests go to
  * token.c), and putting the registry's slices on the GPUs' schedulers. It does not read or write
  * sockets itself (conn.c) nor hold the token (token.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token policy of one GPU (sched.h): who launches next, for how long, and what it cost. */
 #include "sched.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token scheduler of one GPU: pure policy over plain structs and a clock value, no I/O. */
 #pragma once
 #include <stdbool.h>

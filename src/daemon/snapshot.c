@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node snapshot (STATUS, /metrics) from the schedulers, the registry and each slice's memory
  * region; and the daemon's side of memory caps. */
 #include <errno.h>

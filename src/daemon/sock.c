@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's listening sockets (sock.h): their dirs, accepting within the limits, refusals,
  * closing idle and refused connections. */
 #include "sock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's listening sockets, main and hook, each in a dir checked through descriptors:
  * accepting within each socket's bound (max_clients, max_hook_clients), max_clients_per_user on
  * the main socket and max_hook_pending_per_pidns on the hook socket,

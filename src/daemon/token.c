@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token flow of every GPU (token.h): grants, joins, releases, the handoff, the release
  * deadline, revokes, and the one reset of a token (token_end). */
 #include "token.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token flow of every GPU: grants, joins, releases, the handoff, the release deadline and
  * revokes, on top of the pure scheduler (sched.h).
  *

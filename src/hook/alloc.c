@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The allocation paths: linear (plain, pitched, managed), stream-ordered (pools), VMM physical
  * memory, imports (IPC, shareable handles) and arrays; each reserves before the real call. */
 #include "slice.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Open addressing with linear probing and backward-shift deletion: no tombstones, so the table
  * is as large as what the process holds at its peak, never larger. */
 #include "allocs.h"

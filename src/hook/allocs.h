@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process's table of what it holds on the device: handle -> (device slot, bytes, context),
  * so a free gives back exactly what its allocation took. Not thread-safe: slice.c locks. */
 #pragma once

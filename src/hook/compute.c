@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compute gate: the hook's token client in every launch path. Launches go ahead only while
  * the slice holds a token: a fast path while the burst is valid (no syscall, no lock, no
  * allocation), a slow path under C.mu that closes the burst, asks for and waits on the next

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hook's compute gate: every launch path calls these around the real launch. */
 #pragma once
 #include <cuda.h>

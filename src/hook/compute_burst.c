@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compute gate's bursts: what a process launched under one token, timed with events on its
  * streams; opened at a grant, closed at expiry, revoke, idle or a spent budget, and charged to
  * the daemon. The helper's periodic look at a burst (expiry, idle) is here too. */

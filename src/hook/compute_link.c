@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compute gate's daemon link: the connection to gsliced (connect, hello, lost, reconnect),
  * the helper thread that owns it (reads grants and revokes, watches the open bursts, hands back
  * unused grants) and the set-up at the first launch. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compute gate's state, shared by its three files: the gate (compute.c: the fast and slow
  * path, segments), the bursts (compute_burst.c: events, open, close, the helper's look at a burst)
  * and the daemon link (compute_link.c: the connection, the helper thread, messages, set-up). One

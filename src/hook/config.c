@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hook's configuration: GSLICE_MEMORY_LIMIT and GSLICE_STATE_DIR, parsed once, strictly. */
 #include "hook.h"
 

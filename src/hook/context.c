@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Contexts: each one's own cost is measured when it is created (cuCtxCreate, the first
  * cuDevicePrimaryCtxRetain) and counted; when it goes, so does everything it owned. */
 #include "slice.h"

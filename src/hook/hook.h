@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hook's inside: the one typed table of the real driver's (and NVML's) entry points, and the
  * seams between the hook's files (resolve, memory, nvml, launch, log, config).
  *

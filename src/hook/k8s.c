@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A Kubernetes container's slice: gslice-node's device plugin gives the container
  * GSLICE_K8S_SLOTS and a directory (GSLICE_K8S_DIR) that it fills before the container starts
  * (PreStartContainer) with slice.env — the slice id, memory caps, compute limit and the GPUs —

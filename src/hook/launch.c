@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every kernel launch path: the compute gate (compute.c) before and after the real launch. */
 #include "hook.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hook's log: one line per write(2) to stderr or GSLICE_LOG_FILE; never the program's stdout.
  */
 #include "hook.h"

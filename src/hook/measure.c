@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Measuring what the driver takes on its own for this process (contexts, imports), through the
  * real NVML: the process's own line in the per-process list, else the device's free memory. */
 #include "slice.h"

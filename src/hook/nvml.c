@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVML's memory queries show the slice: total = cap, used = the slice's, free = what is left. */
 #include "hook.h"
 

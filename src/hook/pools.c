@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The books of stream-ordered pools (slice_state.h): each pool counted by its reservation and
  * refreshed lazily, pointers allocated from it, and which device its memory is on. */
 #include "slice_state.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reservations (slice_state.h): reserve before the real call, tickets committed into the handle
  * table or rolled back, frees settled, and reconciliation with what the driver holds. */
 #include "slice_state.h"

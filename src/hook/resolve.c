@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Finding the real driver and handing out wrappers: the typed real table, dlsym and
  * cuGetProcAddress interception. */
 #include "hook.h"

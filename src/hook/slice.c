@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process's side of the slice: setup (configuration, region, fork), its entry in the region,
  * device slots, and the state the other parts of the slice (reserve.c, pools.c, vmm.c) share. */
 #include "slice_state.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hook's memory machinery shared by its wrappers (context.c, alloc.c, view.c): the process's
  * entry in the slice's region, device slots, reservations ("tickets"), the handle table, the
  * books of stream-ordered pools, and before/after measurements (measure.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process's side of the slice, as state: the one instance (slice.c) that slice.c (setup,
  * slots), reserve.c, pools.c and vmm.c share, and its lock. Only those four files include this
  * header; every other file goes through slice.h. Nothing here is taken without S.lock, and the

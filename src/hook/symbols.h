@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lists of driver and NVML entry points the hook wraps or calls (X-macros): the one place
  * both the real table (hook.h) and the export list (exports.map.c) come from. No includes. */
 #pragma once

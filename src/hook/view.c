@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice's view of the GPU: cuMemGetInfo and cuDeviceTotalMem (and, for nvml.c, by UUID)
  * report the cap as the total and what the slice leaves as free. */
 #include "slice.h"

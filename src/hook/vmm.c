@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* VMM mappings (slice_state.h): physical memory stays counted until it is released *and* every
  * mapping of it is unmapped. */
 #include "slice_state.h"

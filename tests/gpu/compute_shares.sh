@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compute isolation on a real GPU, in one command: 70/30 and hard 30 with the real spin kernel.
 #   bash tests/gpu/compute_shares.sh [BUILD_DIR]      (default: build; run `make` first)
 # Builds the workload against the machine's libcuda.so.1, starts a private gsliced, runs each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 // The CUDA runtime under the hook (libcudart finds every driver entry point through
 // cuGetProcAddress): allocates 256 MiB chunks by one path until it fails, then holds them until
 // stdin closes. usage: hook_cudart malloc|managed|async|pitch|array|array3d|mipmap

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # libgslice.so on a real GPU, every path of docs/memory.md: builds the hook (build-gpu/, or
 # $GSLICE_BUILD), builds the driver-API client with nvcc (linked, dlsym, cuGetProcAddress) and a
 # CUDA-runtime program, runs them under the hook with a 1 GiB cap, runs PyTorch under it, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch under the hook: torch.cuda.mem_get_info() shows the slice's cap, and allocating past
 it raises PyTorch's out-of-memory error. Prints PASS/FAIL lines; exit status 0 if all pass."""
 import os

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The sim's checks on a real GPU: builds the same client programs against the machine's
 # libcuda.so.1 / libnvidia-ml.so.1 and runs them, printing a PASS/FAIL table. Run by
 # hand where a GPU exists (never in CI):  bash tests/gpu/run.sh

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A slice is charged the device time of its kernels, not the time it holds its token: a process
 # that idles between batches (synchronize, pause, relaunch) is charged ~0.2 ms per 0.2 ms kernel.
 # Charged its token's span, it paid for its 0.5 ms pauses after each batch of four: ~0.33 ms per

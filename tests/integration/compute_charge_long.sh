@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Kernels longer than the quantum are charged what they ran, and the slice after them is not
 # charged their tail. A slice of 20 ms kernels, one per batch (a 10 ms quantum: one kernel per
 # token, as for one of 51 slices at the defaults), beside a slice of 1 ms kernels: the daemon's

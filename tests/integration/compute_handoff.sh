@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The handoff (docs/compute.md): a burst that has spent its budget gives its token back while its
 # last kernels still run, so the next holder's first kernel is queued before the device drains,
 # and every stretch of device time is charged once. Two greedy 50% slices of 1 ms kernels; over

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The handoff at expiry (docs/compute.md, "The handoff", 6): a slice of 0.2 ms kernels that
 # synchronizes every 8 of them fills its 5 ms quantum with 24 launches plus its own gaps, so its
 # token often expires before the budget is spent. A burst that expires past its handoff mark

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A token holder SIGKILLed mid-burst: the daemon sees its connection close and the other slice
 # carries on at once (within a quantum), the killed run reports 128+9, its slice goes away.
 source "$GSLICE_SRC/tests/integration/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Two simulated GPUs, one scheduler each: requests are admitted per GPU, and a slice's token on
 # one GPU does not hold back the other (--gpu sets CUDA_VISIBLE_DEVICES; ordinal 0 inside the
 # slice is its first GPU).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A newcomer with a request does not stop a slice already running (issue 12, item 6): a
 # best-effort slice runs alone; a --compute 60 slice starts. Over the newcomer's first 1.2 s the
 # best-effort slice keeps more than a third of its fair part (fair: half of the 40% left, 20%;

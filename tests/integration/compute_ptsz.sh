@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Per-thread default stream: a program built with --default-stream per-thread launches with
 # cuLaunchKernel_ptsz on stream 0 from several threads. Under a hard 30 slice it gets 30%, and
 # the gate times its bursts on the per-thread stream, never on the legacy one (a legacy event

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # One kernel-length estimate: the daemon makes a slice's quantum of the kernel lengths its hooks
 # report with their releases (its time per launch over its latest token's processes: their launch
 # rates add), never of charges; a report of an hour gets the largest quantum, no more. Quanta far

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A revoke that reaches the hook before any launching thread has taken up its grant (the daemon
 # took the token back, for a higher class or at the release deadline, while the grant was on its
 # way or while a thread slept in the gate until the previous holder's tail): the grant is dropped,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Processes of one slice share its token and its budget: a hard-30 slice of two processes gets
 # 30% between them (not 30% each, and not less: their overlapping bursts are charged once),
 # and a 40% slice of two processes beside a 60% one keeps its 40.

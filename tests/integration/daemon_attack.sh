@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The daemon's socket side under attack (tests/progs/daemon_attack.c): connections that never
 # say hello are closed; a 4 GiB length prefix is refused; a token-request flood costs only the
 # flooder; a holder that stops (SIGSTOP) loses its token one quantum after expiry and is

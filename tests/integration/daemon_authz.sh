@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Who may change a slice (issue 8, docs/security.md): a slice's own processes may lower its
 # limits but never raise them, whoever they run as (a workload inside --memory 512MiB
 # --compute 10 ran `gslice set $GSLICE_SLICE --memory none --compute 60 --priority high`, and it

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A root daemon gives a slice's memory region to the slice's user through the descriptor it
 # opened and checked, never by path (issue 8): the user owns the slice's dir and swapped the
 # region for a symlink between the daemon's check and its chown, and any file on the machine

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # gsliced --config: a line longer than the parser reads, and a path that is not a regular
 # file, are errors that name the file (issue 8); neither may be applied or read as empty.
 source "$GSLICE_SRC/tests/integration/lib.sh"

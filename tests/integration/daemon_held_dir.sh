@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A node-local user cannot join a container's slice (issue 16 item 8). A held, any-uid slice's dir
 # holds its memory region (0666: the container's processes run as any uid) and, beside it,
 # slice.env with the slice's nonce; user nobody read the nonce, joined a Kubernetes slice, took

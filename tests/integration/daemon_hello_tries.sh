@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # One connection may have at most 3 HELLOs refused (HELLO_REFUSED_MAX): the third refusal's ERROR
 # is sent, then the connection is closed. A refused HELLO used to leave the connection open for
 # another, so one connection could try slice nonces (or ids) for the whole hello_timeout_ms, as

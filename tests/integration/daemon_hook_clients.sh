@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The hook socket has its own bound on connections (max_hook_clients), apart from the main
 # socket's (max_clients). Both used to share max_clients: containers' processes, of any uid and
 # each within max_clients_per_user, filled it through the hook socket and the host's CLI,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # One container must not take gsliced's hook socket from the others. Its limits were counted per
 # uid, which a container chooses (and uid 0 is every root container's), and a connection that had
 # said a valid HELLO of its own slice never timed out: 4 uids x 256 connections of one container

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # One container that makes pid namespaces of its own (unshare --pid inside it, where user
 # namespaces are allowed and seccomp does not stop it) still counts as one container on the
 # hook socket (the second attack run, issue 16): before, each nested namespace got its own 32

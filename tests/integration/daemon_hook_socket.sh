@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A container's root against gsliced, with the mounts a container gets (issue 16 item 1). Every
 # gslice container had gsliced's socket dir mounted read-write: its root replaced the socket
 # (gslice-node then took a fake daemon's word for a slice dir) and REGISTERed slices of its own.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A slice's identity survives a daemon that lost its state (issue 8): a daemon restarted over
 # another, empty state dir gives id 1 out again; the running slice's hook used to reconnect as
 # "slice 1" and join a stranger's slice (a hard 20% ran at 25%, the other's 50% got 20-26%).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Per-user bounds: one uid (root too: containers often run as root) cannot take every slice
 # (max_slices_per_user) nor every connection (max_clients_per_user) from the others. The
 # refusal says the limit and how to raise it; another uid is still served.

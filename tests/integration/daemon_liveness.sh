@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # One client never stalls the others (tests/progs/daemon_attack.c): a client writing STATUS
 # without pause gets a bounded share of each loop turn; another slice's tokens keep coming.
 source "$GSLICE_SRC/tests/integration/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Hostile clients (garbage, wrong versions, lies about lengths, out-of-protocol messages) lose
 # their own connection and nothing else: a slice keeps running and status still answers.
 source "$GSLICE_SRC/tests/integration/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A slice over two GPUs asks each its own request and memory cap (issue 16 item 10): a container
 # given 31% over two GPUs is assigned 16% + 15%, and gslice-node's REGISTER carries both
 # (gs_slice_spec.per_gpu, gpu_compute_request[], gpu_memory_cap[]). Before, gsliced had one

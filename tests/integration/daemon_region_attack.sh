@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A slice process truncates its own memory region (the file is the slice's to write) while the
 # daemon reads it for STATUS: the daemon, which maps every slice's region, must not die of
 # SIGBUS. It gives up on that slice's region (memory shows as 0, one warning in its log) and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A container's root against gsliced through a file lease on its own memory region (the second
 # attack run, issue 16). A container slice's region is root's and 0666, bind-mounted read-write
 # into the container; its root took a write lease on it (fcntl F_SETLEASE) and ignored the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The memory region's robust mutex lives in a file the slice's processes write. glibc links a
 # robust mutex it locks into the thread's robust list through pointers inside the mutex (__list)
 # and follows them at unlock: a daemon that locked a region through glibc wrote pointers a slice

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # SIGHUP reloads the settings marked runtime (and says which need a restart; a bad file keeps
 # the running ones). Without any daemon, a slice keeps running at no more than its limit.
 source "$GSLICE_SRC/tests/integration/lib.sh"

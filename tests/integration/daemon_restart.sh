@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The daemon killed and restarted under load: slices are recovered from the state dir, their
 # processes keep running (at no more than their limits meanwhile), reconnect, and finish.
 source "$GSLICE_SRC/tests/integration/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The main socket's dir is made and checked through descriptors, as the hook socket's is: whoever
 # can write in it can replace gsliced.sock and answer the daemon's clients (gslice-node would
 # take a fake daemon's word for a slice's dir), and a root daemon unlinked and bound there by

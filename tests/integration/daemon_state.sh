@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The state file: a corrupt one is refused with a clear message and left as it was; one lock per
 # state dir; a second daemon on the same socket is refused.
 source "$GSLICE_SRC/tests/integration/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A non-root daemon's default state dir sits in a shared directory (/tmp, or here a 1777 stand-in
 # for it): another user who makes it first, with symlinks in it, must not get the daemon to
 # write through them (issue 8: its pid replaced a file of the victim's). The daemon refuses a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `gslice status` against a stopped (SIGSTOP) daemon: a short wait and a message that says what
 # is wrong (issue 8: it waited 10 s and asked whether it was "the same gslice version").
 source "$GSLICE_SRC/tests/integration/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Work that escapes the hook is seen (issue 8): a process that unset LD_PRELOAD inside a slice
 # took 15 GiB and half the device while `gslice status` showed the slice at 0 B and the GPU 44%
 # busy. The daemon sets the device's own figures (NVML: utilization, compute processes and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # user_slices = false (a Kubernetes node's gsliced): REGISTER from anyone but an admin is refused
 # with why and which setting allows it. A node-local user's `gslice run --compute 50` committed
 # half a GPU that the cluster's placement (the extender) could not see, and gslice-node's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Numbers and sizes as users type them (issue 8): whitespace is refused on both sides alike (a
 # leading space passed through strtol while a trailing one was refused), and the largest size
 # means what it says or is refused (2^64-1 was read as "no cap" and shown as 16777215.9TiB).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A stand-in gsliced for the hook's compute-link tests: it serves one slice's hook over the wire
 protocol of src/common/proto.h, sends what a test scripts (a grant and its revoke in one write),
 and logs every message either way, one "key=value" line each, for the test to check.

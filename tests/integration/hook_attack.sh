@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Ways around the cap a program could take (tests/progs/hook_attack.c), each held to it:
 # VMM memory released while still mapped, dlvsym, a second copy of the driver (dlmopen), a
 # stream-ordered pool on another device than the current context's, threads cancelled mid-call.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Configuration without a daemon: GSLICE_MEMORY_LIMIT forms, malformed values stop the program
 # with a message naming the variable, a foreign or corrupt region is refused, the cap changes
 # live in the region (the daemon's value then wins over the environment), NVML shows the slice.

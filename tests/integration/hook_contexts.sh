@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A context's memory goes with it: destroying a cuCtxCreate context, or releasing the primary
 # context to zero, gives back the context's cost and everything allocated in it (no frees).
 # IPC imports add no device memory on the sim (the exporter holds it) and are not counted twice.

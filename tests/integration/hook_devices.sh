@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Two GPUs: each has its own cap (GSLICE_MEMORY_LIMIT per device index), the slice's budget is
 # per device (by UUID), and NVML shows each device's cap.
 source "$GSLICE_SRC/tests/integration/lib.sh"

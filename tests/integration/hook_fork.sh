@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # fork/exec children share the parent's budget; two processes of one slice together stay under
 # the cap, and a SIGKILLed one's memory is reusable by the other.
 source "$GSLICE_SRC/tests/integration/lib.sh"

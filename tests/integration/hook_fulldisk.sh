@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A slice directory on a full file system: the region cannot be created, and the hooked program
 # stops with a line saying so (exit 1), instead of dying of SIGBUS when it first touches pages
 # the file system never had room for. Needs a private mount namespace (root): skipped otherwise.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Sizes near 2^64 on every path, with no cap on the device: the request fails and the slice's
 # count of the process stays exact (no wrap-around in the hook's size arithmetic or in the
 # region's sums, no give-back clamped to 0), so a cap set afterwards holds.

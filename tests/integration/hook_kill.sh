@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # SIGKILL at random points of an allocation loop, 100 times: never a hang (every later process
 # gets through), never a lost byte (the slice fills exactly afterwards, the region and the device
 # agree on zero once everyone is gone). Some kills land while the region's lock is held.

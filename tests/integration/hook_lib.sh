@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers for the hook's integration tests (source after lib.sh): run clients under the hook,
 # talk to long-running ones through fifos, read the simulated device's real usage.
 export GSLICE_SIM_MEMORY=${GSLICE_SIM_MEMORY:-8GiB}

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A process stopped (or stuck) while holding the slice region's lock hangs nobody: readers (the
 # daemon, hook_region) give up after GS_REGION_LOCK_TIMEOUT_S with ETIMEDOUT, a starting hooked
 # program stops with a line saying why; once the holder dies, the lock is repaired and all works.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # NVML that cannot see the slice's processes, as in a container: the hook still measures each
 # context (by the drop in the device's free memory) and holds the slice to its cap.
 #  hidden:  GSLICE_SIM_NVML_HIDE_PIDS=1, NVML lists no process (what a container's pid namespace

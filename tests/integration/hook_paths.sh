@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Every allocation path, found every way (linked, dlsym on the handle, RTLD_DEFAULT, RTLD_NEXT,
 # cuGetProcAddress with and without per-thread streams), hits a 1 GiB cap: 256 MiB chunks until
 # CUDA_ERROR_OUT_OF_MEMORY, the slice (context included) never over 1 GiB on the device,

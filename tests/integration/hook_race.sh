@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Threads and processes racing to allocate (four paths, three lookups) never put the slice over
 # its cap, checked against the simulated device's own count, and the slice fills exactly
 # (nothing over- or under-counted).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # cuMemGetInfo in one process of a slice follows the others': their allocations and frees at
 # once, a killed one's memory gone from the view; and a loop of calls does not read /proc for
 # every entry of the slice at every call (the full liveness check runs at most every 10 ms).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # CUDA_VISIBLE_DEVICES renumbers devices per process; the slice's budget follows the physical
 # device (the region keys devices by UUID). On a 2-GPU machine, process A sees only physical
 # device 1 (as its device 0, capped by GSLICE_MEMORY_LIMIT=0=1GiB); process B sees both and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the bash integration tests: a private simulated machine and temp dirs per test.
 # Usage: source "$GSLICE_SRC/tests/integration/lib.sh"
 set -euo pipefail

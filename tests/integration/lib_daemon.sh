@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers of the compute_* and daemon_* tests (sourced after lib.sh): a daemon on the test's
 # socket with its own state dir, and workloads started together on a common clock.
 DSTATE="$T/daemon"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Starvation, for tests whose shares are of the wall clock (sourced after lib.sh or
 # tests/k8s/lib.sh: uses $T, fail and skip_part; the daemon is $STARVE_PID, else $DAEMON_PID).
 # A loaded host takes CPU time from the workloads and the daemon, and a share of the wall clock

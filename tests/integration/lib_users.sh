@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Throwaway unprivileged users (and groups) for tests of one user against another or against a root daemon
 # (source after lib.sh). Skips the test (77) where it cannot make users: not root, no useradd.
 # new_user VAR: makes a user, removed when the test exits; $VAR is its name, ${VAR}_UID its uid.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The sim as programs see it: the same client linked with -lcuda and resolving everything
 # through dlopen + cuGetProcAddress (CUDA 12.0 and 13.0 tables, legacy and per-thread).
 source "$GSLICE_SRC/tests/integration/lib.sh"

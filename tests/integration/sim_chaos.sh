@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Processes killed at any instant (mid-allocation, mid-launch, holding the machine's
 # lock): the machine stays usable, no lock is left held, and every byte comes back.
 source "$GSLICE_SRC/tests/integration/lib.sh"

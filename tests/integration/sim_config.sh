@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Bad configuration is refused with the variable and value named; a machine in use wins
 # over a newcomer's different settings, with a note; an unused one is rebuilt.
 source "$GSLICE_SRC/tests/integration/lib.sh"

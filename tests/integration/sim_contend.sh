@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Two processes contend for one device with time-slicing off (GSLICE_SIM_TIMESLICE=0, kernels
 # in launch order): their spin kernels never overlap and together never take more device time
 # than elapsed; the device's busy time is exactly theirs. sim_timeslice.sh: slicing on.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What goes with a context (cuda.h, cuCtxDestroy / cuDevicePrimaryCtxRelease / Reset): its
 # plain, pitched and managed memory, arrays, modules, events and streams; not pool memory or
 # VMM handles, which belong to no context. A destroyed context still current elsewhere says

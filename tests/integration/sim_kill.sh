@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A SIGKILLed process's memory returns to the pool, as NVML, gslice-sim info and
 # cuMemGetInfo in other processes all see.
 source "$GSLICE_SRC/tests/integration/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Single-process semantics (invalid frees, what counts, created contexts, per-thread
 # current context, legacy / per-thread / non-blocking streams, events), configured
 # kernel times, and IPC: an imported allocation shares bytes and adds no memory.

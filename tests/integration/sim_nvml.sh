@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The sim's NVML answers as a GPU's driver does (observed on an H200, driver 580):
 # - memory: v1's used includes the driver's reservation (GSLICE_SIM_RESERVED_MEMORY); v2 gives it
 #   apart (used = allocations only, 0 when idle; reserved + used + free = total); cuMemGetInfo's

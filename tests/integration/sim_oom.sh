@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Memory runs out at the configured size, the context's own memory included.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 export GSLICE_SIM_MEMORY=1GiB GSLICE_SIM_CONTEXT_MEMORY=256MiB

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Stream-ordered pools grow and trim at synchronize; VMM create counts, reserve does not.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 "$TBIN/sim_client_linked" pool || fail "pool"

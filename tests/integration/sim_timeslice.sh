@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The simulated GPU time-slices contexts as a GPU without MPS does: two processes without
 # gslice, one queueing 20 ms kernels and one 0.2 ms kernels, share the device equally while
 # both have work (in device time, by events), a 20 ms kernel next to another process's work

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # CUDA_VISIBLE_DEVICES, applied by the driver at cuInit (NVML ignores it): indices or UUIDs
 # (prefixes that name one device), renumbered from 0 in the list's order; the first invalid
 # entry ends the list; empty (or nothing valid) is no device at all.

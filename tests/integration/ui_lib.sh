@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers of the status/top/set tests and the demo: a daemon, slices, shares from status.
 # Usage (after lib.sh, or with GSLICE_BUILD/GSLICE_SRC/GSLICE_SOCKET set):
 #   source "$GSLICE_SRC/tests/integration/ui_lib.sh"

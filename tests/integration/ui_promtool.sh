@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # promtool check metrics accepts what the /metrics renderer writes (hand-built snapshot).
 source "$GSLICE_SRC/tests/integration/lib.sh"
 promtool=$(sh "$GSLICE_SRC/scripts/promtool.sh") || fail "no promtool (see the message above)"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice set on a running slice: compute 30% -> 60% moves the achieved share within 2 s
 # to 60 +- TOL, alone and next to a greedy best-effort slice (a request is a guarantee);
 # the change is persisted (a restarted daemon still has it); bad input is refused clearly.

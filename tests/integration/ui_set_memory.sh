@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice set --memory: raising applies at once; lowering below use is refused with the
 # figures; --force accepts it and only stops new allocations until use falls under the cap.
 source "$GSLICE_SRC/tests/integration/lib.sh"

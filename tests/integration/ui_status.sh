@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice status [--json] matches what the slices are and do: limits as given, live pids,
 # memory used under the cap, shares that add up, and clear errors without a daemon.
 source "$GSLICE_SRC/tests/integration/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice top: plain repeated output off a terminal; on a terminal (tmux) it redraws in
 # place, quits on q and gives the terminal back as it was.
 source "$GSLICE_SRC/tests/integration/lib.sh"

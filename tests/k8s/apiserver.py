@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A Kubernetes API server stand-in for gslice's tests: the Python standard library only.
 
 It holds nodes, pods and events in memory and answers the parts of the core/v1

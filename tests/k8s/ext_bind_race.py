@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A bind race for the last room on one GPU: two pods both pass /filter, both binds go
 at once; the per-node lock and re-check let exactly one through, the other gets an Error
 saying why, and nothing is over-committed. A repeated bind of a bound pod (409 with the

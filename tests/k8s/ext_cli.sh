@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice-extender's command line: --help, and every bad flag or setting refused with what was
 # wrong (exit 2 for usage, 1 for a setting that cannot work) before anything starts.
 source "$GSLICE_SRC/tests/k8s/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Forged assignments (issue 16 items 3, 4): a pod whose namespace user sets spec.nodeName
 and writes its own gslice.io/assigned -- unsigned, signed with another key, with a valid
 signature copied from another pod, or signed but not what the pod declares -- holds nothing

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Fragmentation: a node whose two GPUs are each half full refuses a job that fits
 neither (kube-scheduler's per-node count alone would admit it), saying why per GPU;
 the same arrivals under binpack keep a whole GPU free for that job."""

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A node whose gslice-node heartbeat stops leaves placement after --node-timeout (and
 comes back when it beats again); nodes without, or with a newer or broken, gslice.io/gpus
 are out, each for a reason in words."""

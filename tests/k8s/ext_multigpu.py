@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Multi-GPU containers: N distinct GPUs of one node, totals split exactly (remainder to
 the first GPUs), a full GPU passed over; several containers and an init container in one
 pod; more GPUs than a node has is unresolvable, in words."""

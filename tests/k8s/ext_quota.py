@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Quota exactness: what the extender assigns over a container's GPUs adds up to the
 declared totals to the byte and the percent, and /metrics shows per namespace exactly
 what ResourceQuota counts (requests.gslice.io/gpu-memory, requests.gslice.io/gpu-compute);

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """gslice-extender restarted mid-stream: /filter answers 503 until the first sync; the
 new process rebuilds what is held from the pods' gslice.io/assigned annotations, so a
 stream of pods scheduled across the restart never over-commits a GPU; a watch that

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Native sidecars (init containers with restartPolicy: Always, on by default since 1.29) run
 beside the app containers for the pod's whole life, and the kubelet keeps their devices. The
 extender counts a pod's effective request as Kubernetes (and its quota) does: the app

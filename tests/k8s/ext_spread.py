@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Spread: the emptiest node first, then the emptiest GPU of it; a pod's
 gslice.io/policy: binpack overrides the flag for that pod alone."""
 from k8stest import GiB, check, passed, run

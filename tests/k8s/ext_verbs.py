@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The verbs as kube-scheduler versions send them: capitalised and old lower-case keys,
 NodeNames (nodeCacheCapable) and whole Nodes, scores 0..10 for every node asked about;
 a pod with a malformed quantity fails everywhere with the field and value named; a pod

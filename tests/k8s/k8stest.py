@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers of the gslice-extender tests (tests/k8s/ext_*.py): a private API server
 stand-in, gslice-extender against it, nodes with a gslice.io/gpus inventory and a
 heartbeat, pods, and the kube-scheduler stand-in. Run by ctest with /usr/bin/python3;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A command-line client of src/k8s/common/kube.c for tests/k8s/kube_client.sh:
  *   k8s_kube_client KUBECONFIG get|list|patch|post|watch PATH [ARG...]
  * prints what it got, exits 0 or the errno of the failure (and prints the error). */

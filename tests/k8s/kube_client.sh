@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The API client (src/k8s/common/kube.c) against the API server stand-in: list pages and
 # resourceVersion, watch from a version, 410 after compaction (as an ERROR event and as
 # HTTP 410), merge patch, binding with annotations in the same write and 409 when bound,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The API client over TLS, as a kubeconfig describes it: the server's CA given as
 # certificate-authority-data, a client certificate as a relative file path and its key as
 # client-key-data (the API server stand-in requires a certificate signed by its client CA);

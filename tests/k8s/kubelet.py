@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A kubelet stand-in for gslice-node's tests (python3-grpcio + python3-protobuf, Debian's).
 
 It plays the parts of the kubelet a device plugin meets, as the device plugin API (v1beta1)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the tests in tests/k8s/: temp dir, the API server stand-in on a free port,
 # a kubeconfig pointing at it, and helpers. Usage: source "$GSLICE_SRC/tests/k8s/lib.sh"
 set -euo pipefail

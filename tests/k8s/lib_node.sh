@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # gslice-node's tests (sourced after tests/k8s/lib.sh): a private simulated machine and gsliced,
 # the kubelet stand-in, gslice-node, and helpers to drive them. Sockets live in the test's own
 # temp dir, so tests of several worktrees run side by side.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers of the tests of gslice-node beside a slow or absent API server (node_slowapi*.sh;
 # sourced after lib.sh and lib_node.sh).
 # Where lib.sh / lib_node.sh lack them (an older checkout, to measure it): a signing key, npod.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # What a container's root can do with the mounts Allocate gives (issue 16 items 1, 2, 8, 10):
 # containers start in their own mount and pid namespaces with real bind mounts of exactly what
 # Allocate returned (tests/k8s/kubelet.py). As the container's root: gsliced's socket cannot be

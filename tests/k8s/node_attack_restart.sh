@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A container restart reuses the slice recorded for it (issue 16 items 3, 9, 11): a running pod
 # that edits its own gslice.io/assigned (the namespace edit role may) and restarts its container
 # keeps its slice (before: it got what it wrote); the container of a pod deleted and made again

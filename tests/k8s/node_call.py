@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Times the kubelet's calls to gslice-node (tests/k8s/node_slowapi.sh): dials the plugin's
 socket as the kubelet does and, for --duration seconds, calls GetDevicePluginOptions,
 GetPreferredAllocation and Allocate in turn every --interval seconds, each with a 30 s

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice-node end to end on the simulated GPU, with the API server and kubelet stand-ins: the
 # node's inventory annotation; two pods of one container and one pod of two, each container
 # its own slice held to its memory cap and compute share, with a kubelet restart, a gslice-node

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole path on the simulated GPUs: a pod asking for gslice.io/gpu, -memory and -compute
 # goes into the API server; the kube-scheduler stand-in calls gslice-extender, which places it
 # on a GPU from gslice-node's inventory and binds it with gslice.io/assigned; the kubelet

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make install's layout, staged with DESTDIR: the programs, the hook where gslice-node and
 # gslice run look for it (../lib from bin/), gsliced's systemd unit naming the installed binary.
 source "$GSLICE_SRC/tests/k8s/lib.sh"

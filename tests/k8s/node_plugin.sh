@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice-node as a device plugin alone (no API server): registration, ListAndWatch of S slots per
 # GPU with health from gsliced, Allocate's environment and mounts, a container with no
 # assignment refused at its first CUDA call, re-registration after a kubelet restart and after

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A pod for gslice-node's tests, as the API server would hold it once gslice-extender bound it:
 declared gslice.io resources, spec.nodeName, gslice.io/assigned and its signature (signing.py,
 made for the pod's UID the API server gave it). Prints the pod's UID.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Native sidecars (init containers with restartPolicy: Always, on by default since 1.29) on the
 # node: the kubelet (devicemanager Allocate) keeps a sidecar's devices for it (taken out of what
 # the containers after it reuse) and lists it in PodResources under its own name; a regular init

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # gslice-node never keeps the kubelet waiting on the API server (issue 16, finding 7): with every
 # API request taking 9 s, GetDevicePluginOptions, GetPreferredAllocation and Allocate answer in
 # under 2 s, a container whose pod gslice-node already knows gets its slice at once, and a

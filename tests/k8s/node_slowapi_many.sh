@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Cleanup of many containers holds up neither the kubelet's calls nor registration (issue 16,
 # finding 7): 100 containers with slices, every read of the API server taking 0.1 s, and
 # gslice-node's periodic look at every container's pod (deleted? replaced? finished?) reads the

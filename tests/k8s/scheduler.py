@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A kube-scheduler stand-in for gslice's tests: calls a scheduler extender the way
 kube-scheduler does (pkg/scheduler/extender.go, schedule_one.go), on the API server
 stand-in (apiserver.py). Python standard library only.

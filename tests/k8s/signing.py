@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Signatures of gslice.io/assigned as gslice-extender writes them (src/k8s/common/sign.h),
 for tests that hand-write an assignment: sign_assigned(key_file, uid, node, text), and
 make_key(path) for a fresh key file. Standard library only; no environment needed."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A workload launching the way code built with --default-stream per-thread does: spin kernels
  * through cuLaunchKernel_ptsz on stream 0 from several threads, each synchronizing its own
  * per-thread stream. Prints the device time it got in the measuring window, as compute_spin. */

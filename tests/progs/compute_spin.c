@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A compute workload for the share tests and benches: batches of `spin` kernels, synchronized,
  * and the device time it got in a measuring window common to every process (absolute clock). */
 #include <cuda.h>

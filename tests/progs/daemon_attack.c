@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Clients of gsliced that attack it the way a careless or hostile process could: never say
  * hello, lie about a length, flood token requests, hold a token and stop, open a thousand
  * connections, register slices in a loop, sit idle after hello; and one that reports kernel lengths

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile clients of gsliced: each misbehaves in one way and must see its connection closed
  * (or its request refused), while a well-behaved client is served before and after. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stand-ins for what reaches gsliced in a Kubernetes node: gslice-node registering a container's
  * slice with per-GPU requests and caps (REGISTER flags, protocol 8), and whatever a container's
  * process says on the socket it is given (a hook's HELLO, or requests a hook never sends). One

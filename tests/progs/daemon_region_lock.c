@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A slice's process against the daemon's handling of its region's lock (daemon_region_lock.sh).
  * The region is the slice's to write; its robust mutex is glibc's, and glibc keeps a robust mutex
  * it holds on the thread's robust list through pointers inside the mutex (__list), which it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A slice process that breaks its own memory region under the daemon: one thread truncates the
  * region file to 0 and writes it back, as fast as it can, while the other asks the daemon for
  * STATUS (which reads every slice's region). Before the daemon guarded its region reads, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The demo's workload: loads spin.ptx, launches `spin` kernels in batches for a while
  * (optionally after grabbing device memory in chunks until its cap says no), and says
  * how much device time it got. Linked to libcuda.so.1 like any CUDA program. */

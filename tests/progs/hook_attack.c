@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ways a program could get device memory past the hook, one per command, for hook_attack.sh.
  * Each allocates 256 MiB chunks until the driver refuses (at most 12) and prints
  * "<cmd> n=<chunks> err=<CUresult>" on stdout; 0 chunks with err=-1 means the entry point was

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A CUDA client for the hook's tests: finds the driver one way (link, dlsym, cuGetProcAddress),
  * allocates by one path, and obeys commands (from --script or stdin) so scripts can drive it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Another interposer, preloaded after the hook: its dlsym(RTLD_NEXT, "puts") must find libc's
  * puts, not itself (the hook's dlsym must not change whose "next" it is). */
 #include <dlfcn.h>

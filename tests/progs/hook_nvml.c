@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An NVML client the way nvidia-smi is one (dlopen + dlsym): prints device 0's memory, v1 and v2.
  */
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reads (and, as the daemon would, sets the cap in) a slice's region, for the hook's tests.
  * usage: hook_region DIR show | DIR set-limit SIZE [SLOT] | DIR reclaim | DIR fill-devices |
  *        DIR hold SIZE

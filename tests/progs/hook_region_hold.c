@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Takes a slice region's lock and keeps it until killed, as a process stopped inside a critical
  * section would (hook_lockstop.sh). The lock is not public API: it is
  * reached through the region's private header. usage: hook_region_hold DIR */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the spin workloads (compute_spin, compute_ptsz, demo_spin) share: the clock they measure
  * with, where spin.ptx is found, and the setup that loads its `spin` kernel. */
 #ifndef GSLICE_PROGS_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A CUDA driver API client used by the sim's tests and, unchanged, on a real GPU
  * (tests/gpu/run.sh): built linked with -lcuda, or (SIM_CLIENT_DLOPEN) resolving the
  * driver the way libcudart does: dlopen("libcuda.so.1") + cuGetProcAddress for all. */

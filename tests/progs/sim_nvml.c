@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prints what NVML says about every device (memory, utilization, compute processes),
  * one key=value line per device, for the sim's tests; works against a real NVML too.
  * `sim_nvml protocol` prints device 0's raw answers to nvmlDeviceGetProcessUtilization's

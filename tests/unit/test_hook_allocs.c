@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the hook's allocation table: put/take, collisions, per-context drain, bounded size.
  */
 #include "test.h"

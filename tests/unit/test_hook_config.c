@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the hook's configuration parser: GSLICE_MEMORY_LIMIT forms and GSLICE_STATE_DIR. */
 #include "test.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gslice.io/gpus and gslice.io/assigned codecs: round trips, the contract's exact
  * examples, unknown fields ignored, newer versions and malformed values refused by name. */
 #include <errno.h>

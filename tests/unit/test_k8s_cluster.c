@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's cluster view (src/k8s/extender/cluster*.c) fed as the watch feeds it: only
  * assignments signed for the pod's uid and node and agreeing with the pod count; sums of parts
  * saturate instead of wrapping (a wrapped GPU counter took a 12GiB pod beside 12GiB);

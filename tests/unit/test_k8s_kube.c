@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The API client's settings: kubeconfig files (token, certificate data and paths,
  * refusals naming the field), in-cluster settings, and Go-style key matching. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kubelet API messages gslice-node sends and reads, as bytes on the wire: each field under
  * the number k8s.io/kubelet's api.proto gives it (tag = number << 3 | wire type), so that a
  * wrong number in src/k8s/proto/ fails here and not on a real kubelet. */

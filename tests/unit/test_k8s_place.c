@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement: fit per GPU after what is held, N distinct GPUs per container, binpack and
  * spread at node and GPU level, reasons in words, unresolvable nodes, exact splits. */
 #include <errno.h>

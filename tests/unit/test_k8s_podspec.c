@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading a pod's gslice request (quantities, limits vs requests, init containers, the
  * annotations; every malformed value refused by name) and writing its assignment. */
 #include <errno.h>

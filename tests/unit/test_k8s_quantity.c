@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kubernetes quantities: every form the API documents, rounding as the API rounds, and refusals. */
 #include <errno.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed assignments (src/k8s/common/sign.h) and the check of an assignment against its pod
  * (podcheck.h): key files refused for what is wrong with them, a known answer, every way a
  * signature must fail (another key, uid, node or text; a rotated-out key), and each rule of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the daemon's event loop (daemon/loop.c): timers in order, fds, removal inside
  * callbacks. */
 #include <errno.h>

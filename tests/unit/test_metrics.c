@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the /metrics renderer and of the endpoint served over a real loopback socket. */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the wire protocol (common/proto.c): round trips, framing, and garbage. */
 #include <errno.h>
 

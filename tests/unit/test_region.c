@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the slice's accounting region: caps, process entries, reclaim, repair, refusal. */
 #include "test.h"
 

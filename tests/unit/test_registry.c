@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the slices registry (daemon/registry.c) and the config table (daemon/config.c). */
 #include <errno.h>
 #include <sys/stat.h>

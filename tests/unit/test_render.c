@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the status renderers (table and JSON) over a hand-built snapshot. */
 #include <errno.h>
 

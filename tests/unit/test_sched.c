@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the token policy (daemon/sched.c) on a virtual clock and a modelled device. */
 #include <errno.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the sim's configuration table: defaults, sizes, kernel times, and bad
  * values refused with the variable and value named. */
 #include <errno.h>

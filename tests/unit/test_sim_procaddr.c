@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the sim's cuGetProcAddress table: versions pick ABI variants, the
  * per-thread flag picks _ptsz/_ptds, unknown names and too-old versions are told apart. */
 #include "procaddr.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the shared simulated machine: creation and joining, memory charges
  * and their limit, the engine (one kernel at a time, contexts time-sliced, a newcomer
  * waiting for the end of the current timeslice, or launch order with slicing off), busy accounting,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the token mechanism (daemon/token.c) on one GPU, its connections' I/O stubbed
  * out: every path that ends a token (the last release, the last participant's close, a grant
  * nobody could take, the revoke at the release deadline, a preemption, the holder slice removed,

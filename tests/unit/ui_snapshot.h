@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hand-built node snapshot shared by the renderer and metrics unit tests. */
 #pragma once
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Codecs of gslice.io/gpus and gslice.io/assigned (annot.h): strict on what is read,
  * silent on fields it does not know. */
 #include "annot.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The two annotations gslice-node and gslice-extender share (docs/kubernetes.md):
  * the node's GPU inventory gslice.io/gpus and the pod's placement gslice.io/assigned. */
 #pragma once

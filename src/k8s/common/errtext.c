@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The error text of the Kubernetes code (errtext.h). */
 #include "errtext.h"
 

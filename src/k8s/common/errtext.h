@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The error text of the Kubernetes code: a failing function writes what was wrong into the
  * caller's buffer and returns its -errno, in one call. Owns nothing else. */
 #pragma once

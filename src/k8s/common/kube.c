@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The API server client (kube.h): the connection, requests through a fresh libcurl handle each
  * (any thread may call), paged lists, watches, reading objects. Where the settings come from (a
  * kubeconfig, the pod's service account) is kubeconfig.c's; this file only uses them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small Kubernetes API server client (libcurl + jansson): the connection settings
  * (kubeconfig or in-cluster), GET, list, chunked watch, merge patch and POST. */
 #pragma once

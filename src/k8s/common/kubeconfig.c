@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The API server client's settings (kube.h): a kubeconfig (YAML: its current context's cluster
  * and user) or the pod's service account, and the files they name (tokens, certificates, inline
  * base64). It opens no connection and makes no request; kube.c does. */

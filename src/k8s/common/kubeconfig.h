@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Private to the API server client: what the connection (kube.c) reads the way the settings
  * (kubeconfig.c) do. Not for the programs: they go through kube.h. */
 #pragma once

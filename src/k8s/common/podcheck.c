@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An assignment against its pod (podcheck.h). */
 #include "podcheck.h"
 #include "errtext.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whether an assignment agrees with the pod as written: what gslice-node and gslice-extender
  * both ask before they honour a (signed) gslice.io/assigned, so the two apply one rule. Also
  * the one reader of a container's gslice.io resources both use. No I/O. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kubernetes quantity parsing (quantity.h): exact integer arithmetic, no floating point. */
 #include "quantity.h"
 #include "errtext.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kubernetes quantities ("3Gi", "1.5G", "100m", "3221225472", "12e6") as integers. */
 #pragma once
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed assignments (sign.h): key files, key ids and the HMAC, with OpenSSL's libcrypto. */
 #include "sign.h"
 #include "errtext.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed assignments: an HMAC-SHA256 the extender writes beside gslice.io/assigned, with a key
  * from a Secret only it and gslice-node mount, so that an assignment a namespace user wrote
  * (or copied from another pod) is never honoured. Owns the keys (loading, ids) and the MAC. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster view (cluster.h): its records of nodes and pods (cluster_records.h), kept up to date
  * from watch events and relists, each node's usage the sum of its pods' holdings (place_apply),
  * one rwlock over it all. Answering the scheduler is cluster_place.c's, reporting

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's view of the cluster: nodes with their GPUs and what pods hold on them
  * (assigned, from gslice.io/assigned, or assumed between /bind and the watch's echo).
  * Fed by the watch (or the bench); read by the verbs under one read-write lock. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scheduler's questions to the cluster view (cluster.h): a pod's request, evaluating and
  * explaining nodes for it, the memo of the last pod's scores, reserving (assuming) a placement
  * until it is bound, and the per-node bind lock. It reads and holds records; it does not follow

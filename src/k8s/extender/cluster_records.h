@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster view's records, private to it: cluster.c (keeping them as events and relists
  * arrive), cluster_place.c (the scheduler's questions) and cluster_report.c (totals, metrics)
  * share these; everything else goes through cluster.h. Every field is read under c->lock

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the cluster view reports (cluster.h): totals, per-GPU statistics, per-namespace figures
  * and the extender's /metrics. Read-only: it takes the view's lock for reading and changes no
  * record. */

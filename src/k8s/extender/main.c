@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-extender: the kube-scheduler extender that places gslice slices on GPUs
  * (docs/kubernetes.md). Flags, signals, and wiring of the watch and the server. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement (place.h): which GPUs of a node take a pod's slices, why a node cannot, and
  * how much the policy likes the node. */
 #include "place.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement of a pod's slices on a node's GPUs: pure policy over plain structs and a
  * clock value, no I/O (the extender's cluster view and the bench both drive it). */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pods as the extender reads and writes them (podspec.h). */
 #include "podspec.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading what a pod asks of gslice (its containers' gslice.io resources and annotations)
  * and writing the gslice.io/assigned a placement gives it. No I/O. */
 #pragma once

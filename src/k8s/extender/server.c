@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's HTTP server (server.h): one thread per connection (kube-scheduler keeps a
  * few long-lived ones; /bind waits on the API server without holding up the others), two
  * listeners (the verbs; /metrics and the probes), and a reaper that cuts any connection

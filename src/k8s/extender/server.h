@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-extender's HTTP side (libmicrohttpd): the kube-scheduler extender verbs /filter,
  * /prioritize and /bind on one listener (HTTPS with client certificates, or plain HTTP on
  * loopback for a sidecar), /healthz, /livez and /metrics on another, each peer bounded in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster view's string-keyed hash map (smap.h): FNV-1a buckets, chained, doubled at load 1. */
 #include "smap.h"
 

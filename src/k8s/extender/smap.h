@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A string-keyed hash map (chained, grows at load 1) of the cluster view's nodes and pods. It owns
  * its entries and copies of their keys, never the values; it takes no lock (the caller's lock
  * covers it). A zeroed struct smap is an empty map. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender verbs (verbs.h): parse with jansson, answer with a plain writer (a filter
  * over 5,000 nodes writes 5,000 names; a JSON tree for that costs more than placement). */
 #include "verbs.h"

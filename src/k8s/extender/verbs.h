@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kube-scheduler extender verbs on request bodies, without HTTP (server.c serves
  * them; the bench calls them in process). Types and keys are the extender v1 API's
  * (k8s.io/kube-scheduler/extender/v1): ExtenderArgs {Pod, Nodes, NodeNames} in,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Keeps a cluster view current: list, then watch from the list's resourceVersion, for
  * nodes and for pods, each on its own thread; a 410 or a broken stream lists again. */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-node and the API server (src/k8s/common/kube.h): its pods' assignments, and the node's
  * inventory annotation gslice.io/gpus with its heartbeat. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-node: command line and the main loop — gsliced's GPUs, the plugin's server and its
  * registration (again after a kubelet or gsliced restart) — and the threads beside it: the
  * plugin's serving thread and worker (rpc.c), housekeeping (cleanup of slices), the pod cache

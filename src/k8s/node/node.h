@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-node: the kubelet device plugin for gslice.io/gpu, the slice of each container that
  * asked for one, and the node's GPU inventory for the scheduler (docs/kubernetes.md, "Node"). */
 #pragma once

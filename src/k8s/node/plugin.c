@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DevicePlugin service (v1beta1): options, preferred allocation, Allocate, PreStartContainer;
  * ListAndWatch's message; registration with the kubelet. */
 #include <errno.h>

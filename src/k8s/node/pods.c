@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* This node's pods as the API server has them: a list, then a watch, of the pods with
  * fieldSelector spec.nodeName=<node> on a thread of their own, so that what answers the kubelet
  * reads memory and never waits on the network. Owns the cache (entries, sync state, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gRPC core C API, used directly: a completion queue per server, polled by the server's own
  * serving thread (every gRPC operation of the server happens there), a worker thread for the
  * method that may wait, and a pluck queue per client call. The API is batch based: each step of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small gRPC layer over Debian's gRPC core C API: one unary client call, and a server on a Unix
  * socket with unary methods and one server-streaming method whose every stream carries the latest
  * published message. Messages are bytes (protobuf-c encodes and decodes them). */

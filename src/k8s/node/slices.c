@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One slice per container: PreStartContainer finds the container its slots were given to
  * (the kubelet's PodResources List), reads its pod's gslice.io/assigned and makes the slice in
  * gsliced; the records of what was made survive gslice-node restarts (state_dir/records), the
