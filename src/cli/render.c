@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The status renderers: the human table (status, top) and the stable JSON (status --json). */
 #include "render.h"
 
@@ -9,28 +10,7 @@
 #include <time.h>
 
 #include "size.h"
-
-const char *gs_priority_name(int32_t priority) {
-  switch (priority) {
-  case GS_PRIORITY_HIGH: return "high";
-  case GS_PRIORITY_NORMAL: return "normal";
-  case GS_PRIORITY_LOW: return "low";
-  default: return "?";
-  }
-}
-
-int gs_priority_parse(const char *text, int32_t *ret) {
-  static const int32_t values[] = {GS_PRIORITY_HIGH, GS_PRIORITY_NORMAL, GS_PRIORITY_LOW};
-  if (!text)
-    return -EINVAL;
-  for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
-    if (strcmp(text, gs_priority_name(values[i])) == 0) {
-      *ret = values[i];
-      return 0;
-    }
-  }
-  return -EINVAL;
-}
+#include "words.h"
 
 /* Ratios come from division by measured time; never let a NaN or Inf reach a reader. */
 static double finite_or_zero(double v) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Renders a node snapshot (struct gs_status) for people (the status/top table) and for
  * programs (the stable JSON of `gslice status --json`, schema in docs/cli.md). Pure:
  * no I/O except writing to the FILE given, so unit tests feed hand-built snapshots. */
@@ -5,6 +6,7 @@
 #include <stdio.h>
 
 #include "status.h"
+#include "words.h"
 
 /* Version of the JSON document; bumped only when a field changes meaning or goes away
  * (adding fields is compatible and does not bump it). */
@@ -20,11 +22,6 @@ struct gs_render_opts {
    * the next ones. */
   int now_column;
 };
-
-/* "high", "normal", "low" (or "?" for a value outside enum gs_priority). */
-const char *gs_priority_name(int32_t priority);
-/* Parses the same words; returns 0 or -EINVAL, *ret untouched on failure. */
-int gs_priority_parse(const char *text, int32_t *ret);
 
 /* The human table: one block per GPU, its slices under it, slices without a GPU last. */
 int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opts, FILE *out);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Encoding, framing checks and validation of the gsliced wire protocol (proto.h). */
 #include "proto.h"
 
@@ -144,15 +145,15 @@ int gs_slice_spec_check(const struct gs_slice_spec *spec, char *why, size_t why_
 
   if (!str_ok(spec->name, sizeof(spec->name)))
     reason = "name is not terminated";
-  else if (spec->compute_request > 100)
+  else if (spec->compute_request > GS_PERCENT_MAX)
     reason = "compute request is over 100%";
-  else if (spec->compute_limit == 0 || spec->compute_limit > 100)
+  else if (spec->compute_limit == 0 || spec->compute_limit > GS_PERCENT_MAX)
     reason = "compute limit must be 1..100%";
   else if (spec->compute_limit < spec->compute_request)
     reason = "compute limit is below the request";
   else if (spec->priority < GS_PRIORITY_LOW || spec->priority > GS_PRIORITY_HIGH)
     reason = "priority must be high, normal or low";
-  else if (spec->weight < 1 || spec->weight > 1000)
+  else if (spec->weight < GS_WEIGHT_MIN || spec->weight > GS_WEIGHT_MAX)
     reason = "weight must be 1..1000";
   else if (GS_MAX_GPUS < 32 && (spec->gpu_mask >> GS_MAX_GPUS) != 0)
     reason = "GPU index out of range";
@@ -259,20 +260,22 @@ static int check_body(const struct gs_msg *m) {
     const struct gs_msg_set *st = &m->u.set;
     if (st->slice_id == 0 || st->fields == 0 || (st->fields & ~(uint32_t)GS_SET_ALL))
       return -EPROTO;
-    if ((st->fields & GS_SET_REQUEST) && st->spec.compute_request > 100)
+    if ((st->fields & GS_SET_REQUEST) && st->spec.compute_request > GS_PERCENT_MAX)
       return -EPROTO;
     if ((st->fields & GS_SET_LIMIT) &&
-        (st->spec.compute_limit == 0 || st->spec.compute_limit > 100))
+        (st->spec.compute_limit == 0 || st->spec.compute_limit > GS_PERCENT_MAX))
       return -EPROTO;
     if ((st->fields & GS_SET_PRIORITY) &&
         (st->spec.priority < GS_PRIORITY_LOW || st->spec.priority > GS_PRIORITY_HIGH))
       return -EPROTO;
-    if ((st->fields & GS_SET_WEIGHT) && (st->spec.weight < 1 || st->spec.weight > 1000))
+    if ((st->fields & GS_SET_WEIGHT) &&
+        (st->spec.weight < GS_WEIGHT_MIN || st->spec.weight > GS_WEIGHT_MAX))
       return -EPROTO;
     if (st->spec.per_gpu & ~(uint32_t)GS_SPEC_GPU_KNOWN)
       return -EPROTO;
     for (uint32_t g = 0; g < GS_MAX_GPUS; g++)
-      if (st->spec.gpu_compute_request[g] > 100 || st->spec.gpu_memory_cap[g] > GS_SIZE_MAX)
+      if (st->spec.gpu_compute_request[g] > GS_PERCENT_MAX ||
+          st->spec.gpu_memory_cap[g] > GS_SIZE_MAX)
         return -EPROTO;
     return 0;
   }

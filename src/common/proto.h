@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gsliced wire protocol: every message between the daemon, the CLI and the hook, defined here
  * only. */
 #pragma once
@@ -32,6 +33,11 @@
 #define GS_PROTO_MAX_SLICES 256u
 #define GS_PROTO_TEXT_MAX 256u
 #define GS_PROTO_PATH_MAX 256u
+
+/* The bounds of a slice's numbers (gs_slice_spec): compute in percent of one GPU, weight. */
+#define GS_PERCENT_MAX 100u
+#define GS_WEIGHT_MIN 1u
+#define GS_WEIGHT_MAX 1000u
 
 enum gs_msg_type {
   GS_MSG_HELLO = 1,     /* client -> daemon: first message on every connection */
@@ -83,7 +89,7 @@ struct gs_slice_spec {
   uint32_t compute_request; /* percent of one GPU, 0..100, on each of its GPUs */
   uint32_t compute_limit;   /* percent of one GPU, request..100, not 0 (every GPU alike) */
   int32_t priority;         /* enum gs_priority */
-  uint32_t weight;          /* 1..1000 */
+  uint32_t weight;          /* GS_WEIGHT_MIN..GS_WEIGHT_MAX */
   uint32_t per_gpu;         /* enum gs_spec_per_gpu */
   uint64_t memory_cap;      /* bytes per GPU, 0: no cap */
   /* By GPU index: percent of that GPU, 0..compute_limit (GS_SPEC_GPU_REQUEST). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A tiny assertion header for unit tests: one binary per module, exit status says it all. */
 #pragma once
 #include <inttypes.h>
@@ -50,7 +51,10 @@ static int test_checks;
     }                                                                                              \
   } while (0)
 
+/* A binary that ran no check fails: a test that checks nothing cannot pass. */
 static inline int test_done(void) {
   printf("%d checks, %d failed\n", test_checks, test_failures);
-  return test_failures ? 1 : 0;
+  if (!test_checks)
+    fprintf(stderr, "no check ran: the test tests nothing\n");
+  return test_failures || !test_checks ? 1 : 0;
 }

@@ -63,7 +63,7 @@ static void test_priority(void) {
   CHECK_EQ_INT(gs_priority_parse("urgent", &p), -EINVAL);
   CHECK_EQ_INT(gs_priority_parse("", &p), -EINVAL);
   CHECK_EQ_INT(p, 99);
-  CHECK_STR(gs_priority_name(7), "?");
+  CHECK_STR(gs_priority_name(7), "unknown");
 }
 
 static void test_table(void) {
