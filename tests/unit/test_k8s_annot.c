@@ -93,6 +93,43 @@ static void test_sidecar(void) {
            -EPROTONOSUPPORT, "version 2");
 }
 
+/* Numbers past 32 bits: memory bytes round-trip exactly (json_int_t all the way), and a
+ * 32-bit field holding a value the decoder refuses (index, slots) is refused by the encoder
+ * too, never written as the int its low bits make. */
+static void test_wide_numbers(void) {
+  struct k8s_node_gpus g = {.heartbeat = 1796061600, .slots_per_gpu = 16, .ngpus = 1}, g2;
+  struct k8s_assigned_gpu gp = {.uuid = "G", .index = 3, .memory = (1ull << 40) + 7, .compute = 10};
+  struct k8s_assigned_container c = {
+      .name = "c", .ngpus = 1, .gpus = &gp, .compute_limit = 50, .weight = 1};
+  struct k8s_assigned a = {.node = "n", .ncontainers = 1, .containers = &c}, b;
+  char err[K8S_ERR_MAX] = "", *text = NULL;
+
+  g.gpus[0] = (struct k8s_gpu){
+      .index = 1, .uuid = "GPU-a", .memory = INT64_MAX, .healthy = true, .slots = 16};
+  CHECK_EQ_INT(k8s_node_gpus_encode(&g, &text), 0);
+  CHECK(text && strstr(text, "\"memory\":9223372036854775807"));
+  CHECK_EQ_INT(k8s_node_gpus_decode(text, &g2, err, sizeof err), 0);
+  CHECK_EQ_U64(g2.gpus[0].memory, (uint64_t)INT64_MAX);
+  free(text);
+  g.gpus[0].index = (1u << 31) + 1; /* as an int: negative */
+  CHECK_EQ_INT(k8s_node_gpus_encode(&g, &text), -EINVAL);
+  g.gpus[0].index = 1;
+  g.gpus[0].slots = 1u << 31;
+  CHECK_EQ_INT(k8s_node_gpus_encode(&g, &text), -EINVAL);
+  g.gpus[0].slots = 16;
+  g.gpus[0].memory = (uint64_t)INT64_MAX + 1;
+  CHECK_EQ_INT(k8s_node_gpus_encode(&g, &text), -EINVAL);
+
+  CHECK_EQ_INT(k8s_assigned_encode(&a, &text), 0);
+  CHECK(text && strstr(text, "\"memory\":1099511627783"));
+  CHECK_EQ_INT(k8s_assigned_decode(text, &b, err, sizeof err), 0);
+  CHECK(k8s_assigned_equal(&a, &b));
+  k8s_assigned_free(&b);
+  free(text);
+  gp.index = 1u << 31;
+  CHECK_EQ_INT(k8s_assigned_encode(&a, &text), -EINVAL);
+}
+
 int main(void) {
   char err[K8S_ERR_MAX];
   struct k8s_node_gpus g, g2;
@@ -243,5 +280,6 @@ int main(void) {
   CHECK_EQ_INT(p, K8S_PRIO_LOW);
   CHECK_EQ_INT(k8s_priority_parse("High", &p), -EINVAL);
   test_sidecar();
+  test_wide_numbers();
   return test_done();
 }

@@ -289,17 +289,18 @@ int k8s_node_gpus_encode(const struct k8s_node_gpus *g, char **ret_text) {
     return -EINVAL;
   k8s_time_format(g->heartbeat, hb, sizeof hb);
   list = json_array();
-  root = json_pack("{s:i, s:s, s:i, s:o}", "version", K8S_ANNOT_VERSION, "heartbeat", hb,
+  root = json_pack("{s:i, s:s, s:I, s:o}", "version", K8S_ANNOT_VERSION, "heartbeat", hb,
                    "slotsPerGpu", (json_int_t)g->slots_per_gpu, "gpus", list);
   if (!root)
     return -ENOMEM;
   for (uint32_t i = 0; i < g->ngpus; i++) {
     const struct k8s_gpu *gpu = &g->gpus[i];
-    if (!gpu->uuid[0] || gpu->memory == 0 || gpu->memory > INT64_MAX) {
+    if (!gpu->uuid[0] || gpu->index >= K8S_MAX_GPUS || gpu->memory == 0 ||
+        gpu->memory > INT64_MAX || gpu->slots > K8S_MAX_SLOTS) {
       rc = -EINVAL;
       goto out;
     }
-    if (json_array_append_new(list, json_pack("{s:i, s:s, s:I, s:b, s:i}", "index",
+    if (json_array_append_new(list, json_pack("{s:I, s:s, s:I, s:b, s:I}", "index",
                                               (json_int_t)gpu->index, "uuid", gpu->uuid, "memory",
                                               (json_int_t)gpu->memory, "healthy", gpu->healthy,
                                               "slots", (json_int_t)gpu->slots)))
@@ -469,7 +470,7 @@ int k8s_assigned_encode(const struct k8s_assigned *a, char **ret_text) {
       goto out;
     }
     json_t *entry =
-        json_pack("{s:s, s:b, s:o, s:i, s:s, s:i}", "name", c->name, "init", c->init, "gpus", gpus,
+        json_pack("{s:s, s:b, s:o, s:I, s:s, s:I}", "name", c->name, "init", c->init, "gpus", gpus,
                   "computeLimit", (json_int_t)c->compute_limit, "priority",
                   k8s_priority_name(c->priority), "weight", (json_int_t)c->weight);
     /* Only on a sidecar's entry: the text of every other assignment stays as it was. */
@@ -481,12 +482,13 @@ int k8s_assigned_encode(const struct k8s_assigned *a, char **ret_text) {
       goto out;
     for (uint32_t j = 0; j < c->ngpus; j++) {
       const struct k8s_assigned_gpu *g = &c->gpus[j];
-      if (!g->uuid[0] || g->compute > c->compute_limit || g->memory > INT64_MAX) {
+      if (!g->uuid[0] || g->index >= K8S_MAX_GPUS || g->compute > c->compute_limit ||
+          g->memory > INT64_MAX) {
         rc = -EINVAL;
         goto out;
       }
       if (json_array_append_new(gpus,
-                                json_pack("{s:s, s:i, s:I, s:i}", "uuid", g->uuid, "index",
+                                json_pack("{s:s, s:I, s:I, s:I}", "uuid", g->uuid, "index",
                                           (json_int_t)g->index, "memory", (json_int_t)g->memory,
                                           "compute", (json_int_t)g->compute)))
         goto out;
