@@ -106,6 +106,34 @@ int main(void) {
   CHECK_EQ_INT(load("j.yaml", &c, err, sizeof err), -ENOENT);
   CHECK(strstr(err, "/no/such") != NULL);
 
+  /* Files are read whole or refused: a file larger than its size said (here /proc's, which
+   * says 0) is read to its end, a file over 1 MiB or not a regular file is refused, saying so. */
+  if (access("/proc/self/status", R_OK) == 0) {
+    put("k.yaml", "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\n"
+                  "clusters:\n- name: c\n  cluster: {server: https://h, certificate-authority: "
+                  "/proc/self/status}\n");
+    CHECK_EQ_INT(load("k.yaml", &c, err, sizeof err), 0);
+    CHECK(c && c->ca_len > 0 && c->ca && strstr(c->ca, "Name:") == c->ca);
+    kube_config_free(c);
+    c = NULL;
+  }
+  {
+    char big[600];
+    snprintf(big, sizeof big, "%s/big.yaml", dir);
+    FILE *f = fopen(big, "w");
+    fputs("current-context: x\n", f);
+    for (int i = 0; i < (1 << 20) / 16 + 1; i++)
+      fputs("# padding      \n", f);
+    fclose(f);
+    CHECK_EQ_INT(load("big.yaml", &c, err, sizeof err), -EFBIG);
+    CHECK(strstr(err, "big.yaml") && strstr(err, "larger than 1 MiB"));
+  }
+  put("l.yaml", "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\n"
+                "clusters:\n- name: c\n  cluster: {server: https://h, certificate-authority: "
+                "/tmp}\n");
+  CHECK_EQ_INT(load("l.yaml", &c, err, sizeof err), -EINVAL);
+  CHECK(strstr(err, "certificate-authority /tmp: not a regular file") != NULL);
+
   /* In-cluster: the service address and the mounted token and CA. */
   put("ca.crt", "CA");
   setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);

@@ -3,6 +3,7 @@
  * (any thread may call), paged lists, watches, reading objects. Where the settings come from (a
  * kubeconfig, the pod's service account) is kubeconfig.c's; this file only uses them. */
 #include "kube.h"
+#include "buf.h"
 #include "errtext.h"
 #include "kubeconfig.h"
 
@@ -78,33 +79,8 @@ const char *kube_server(const struct kube *k) {
   return k->cfg->server;
 }
 
-struct buf {
-  char *p;
-  size_t len, cap;
-  size_t max;
-};
-
-static int buf_add(struct buf *b, const char *data, size_t n) {
-  if (b->len + n + 1 > b->max)
-    return -EFBIG;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n + 1)
-      cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p)
-      return -ENOMEM;
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, data, n);
-  b->len += n;
-  b->p[b->len] = 0;
-  return 0;
-}
-
 static size_t body_write(char *data, size_t size, size_t n, void *user) {
-  return buf_add(user, data, size * n) ? 0 : size * n;
+  return gs_buf_add(user, data, size * n) ? 0 : size * n;
 }
 
 static int progress_cb(void *user, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
@@ -153,9 +129,9 @@ static int setup(struct kube *k, const char *method, const char *path, const cha
   }
   if (k->cfg->token_file) {
     size_t n;
-    int r = kube_read_file(k->cfg->token_file, &token, &n);
+    int r = kube_read_file("token file", k->cfg->token_file, &token, &n, err, errlen);
     if (r < 0) {
-      rc = k8s_err(err, errlen, r, "token file %s: %s", k->cfg->token_file, strerror(-r));
+      rc = r;
       goto out;
     }
     while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
@@ -220,7 +196,7 @@ static int curl_error(struct kube *k, CURLcode cc, const char *method, const cha
 int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
                  const json_t *body, long *ret_status, json_t **ret_body, char *err,
                  size_t errlen) {
-  struct buf resp = {.max = BODY_MAX};
+  struct gs_buf resp = GS_BUF_INIT(BODY_MAX);
   struct curl_slist *headers = NULL;
   char *data = NULL, *ctype = NULL;
   CURL *c = NULL;
@@ -244,6 +220,11 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp);
   cc = curl_easy_perform(c);
+  if (cc != CURLE_OK && resp.err == -EFBIG) {
+    rc = k8s_err(err, errlen, -EFBIG, "%s %s%s: answer is over %u MiB", method, k->cfg->server,
+                 path, BODY_MAX >> 20);
+    goto out;
+  }
   if (cc != CURLE_OK) {
     rc = curl_error(k, cc, method, path, err, errlen);
     goto out;
@@ -262,7 +243,7 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
   rc = 0;
 out:
   free(data);
-  free(resp.p);
+  gs_buf_free(&resp);
   curl_slist_free_all(headers);
   curl_easy_cleanup(c);
   return rc;
@@ -402,8 +383,8 @@ int kube_list(struct kube *k, const char *path, json_t **ret_items, char **ret_r
 
 struct watch {
   CURL *c;
-  struct buf line;
-  struct buf other; /* a non-200 answer's body */
+  struct gs_buf line;
+  struct gs_buf other; /* a non-200 answer's body */
   long status;
   kube_watch_cb cb;
   void *user;
@@ -453,6 +434,14 @@ out:
   return rc;
 }
 
+/* The write callback's answer when an event did not fit its buffer: the transfer stops. */
+static size_t watch_too_long(struct watch *w) {
+  w->rc = w->line.err == -EFBIG ? k8s_err(w->err, w->errlen, -EFBIG,
+                                          "watch: one event is over %u MiB", LINE_MAX_BYTES >> 20)
+                                : w->line.err;
+  return 0;
+}
+
 static size_t watch_write(char *data, size_t size, size_t n, void *user) {
   struct watch *w = user;
   size_t len = size * n, start = 0;
@@ -460,33 +449,29 @@ static size_t watch_write(char *data, size_t size, size_t n, void *user) {
   if (!w->status)
     curl_easy_getinfo(w->c, CURLINFO_RESPONSE_CODE, &w->status);
   if (w->status != 200)
-    return buf_add(&w->other, data, len) ? 0 : len;
+    return gs_buf_add(&w->other, data, len) ? 0 : len;
   for (size_t i = 0; i < len; i++) {
     if (data[i] != '\n')
       continue;
-    if (buf_add(&w->line, data + start, i - start)) {
-      w->rc = -EFBIG;
-      return 0;
-    }
+    if (gs_buf_add(&w->line, data + start, i - start))
+      return watch_too_long(w);
     start = i + 1;
     if (w->line.len) {
       w->rc = watch_event(w, w->line.p, w->line.len);
-      w->line.len = 0;
+      gs_buf_clear(&w->line);
       if (w->rc)
         return 0;
     }
   }
-  if (start < len && buf_add(&w->line, data + start, len - start)) {
-    w->rc = k8s_err(w->err, w->errlen, -EFBIG, "watch: one event is over %u bytes", LINE_MAX_BYTES);
-    return 0;
-  }
+  if (start < len && gs_buf_add(&w->line, data + start, len - start))
+    return watch_too_long(w);
   return len;
 }
 
 int kube_watch(struct kube *k, const char *path, const char *rv, int timeout_s, kube_watch_cb cb,
                void *user, char **ret_rv, char *err, size_t errlen) {
-  struct watch w = {.line = {.max = LINE_MAX_BYTES},
-                    .other = {.max = 1 << 20},
+  struct watch w = {.line = GS_BUF_INIT(LINE_MAX_BYTES),
+                    .other = GS_BUF_INIT(1 << 20),
                     .cb = cb,
                     .user = user,
                     .ret_rv = ret_rv,
@@ -531,8 +516,8 @@ int kube_watch(struct kube *k, const char *path, const char *rv, int timeout_s, 
   }
   rc = 0;
 out:
-  free(w.line.p);
-  free(w.other.p);
+  gs_buf_free(&w.line);
+  gs_buf_free(&w.other);
   curl_slist_free_all(headers);
   if (w.c)
     curl_easy_cleanup(w.c);

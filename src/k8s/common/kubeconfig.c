@@ -4,6 +4,7 @@
  * base64). It opens no connection and makes no request; kube.c does. */
 #include "kubeconfig.h"
 #include "errtext.h"
+#include "fileio.h"
 #include "kube.h"
 
 #include <errno.h>
@@ -14,54 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
 
-#define FILE_MAX (1 << 20) /* kubeconfig, token, certificate files */
-
 /* ---- files and base64 ----------------------------------------------------------------- */
 
-int kube_read_file(const char *path, char **ret, size_t *ret_len) {
-  struct stat st;
-  char *buf = NULL;
-  size_t got = 0;
-  int fd, rc;
+int kube_read_file(const char *what, const char *path, char **ret, size_t *ret_len, char *err,
+                   size_t errlen) {
+  int rc = gs_file_read(AT_FDCWD, path, GS_FILE_REGULAR, KUBE_FILE_MAX, ret, ret_len);
 
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  if (fstat(fd, &st) < 0) {
-    rc = -errno;
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size > FILE_MAX) {
-    rc = -EFBIG;
-    goto out;
-  }
-  buf = malloc((size_t)st.st_size + 1);
-  if (!buf) {
-    rc = -ENOMEM;
-    goto out;
-  }
-  while (got < (size_t)st.st_size) {
-    ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    got += (size_t)n;
-  }
-  buf[got] = 0;
-  *ret = buf;
-  if (ret_len)
-    *ret_len = got;
-  buf = NULL;
-  rc = 0;
-out:
-  free(buf);
-  close(fd);
-  return rc;
+  if (rc == -EFBIG)
+    return k8s_err(err, errlen, rc, "%s %s: larger than %s", what, path, KUBE_FILE_MAX_TEXT);
+  if (rc == -EINVAL)
+    return k8s_err(err, errlen, rc, "%s %s: not a regular file", what, path);
+  if (rc < 0)
+    return k8s_err(err, errlen, rc, "%s %s: %s", what, path, strerror(-rc));
+  return 0;
 }
 
 static int b64val(int c) {
@@ -166,10 +135,8 @@ static int pem_field(yaml_document_t *doc, yaml_node_t *map, const char *base, c
     snprintf(path, sizeof path, "%s", v);
   else
     snprintf(path, sizeof path, "%s/%s", dir, v);
-  rc = kube_read_file(path, ret, ret_len);
-  if (rc < 0)
-    return k8s_err(err, errlen, rc, "kubeconfig: %s %s: %s", base, path, strerror(-rc));
-  return 0;
+  snprintf(key, sizeof key, "kubeconfig: %s", base);
+  return kube_read_file(key, path, ret, ret_len, err, errlen);
 }
 
 void kube_config_free(struct kube_config *c) {
@@ -210,9 +177,9 @@ int kube_config_from_file(const char *path, struct kube_config **ret, char *err,
   bool have_doc = false;
   int rc;
 
-  rc = kube_read_file(path, &text, &len);
+  rc = kube_read_file("kubeconfig", path, &text, &len, err, errlen);
   if (rc < 0)
-    return k8s_err(err, errlen, rc, "kubeconfig %s: %s", path, strerror(-rc));
+    return rc;
   slash = strrchr(path, '/');
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
   if (!yaml_parser_initialize(&parser)) {
@@ -355,11 +322,9 @@ int kube_config_in_cluster(const char *sa_dir, struct kube_config **ret, char *e
     goto out;
   }
   snprintf(path, sizeof path, "%s/ca.crt", sa_dir);
-  rc = kube_read_file(path, &c->ca, &c->ca_len);
-  if (rc < 0) {
-    rc = k8s_err(err, errlen, rc, "in-cluster: %s: %s", path, strerror(-rc));
+  rc = kube_read_file("in-cluster: CA", path, &c->ca, &c->ca_len, err, errlen);
+  if (rc < 0)
     goto out;
-  }
   *ret = c;
   return 0;
 out:
