@@ -167,6 +167,33 @@ int main(void) {
   CHECK_EQ_INT(k8s_time_parse("2000-02-29T00:00:00Z", &t), 0);
   CHECK_EQ_INT(k8s_time_parse("2026-12-31T23:59:59Z", &t), 0);
 
+  /* Impossible times are refused saying which field is wrong; a leap second only at 23:59 UTC. */
+  char why[96] = "";
+  CHECK_EQ_INT(k8s_time_parse_err("2026-02-31T00:00:00Z", &t, why, sizeof why), -EINVAL);
+  CHECK_STR(why, "day 31: February 2026 has 28 days");
+  CHECK_EQ_INT(k8s_time_parse_err("2028-02-30T00:00:00Z", &t, why, sizeof why), -EINVAL);
+  CHECK_STR(why, "day 30: February 2028 has 29 days");
+  CHECK_EQ_INT(k8s_time_parse_err("2026-11-00T00:00:00Z", &t, why, sizeof why), -EINVAL);
+  CHECK(strstr(why, "day 0") != NULL);
+  CHECK_EQ_INT(k8s_time_parse_err("2026-11-30T24:00:00Z", &t, why, sizeof why), -EINVAL);
+  CHECK_STR(why, "hour 24 is not 0..23");
+  CHECK_EQ_INT(k8s_time_parse_err("2026-11-30T18:60:00Z", &t, why, sizeof why), -EINVAL);
+  CHECK_STR(why, "minute 60 is not 0..59");
+  CHECK_EQ_INT(k8s_time_parse_err("2026-11-30T18:00:61Z", &t, why, sizeof why), -EINVAL);
+  CHECK(strstr(why, "second 61") != NULL);
+  CHECK_EQ_INT(k8s_time_parse_err("2026-11-30T12:34:60Z", &t, why, sizeof why), -EINVAL);
+  CHECK(strstr(why, "leap second") != NULL);
+  CHECK_EQ_INT(k8s_time_parse_err("2026-11-30T18:00:00+24:00", &t, why, sizeof why), -EINVAL);
+  CHECK(strstr(why, "offset") != NULL);
+  CHECK_EQ_INT(k8s_time_parse_err("2026-11-30", &t, why, sizeof why), -EINVAL);
+  CHECK(strstr(why, "form") != NULL);
+  CHECK_EQ_INT(k8s_time_parse("2016-12-31T23:59:60Z", &t), 0);
+  CHECK_EQ_INT(t, 1483228800); /* a leap second reads as the next second, as POSIX time has it */
+  CHECK_EQ_INT(k8s_time_parse("2017-01-01T00:59:60+01:00", &t), 0);
+  CHECK_EQ_INT(t, 1483228800);
+  node_bad("{\"version\":1,\"heartbeat\":\"2026-04-31T10:00:00Z\",\"slotsPerGpu\":1,\"gpus\":[]}",
+           -EINVAL, "heartbeat\" is \"2026-04-31T10:00:00Z\": day 31: April 2026 has 30 days");
+
   /* Node: refusals name the field. */
   node_bad("", -EINVAL, "empty");
   node_bad("{", -EINVAL, "not JSON");

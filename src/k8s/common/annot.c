@@ -26,18 +26,21 @@ static int digits(const char **p, int n, int *ret) {
   return 0;
 }
 
-int k8s_time_parse(const char *text, time_t *ret) {
-  const char *p = text;
-  int y, mo, d, h, mi, s, oh = 0, om = 0, sign = 0;
-  struct tm tm = {0};
+/* An RFC 3339 date-time's fields as written; offset in minutes east of UTC. */
+struct rfc3339 {
+  int year, month, day, hour, minute, second, offset;
+};
 
-  if (!text)
-    return -EINVAL;
-  if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' || digits(&p, 2, &d) ||
-      (*p != 'T' && *p != 't'))
+/* The syntax alone: "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)", 't' and 'z' too. */
+static int time_fields(const char *p, struct rfc3339 *t) {
+  int oh = 0, om = 0;
+
+  if (digits(&p, 4, &t->year) || *p++ != '-' || digits(&p, 2, &t->month) || *p++ != '-' ||
+      digits(&p, 2, &t->day) || (*p != 'T' && *p != 't'))
     return -EINVAL;
   p++;
-  if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) || *p++ != ':' || digits(&p, 2, &s))
+  if (digits(&p, 2, &t->hour) || *p++ != ':' || digits(&p, 2, &t->minute) || *p++ != ':' ||
+      digits(&p, 2, &t->second))
     return -EINVAL;
   if (*p == '.') {
     p++;
@@ -46,30 +49,73 @@ int k8s_time_parse(const char *text, time_t *ret) {
     while (*p >= '0' && *p <= '9')
       p++; /* fractions of a second do not matter for a heartbeat */
   }
+  t->offset = 0;
   if (*p == 'Z' || *p == 'z') {
     p++;
   } else if (*p == '+' || *p == '-') {
-    sign = *p++ == '-' ? -1 : 1;
-    if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om) || oh > 23 || om > 59)
+    int sign = *p++ == '-' ? -1 : 1;
+    if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om))
       return -EINVAL;
+    t->offset = sign * (oh * 60 + om);
+    if (oh > 23 || om > 59)
+      return -ERANGE;
   } else {
     return -EINVAL;
   }
-  if (*p || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 60)
-    return -EINVAL;
-  /* timegm takes Feb 31 as Mar 3: a date that does not exist is refused instead. */
+  return *p ? -EINVAL : 0;
+}
+
+static const char *const month_names[12] = {"January",   "February", "March",    "April",
+                                            "May",       "June",     "July",     "August",
+                                            "September", "October",  "November", "December"};
+
+/* Whether the fields name an instant that exists (timegm would take Feb 31 as Mar 3). */
+static int time_check(const struct rfc3339 *t, char *err, size_t errlen) {
   static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-  if (d > mdays[mo - 1] + (mo == 2 && leap))
-    return -EINVAL;
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = s;
-  *ret = timegm(&tm) - (time_t)sign * (oh * 3600 + om * 60);
+  bool leap = (t->year % 4 == 0 && t->year % 100 != 0) || t->year % 400 == 0;
+  int utc_minute = ((t->hour * 60 + t->minute - t->offset) % 1440 + 1440) % 1440;
+
+  if (t->month < 1 || t->month > 12)
+    return k8s_err(err, errlen, -EINVAL, "month %d is not 1..12", t->month);
+  int last = mdays[t->month - 1] + (t->month == 2 && leap);
+  if (t->day < 1 || t->day > last)
+    return k8s_err(err, errlen, -EINVAL, "day %d: %s %d has %d days", t->day,
+                   month_names[t->month - 1], t->year, last);
+  if (t->hour > 23)
+    return k8s_err(err, errlen, -EINVAL, "hour %d is not 0..23", t->hour);
+  if (t->minute > 59)
+    return k8s_err(err, errlen, -EINVAL, "minute %d is not 0..59", t->minute);
+  if (t->second > 60)
+    return k8s_err(err, errlen, -EINVAL, "second %d is not 0..59 (60 in a leap second)", t->second);
+  if (t->second == 60 && utc_minute != 23 * 60 + 59)
+    return k8s_err(err, errlen, -EINVAL,
+                   "second 60 is a leap second, which comes only at 23:59 UTC");
   return 0;
+}
+
+int k8s_time_parse_err(const char *text, time_t *ret, char *err, size_t errlen) {
+  struct rfc3339 t;
+  struct tm tm = {0};
+  int rc = text ? time_fields(text, &t) : -EINVAL;
+
+  if (rc == -ERANGE)
+    return k8s_err(err, errlen, -EINVAL, "the offset from UTC is beyond 23:59");
+  if (rc)
+    return k8s_err(err, errlen, rc, "not of the form 2026-11-30T18:00:00Z");
+  if ((rc = time_check(&t, err, errlen)))
+    return rc;
+  tm.tm_year = t.year - 1900;
+  tm.tm_mon = t.month - 1;
+  tm.tm_mday = t.day;
+  tm.tm_hour = t.hour;
+  tm.tm_min = t.minute;
+  tm.tm_sec = t.second;
+  *ret = timegm(&tm) - (time_t)t.offset * 60;
+  return 0;
+}
+
+int k8s_time_parse(const char *text, time_t *ret) {
+  return k8s_time_parse_err(text, ret, NULL, 0);
 }
 
 void k8s_time_format(time_t t, char *buf, size_t len) {
@@ -194,7 +240,7 @@ int k8s_node_gpus_decode(const char *text, struct k8s_node_gpus *ret, char *err,
   struct k8s_node_gpus *g = NULL;
   json_t *root = NULL, *list = NULL, *v;
   struct reader r = {err, errlen, K8S_ANNOT_GPUS};
-  char where[64], hb[64];
+  char where[64], hb[64], why[96];
   uint64_t u;
   int rc;
 
@@ -212,10 +258,11 @@ int k8s_node_gpus_decode(const char *text, struct k8s_node_gpus *ret, char *err,
   rc = get_str(&r, root, "heartbeat", hb, sizeof hb);
   if (rc)
     goto out;
-  if (k8s_time_parse(hb, &g->heartbeat) < 0) {
+  if (k8s_time_parse_err(hb, &g->heartbeat, why, sizeof why) < 0) {
     rc = k8s_err(err, errlen, -EINVAL,
-                 "%s: \"heartbeat\" is \"%s\", not an RFC 3339 time like 2026-11-30T18:00:00Z",
-                 r.where, hb);
+                 "%s: \"heartbeat\" is \"%s\": %s (want an RFC 3339 time like "
+                 "2026-11-30T18:00:00Z)",
+                 r.where, hb, why);
     goto out;
   }
   rc = get_uint(&r, root, "slotsPerGpu", 1, K8S_MAX_SLOTS, true, 0, &u);

@@ -98,6 +98,10 @@ bool k8s_assigned_equal(const struct k8s_assigned *a, const struct k8s_assigned 
 /* RFC 3339 times ("2026-11-30T18:00:00Z", "...18:00:00.5+01:00"): to and from
  * seconds since the epoch. Format writes UTC with "Z"; buf >= 21 bytes. */
 int k8s_time_parse(const char *text, time_t *ret);
+/* The same, saying in err what was wrong: the form, or a field out of range (month 1..12, a
+ * day the month has, leap years counted, hour 0..23, minute 0..59, second 0..59 or a leap
+ * second's 60 at 23:59 UTC, an offset within 23:59). -EINVAL; *ret untouched on failure. */
+int k8s_time_parse_err(const char *text, time_t *ret, char *err, size_t errlen);
 void k8s_time_format(time_t t, char *buf, size_t len);
 
 /* gslice.io/priority text <-> enum; parse returns 0 or -EINVAL. */
