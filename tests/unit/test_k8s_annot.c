@@ -4,7 +4,9 @@
 #include <errno.h>
 
 #include "annot.h"
+#include "status.h"
 #include "test.h"
+#include "words.h"
 
 static const char *node_example =
     "{\"version\":1,\"heartbeat\":\"2026-11-30T18:00:00Z\",\"slotsPerGpu\":16,"
@@ -306,6 +308,30 @@ int main(void) {
   CHECK_EQ_INT(k8s_priority_parse("low", &p), 0);
   CHECK_EQ_INT(p, K8S_PRIO_LOW);
   CHECK_EQ_INT(k8s_priority_parse("High", &p), -EINVAL);
+  CHECK_EQ_INT(k8s_priority_parse("normal", &p), 0);
+  CHECK_EQ_INT(p, K8S_PRIO_NORMAL);
+  CHECK_EQ_INT(k8s_priority_parse("high", &p), 0);
+  CHECK_EQ_INT(p, K8S_PRIO_HIGH);
+  CHECK_EQ_INT(k8s_priority_gs(K8S_PRIO_HIGH), GS_PRIORITY_HIGH);
+  CHECK_EQ_INT(k8s_priority_gs(K8S_PRIO_LOW), GS_PRIORITY_LOW);
+  CHECK_EQ_INT(k8s_priority_gs(K8S_PRIO_NORMAL), GS_PRIORITY_NORMAL);
+  /* A priority outside the enum is named as unknown and never written as a valid one. */
+  CHECK_STR(k8s_priority_name((enum k8s_priority)7), "unknown");
+  CHECK_STR(k8s_priority_name(K8S_PRIO_LOW), "low");
+  c = (struct k8s_assigned_container){.name = "c",
+                                      .ngpus = 1,
+                                      .gpus = &gp,
+                                      .compute_limit = 100,
+                                      .weight = 1,
+                                      .priority = (enum k8s_priority)7};
+  gp.compute = 10;
+  CHECK_EQ_INT(k8s_assigned_encode(&bad, &text), -EINVAL);
+  c.priority = K8S_PRIO_HIGH;
+  CHECK_EQ_INT(k8s_assigned_encode(&bad, &text), 0);
+  CHECK(text && strstr(text, "\"priority\":\"high\""));
+  free(text);
+  c.weight = GS_WEIGHT_MAX + 1;
+  CHECK_EQ_INT(k8s_assigned_encode(&bad, &text), -EINVAL);
   test_sidecar();
   test_wide_numbers();
   return test_done();

@@ -285,12 +285,14 @@ static void test_check_pod(void) {
   CHECK_EQ_INT(k8s_assigned_decode(good, &a, err, sizeof err), 0);
   a.containers[0].weight = 1001;
   CHECK_EQ_INT(k8s_assigned_check_pod(&a, o, err, sizeof err), -EINVAL);
+  CHECK(strstr(err, "weight 1001 (1..1000)") != NULL);
   a.containers[0].weight = 4;
   a.containers[0].compute_limit = 10; /* below the 16% on its first GPU */
   CHECK_EQ_INT(k8s_assigned_check_pod(&a, o, err, sizeof err), -EINVAL);
   a.containers[0].compute_limit = 80;
   a.containers[0].priority = (enum k8s_priority)7;
   CHECK_EQ_INT(k8s_assigned_check_pod(&a, o, err, sizeof err), -EINVAL);
+  CHECK(strstr(err, "priority unknown (high, normal or low)") != NULL);
   a.containers[0].priority = K8S_PRIO_HIGH;
   CHECK_EQ_INT(k8s_assigned_check_pod(&a, o, err, sizeof err), 0);
   k8s_assigned_free(&a);

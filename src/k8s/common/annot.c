@@ -3,6 +3,7 @@
  * silent on fields it does not know. */
 #include "annot.h"
 #include "errtext.h"
+#include "words.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -124,11 +125,23 @@ void k8s_time_format(time_t t, char *buf, size_t len) {
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static const char *const prio_names[] = {"low", "normal", "high"};
+/* enum k8s_priority -> gsliced's; the words are words.h's, the same on the wire. */
+static const int32_t gs_priorities[] = {
+    [K8S_PRIO_LOW] = GS_PRIORITY_LOW,
+    [K8S_PRIO_NORMAL] = GS_PRIORITY_NORMAL,
+    [K8S_PRIO_HIGH] = GS_PRIORITY_HIGH,
+};
+
+int32_t k8s_priority_gs(enum k8s_priority p) {
+  return (unsigned)p <= K8S_PRIO_HIGH ? gs_priorities[p] : INT32_MIN;
+}
 
 int k8s_priority_parse(const char *text, enum k8s_priority *ret) {
-  for (int i = 0; i < 3; i++)
-    if (text && strcmp(text, prio_names[i]) == 0) {
+  int32_t v;
+  if (gs_priority_parse(text, &v))
+    return -EINVAL;
+  for (unsigned i = K8S_PRIO_LOW; i <= K8S_PRIO_HIGH; i++)
+    if (gs_priorities[i] == v) {
       *ret = (enum k8s_priority)i;
       return 0;
     }
@@ -136,7 +149,7 @@ int k8s_priority_parse(const char *text, enum k8s_priority *ret) {
 }
 
 const char *k8s_priority_name(enum k8s_priority p) {
-  return (unsigned)p < 3 ? prio_names[p] : "normal";
+  return gs_priority_name(k8s_priority_gs(p));
 }
 
 /* ---- field readers: each names the field it refuses ---------------------------------- */
@@ -391,17 +404,17 @@ static int decode_container(struct reader *r, const json_t *v, int version,
     return k8s_err(r->err, r->errlen, -EINVAL,
                    "%s: a sidecar is an init container, in an assignment of version %d or later",
                    outer, K8S_ANNOT_ASSIGNED_SIDECAR_VERSION);
-  if ((rc = get_uint(r, v, "computeLimit", 1, 100, false, 100, &u)))
+  if ((rc = get_uint(r, v, "computeLimit", 1, GS_PERCENT_MAX, false, GS_PERCENT_MAX, &u)))
     return rc;
   c->compute_limit = (uint32_t)u;
-  if ((rc = get_uint(r, v, "weight", 1, 1000, false, 1, &u)))
+  if ((rc = get_uint(r, v, "weight", GS_WEIGHT_MIN, GS_WEIGHT_MAX, false, GS_WEIGHT_MIN, &u)))
     return rc;
   c->weight = (uint32_t)u;
   c->priority = K8S_PRIO_NORMAL;
   pv = json_object_get(v, "priority");
   if (pv && (!json_is_string(pv) || k8s_priority_parse(json_string_value(pv), &c->priority)))
-    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"priority\" must be high, normal or low",
-                   outer);
+    return k8s_err(r->err, r->errlen, -EINVAL, "%s: \"priority\" must be %s", outer,
+                   GS_PRIORITY_WORDS);
   if ((rc = need(r, v, "gpus", &list)))
     return rc;
   if (!json_is_array(list) || json_array_size(list) < 1 || json_array_size(list) > K8S_MAX_GPUS)
@@ -424,7 +437,7 @@ static int decode_container(struct reader *r, const json_t *v, int version,
     g->index = (uint32_t)u;
     if ((rc = get_uint(r, gv, "memory", 0, INT64_MAX, true, 0, &g->memory)))
       return rc;
-    if ((rc = get_uint(r, gv, "compute", 0, 100, true, 0, &u)))
+    if ((rc = get_uint(r, gv, "compute", 0, GS_PERCENT_MAX, true, 0, &u)))
       return rc;
     g->compute = (uint32_t)u;
     if (g->compute > c->compute_limit)
@@ -511,7 +524,8 @@ int k8s_assigned_encode(const struct k8s_assigned *a, char **ret_text) {
     const struct k8s_assigned_container *c = &a->containers[i];
     json_t *gpus = json_array();
     if (!c->name[0] || c->ngpus < 1 || c->ngpus > K8S_MAX_GPUS || c->compute_limit < 1 ||
-        c->compute_limit > 100 || c->weight < 1 || c->weight > 1000) {
+        c->compute_limit > GS_PERCENT_MAX || c->weight < GS_WEIGHT_MIN ||
+        c->weight > GS_WEIGHT_MAX || (unsigned)c->priority > K8S_PRIO_HIGH) {
       json_decref(gpus);
       rc = -EINVAL;
       goto out;

@@ -104,6 +104,9 @@ int k8s_time_parse(const char *text, time_t *ret);
 int k8s_time_parse_err(const char *text, time_t *ret, char *err, size_t errlen);
 void k8s_time_format(time_t t, char *buf, size_t len);
 
-/* gslice.io/priority text <-> enum; parse returns 0 or -EINVAL. */
+/* gslice.io/priority text <-> enum, with words.h's words (GS_PRIORITY_WORDS); parse returns 0
+ * or -EINVAL. A value outside the enum is named "unknown", never as a valid priority. */
 int k8s_priority_parse(const char *text, enum k8s_priority *ret);
 const char *k8s_priority_name(enum k8s_priority p);
+/* The same priority as gsliced's enum gs_priority; INT32_MIN (no gs_priority) outside the enum. */
+int32_t k8s_priority_gs(enum k8s_priority p);

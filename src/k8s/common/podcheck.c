@@ -3,6 +3,7 @@
 #include "podcheck.h"
 #include "errtext.h"
 #include "quantity.h"
+#include "words.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -97,11 +98,13 @@ static int check_container(const struct k8s_assigned *a, const json_t *ctr, bool
   if ((uint64_t)gpus != c->ngpus)
     return k8s_err(err, errlen, -EINVAL, "container %s: assigned %u GPU(s), %s is %lld", cname,
                    c->ngpus, K8S_RES_GPU, (long long)gpus);
-  if (c->compute_limit < 1 || c->compute_limit > 100 || c->weight < 1 || c->weight > 1000 ||
-      (unsigned)c->priority > K8S_PRIO_HIGH)
+  if (c->compute_limit < 1 || c->compute_limit > GS_PERCENT_MAX || c->weight < GS_WEIGHT_MIN ||
+      c->weight > GS_WEIGHT_MAX || (unsigned)c->priority > K8S_PRIO_HIGH)
     return k8s_err(err, errlen, -EINVAL,
-                   "container %s: computeLimit %u, weight %u or priority out of bounds", cname,
-                   c->compute_limit, c->weight);
+                   "container %s: computeLimit %u (1..%u), weight %u (%u..%u) or priority %s "
+                   "(%s) out of bounds",
+                   cname, c->compute_limit, GS_PERCENT_MAX, c->weight, GS_WEIGHT_MIN, GS_WEIGHT_MAX,
+                   k8s_priority_name(c->priority), GS_PRIORITY_WORDS);
   for (uint32_t j = 0; j < c->ngpus; j++) {
     const struct k8s_assigned_gpu *g = &c->gpus[j];
     uint64_t wm = k8s_split((uint64_t)mem, c->ngpus, j);
