@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "size.h"
 #include "words.h"
 
@@ -139,6 +140,115 @@ static int slice_header(FILE *out, const struct gs_render_opts *opts) {
               opts->prev || opts->now_column ? "    NOW" : "", "WAIT");
 }
 
+static int table_title(FILE *out, const struct gs_render_opts *opts, const struct gs_status *st,
+                       uint32_t ngpus) {
+  char when[40] = "-";
+  time_t secs = (time_t)(st->time_ns / 1000000000ULL);
+  struct tm tm;
+  if (gmtime_r(&secs, &tm))
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  double window = ngpus ? st->gpus[0].window_seconds : 0;
+  return line(out, opts->width,
+              "gslice: %" PRIu32 " GPU%s, %" PRIu32 " slice%s, shares over %.0fs  %s", ngpus,
+              ngpus == 1 ? "" : "s", st->nslices, st->nslices == 1 ? "" : "s",
+              finite_or_zero(window), when);
+}
+
+/* The processes NVML sees on the GPU that no slice accounts for (no hook in them). */
+static int table_unaccounted(FILE *out, const struct gs_render_opts *opts,
+                             const struct gs_gpu_status *gpu) {
+  char mem[24], share[32] = "";
+  int r;
+
+  gs_size_format(gpu->unaccounted_memory_bytes, mem, sizeof(mem));
+  if (gpu->device_known & GS_DEVICE_PROC_BUSY)
+    snprintf(share, sizeof(share), ", %.0f%% of the device", gpu->unaccounted_busy_ratio * 100.0);
+  r = line(out, opts->width,
+           "  ! %" PRIu32 " process%s on this GPU outside every slice's accounting (no "
+           "hook): %s%s",
+           gpu->unaccounted_count, gpu->unaccounted_count == 1 ? "" : "es", mem, share);
+  uint32_t n =
+      gpu->unaccounted_count < GS_UNACCOUNTED_MAX ? gpu->unaccounted_count : GS_UNACCOUNTED_MAX;
+  for (uint32_t k = 0; r == 0 && k < n; k++) {
+    const struct gs_unaccounted_proc *p = &gpu->unaccounted[k];
+    char pm[24], where[48], pb[24] = "";
+    gs_size_format(p->memory_bytes, pm, sizeof(pm));
+    if (p->slice_id)
+      snprintf(where, sizeof(where), "inside slice %" PRIu32, p->slice_id);
+    else
+      snprintf(where, sizeof(where), "in no slice");
+    if (gpu->device_known & GS_DEVICE_PROC_BUSY)
+      snprintf(pb, sizeof(pb), "  %.0f%% busy", p->busy_ratio * 100.0);
+    r = line(out, opts->width, "    pid %-8" PRId32 " %-16s %s%s", p->pid, where, pm, pb);
+  }
+  return r;
+}
+
+/* One GPU's block: its line, what no slice accounts for, its slices. *forced is set when one of
+ * them has a cap lowered below its usage with --force. */
+static int table_gpu(FILE *out, const struct gs_render_opts *opts, const struct gs_status *st,
+                     const struct gs_gpu_status *gpu, int *forced) {
+  char name[GS_NAME_MAX + 1], uuid[GS_UUID_MAX + 1], used[24], total[24], busy[16];
+  int r;
+
+  sanitize(gpu->name, name, sizeof(name));
+  sanitize(gpu->uuid, uuid, sizeof(uuid));
+  gs_size_format(gpu->memory_used_bytes, used, sizeof(used));
+  gs_size_format(gpu->memory_total_bytes, total, sizeof(total));
+  format_percent(gpu->busy_ratio, busy, sizeof(busy));
+  /* The device's own figure beside the slices': a gap is work no slice accounts for. */
+  char device[32] = "";
+  if (gpu->device_known & GS_DEVICE_BUSY)
+    snprintf(device, sizeof(device), " (device %.0f%%)", gpu->device_busy_ratio * 100.0);
+  if ((r = line(out, opts->width, "%s", "")) < 0)
+    return r;
+  r = line(out, opts->width,
+           "GPU %" PRIu32 "  %s  %s  busy %s%s  memory %s / %s  requested %" PRIu32 "%%",
+           gpu->index, name, uuid, busy, device, used, total, gpu->compute_requested);
+  if (r < 0)
+    return r;
+  if (gpu->unaccounted_count && (r = table_unaccounted(out, opts, gpu)) < 0)
+    return r;
+  int any = 0;
+  for (uint32_t k = 0; k < st->nslices; k++) {
+    const struct gs_slice_status *s = &st->slices[k];
+    const struct gs_slice_gpu_status *g = find_slice_gpu(s, gpu->index);
+    if (!g)
+      continue;
+    if (!any && (r = slice_header(out, opts)) < 0)
+      return r;
+    any = 1;
+    *forced |= s->memory_force && g->memory_cap_bytes;
+    if ((r = slice_row(out, opts, st, s, g)) < 0)
+      return r;
+  }
+  if (!any)
+    return line(out, opts->width, "  (no slices)");
+  return 0;
+}
+
+/* Slices the daemon knows that hold no GPU yet (registered, no process started). */
+static int table_unplaced(FILE *out, const struct gs_render_opts *opts,
+                          const struct gs_status *st) {
+  int r, header = 0;
+
+  for (uint32_t k = 0; k < st->nslices; k++) {
+    const struct gs_slice_status *s = &st->slices[k];
+    if (s->ngpus)
+      continue;
+    if (!header) {
+      if ((r = line(out, opts->width, "%s", "")) < 0 ||
+          (r = line(out, opts->width, "Slices without a GPU")) < 0 ||
+          (r = slice_header(out, opts)) < 0)
+        return r;
+      header = 1;
+    }
+    if ((r = slice_row(out, opts, st, s, NULL)) < 0)
+      return r;
+  }
+  return 0;
+}
+
 int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opts_in, FILE *out) {
   struct gs_render_opts opts = {0};
   if (opts_in)
@@ -146,99 +256,13 @@ int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opt
   uint32_t ngpus = st->ngpus < GS_MAX_GPUS ? st->ngpus : GS_MAX_GPUS;
   int r, forced = 0;
 
-  char when[40] = "-";
-  time_t secs = (time_t)(st->time_ns / 1000000000ULL);
-  struct tm tm;
-  if (gmtime_r(&secs, &tm))
-    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
-  double window = ngpus ? st->gpus[0].window_seconds : 0;
-  r = line(out, opts.width, "gslice: %" PRIu32 " GPU%s, %" PRIu32 " slice%s, shares over %.0fs  %s",
-           ngpus, ngpus == 1 ? "" : "s", st->nslices, st->nslices == 1 ? "" : "s",
-           finite_or_zero(window), when);
-  if (r < 0)
+  if ((r = table_title(out, &opts, st, ngpus)) < 0)
     return r;
-
-  for (uint32_t i = 0; i < ngpus; i++) {
-    const struct gs_gpu_status *gpu = &st->gpus[i];
-    char name[GS_NAME_MAX + 1], uuid[GS_UUID_MAX + 1], used[24], total[24], busy[16];
-    sanitize(gpu->name, name, sizeof(name));
-    sanitize(gpu->uuid, uuid, sizeof(uuid));
-    gs_size_format(gpu->memory_used_bytes, used, sizeof(used));
-    gs_size_format(gpu->memory_total_bytes, total, sizeof(total));
-    format_percent(gpu->busy_ratio, busy, sizeof(busy));
-    /* The device's own figure beside the slices': a gap is work no slice accounts for. */
-    char device[32] = "";
-    if (gpu->device_known & GS_DEVICE_BUSY)
-      snprintf(device, sizeof(device), " (device %.0f%%)", gpu->device_busy_ratio * 100.0);
-    if ((r = line(out, opts.width, "%s", "")) < 0)
+  for (uint32_t i = 0; i < ngpus; i++)
+    if ((r = table_gpu(out, &opts, st, &st->gpus[i], &forced)) < 0)
       return r;
-    r = line(out, opts.width,
-             "GPU %" PRIu32 "  %s  %s  busy %s%s  memory %s / %s  requested %" PRIu32 "%%",
-             gpu->index, name, uuid, busy, device, used, total, gpu->compute_requested);
-    if (r < 0)
-      return r;
-    if (gpu->unaccounted_count) {
-      char mem[24], share[32] = "";
-      gs_size_format(gpu->unaccounted_memory_bytes, mem, sizeof(mem));
-      if (gpu->device_known & GS_DEVICE_PROC_BUSY)
-        snprintf(share, sizeof(share), ", %.0f%% of the device",
-                 gpu->unaccounted_busy_ratio * 100.0);
-      r = line(out, opts.width,
-               "  ! %" PRIu32 " process%s on this GPU outside every slice's accounting (no "
-               "hook): %s%s",
-               gpu->unaccounted_count, gpu->unaccounted_count == 1 ? "" : "es", mem, share);
-      if (r < 0)
-        return r;
-      uint32_t n =
-          gpu->unaccounted_count < GS_UNACCOUNTED_MAX ? gpu->unaccounted_count : GS_UNACCOUNTED_MAX;
-      for (uint32_t k = 0; k < n; k++) {
-        const struct gs_unaccounted_proc *p = &gpu->unaccounted[k];
-        char pm[24], where[48], pb[24] = "";
-        gs_size_format(p->memory_bytes, pm, sizeof(pm));
-        if (p->slice_id)
-          snprintf(where, sizeof(where), "inside slice %" PRIu32, p->slice_id);
-        else
-          snprintf(where, sizeof(where), "in no slice");
-        if (gpu->device_known & GS_DEVICE_PROC_BUSY)
-          snprintf(pb, sizeof(pb), "  %.0f%% busy", p->busy_ratio * 100.0);
-        if ((r = line(out, opts.width, "    pid %-8" PRId32 " %-16s %s%s", p->pid, where, pm, pb)) <
-            0)
-          return r;
-      }
-    }
-    int any = 0;
-    for (uint32_t k = 0; k < st->nslices; k++) {
-      const struct gs_slice_status *s = &st->slices[k];
-      const struct gs_slice_gpu_status *g = find_slice_gpu(s, gpu->index);
-      if (!g)
-        continue;
-      if (!any && (r = slice_header(out, &opts)) < 0)
-        return r;
-      any = 1;
-      forced |= s->memory_force && g->memory_cap_bytes;
-      if ((r = slice_row(out, &opts, st, s, g)) < 0)
-        return r;
-    }
-    if (!any && (r = line(out, opts.width, "  (no slices)")) < 0)
-      return r;
-  }
-
-  /* Slices the daemon knows that hold no GPU yet (registered, no process started). */
-  int header = 0;
-  for (uint32_t k = 0; k < st->nslices; k++) {
-    const struct gs_slice_status *s = &st->slices[k];
-    if (s->ngpus)
-      continue;
-    if (!header) {
-      if ((r = line(out, opts.width, "%s", "")) < 0 ||
-          (r = line(out, opts.width, "Slices without a GPU")) < 0 ||
-          (r = slice_header(out, &opts)) < 0)
-        return r;
-      header = 1;
-    }
-    if ((r = slice_row(out, &opts, st, s, NULL)) < 0)
-      return r;
-  }
+  if ((r = table_unplaced(out, &opts, st)) < 0)
+    return r;
   if (forced) {
     if ((r = line(out, opts.width, "%s", "")) < 0 ||
         (r = line(out, opts.width,
@@ -249,137 +273,149 @@ int gs_render_table(const struct gs_status *st, const struct gs_render_opts *opt
   return ferror(out) ? -EIO : 0;
 }
 
-static void json_string(FILE *out, const char *s, size_t max) {
-  fputc('"', out);
-  for (size_t i = 0; i < max && s[i]; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\')
-      fprintf(out, "\\%c", c);
-    else if (c < 0x20 || c == 0x7f)
-      fprintf(out, "\\u%04x", c);
-    else
-      fputc(c, out);
-  }
-  fputc('"', out);
+/* A name or uuid of at most max bytes, as one JSON string. */
+static void json_string(struct gs_buf *b, const char *s, size_t max) {
+  gs_buf_json_strn(b, s, strnlen(s, max));
 }
 
 /* Ratios and seconds: enough digits to be exact to a microsecond, never NaN/Inf. */
-static void json_number(FILE *out, double v) {
-  fprintf(out, "%.9g", finite_or_zero(v));
+static void json_number(struct gs_buf *b, double v) {
+  gs_buf_printf(b, "%.9g", finite_or_zero(v));
+}
+
+/* A ratio NVML may not know: null then (no NVML, or no figure), not "idle". */
+static void json_ratio_or_null(struct gs_buf *b, int known, double v) {
+  if (known)
+    json_number(b, v);
+  else
+    gs_buf_puts(b, "null");
+}
+
+static void json_unaccounted(struct gs_buf *b, const struct gs_gpu_status *g) {
+  int busy = (g->device_known & GS_DEVICE_PROC_BUSY) != 0;
+
+  gs_buf_printf(
+      b, ",\"unaccounted\":{\"processes\":%" PRIu32 ",\"memory_bytes\":%" PRIu64 ",\"busy_ratio\":",
+      g->unaccounted_count, g->unaccounted_memory_bytes);
+  json_ratio_or_null(b, busy, g->unaccounted_busy_ratio);
+  gs_buf_puts(b, ",\"pids\":[");
+  uint32_t n =
+      g->unaccounted_count < GS_UNACCOUNTED_MAX ? g->unaccounted_count : GS_UNACCOUNTED_MAX;
+  for (uint32_t k = 0; k < n; k++) {
+    const struct gs_unaccounted_proc *p = &g->unaccounted[k];
+    gs_buf_printf(b, "%s{\"pid\":%" PRId32 ",\"slice\":", k ? "," : "", p->pid);
+    if (p->slice_id)
+      gs_buf_printf(b, "%" PRIu32, p->slice_id);
+    else
+      gs_buf_puts(b, "null");
+    gs_buf_printf(b, ",\"memory_bytes\":%" PRIu64 ",\"busy_ratio\":", p->memory_bytes);
+    json_ratio_or_null(b, busy, p->busy_ratio);
+    gs_buf_putc(b, '}');
+  }
+  gs_buf_puts(b, "]}");
+}
+
+static void json_gpu(struct gs_buf *b, const struct gs_gpu_status *g) {
+  gs_buf_printf(b, "{\"index\":%" PRIu32 ",\"name\":", g->index);
+  json_string(b, g->name, GS_NAME_MAX);
+  gs_buf_puts(b, ",\"uuid\":");
+  json_string(b, g->uuid, GS_UUID_MAX);
+  gs_buf_puts(b, ",\"busy_ratio\":");
+  json_number(b, g->busy_ratio);
+  gs_buf_puts(b, ",\"window_seconds\":");
+  json_number(b, g->window_seconds);
+  gs_buf_puts(b, ",\"switch_lost_ratio\":");
+  json_number(b, g->switch_lost_ratio);
+  gs_buf_puts(b, ",\"switch_lost_seconds_total\":");
+  json_number(b, g->switch_lost_seconds_total);
+  gs_buf_printf(b,
+                ",\"memory_used_bytes\":%" PRIu64 ",\"memory_total_bytes\":%" PRIu64
+                ",\"compute_requested_percent\":%" PRIu32 ",\"device_busy_ratio\":",
+                g->memory_used_bytes, g->memory_total_bytes, g->compute_requested);
+  json_ratio_or_null(b, g->device_known & GS_DEVICE_BUSY, g->device_busy_ratio);
+  if (g->device_known & GS_DEVICE_PROCS)
+    json_unaccounted(b, g);
+  else
+    gs_buf_puts(b, ",\"unaccounted\":null");
+  gs_buf_putc(b, '}');
+}
+
+static void json_slice_gpu(struct gs_buf *b, const struct gs_slice_gpu_status *g) {
+  static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
+
+  /* The request on this GPU: a slice over several GPUs may ask each its own (proto.h). */
+  gs_buf_printf(b,
+                "{\"index\":%" PRIu32 ",\"compute_request_percent\":%" PRIu32
+                ",\"memory_used_bytes\":%" PRIu64 ",\"memory_cap_bytes\":",
+                g->gpu, g->compute_request, g->memory_used_bytes);
+  /* null, not 0: "no cap" must not read as "a cap of zero bytes". */
+  if (g->memory_cap_bytes)
+    gs_buf_printf(b, "%" PRIu64, g->memory_cap_bytes);
+  else
+    gs_buf_puts(b, "null");
+  gs_buf_puts(b, ",\"share_ratio\":");
+  json_number(b, g->share_ratio);
+  gs_buf_puts(b, ",\"busy_seconds_total\":");
+  json_number(b, g->busy_seconds_total);
+  gs_buf_printf(
+      b, ",\"launches_total\":%" PRIu64 ",\"tokens_total\":%" PRIu64 ",\"wait_seconds_total\":",
+      g->launches_total, g->tokens_total);
+  json_number(b, g->wait_seconds_total);
+  gs_buf_printf(b, ",\"wait_count\":%" PRIu64 ",\"wait_buckets\":[", g->wait_count);
+  for (int k = 0; k <= GS_WAIT_BUCKETS; k++) {
+    gs_buf_puts(b, k ? ",{\"le\":" : "{\"le\":");
+    json_ratio_or_null(b, k < GS_WAIT_BUCKETS, k < GS_WAIT_BUCKETS ? bounds[k] : 0);
+    gs_buf_printf(b, ",\"count\":%" PRIu64 "}", g->wait_bucket[k]);
+  }
+  gs_buf_puts(b, "]}");
+}
+
+static void json_slice(struct gs_buf *b, const struct gs_slice_status *s) {
+  gs_buf_printf(b, "{\"id\":%" PRIu32 ",\"name\":", s->id);
+  json_string(b, s->name, GS_NAME_MAX);
+  gs_buf_printf(b,
+                ",\"compute_request_percent\":%" PRIu32 ",\"compute_limit_percent\":%" PRIu32
+                ",\"priority\":\"%s\",\"weight\":%" PRIu32 ",\"memory_force\":%s"
+                ",\"processes\":%" PRIu32 ",\"pids\":[",
+                s->compute_request, s->compute_limit, gs_priority_name(s->priority), s->weight,
+                s->memory_force ? "true" : "false", s->nprocs);
+  uint32_t npids = s->nprocs < GS_SLICE_MAX_PIDS ? s->nprocs : GS_SLICE_MAX_PIDS;
+  for (uint32_t p = 0; p < npids; p++)
+    gs_buf_printf(b, "%s%" PRId32, p ? "," : "", s->pids[p]);
+  gs_buf_puts(b, "],\"gpus\":[");
+  uint32_t n = s->ngpus < GS_MAX_GPUS ? s->ngpus : GS_MAX_GPUS;
+  for (uint32_t i = 0; i < n; i++) {
+    if (i)
+      gs_buf_putc(b, ',');
+    json_slice_gpu(b, &s->gpus[i]);
+  }
+  gs_buf_puts(b, "]}");
 }
 
 int gs_render_json(const struct gs_status *st, FILE *out) {
-  static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
+  struct gs_buf b = GS_BUF_INIT(0);
   uint32_t ngpus = st->ngpus < GS_MAX_GPUS ? st->ngpus : GS_MAX_GPUS;
 
   /* Seconds since the epoch to the millisecond: a double's %g would round it to 10 s. */
-  fprintf(out, "{\"version\":%d,\"time\":%" PRIu64 ".%03u,\"gpus\":[", GS_STATUS_JSON_VERSION,
-          (uint64_t)(st->time_ns / 1000000000ULL),
-          (unsigned)(st->time_ns % 1000000000ULL / 1000000ULL));
+  gs_buf_printf(&b, "{\"version\":%d,\"time\":%" PRIu64 ".%03u,\"gpus\":[", GS_STATUS_JSON_VERSION,
+                (uint64_t)(st->time_ns / 1000000000ULL),
+                (unsigned)(st->time_ns % 1000000000ULL / 1000000ULL));
   for (uint32_t i = 0; i < ngpus; i++) {
-    const struct gs_gpu_status *g = &st->gpus[i];
-    fprintf(out, "%s{\"index\":%" PRIu32 ",\"name\":", i ? "," : "", g->index);
-    json_string(out, g->name, GS_NAME_MAX);
-    fputs(",\"uuid\":", out);
-    json_string(out, g->uuid, GS_UUID_MAX);
-    fputs(",\"busy_ratio\":", out);
-    json_number(out, g->busy_ratio);
-    fputs(",\"window_seconds\":", out);
-    json_number(out, g->window_seconds);
-    fputs(",\"switch_lost_ratio\":", out);
-    json_number(out, g->switch_lost_ratio);
-    fputs(",\"switch_lost_seconds_total\":", out);
-    json_number(out, g->switch_lost_seconds_total);
-    fprintf(out,
-            ",\"memory_used_bytes\":%" PRIu64 ",\"memory_total_bytes\":%" PRIu64
-            ",\"compute_requested_percent\":%" PRIu32 ",\"device_busy_ratio\":",
-            g->memory_used_bytes, g->memory_total_bytes, g->compute_requested);
-    /* null: NVML cannot say (no NVML, or no figure), not "idle". */
-    if (g->device_known & GS_DEVICE_BUSY)
-      json_number(out, g->device_busy_ratio);
-    else
-      fputs("null", out);
-    if (!(g->device_known & GS_DEVICE_PROCS)) {
-      fputs(",\"unaccounted\":null}", out);
-      continue;
-    }
-    fprintf(out,
-            ",\"unaccounted\":{\"processes\":%" PRIu32 ",\"memory_bytes\":%" PRIu64
-            ",\"busy_ratio\":",
-            g->unaccounted_count, g->unaccounted_memory_bytes);
-    if (g->device_known & GS_DEVICE_PROC_BUSY)
-      json_number(out, g->unaccounted_busy_ratio);
-    else
-      fputs("null", out);
-    fputs(",\"pids\":[", out);
-    uint32_t nu =
-        g->unaccounted_count < GS_UNACCOUNTED_MAX ? g->unaccounted_count : GS_UNACCOUNTED_MAX;
-    for (uint32_t k = 0; k < nu; k++) {
-      const struct gs_unaccounted_proc *p = &g->unaccounted[k];
-      fprintf(out, "%s{\"pid\":%" PRId32 ",\"slice\":", k ? "," : "", p->pid);
-      if (p->slice_id)
-        fprintf(out, "%" PRIu32, p->slice_id);
-      else
-        fputs("null", out);
-      fprintf(out, ",\"memory_bytes\":%" PRIu64 ",\"busy_ratio\":", p->memory_bytes);
-      if (g->device_known & GS_DEVICE_PROC_BUSY)
-        json_number(out, p->busy_ratio);
-      else
-        fputs("null", out);
-      fputc('}', out);
-    }
-    fputs("]}}", out);
+    if (i)
+      gs_buf_putc(&b, ',');
+    json_gpu(&b, &st->gpus[i]);
   }
-  fputs("],\"slices\":[", out);
+  gs_buf_puts(&b, "],\"slices\":[");
   for (uint32_t k = 0; k < st->nslices; k++) {
-    const struct gs_slice_status *s = &st->slices[k];
-    fprintf(out, "%s{\"id\":%" PRIu32 ",\"name\":", k ? "," : "", s->id);
-    json_string(out, s->name, GS_NAME_MAX);
-    fprintf(out,
-            ",\"compute_request_percent\":%" PRIu32 ",\"compute_limit_percent\":%" PRIu32
-            ",\"priority\":\"%s\",\"weight\":%" PRIu32 ",\"memory_force\":%s,\"processes\":%" PRIu32
-            ",\"pids\":[",
-            s->compute_request, s->compute_limit, gs_priority_name(s->priority), s->weight,
-            s->memory_force ? "true" : "false", s->nprocs);
-    uint32_t npids = s->nprocs < GS_SLICE_MAX_PIDS ? s->nprocs : GS_SLICE_MAX_PIDS;
-    for (uint32_t p = 0; p < npids; p++)
-      fprintf(out, "%s%" PRId32, p ? "," : "", s->pids[p]);
-    fputs("],\"gpus\":[", out);
-    uint32_t n = s->ngpus < GS_MAX_GPUS ? s->ngpus : GS_MAX_GPUS;
-    for (uint32_t i = 0; i < n; i++) {
-      const struct gs_slice_gpu_status *g = &s->gpus[i];
-      /* The request on this GPU: a slice over several GPUs may ask each its own (proto.h). */
-      fprintf(out,
-              "%s{\"index\":%" PRIu32 ",\"compute_request_percent\":%" PRIu32
-              ",\"memory_used_bytes\":%" PRIu64 ",\"memory_cap_bytes\":",
-              i ? "," : "", g->gpu, g->compute_request, g->memory_used_bytes);
-      /* null, not 0: "no cap" must not read as "a cap of zero bytes". */
-      if (g->memory_cap_bytes)
-        fprintf(out, "%" PRIu64, g->memory_cap_bytes);
-      else
-        fputs("null", out);
-      fputs(",\"share_ratio\":", out);
-      json_number(out, g->share_ratio);
-      fputs(",\"busy_seconds_total\":", out);
-      json_number(out, g->busy_seconds_total);
-      fprintf(out,
-              ",\"launches_total\":%" PRIu64 ",\"tokens_total\":%" PRIu64
-              ",\"wait_seconds_total\":",
-              g->launches_total, g->tokens_total);
-      json_number(out, g->wait_seconds_total);
-      fprintf(out, ",\"wait_count\":%" PRIu64 ",\"wait_buckets\":[", g->wait_count);
-      for (int b = 0; b <= GS_WAIT_BUCKETS; b++) {
-        fputs(b ? ",{\"le\":" : "{\"le\":", out);
-        if (b < GS_WAIT_BUCKETS)
-          json_number(out, bounds[b]);
-        else
-          fputs("null", out);
-        fprintf(out, ",\"count\":%" PRIu64 "}", g->wait_bucket[b]);
-      }
-      fputs("]}", out);
-    }
-    fputs("]}", out);
+    if (k)
+      gs_buf_putc(&b, ',');
+    json_slice(&b, &st->slices[k]);
   }
-  fputs("]}\n", out);
+  int r = gs_buf_puts(&b, "]}\n");
+  if (r == 0 && fwrite(b.p, 1, b.len, out) != b.len)
+    r = -EIO;
+  gs_buf_free(&b);
+  if (r < 0)
+    return r;
   return ferror(out) ? -EIO : 0;
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 
 #include "render.h"
 #include "ui.h"
+#include "words.h"
 
 #define ESC "\033"
 #define SCREEN_ENTER ESC "[?1049h" ESC "[?25l" /* alternate screen, cursor hidden */
@@ -146,12 +148,10 @@ static int parse_interval(const char *s, double *ret) {
 }
 
 static int parse_count(const char *s, long *ret) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < 1)
+  uint64_t v;
+  if (gs_uint_parse(s, 1, LONG_MAX, &v) < 0)
     return -EINVAL;
-  *ret = v;
+  *ret = (long)v;
   return 0;
 }
 
@@ -189,89 +189,105 @@ static int top_plain(double interval, long iterations) {
   return rc;
 }
 
-static int top_tty(double interval, long iterations) {
-  struct gs_status prev = {0}, st;
-  int have_prev = 0, keyboard = isatty(STDIN_FILENO);
-  char err[512];
+/* Ctrl-Z: gives the shell its terminal back, stops for real, takes the terminal again on fg. */
+static void tty_suspend(int *keyboard) {
+  terminal_restore();
+  struct sigaction dfl = {.sa_handler = SIG_DFL}, mine = {.sa_handler = on_signal};
+  sigaction(SIGTSTP, &dfl, NULL);
+  raise(SIGTSTP);
+  sigaction(SIGTSTP, &mine, NULL);
+  if (*keyboard && terminal_raw() < 0)
+    *keyboard = 0;
+  fputs(SCREEN_ENTER, stdout);
+  term.screen = 1;
+}
+
+/* Reads the keys waiting; q quits. */
+static void tty_keys(int *keyboard) {
+  char key[16];
+  ssize_t k = read(STDIN_FILENO, key, sizeof(key));
+  if (k <= 0) {
+    *keyboard = 0; /* terminal gone (ssh dropped): Ctrl-C/SIGHUP still end us */
+    return;
+  }
+  for (ssize_t j = 0; j < k; j++)
+    if (key[j] == 'q' || key[j] == 'Q')
+      got_quit = 1;
+}
+
+/* Waits for the interval, a key, a resize or a signal. */
+static void tty_wait(double interval, int *keyboard) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double left = interval - ((double)(now.tv_sec - start.tv_sec) +
+                              (double)(now.tv_nsec - start.tv_nsec) / 1e9);
+    if (left <= 0 || got_quit)
+      return;
+    struct pollfd p[2] = {{.fd = wake_pipe[0], .events = POLLIN},
+                          {.fd = *keyboard ? STDIN_FILENO : -1, .events = POLLIN}};
+    int n = poll(p, 2, (int)(left * 1000) + 1);
+    if (n < 0 && errno != EINTR)
+      return;
+    if (n > 0 && (p[0].revents & POLLIN)) {
+      char drain[16];
+      while (read(wake_pipe[0], drain, sizeof(drain)) > 0)
+        ;
+    }
+    if (n > 0 && (p[1].revents & (POLLIN | POLLHUP)))
+      tty_keys(keyboard);
+    if (got_winch) {
+      got_winch = 0;
+      return; /* redraw at the new size now */
+    }
+    if (got_stop) {
+      got_stop = 0;
+      tty_suspend(keyboard);
+      return;
+    }
+  }
+}
+
+/* One frame: a fresh snapshot drawn against the one before (*prev, replaced by it), or what
+ * kept the daemon from answering (it may be restarting: said, and tried again, as top does). */
+static void tty_frame(struct gs_status *prev, int *have_prev, double interval) {
+  struct gs_status st;
   unsigned cols, rows;
+  char err[512], *text = NULL;
+  size_t len = 0;
+  const char *problem = NULL;
+
+  terminal_size(&cols, &rows);
+  if (gs_ui_fetch_status(&st, err, sizeof(err)) < 0) {
+    problem = err;
+  } else {
+    FILE *f = open_memstream(&text, &len);
+    struct gs_render_opts o = {.width = cols, .prev = *have_prev ? prev : NULL, .now_column = 1};
+    if (f) {
+      gs_render_table(&st, &o, f);
+      fclose(f);
+    }
+    gs_status_free(prev);
+    *prev = st;
+    *have_prev = 1;
+  }
+  draw_frame(text, cols, rows, interval, problem);
+  free(text);
+}
+
+static int top_tty(double interval, long iterations) {
+  struct gs_status prev = {0};
+  int have_prev = 0, keyboard = isatty(STDIN_FILENO);
 
   if (keyboard && terminal_raw() < 0)
     keyboard = 0; /* still works; Ctrl-C quits */
   atexit(terminal_restore);
   fputs(SCREEN_ENTER, stdout);
   term.screen = 1;
-
   for (long i = 0; !got_quit && (!iterations || i < iterations); i++) {
-    terminal_size(&cols, &rows);
-    char *text = NULL;
-    size_t len = 0;
-    const char *problem = NULL;
-    if (gs_ui_fetch_status(&st, err, sizeof(err)) < 0) {
-      /* The daemon may be restarting: say so and keep trying, like top does. */
-      problem = err;
-    } else {
-      FILE *f = open_memstream(&text, &len);
-      struct gs_render_opts o = {.width = cols, .prev = have_prev ? &prev : NULL, .now_column = 1};
-      if (f) {
-        gs_render_table(&st, &o, f);
-        fclose(f);
-      }
-      gs_status_free(&prev);
-      prev = st;
-      have_prev = 1;
-    }
-    draw_frame(text, cols, rows, interval, problem);
-    free(text);
-
-    /* Wait for the interval, a key, a resize or a signal. */
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (;;) {
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      double left = interval - ((double)(now.tv_sec - start.tv_sec) +
-                                (double)(now.tv_nsec - start.tv_nsec) / 1e9);
-      if (left <= 0 || got_quit)
-        break;
-      struct pollfd p[2] = {{.fd = wake_pipe[0], .events = POLLIN},
-                            {.fd = keyboard ? STDIN_FILENO : -1, .events = POLLIN}};
-      int n = poll(p, 2, (int)(left * 1000) + 1);
-      if (n < 0 && errno != EINTR)
-        break;
-      if (n > 0 && (p[0].revents & POLLIN)) {
-        char drain[16];
-        while (read(wake_pipe[0], drain, sizeof(drain)) > 0)
-          ;
-      }
-      if (n > 0 && (p[1].revents & (POLLIN | POLLHUP))) {
-        char key[16];
-        ssize_t k = read(STDIN_FILENO, key, sizeof(key));
-        if (k <= 0) {
-          keyboard = 0; /* terminal gone (ssh dropped): Ctrl-C/SIGHUP still end us */
-          continue;
-        }
-        for (ssize_t j = 0; j < k; j++)
-          if (key[j] == 'q' || key[j] == 'Q')
-            got_quit = 1;
-      }
-      if (got_winch) {
-        got_winch = 0;
-        break; /* redraw at the new size now */
-      }
-      if (got_stop) {
-        /* Ctrl-Z: give the shell its terminal back, stop for real, take it again on fg. */
-        got_stop = 0;
-        terminal_restore();
-        struct sigaction dfl = {.sa_handler = SIG_DFL}, mine = {.sa_handler = on_signal};
-        sigaction(SIGTSTP, &dfl, NULL);
-        raise(SIGTSTP);
-        sigaction(SIGTSTP, &mine, NULL);
-        if (keyboard && terminal_raw() < 0)
-          keyboard = 0;
-        fputs(SCREEN_ENTER, stdout);
-        term.screen = 1;
-        break;
-      }
-    }
+    tty_frame(&prev, &have_prev, interval);
+    tty_wait(interval, &keyboard);
   }
   gs_status_free(&prev);
   terminal_restore();

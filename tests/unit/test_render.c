@@ -174,7 +174,7 @@ static void test_json(void) {
                "\"wait_buckets\":[{\"le\":0.0001,\"count\":0},{\"le\":0.0005,\"count\":10}") !=
         NULL);
   CHECK(strstr(j, "{\"le\":null,\"count\":50}]}]}") != NULL);
-  CHECK(strstr(j, "\"name\":\"infer \\\"q\\\"\\u000a\"") != NULL);
+  CHECK(strstr(j, "\"name\":\"infer \\\"q\\\"\\n\"") != NULL);
   CHECK(strstr(j, "\"memory_cap_bytes\":null") != NULL);
   CHECK(strstr(j, "\"share_ratio\":0,") != NULL);
   CHECK(strstr(j, "{\"id\":3,\"name\":\"idle\",") != NULL);
@@ -184,6 +184,45 @@ static void test_json(void) {
   struct gs_status empty = {.time_ns = 0};
   j = render_json(&empty);
   CHECK_STR(j, "{\"version\":1,\"time\":0.000,\"gpus\":[],\"slices\":[]}\n");
+  free(j);
+  gs_status_free(&st);
+}
+
+/* Each byte of s is part of a valid UTF-8 sequence (RFC 3629: no overlongs, no surrogates). */
+static int utf8_valid(const char *s) {
+  const unsigned char *u = (const unsigned char *)s;
+  while (*u) {
+    size_t n = *u < 0x80             ? 1
+               : (*u & 0xe0) == 0xc0 ? 2
+               : (*u & 0xf0) == 0xe0 ? 3
+               : (*u & 0xf8) == 0xf0 ? 4
+                                     : 0;
+    if (!n || (n == 2 && *u < 0xc2) || (n == 4 && *u > 0xf4))
+      return 0;
+    for (size_t k = 1; k < n; k++)
+      if ((u[k] & 0xc0) != 0x80)
+        return 0;
+    u += n;
+  }
+  return 1;
+}
+
+/* A name is a user's bytes: whatever they hold, the document stays JSON a strict reader takes
+ * (the old writer let a byte that is not UTF-8 through as it was). */
+static void test_json_names(void) {
+  struct gs_status st;
+  ui_snapshot(&st);
+  snprintf(st.slices[0].name, sizeof(st.slices[0].name),
+           "tr\xff\xc3"
+           "ain\x7f\t\xc3\xa9");
+  memset(st.gpus[0].name, 'g', sizeof(st.gpus[0].name)); /* no NUL: cut at GS_NAME_MAX */
+  char *j = render_json(&st);
+  CHECK(json_well_formed(j));
+  CHECK(utf8_valid(j));
+  CHECK(strstr(j, "\"name\":\"tr\\ufffd\\ufffdain\x7f\\t\xc3\xa9\"") != NULL);
+  char want[GS_NAME_MAX + 16];
+  snprintf(want, sizeof(want), "\"name\":\"%.*s\",", GS_NAME_MAX, st.gpus[0].name);
+  CHECK(strstr(j, want) != NULL);
   free(j);
   gs_status_free(&st);
 }
@@ -232,5 +271,6 @@ int main(void) {
   test_table();
   test_share_between();
   test_json();
+  test_json_names();
   return test_done();
 }
