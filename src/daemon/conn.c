@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "requests.h"
 #include "token.h"
 
@@ -113,7 +114,8 @@ void conn_slice_gone(struct slice *s) {
 
 void conn_close(struct daemon *d, struct conn *c, const char *why) {
   if (why)
-    dlog("info", "closing connection of pid %d (slice %u): %s", (int)c->pid, c->slice_id, why);
+    gs_log(GS_LOG_INFO, "closing connection of pid %d (slice %u): %s", (int)c->pid, c->slice_id,
+           why);
   *c->pprev = c->next;
   if (c->next)
     c->next->pprev = c->pprev;

@@ -154,9 +154,3 @@ void gpus_close(struct daemon *d);
  * into gs's device_busy_ratio and unaccounted_* fields, device_known saying which NVML gave. */
 void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *arg, pid_t pid),
                       void *arg, struct gs_gpu_status *gs);
-
-/* Logging at the edge: the daemon logs to stderr (its log file when in the background). */
-void dlog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Writes what dlog left out of repeated lines whose interval is over (housekeeping, each second).
- */
-void dlog_flush(void);

@@ -9,6 +9,7 @@
 
 #include "authz.h"
 #include "daemon.h"
+#include "log.h"
 #include "nvml_min.h"
 #include "region.h"
 
@@ -65,10 +66,10 @@ int gpus_discover(struct daemon *d) {
   if (d->nvml && d->nvml->count(&count) != NVML_SUCCESS)
     count = 0;
   if (!d->nvml)
-    dlog("warning",
-         "NVML (libnvidia-ml.so.1) not available: scheduling %u unnamed GPU(s); "
-         "memory caps come from the slices' environment only",
-         d->cfg.gpus ? (unsigned)d->cfg.gpus : 1u);
+    gs_log(GS_LOG_WARNING,
+           "NVML (libnvidia-ml.so.1) not available: scheduling %u unnamed GPU(s); "
+           "memory caps come from the slices' environment only",
+           d->cfg.gpus ? (unsigned)d->cfg.gpus : 1u);
   if (d->cfg.gpus && (!d->nvml || d->cfg.gpus < count))
     count = (unsigned)d->cfg.gpus;
   if (!d->nvml && !count)

@@ -6,7 +6,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,96 +14,12 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
 #include "guard.h"
+#include "log.h"
 #include "metrics.h"
-
-/* Repeated lines are limited per message (its format string is the key): DLOG_BURST in each
- * DLOG_INTERVAL_NS, then one line saying how many were left out. 225k garbage connections in
- * 5 s wrote 16 MB of "closing connection" lines. The table is the log's own state, as stderr is:
- * the one global of the daemon beside it. */
-#define DLOG_KEYS 32
-#define DLOG_BURST 10
-#define DLOG_INTERVAL_NS 1000000000ull
-
-static struct dlog_key {
-  const char *fmt;
-  const char *level;
-  uint64_t since; /* start of its interval, CLOCK_MONOTONIC ns */
-  uint32_t lines; /* written in this interval */
-  uint64_t suppressed;
-} dlog_keys[DLOG_KEYS];
-
-static void dlog_line(const char *level, const char *fmt, va_list ap) {
-  char ts[32];
-  struct timespec now;
-  struct tm tm;
-
-  clock_gettime(CLOCK_REALTIME, &now);
-  localtime_r(&now.tv_sec, &tm);
-  strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
-  fprintf(stderr, "%s.%03ld gsliced[%d] %s: ", ts, now.tv_nsec / 1000000, (int)getpid(), level);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-}
-
-static void dlog_raw(const char *level, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  dlog_line(level, fmt, ap);
-  va_end(ap);
-}
-
-/* Says how many lines of k were left out, and starts its next interval. */
-static void dlog_summary(struct dlog_key *k, uint64_t now) {
-  if (k->suppressed)
-    dlog_raw(k->level,
-             "%" PRIu64 " more lines like \"%.60s\" in the last %" PRIu64 " ms, not written",
-             k->suppressed, k->fmt, (now - k->since) / 1000000);
-  k->since = now;
-  k->lines = 0;
-  k->suppressed = 0;
-}
-
-void dlog_flush(void) {
-  uint64_t now = loop_now();
-  for (unsigned i = 0; i < DLOG_KEYS; i++)
-    if (dlog_keys[i].fmt && now - dlog_keys[i].since >= DLOG_INTERVAL_NS)
-      dlog_summary(&dlog_keys[i], now);
-}
-
-void dlog(const char *level, const char *fmt, ...) {
-  uint64_t now = loop_now();
-  struct dlog_key *k = NULL, *oldest = &dlog_keys[0];
-  va_list ap;
-
-  for (unsigned i = 0; i < DLOG_KEYS && !k; i++) {
-    if (dlog_keys[i].fmt == fmt)
-      k = &dlog_keys[i];
-    else if (dlog_keys[i].since < oldest->since)
-      oldest = &dlog_keys[i];
-  }
-  if (!k) {
-    /* A new message takes the slot quiet the longest (its count said first). */
-    k = oldest;
-    if (k->fmt)
-      dlog_summary(k, now);
-    *k = (struct dlog_key){.fmt = fmt, .level = level, .since = now};
-  } else if (now - k->since >= DLOG_INTERVAL_NS) {
-    dlog_summary(k, now);
-  }
-  if (k->lines >= DLOG_BURST) {
-    k->suppressed++;
-    return;
-  }
-  k->lines++;
-  va_start(ap, fmt);
-  dlog_line(level, fmt, ap);
-  va_end(ap);
-}
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -225,7 +140,7 @@ static void write_pid(struct daemon *d) {
   char pid[32];
   int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
   if (ftruncate(d->lock_fd, 0) == 0 && pwrite(d->lock_fd, pid, (size_t)n, 0) < 0)
-    dlog("warning", "cannot write the pid into the lock file");
+    gs_log(GS_LOG_WARNING, "cannot write the pid into the lock file");
 }
 
 /* Goes to the background once the socket answers, so whoever started us
@@ -245,7 +160,7 @@ static int background(struct daemon *d, int dir_fd) {
   }
   /* One made 0644 by an earlier daemon is narrowed too. */
   if (fchmod(fd, 0600) < 0)
-    dlog("warning", "cannot make %s mode 0600: %s", log, strerror(errno));
+    gs_log(GS_LOG_WARNING, "cannot make %s mode 0600: %s", log, strerror(errno));
   if (pipe2(p, O_CLOEXEC) < 0)
     return -errno;
   pid = fork();
@@ -300,13 +215,13 @@ static void fit_open_files(struct daemon *d) {
   if (host > fit - hook)
     host = fit - hook;
   if (hook != d->cfg.max_hook_clients)
-    dlog("warning", "open-file limit %llu: max_hook_clients lowered from %llu to %llu",
-         (unsigned long long)rl.rlim_cur, (unsigned long long)d->cfg.max_hook_clients,
-         (unsigned long long)hook);
+    gs_log(GS_LOG_WARNING, "open-file limit %llu: max_hook_clients lowered from %llu to %llu",
+           (unsigned long long)rl.rlim_cur, (unsigned long long)d->cfg.max_hook_clients,
+           (unsigned long long)hook);
   if (host != d->cfg.max_clients)
-    dlog("warning", "open-file limit %llu: max_clients lowered from %llu to %llu",
-         (unsigned long long)rl.rlim_cur, (unsigned long long)d->cfg.max_clients,
-         (unsigned long long)host);
+    gs_log(GS_LOG_WARNING, "open-file limit %llu: max_clients lowered from %llu to %llu",
+           (unsigned long long)rl.rlim_cur, (unsigned long long)d->cfg.max_clients,
+           (unsigned long long)host);
   d->cfg.max_hook_clients = hook;
   d->cfg.max_clients = host;
 }
@@ -315,7 +230,7 @@ static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
   struct daemon *d = data;
   (void)id;
   server_housekeeping(d);
-  dlog_flush();
+  gs_log_flush();
   loop_add_timer(l, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
 }
 
@@ -324,12 +239,12 @@ static void reload(struct daemon *d) {
   char why[CONFIG_STR_MAX];
 
   if (!d->config_path[0]) {
-    dlog("info", "SIGHUP: no --config file to reload");
+    gs_log(GS_LOG_INFO, "SIGHUP: no --config file to reload");
     return;
   }
   if (config_load_file(&c, d->config_path, why, sizeof(why)) < 0 ||
       config_derive(&c, why, sizeof(why)) < 0 || config_check(&c, why, sizeof(why)) < 0) {
-    dlog("error", "SIGHUP: %s; keeping the running settings", why);
+    gs_log(GS_LOG_ERROR, "SIGHUP: %s; keeping the running settings", why);
     return;
   }
   /* Only settings marked runtime change; the rest need a restart. */
@@ -339,10 +254,10 @@ static void reload(struct daemon *d) {
     if (e->runtime)
       memcpy((char *)&d->cfg + e->offset, (char *)&c + e->offset, size);
     else if (memcmp((char *)&d->cfg + e->offset, (char *)&c + e->offset, size))
-      dlog("warning", "SIGHUP: %s changes only at restart", e->name);
+      gs_log(GS_LOG_WARNING, "SIGHUP: %s changes only at restart", e->name);
   }
   server_apply_sched_cfg(d);
-  dlog("info", "SIGHUP: settings reloaded from %s", d->config_path);
+  gs_log(GS_LOG_INFO, "SIGHUP: settings reloaded from %s", d->config_path);
 }
 
 static void signal_cb(struct loop *l, int fd, uint32_t events, void *data) {
@@ -355,8 +270,8 @@ static void signal_cb(struct loop *l, int fd, uint32_t events, void *data) {
       reload(d);
       continue;
     }
-    dlog("info", "signal %u: shutting down (slices are kept in %s)", si.ssi_signo,
-         d->cfg.state_dir);
+    gs_log(GS_LOG_INFO, "signal %u: shutting down (slices are kept in %s)", si.ssi_signo,
+           d->cfg.state_dir);
     loop_stop(l);
   }
 }
@@ -379,6 +294,7 @@ int main(int argc, char **argv) {
 
   if (!d)
     return 1;
+  gs_log_open("gsliced", GS_LOG_INFO);
   d->listen_fd = d->listen_dir_fd = d->hook_listen_fd = d->hook_dir_fd = -1;
   d->signal_fd = d->lock_fd = d->spare_fd = -1;
   config_defaults(&d->cfg);
@@ -470,6 +386,7 @@ int main(int argc, char **argv) {
   }
   if (!foreground && background(d, dir_fd) < 0)
     return 1;
+  gs_log_open("gsliced", GS_LOG_INFO); /* stderr may be the log file now, not the journal */
   close(dir_fd);
   write_pid(d);
   d->started = loop_now();
@@ -481,12 +398,12 @@ int main(int argc, char **argv) {
   sigprocmask(SIG_BLOCK, &mask, NULL);
   d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (d->signal_fd < 0 || loop_add_fd(d->loop, d->signal_fd, EPOLLIN, signal_cb, d) < 0) {
-    dlog("error", "cannot watch signals: %s", strerror(errno));
+    gs_log(GS_LOG_ERROR, "cannot watch signals: %s", strerror(errno));
     return 1;
   }
   /* Before any thread: a slice truncating its region under a read must not kill us (guard.c). */
   if (guard_install() < 0) {
-    dlog("error", "cannot install the SIGBUS guard: %s", strerror(errno));
+    gs_log(GS_LOG_ERROR, "cannot install the SIGBUS guard: %s", strerror(errno));
     return 1;
   }
   /* Threads do not survive fork: the metrics server starts after it. */
@@ -494,21 +411,21 @@ int main(int argc, char **argv) {
     r = gs_metrics_start(d->cfg.metrics, &d->metrics);
     if (r < 0) {
       /* Asked for and not served is a misconfiguration, not a detail: say so and stop. */
-      dlog("error",
-           "cannot serve /metrics on '%s': %s (give PORT, HOST:PORT or [V6]:PORT, "
-           "HOST numeric or localhost, and a free port)",
-           d->cfg.metrics, r == -EINVAL ? "not an address" : strerror(-r));
+      gs_log(GS_LOG_ERROR,
+             "cannot serve /metrics on '%s': %s (give PORT, HOST:PORT or [V6]:PORT, "
+             "HOST numeric or localhost, and a free port)",
+             d->cfg.metrics, r == -EINVAL ? "not an address" : strerror(-r));
       return 1;
     }
-    dlog("info", "serving /metrics on port %u%s", gs_metrics_port(d->metrics),
-         gs_metrics_loopback(d->metrics) ? " (loopback)"
-                                         : ": NOT loopback, reachable from other hosts");
+    gs_log(GS_LOG_INFO, "serving /metrics on port %u%s", gs_metrics_port(d->metrics),
+           gs_metrics_loopback(d->metrics) ? " (loopback)"
+                                           : ": NOT loopback, reachable from other hosts");
   }
   loop_add_timer(d->loop, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
-  dlog("info",
-       "serving %s (hooks of container slices: %s), state %s, %u GPU(s), %u slice(s) "
-       "recovered",
-       d->cfg.socket, d->cfg.hook_socket, d->cfg.state_dir, d->ngpus, d->reg.n);
+  gs_log(GS_LOG_INFO,
+         "serving %s (hooks of container slices: %s), state %s, %u GPU(s), %u slice(s) "
+         "recovered",
+         d->cfg.socket, d->cfg.hook_socket, d->cfg.state_dir, d->ngpus, d->reg.n);
   r = loop_run(d->loop);
   server_close_all(d);
   gs_metrics_stop(d->metrics);

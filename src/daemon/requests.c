@@ -15,6 +15,7 @@
 
 #include "authz.h"
 #include "conn.h"
+#include "log.h"
 #include "metrics.h"
 #include "region.h"
 #include "sock.h"
@@ -71,10 +72,10 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
                "slice %u of this gsliced is not this process's slice (%s): the daemon lost the "
                "state it was registered in; run the program again under gslice run",
                s->id, m->u.hello.slice_nonce ? "another slice nonce" : "no GSLICE_SLICE_NONCE");
-      dlog("warning",
-           "pid %d said HELLO as slice %u with a nonce that is not the slice's: "
-           "refused (a process of a slice from an earlier daemon state?)",
-           (int)c->pid, s->id);
+      gs_log(GS_LOG_WARNING,
+             "pid %d said HELLO as slice %u with a nonce that is not the slice's: "
+             "refused (a process of a slice from an earlier daemon state?)",
+             (int)c->pid, s->id);
       conn_send_error(d, c, m->hdr.seq, -ESTALE, why);
       return false;
     }
@@ -92,8 +93,8 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
                  "have (max_hook_clients_per_slice = %" PRIu64 "): this process runs at the "
                  "slice's limit unscheduled; raise the setting in gsliced's config",
                  s->id, n, most);
-        dlog("warning", "pid %d: HELLO as slice %u on the hook socket refused: %s", (int)c->pid,
-             s->id, why);
+        gs_log(GS_LOG_WARNING, "pid %d: HELLO as slice %u on the hook socket refused: %s",
+               (int)c->pid, s->id, why);
         conn_send_error(d, c, m->hdr.seq, -EUSERS, why);
         return false;
       }
@@ -123,12 +124,12 @@ static void open_slice_region(struct daemon *d, struct slice *s) {
     fd = openat(dfd, GS_REGION_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno != ENOENT)
-      dlog("warning", "slice %u: cannot open %s/%s to its container's user: %s", s->id, s->dir,
-           GS_REGION_FILE, strerror(errno));
+      gs_log(GS_LOG_WARNING, "slice %u: cannot open %s/%s to its container's user: %s", s->id,
+             s->dir, GS_REGION_FILE, strerror(errno));
   } else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
              fchmod(fd, 0666) < 0) {
-    dlog("warning", "slice %u: %s/%s is not the region the daemon made; left as it is", s->id,
-         s->dir, GS_REGION_FILE);
+    gs_log(GS_LOG_WARNING, "slice %u: %s/%s is not the region the daemon made; left as it is",
+           s->id, s->dir, GS_REGION_FILE);
   }
   if (fd >= 0)
     close(fd);
@@ -147,8 +148,8 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
    * host: whatever its uid, a process in another pid namespace registers nothing (two uids of
    * one pod took 49% + 50% of a GPU beside the slices the cluster had placed). */
   if (!authz_host_process(d, c)) {
-    dlog("warning", "pid %d (uid %u): REGISTER from another pid namespace refused", (int)c->pid,
-         (unsigned)c->uid);
+    gs_log(GS_LOG_WARNING, "pid %d (uid %u): REGISTER from another pid namespace refused",
+           (int)c->pid, (unsigned)c->uid);
     conn_send_error(d, c, m->hdr.seq, -EPERM,
                     "no REGISTER from a container (a process in another pid namespace than "
                     "gsliced's), whatever its uid: slices for containers are made by gslice-node");
@@ -158,8 +159,8 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
    * a node-local user's slice would commit compute that placement cannot see, and the pod it
    * placed into that share would be refused. */
   if (!d->cfg.user_slices && !authz_admin(d, c)) {
-    dlog("warning", "pid %d (uid %u): REGISTER refused: user_slices is false", (int)c->pid,
-         (unsigned)c->uid);
+    gs_log(GS_LOG_WARNING, "pid %d (uid %u): REGISTER refused: user_slices is false", (int)c->pid,
+           (unsigned)c->uid);
     conn_send_error(d, c, m->hdr.seq, -EPERM,
                     "this gsliced takes slices only from root, its own user or admin_group "
                     "(user_slices = false: on a Kubernetes node the cluster places the GPU's "
@@ -217,12 +218,12 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
     open_slice_region(d, s);
   r = registry_save(&d->reg);
   if (r < 0)
-    dlog("error", "cannot save %s/%s: %s (slices will not survive a restart)", d->reg.state_dir,
-         REGISTRY_FILE, strerror(-r));
-  dlog("info",
-       "slice %u '%s' registered by pid %d: gpus 0x%x request %u%% limit %u%% memory %" PRIu64,
-       s->id, s->spec.name, (int)c->pid, slice_mask(s), s->spec.compute_request,
-       s->spec.compute_limit, s->spec.memory_cap);
+    gs_log(GS_LOG_ERROR, "cannot save %s/%s: %s (slices will not survive a restart)",
+           d->reg.state_dir, REGISTRY_FILE, strerror(-r));
+  gs_log(GS_LOG_INFO,
+         "slice %u '%s' registered by pid %d: gpus 0x%x request %u%% limit %u%% memory %" PRIu64,
+         s->id, s->spec.name, (int)c->pid, slice_mask(s), s->spec.compute_request,
+         s->spec.compute_limit, s->spec.memory_cap);
   struct gs_msg_registered ok = {.slice_id = s->id, .flags = s->flags, .slice_nonce = s->nonce};
   snprintf(ok.state_dir, sizeof(ok.state_dir), "%s", s->dir);
   conn_send(d, c, GS_MSG_REGISTERED, m->hdr.seq, &ok, sizeof(ok));
@@ -254,7 +255,7 @@ static void on_unregister(struct daemon *d, struct conn *c, const struct gs_msg 
     conn_send_error(d, c, m->hdr.seq, r, why);
     return;
   }
-  dlog("info", "slice %u '%s' removed", s->id, s->spec.name);
+  gs_log(GS_LOG_INFO, "slice %u '%s' removed", s->id, s->spec.name);
   requests_remove_slice(d, s->id);
   conn_send_ok(d, c, m->hdr.seq);
 }
@@ -302,8 +303,8 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   r = registry_admit(&d->reg, &spec, s->id, d->ngpus, why, sizeof(why));
   if (r < 0 || (r = authz_set(d, c, s, &spec, why, sizeof(why))) < 0) {
     if (r == -EPERM)
-      dlog("warning", "pid %d (uid %u): SET of slice %u refused: %s", (int)c->pid, (unsigned)c->uid,
-           s->id, why);
+      gs_log(GS_LOG_WARNING, "pid %d (uid %u): SET of slice %u refused: %s", (int)c->pid,
+             (unsigned)c->uid, s->id, why);
     conn_send_error(d, c, m->hdr.seq, r, why);
     return;
   }
@@ -338,9 +339,10 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   }
   r = registry_save(&d->reg);
   if (r < 0)
-    dlog("error", "cannot save the registry: %s", strerror(-r));
-  dlog("info", "slice %u set: request %u%% limit %u%% priority %d weight %u memory %" PRIu64, s->id,
-       spec.compute_request, spec.compute_limit, spec.priority, spec.weight, spec.memory_cap);
+    gs_log(GS_LOG_ERROR, "cannot save the registry: %s", strerror(-r));
+  gs_log(GS_LOG_INFO, "slice %u set: request %u%% limit %u%% priority %d weight %u memory %" PRIu64,
+         s->id, spec.compute_request, spec.compute_limit, spec.priority, spec.weight,
+         spec.memory_cap);
   conn_send_ok(d, c, m->hdr.seq);
   for (uint32_t g = 0; g < d->ngpus; g++)
     token_dispatch(d, &d->gpus[g]);
@@ -416,8 +418,8 @@ static bool hook_socket_handle(struct daemon *d, struct conn *c, const struct gs
   case GS_MSG_UNREGISTER:
   case GS_MSG_SET:
   case GS_MSG_STATUS:
-    dlog("warning", "pid %d (uid %u): %s on the hook socket refused", (int)c->pid, (unsigned)c->uid,
-         gs_msg_type_name(t));
+    gs_log(GS_LOG_WARNING, "pid %d (uid %u): %s on the hook socket refused", (int)c->pid,
+           (unsigned)c->uid, gs_msg_type_name(t));
     snprintf(why, sizeof(why),
              "%s is refused on gsliced's hook socket, which serves only a container slice's "
              "hooks (token requests and releases); slices are made and changed on the host",
@@ -508,8 +510,8 @@ void server_housekeeping(struct daemon *d) {
       continue;
     if (s->conns)
       continue;
-    dlog("info", "slice %u '%s': its runner (pid %d) and processes are gone; removed", s->id,
-         s->spec.name, (int)s->runner_pid);
+    gs_log(GS_LOG_INFO, "slice %u '%s': its runner (pid %d) and processes are gone; removed", s->id,
+           s->spec.name, (int)s->runner_pid);
     requests_remove_slice(d, s->id);
     removed = true;
     i--; /* registry_remove moved the last slice here */

@@ -14,6 +14,7 @@
 
 #include "daemon.h"
 #include "guard.h"
+#include "log.h"
 #include "region.h"
 
 static int region_slot(struct gs_region *rg, const struct gpu *g, int create, unsigned *ret) {
@@ -59,11 +60,11 @@ static int region_call(struct daemon *d, struct slice *s, int create, region_fn 
   *ret_rg = rg;
   if (gs_region_cut(rg) && !s->region_grown) {
     s->region_grown = true;
-    dlog("warning",
-         "slice %u '%s': its memory region %s/%s had grown by %" PRIu64 " bytes past its size "
-         "(written by a process of the slice): cut back, and at each look from now on (logged "
-         "once)",
-         s->id, s->spec.name, s->dir, GS_REGION_FILE, gs_region_cut(rg));
+    gs_log(GS_LOG_WARNING,
+           "slice %u '%s': its memory region %s/%s had grown by %" PRIu64 " bytes past its size "
+           "(written by a process of the slice): cut back, and at each look from now on (logged "
+           "once)",
+           s->id, s->spec.name, s->dir, GS_REGION_FILE, gs_region_cut(rg));
   }
   return fn(d, s, rg, arg);
 }
@@ -112,11 +113,11 @@ static int with_region(struct daemon *d, struct slice *s, int create, region_fn 
       gs_region_forget_open();
     rg = NULL;
     s->region_broken = true;
-    dlog("warning",
-         "slice %u '%s': its memory region %s/%s was truncated while the daemon read it (by a "
-         "process of the slice): ignored from now on, its memory shows as 0 and its cap cannot "
-         "change; the slice's own accounting is broken until it is run again",
-         s->id, s->spec.name, s->dir, GS_REGION_FILE);
+    gs_log(GS_LOG_WARNING,
+           "slice %u '%s': its memory region %s/%s was truncated while the daemon read it (by a "
+           "process of the slice): ignored from now on, its memory shows as 0 and its cap cannot "
+           "change; the slice's own accounting is broken until it is run again",
+           s->id, s->spec.name, s->dir, GS_REGION_FILE);
     return -EBADMSG;
   }
   if (rg)
@@ -150,7 +151,8 @@ static int apply_cap(struct daemon *d, struct slice *s, struct gs_region *rg, vo
     if (r == -EBUSY)
       busy = 1;
     else if (r < 0 && r != -ENODEV)
-      dlog("warning", "slice %u: cannot set its memory cap on GPU %u: %s", s->id, i, strerror(-r));
+      gs_log(GS_LOG_WARNING, "slice %u: cannot set its memory cap on GPU %u: %s", s->id, i,
+             strerror(-r));
   }
   return busy ? -EBUSY : wrote;
 }
@@ -178,7 +180,8 @@ int daemon_apply_memory_cap(struct daemon *d, struct slice *s) {
   if (r < 0 && !capped && !s->region_broken)
     return 0;
   if (r < 0 && !s->region_broken)
-    dlog("error", "slice %u: cannot open its memory region in %s: %s", s->id, s->dir, strerror(-r));
+    gs_log(GS_LOG_ERROR, "slice %u: cannot open its memory region in %s: %s", s->id, s->dir,
+           strerror(-r));
   return r;
 }
 

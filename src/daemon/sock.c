@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "log.h"
 #include "region.h"
 
 /* Refuses cfd at accept, before anything is allocated for it: the client gets `text` as an ERROR
@@ -46,7 +47,7 @@ static void refuse(struct daemon *d, int cfd, int code, const char *text, uint64
     close(cfd);
   }
   if (now - *said_at >= 1000000000ull || !*said_at) {
-    dlog("warning", "refusing a connection: %s", e.text);
+    gs_log(GS_LOG_WARNING, "refusing a connection: %s", e.text);
     *said_at = now;
   }
 }
@@ -180,10 +181,10 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
           close(cfd);
         d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (!d->said_nofile)
-          dlog("warning",
-               "out of file descriptors at %u clients: refusing connections (raise "
-               "the open-file limit, or lower max_clients)",
-               d->nconns);
+          gs_log(GS_LOG_WARNING,
+                 "out of file descriptors at %u clients: refusing connections (raise "
+                 "the open-file limit, or lower max_clients)",
+                 d->nconns);
         d->said_nofile = true;
         if (cfd >= 0)
           continue;
@@ -193,16 +194,16 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
     /* Each socket within its own bound: containers' processes (any uid) filling the hook
      * socket's must leave the host's CLI, gslice run and gslice-node their main socket. */
     if (hook && d->nhook_conns >= d->cfg.max_hook_clients) {
-      dlog("warning",
-           "refusing a connection on the hook socket: %u clients there already "
-           "(max_hook_clients)",
-           d->nhook_conns);
+      gs_log(GS_LOG_WARNING,
+             "refusing a connection on the hook socket: %u clients there already "
+             "(max_hook_clients)",
+             d->nhook_conns);
       close(cfd);
       continue;
     }
     if (!hook && d->nconns - d->nhook_conns >= d->cfg.max_clients) {
-      dlog("warning", "refusing a connection: %u clients already (max_clients)",
-           d->nconns - d->nhook_conns);
+      gs_log(GS_LOG_WARNING, "refusing a connection: %u clients already (max_clients)",
+             d->nconns - d->nhook_conns);
       close(cfd);
       continue;
     }
@@ -303,8 +304,8 @@ static int open_socket_dir(const char *dir, bool hook, char *why, size_t why_len
                dir, S_ISLNK(st.st_mode) ? "a symbolic link" : "a file");
       goto out;
     }
-    dlog("warning", "%s is not a directory (mode %06o): removed, and made again", dir,
-         (unsigned)st.st_mode);
+    gs_log(GS_LOG_WARNING, "%s is not a directory (mode %06o): removed, and made again", dir,
+           (unsigned)st.st_mode);
     unlinkat(pfd, name, 0);
   }
   if (mkdirat(pfd, name, 0755) < 0 && errno != EEXIST) {

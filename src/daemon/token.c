@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "conn.h"
+#include "log.h"
 
 static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
 
@@ -252,13 +253,13 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
     if (g->tok.timer_when && end > g->tok.timer_when)
       end = g->tok.timer_when;
     if (now - end > 50000000ull)
-      dlog("warning",
-           "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked (the daemon "
-           "itself was %" PRIu64 " ms late: not charged to the slice)",
-           g->index, holder, (end - g->s.valid_until) / 1000000, (now - end) / 1000000);
+      gs_log(GS_LOG_WARNING,
+             "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked (the daemon "
+             "itself was %" PRIu64 " ms late: not charged to the slice)",
+             g->index, holder, (end - g->s.valid_until) / 1000000, (now - end) / 1000000);
     else
-      dlog("warning", "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked",
-           g->index, holder, (end - g->s.valid_until) / 1000000);
+      gs_log(GS_LOG_WARNING, "gpu %u: slice %u kept its token %" PRIu64 " ms past expiry; revoked",
+             g->index, holder, (end - g->s.valid_until) / 1000000);
     /* It held the GPU from the grant to its deadline: until its late release says what ran,
      * that is what it is charged (a hook that never releases gets nothing for free and cannot
      * win every pick on an empty account: it starved a neighbour to 2%). Then it is charged
@@ -417,10 +418,10 @@ void token_watchdog(struct daemon *d) {
       const struct sched_slice *sl = g->s.slices[k];
       uint64_t since = sl->eligible_at > sl->waiting_since ? sl->eligible_at : sl->waiting_since;
       if (sl->waiting && now > since + MISSED_WAKEUP_NS) {
-        dlog("warning",
-             "gpu %u: slice %u waited %" PRIu64 " ms with the token free and no grant (a missed "
-             "wakeup: please report); granting now",
-             g->index, sl->id, (now - since) / 1000000);
+        gs_log(GS_LOG_WARNING,
+               "gpu %u: slice %u waited %" PRIu64 " ms with the token free and no grant (a missed "
+               "wakeup: please report); granting now",
+               g->index, sl->id, (now - since) / 1000000);
         token_dispatch(d, g);
         break;
       }

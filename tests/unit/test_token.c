@@ -5,7 +5,6 @@
  * the handoff) leaves no connection taking part in it and the token's burst zeroed, and while a
  * token is held exactly the holder's participants have their bit (token.h's invariant). */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -57,11 +56,6 @@ bool conn_serve(struct daemon *dd, struct conn *c) {
   (void)dd;
   (void)c;
   return true;
-}
-
-void dlog(const char *level, const char *fmt, ...) {
-  (void)level;
-  (void)fmt;
 }
 
 static struct gpu *gpu0(void) {
