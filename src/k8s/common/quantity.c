@@ -28,45 +28,50 @@ static const struct suffix suffixes[] = {
     {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60},
 };
 
-int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *err, size_t errlen) {
-  const char *p = text;
-  bool neg = false, inexact = false, any_digit = false;
-  u128 mant = 0;
-  int exp10 = scale;
-  unsigned exp2 = 0;
+/* A quantity as read: its value is mant * 10^exp10 * 2^exp2; inexact when digits past the
+ * kept ones were not all zero (the value is then a little more than mant says). */
+struct number {
+  bool neg, inexact;
+  u128 mant;
+  int exp10;
+  unsigned exp2;
+};
 
-  if (!text || !*text)
-    return k8s_err(err, errlen, -EINVAL, "empty quantity (write e.g. 3Gi, 500Mi or 3221225472)");
-  if (strnlen(text, TEXT_MAX + 1) > TEXT_MAX)
-    return k8s_err(err, errlen, -EINVAL, "quantity longer than %d characters", TEXT_MAX);
-  if (scale < 0 || scale > 9)
-    return k8s_err(err, errlen, -EINVAL, "internal: scale %d out of 0..9", scale);
+/* The sign and the digits before and after the point; returns where they end, NULL when
+ * there are none. */
+static const char *read_mantissa(const char *p, struct number *n) {
+  bool any_digit = false;
+
   if (*p == '+' || *p == '-')
-    neg = *p++ == '-';
+    n->neg = *p++ == '-';
   for (; *p >= '0' && *p <= '9'; p++) {
     any_digit = true;
-    if (mant < MANT_LIMIT)
-      mant = mant * 10 + (unsigned)(*p - '0');
+    if (n->mant < MANT_LIMIT)
+      n->mant = n->mant * 10 + (unsigned)(*p - '0');
     else
-      exp10++; /* integer digits past the kept ones still count */
+      n->exp10++; /* integer digits past the kept ones still count */
   }
   if (*p == '.') {
     p++;
     for (; *p >= '0' && *p <= '9'; p++) {
       any_digit = true;
-      if (mant < MANT_LIMIT) {
-        mant = mant * 10 + (unsigned)(*p - '0');
-        exp10--;
+      if (n->mant < MANT_LIMIT) {
+        n->mant = n->mant * 10 + (unsigned)(*p - '0');
+        n->exp10--;
       } else if (*p != '0') {
-        inexact = true;
+        n->inexact = true;
       }
     }
   }
-  if (!any_digit)
-    return k8s_err(err, errlen, -EINVAL,
-                   "\"%s\" is not a quantity: it needs digits (e.g. 3Gi, 1.5G, 100m)", text);
+  return any_digit ? p : NULL;
+}
 
-  /* An "e"/"E" followed by a sign or digit is an exponent; "E" alone is exa. */
+/* What follows the number, p: a suffix, or an exponent ("e"/"E" then a sign or digit: "E"
+ * alone is exa). */
+static int read_suffix(const char *text, const char *p, struct number *n, char *err,
+                       size_t errlen) {
+  size_t i;
+
   if ((*p == 'e' || *p == 'E') && (p[1] == '+' || p[1] == '-' || (p[1] >= '0' && p[1] <= '9'))) {
     const char *q = p + 1;
     bool eneg = false;
@@ -82,37 +87,43 @@ int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *er
     }
     if (*q)
       return k8s_err(err, errlen, -EINVAL, "\"%s\": unexpected \"%s\" after the exponent", text, q);
-    exp10 += eneg ? -(int)e : (int)e;
-  } else {
-    size_t i;
-    for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
-      if (strcmp(p, suffixes[i].name) == 0)
-        break;
-    if (i == sizeof(suffixes) / sizeof(suffixes[0]))
-      return k8s_err(err, errlen, -EINVAL,
-                     "\"%s\": unknown suffix \"%s\" (binary: Ki Mi Gi Ti Pi Ei; decimal: m k M G T "
-                     "P E; or an exponent like e6)",
-                     text, p);
-    exp10 += suffixes[i].exp10;
-    exp2 = suffixes[i].exp2;
-  }
-
-  /* value = mant * 10^exp10 * 2^exp2, rounded away from zero. */
-  if (mant == 0) {
-    *ret_value = 0;
+    n->exp10 += eneg ? -(int)e : (int)e;
     return 0;
   }
-  for (unsigned i = 0; i < exp2; i++) {
+  for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+    if (strcmp(p, suffixes[i].name) == 0)
+      break;
+  if (i == sizeof(suffixes) / sizeof(suffixes[0]))
+    return k8s_err(err, errlen, -EINVAL,
+                   "\"%s\": unknown suffix \"%s\" (binary: Ki Mi Gi Ti Pi Ei; decimal: m k M G T "
+                   "P E; or an exponent like e6)",
+                   text, p);
+  n->exp10 += suffixes[i].exp10;
+  n->exp2 = suffixes[i].exp2;
+  return 0;
+}
+
+/* The number's value as an int64, rounded away from zero. */
+static int number_value(const char *text, struct number *n, int64_t *ret, char *err,
+                        size_t errlen) {
+  u128 mant = n->mant;
+  bool inexact = n->inexact;
+
+  if (mant == 0) {
+    *ret = 0;
+    return 0;
+  }
+  for (unsigned i = 0; i < n->exp2; i++) {
     if (mant > (((u128)1) << 126))
-      return k8s_err(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
+      goto too_large;
     mant <<= 1;
   }
-  for (; exp10 > 0; exp10--) {
+  for (int e = n->exp10; e > 0; e--) {
     if (mant > (((u128)1) << 126) / 10)
-      return k8s_err(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
+      goto too_large;
     mant *= 10;
   }
-  for (; exp10 < 0; exp10++) {
+  for (int e = n->exp10; e < 0; e++) {
     if (mant % 10)
       inexact = true;
     mant /= 10;
@@ -124,7 +135,28 @@ int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *er
   if (inexact)
     mant++;
   if (mant > (u128)INT64_MAX)
-    return k8s_err(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
-  *ret_value = neg ? -(int64_t)mant : (int64_t)mant;
+    goto too_large;
+  *ret = n->neg ? -(int64_t)mant : (int64_t)mant;
   return 0;
+too_large:
+  return k8s_err(err, errlen, -ERANGE, "\"%s\" is too large (more than 2^63-1)", text);
+}
+
+int k8s_quantity_parse(const char *text, int scale, int64_t *ret_value, char *err, size_t errlen) {
+  struct number n = {.exp10 = scale};
+  const char *p;
+  int rc;
+
+  if (!text || !*text)
+    return k8s_err(err, errlen, -EINVAL, "empty quantity (write e.g. 3Gi, 500Mi or 3221225472)");
+  if (strnlen(text, TEXT_MAX + 1) > TEXT_MAX)
+    return k8s_err(err, errlen, -EINVAL, "quantity longer than %d characters", TEXT_MAX);
+  if (scale < 0 || scale > 9)
+    return k8s_err(err, errlen, -EINVAL, "internal: scale %d out of 0..9", scale);
+  if (!(p = read_mantissa(text, &n)))
+    return k8s_err(err, errlen, -EINVAL,
+                   "\"%s\" is not a quantity: it needs digits (e.g. 3Gi, 1.5G, 100m)", text);
+  if ((rc = read_suffix(text, p, &n, err, errlen)))
+    return rc;
+  return number_value(text, &n, ret_value, err, errlen);
 }
