@@ -166,123 +166,121 @@ static int check_server(struct kube_config *c, char *err, size_t errlen) {
   return 0;
 }
 
+/* The current context's cluster and user (NULL when the context names none) in root. */
+static int current_context(yaml_document_t *doc, yaml_node_t *root, const char *path,
+                           yaml_node_t **ret_cluster, yaml_node_t **ret_user, char *err,
+                           size_t errlen) {
+  const char *name = ystr(ymap_get(doc, root, "current-context")), *v;
+  yaml_node_t *ctx, *user;
+
+  if (!name || !*name)
+    return k8s_err(err, errlen, -EINVAL,
+                   "kubeconfig %s: no current-context (kubectl config use-context NAME)", path);
+  ctx = ynamed(doc, root, "contexts", "context", name);
+  if (!ctx)
+    return k8s_err(err, errlen, -EINVAL, "kubeconfig %s: current-context \"%s\" is not in contexts",
+                   path, name);
+  v = ystr(ymap_get(doc, ctx, "cluster"));
+  *ret_cluster = v ? ynamed(doc, root, "clusters", "cluster", v) : NULL;
+  if (!*ret_cluster)
+    return k8s_err(err, errlen, -EINVAL,
+                   "kubeconfig %s: context \"%s\" names cluster \"%s\", which is not in clusters",
+                   path, name, v ? v : "");
+  v = ystr(ymap_get(doc, ctx, "user"));
+  user = v ? ynamed(doc, root, "users", "user", v) : NULL;
+  if (v && !user)
+    return k8s_err(err, errlen, -EINVAL,
+                   "kubeconfig %s: context \"%s\" names user \"%s\", which is not in users", path,
+                   name, v);
+  *ret_user = user;
+  return 0;
+}
+
+/* server, insecure-skip-tls-verify and the CA of a cluster entry, into c. */
+static int cluster_settings(yaml_document_t *doc, yaml_node_t *cluster, const char *path,
+                            const char *dir, struct kube_config *c, char *err, size_t errlen) {
+  const char *v = ystr(ymap_get(doc, cluster, "server"));
+
+  if (!v)
+    return k8s_err(err, errlen, -EINVAL, "kubeconfig %s: cluster has no server", path);
+  if (!(c->server = strdup(v)))
+    return -ENOMEM;
+  v = ystr(ymap_get(doc, cluster, "insecure-skip-tls-verify"));
+  c->insecure = v && strcmp(v, "true") == 0;
+  return pem_field(doc, cluster, "certificate-authority", dir, &c->ca, &c->ca_len, err, errlen);
+}
+
+/* The credentials of a user entry, into c: a token, a token file, a client certificate. */
+static int user_settings(yaml_document_t *doc, yaml_node_t *user, const char *path, const char *dir,
+                         struct kube_config *c, char *err, size_t errlen) {
+  const char *v;
+  int rc;
+
+  if (ymap_get(doc, user, "exec") || ymap_get(doc, user, "auth-provider"))
+    return k8s_err(err, errlen, -EINVAL,
+                   "kubeconfig %s: user uses exec/auth-provider credentials, which gslice does "
+                   "not run; give it a token or a client certificate",
+                   path);
+  if ((v = ystr(ymap_get(doc, user, "token"))) && !(c->token = strdup(v)))
+    return -ENOMEM;
+  if ((v = ystr(ymap_get(doc, user, "tokenFile"))) && !c->token &&
+      asprintf(&c->token_file, "%s%s%s", v[0] == '/' ? "" : dir, v[0] == '/' ? "" : "/", v) < 0) {
+    c->token_file = NULL;
+    return -ENOMEM;
+  }
+  if ((rc = pem_field(doc, user, "client-certificate", dir, &c->cert, &c->cert_len, err, errlen)))
+    return rc;
+  return pem_field(doc, user, "client-key", dir, &c->key, &c->key_len, err, errlen);
+}
+
+/* The settings of a parsed kubeconfig whose directory is dir. */
+static int config_of(yaml_document_t *doc, const char *path, const char *dir,
+                     struct kube_config **ret, char *err, size_t errlen) {
+  yaml_node_t *root = yaml_document_get_root_node(doc), *cluster = NULL, *user = NULL;
+  struct kube_config *c;
+  int rc;
+
+  if (!root || root->type != YAML_MAPPING_NODE)
+    return k8s_err(err, errlen, -EINVAL,
+                   "kubeconfig %s: expected a mapping with clusters, users and contexts", path);
+  if ((rc = current_context(doc, root, path, &cluster, &user, err, errlen)))
+    return rc;
+  if (!(c = calloc(1, sizeof(*c))))
+    return -ENOMEM;
+  if ((rc = cluster_settings(doc, cluster, path, dir, c, err, errlen)) ||
+      (user && (rc = user_settings(doc, user, path, dir, c, err, errlen))) ||
+      (rc = check_server(c, err, errlen))) {
+    kube_config_free(c);
+    return rc;
+  }
+  *ret = c;
+  return 0;
+}
+
 int kube_config_from_file(const char *path, struct kube_config **ret, char *err, size_t errlen) {
   yaml_parser_t parser;
   yaml_document_t doc;
-  yaml_node_t *root, *ctx, *cluster, *user;
-  struct kube_config *c = NULL;
   char *text = NULL, dir[PATH_MAX];
-  const char *name, *v, *slash;
+  const char *slash = strrchr(path, '/');
   size_t len;
-  bool have_doc = false;
   int rc;
 
   rc = kube_read_file("kubeconfig", path, &text, &len, err, errlen);
   if (rc < 0)
     return rc;
-  slash = strrchr(path, '/');
   snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
   if (!yaml_parser_initialize(&parser)) {
     free(text);
     return -ENOMEM;
   }
   yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-  if (!yaml_parser_load(&parser, &doc)) {
+  if (yaml_parser_load(&parser, &doc)) {
+    rc = config_of(&doc, path, dir, ret, err, errlen);
+    yaml_document_delete(&doc);
+  } else {
     rc = k8s_err(err, errlen, -EINVAL, "kubeconfig %s: not YAML: %s at line %zu", path,
                  parser.problem ? parser.problem : "error", parser.problem_mark.line + 1);
-    goto out;
   }
-  have_doc = true;
-  root = yaml_document_get_root_node(&doc);
-  if (!root || root->type != YAML_MAPPING_NODE) {
-    rc = k8s_err(err, errlen, -EINVAL,
-                 "kubeconfig %s: expected a mapping with clusters, users and "
-                 "contexts",
-                 path);
-    goto out;
-  }
-  name = ystr(ymap_get(&doc, root, "current-context"));
-  if (!name || !*name) {
-    rc = k8s_err(err, errlen, -EINVAL,
-                 "kubeconfig %s: no current-context (kubectl config "
-                 "use-context NAME)",
-                 path);
-    goto out;
-  }
-  ctx = ynamed(&doc, root, "contexts", "context", name);
-  if (!ctx) {
-    rc = k8s_err(err, errlen, -EINVAL, "kubeconfig %s: current-context \"%s\" is not in contexts",
-                 path, name);
-    goto out;
-  }
-  v = ystr(ymap_get(&doc, ctx, "cluster"));
-  cluster = v ? ynamed(&doc, root, "clusters", "cluster", v) : NULL;
-  if (!cluster) {
-    rc = k8s_err(err, errlen, -EINVAL,
-                 "kubeconfig %s: context \"%s\" names cluster \"%s\", which is "
-                 "not in clusters",
-                 path, name, v ? v : "");
-    goto out;
-  }
-  v = ystr(ymap_get(&doc, ctx, "user"));
-  user = v ? ynamed(&doc, root, "users", "user", v) : NULL;
-  if (v && !user) {
-    rc = k8s_err(err, errlen, -EINVAL,
-                 "kubeconfig %s: context \"%s\" names user \"%s\", which is "
-                 "not in users",
-                 path, name, v);
-    goto out;
-  }
-  c = calloc(1, sizeof(*c));
-  if (!c) {
-    rc = -ENOMEM;
-    goto out;
-  }
-  v = ystr(ymap_get(&doc, cluster, "server"));
-  if (!v || !(c->server = strdup(v))) {
-    rc = v ? -ENOMEM : k8s_err(err, errlen, -EINVAL, "kubeconfig %s: cluster has no server", path);
-    goto out;
-  }
-  v = ystr(ymap_get(&doc, cluster, "insecure-skip-tls-verify"));
-  c->insecure = v && strcmp(v, "true") == 0;
-  if ((rc =
-           pem_field(&doc, cluster, "certificate-authority", dir, &c->ca, &c->ca_len, err, errlen)))
-    goto out;
-  if (user) {
-    if (ymap_get(&doc, user, "exec") || ymap_get(&doc, user, "auth-provider")) {
-      rc = k8s_err(err, errlen, -EINVAL,
-                   "kubeconfig %s: user uses exec/auth-provider credentials, "
-                   "which gslice does not run; give it a token or a client certificate",
-                   path);
-      goto out;
-    }
-    if ((v = ystr(ymap_get(&doc, user, "token"))) && !(c->token = strdup(v))) {
-      rc = -ENOMEM;
-      goto out;
-    }
-    if ((v = ystr(ymap_get(&doc, user, "tokenFile"))) && !c->token) {
-      if (asprintf(&c->token_file, "%s%s%s", v[0] == '/' ? "" : dir, v[0] == '/' ? "" : "/", v) <
-          0) {
-        c->token_file = NULL;
-        rc = -ENOMEM;
-        goto out;
-      }
-    }
-    if ((rc =
-             pem_field(&doc, user, "client-certificate", dir, &c->cert, &c->cert_len, err, errlen)))
-      goto out;
-    if ((rc = pem_field(&doc, user, "client-key", dir, &c->key, &c->key_len, err, errlen)))
-      goto out;
-  }
-  if ((rc = check_server(c, err, errlen)))
-    goto out;
-  *ret = c;
-  c = NULL;
-  rc = 0;
-out:
-  kube_config_free(c);
-  if (have_doc)
-    yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
   free(text);
   return rc;
