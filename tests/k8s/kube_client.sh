@@ -3,7 +3,8 @@
 # The API client (src/k8s/common/kube.c) against the API server stand-in: list pages and
 # resourceVersion, watch from a version, 410 after compaction (as an ERROR event and as
 # HTTP 410), merge patch, binding with annotations in the same write and 409 when bound,
-# bearer token refused, injected 500, a hung server timing out.
+# bearer token refused, a token file read at each request, injected 500, a hung server timing
+# out.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 C="$TBIN/k8s_kube_client"
 APISERVER_TOKEN=sekrit
@@ -99,10 +100,21 @@ ms=$((($(date +%s%N) - start) / 1000000))
 set -e
 expect_eq "hung server" "$rc" 110 # ETIMEDOUT
 [ "$ms" -lt 5500 ] || fail "the 3 s request timeout took ${ms} ms"
+# A token file is read at each request (with its newline dropped); a missing one is named.
+sed 's/token: sekrit/tokenFile: token.txt/' "$KUBECONFIG_FILE" >"$T/tf.yaml"
+printf 'sekrit\n' >"$T/token.txt"
+"$C" "$T/tf.yaml" get /api/v1/nodes/node-a >/dev/null || fail "a token file's token was refused"
+rm "$T/token.txt"
+set +e
+"$C" "$T/tf.yaml" get /api/v1/nodes/node-a >/dev/null 2>"$T/err"
+rc=$?
+set -e
+expect_eq "missing token file" "$rc" 2 # ENOENT
+grep -q "token file $T/token.txt: No such file" "$T/err" || fail "missing token file not named: $(cat "$T/err")"
 sed -i 's/token: sekrit/token: wrong/' "$KUBECONFIG_FILE"
 set +e
 "$C" "$KUBECONFIG_FILE" get /api/v1/nodes/node-a >/dev/null 2>"$T/err"
 rc=$?
 set -e
 expect_eq "wrong token" "$rc" 13 # EACCES
-pass "faults: 500, hang, 401"
+pass "faults: 500, hang, 401, token files"

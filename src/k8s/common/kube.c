@@ -88,22 +88,101 @@ static int progress_cb(void *user, curl_off_t dt, curl_off_t dn, curl_off_t ut, 
   return atomic_load(&k->cancel) ? 1 : 0;
 }
 
+/* The server's CA, the client certificate and key, and whether to check the server at all. */
+static void setup_tls(CURL *c, const struct kube_config *cfg) {
+  if (cfg->ca) {
+    struct curl_blob b = {cfg->ca, cfg->ca_len, CURL_BLOB_COPY};
+    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
+  }
+  if (cfg->cert) {
+    struct curl_blob bc = {cfg->cert, cfg->cert_len, CURL_BLOB_COPY};
+    struct curl_blob bk = {cfg->key, cfg->key_len, CURL_BLOB_COPY};
+    curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &bc);
+    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &bk);
+    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  if (cfg->insecure) {
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+}
+
+/* Appends "NAME: VALUE" to *h; the formatted line is wiped after (it may hold the token). */
+static int add_header(struct curl_slist **h, const char *name, const char *value) {
+  struct curl_slist *t;
+  char *line;
+
+  if (asprintf(&line, "%s: %s", name, value) < 0)
+    return -ENOMEM;
+  t = curl_slist_append(*h, line);
+  explicit_bzero(line, strlen(line));
+  free(line);
+  if (!t)
+    return -ENOMEM;
+  *h = t;
+  return 0;
+}
+
+/* The bearer token (a token file is read again each time: projected tokens rotate), Accept and
+ * Content-Type. */
+static int setup_headers(struct kube *k, const char *content_type, struct curl_slist **ret,
+                         char *err, size_t errlen) {
+  struct curl_slist *h = NULL;
+  char *token = NULL, *bearer = NULL;
+  size_t n;
+  int rc;
+
+  if (k->cfg->token_file) {
+    rc = kube_read_file("token file", k->cfg->token_file, &token, &n, err, errlen);
+    if (rc < 0)
+      return rc;
+    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
+      token[--n] = 0;
+  }
+  rc = 0;
+  if ((token || k->cfg->token) &&
+      asprintf(&bearer, "Bearer %s", token ? token : k->cfg->token) < 0) {
+    bearer = NULL;
+    rc = -ENOMEM;
+  }
+  if (!rc && bearer)
+    rc = add_header(&h, "Authorization", bearer);
+  if (!rc)
+    rc = add_header(&h, "Accept", "application/json");
+  if (!rc && content_type)
+    rc = add_header(&h, "Content-Type", content_type);
+  if (token)
+    explicit_bzero(token, strlen(token));
+  if (bearer)
+    explicit_bzero(bearer, strlen(bearer));
+  free(token);
+  free(bearer);
+  if (rc) {
+    curl_slist_free_all(h);
+    return rc;
+  }
+  *ret = h;
+  return 0;
+}
+
 /* A handle set up for one request: URL, credentials, TLS, headers. */
 static int setup(struct kube *k, const char *method, const char *path, const char *content_type,
                  CURL **ret, struct curl_slist **ret_headers, char *err, size_t errlen) {
-  struct curl_slist *h = NULL, *t;
-  char *url = NULL, *token = NULL, *hdr = NULL;
+  struct curl_slist *h = NULL;
+  char *url = NULL;
   CURL *c;
-  int rc = -ENOMEM;
+  int rc;
 
   c = curl_easy_init();
   if (!c)
     return -ENOMEM;
   if (asprintf(&url, "%s%s", k->cfg->server, path) < 0) {
-    url = NULL;
-    goto out;
+    curl_easy_cleanup(c);
+    return -ENOMEM;
   }
   curl_easy_setopt(c, CURLOPT_URL, url);
+  free(url); /* libcurl keeps its own copy */
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
@@ -111,72 +190,16 @@ static int setup(struct kube *k, const char *method, const char *path, const cha
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress_cb);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, k);
-  if (k->cfg->ca) {
-    struct curl_blob b = {k->cfg->ca, k->cfg->ca_len, CURL_BLOB_COPY};
-    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &b);
-  }
-  if (k->cfg->cert) {
-    struct curl_blob bc = {k->cfg->cert, k->cfg->cert_len, CURL_BLOB_COPY};
-    struct curl_blob bk = {k->cfg->key, k->cfg->key_len, CURL_BLOB_COPY};
-    curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &bc);
-    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-    curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &bk);
-    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
-  }
-  if (k->cfg->insecure) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (k->cfg->token_file) {
-    size_t n;
-    int r = kube_read_file("token file", k->cfg->token_file, &token, &n, err, errlen);
-    if (r < 0) {
-      rc = r;
-      goto out;
-    }
-    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
-      token[--n] = 0;
-  }
-  if (token || k->cfg->token) {
-    if (asprintf(&hdr, "Authorization: Bearer %s", token ? token : k->cfg->token) < 0) {
-      hdr = NULL;
-      goto out;
-    }
-    if (!(t = curl_slist_append(h, hdr)))
-      goto out;
-    h = t;
-  }
-  if (!(t = curl_slist_append(h, "Accept: application/json")))
-    goto out;
-  h = t;
-  if (content_type) {
-    free(hdr);
-    if (asprintf(&hdr, "Content-Type: %s", content_type) < 0) {
-      hdr = NULL;
-      goto out;
-    }
-    if (!(t = curl_slist_append(h, hdr)))
-      goto out;
-    h = t;
+  setup_tls(c, k->cfg);
+  rc = setup_headers(k, content_type, &h, err, errlen);
+  if (rc) {
+    curl_easy_cleanup(c);
+    return rc;
   }
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
   *ret = c;
   *ret_headers = h;
-  c = NULL;
-  h = NULL;
-  rc = 0;
-out:
-  if (token)
-    explicit_bzero(token, strlen(token));
-  if (hdr)
-    explicit_bzero(hdr, strlen(hdr));
-  free(token);
-  free(hdr);
-  free(url);
-  curl_slist_free_all(h);
-  if (c)
-    curl_easy_cleanup(c);
-  return rc;
+  return 0;
 }
 
 static int curl_error(struct kube *k, CURLcode cc, const char *method, const char *path, char *err,
