@@ -32,7 +32,7 @@
 #define K8S_MAX_SLOTS 1024
 #define K8S_ERR_MAX 256
 
-/* gslice.io/priority values, as gsliced's priorities. */
+/* gslice.io/priority values, in gsliced's order (k8s_priority_gs gives gsliced's value). */
 enum k8s_priority { K8S_PRIO_LOW = 0, K8S_PRIO_NORMAL = 1, K8S_PRIO_HIGH = 2 };
 
 struct k8s_gpu {

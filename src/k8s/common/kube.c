@@ -10,14 +10,12 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #define BODY_MAX (256u << 20)      /* one answer: a list of thousands of nodes */
 #define LINE_MAX_BYTES (16u << 20) /* one watch event */
@@ -221,7 +219,7 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
                  size_t errlen) {
   struct gs_buf resp = GS_BUF_INIT(BODY_MAX);
   struct curl_slist *headers = NULL;
-  char *data = NULL, *ctype = NULL;
+  char *data = NULL;
   CURL *c = NULL;
   CURLcode cc;
   long status = 0;
@@ -253,7 +251,6 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
     goto out;
   }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ctype);
   *ret_status = status;
   if (ret_body) {
     *ret_body = resp.len ? json_loadb(resp.p, resp.len, 0, NULL) : NULL;

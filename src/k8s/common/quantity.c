@@ -4,9 +4,7 @@
 #include "errtext.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 typedef unsigned __int128 u128;
