@@ -26,8 +26,8 @@ static void conn_resume_later(struct daemon *d, struct conn *c) {
 }
 
 static void conn_flush(struct daemon *d, struct conn *c) {
-  while (c->outlen) {
-    ssize_t n = send(c->fd, c->out, c->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (c->out.len) {
+    ssize_t n = send(c->fd, c->out.p, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR)
         continue;
@@ -35,45 +35,34 @@ static void conn_flush(struct daemon *d, struct conn *c) {
         break;
       return; /* the read side sees the error and closes */
     }
-    memmove(c->out, c->out + n, c->outlen - (size_t)n);
-    c->outlen -= (size_t)n;
+    gs_buf_consume(&c->out, (size_t)n);
   }
-  if (!c->outlen && c->outcap > CONN_OUT_KEEP) {
-    d->freed_since_trim += c->outcap;
-    free(c->out);
-    c->out = NULL;
-    c->outcap = 0;
+  if (!c->out.len && c->out.cap > CONN_OUT_KEEP) {
+    d->freed_since_trim += c->out.cap;
+    gs_buf_free(&c->out);
   }
   /* Its requests wait while a reply waits (conn_serve): they go on once it is read. */
-  if (!c->outlen && c->inlen)
+  if (!c->out.len && c->inlen)
     conn_resume_later(d, c);
-  loop_mod_fd(d->loop, c->fd, EPOLLIN | EPOLLRDHUP | (c->outlen ? EPOLLOUT : 0));
+  loop_mod_fd(d->loop, c->fd, EPOLLIN | EPOLLRDHUP | (c->out.len ? EPOLLOUT : 0));
 }
 
 /* Queues one message; a client that does not read is dropped, not buffered forever. */
 int conn_send(struct daemon *d, struct conn *c, uint32_t type, uint32_t seq, const void *body,
               size_t len) {
-  size_t need = c->outlen + sizeof(struct gs_msg_hdr) + len, n;
+  size_t need = sizeof(struct gs_msg_hdr) + len, n;
 
-  if (need > CONN_OUT_MAX) {
-    /* Closed where that is safe (conn_cb, housekeeping): callers may be walking the list. */
+  /* Closed where that is safe (conn_cb, housekeeping): callers may be walking the list. A
+   * buffer that cannot grow (no memory) drops the client too: its reply would be lost. */
+  if (c->out.len + need > CONN_OUT_MAX || gs_buf_reserve(&c->out, need) < 0) {
     c->dropped = true;
-    return -ENOBUFS;
+    return c->out.err ? c->out.err : -ENOBUFS;
   }
-  if (need > c->outcap) {
-    size_t cap = c->outcap ? c->outcap : 1024;
-    while (cap < need)
-      cap *= 2;
-    unsigned char *p = realloc(c->out, cap);
-    if (!p)
-      return -ENOMEM;
-    c->out = p;
-    c->outcap = cap;
-  }
-  int r = gs_msg_encode(c->out + c->outlen, c->outcap - c->outlen, type, seq, body, len, &n);
+  int r = gs_msg_encode(c->out.p + c->out.len, c->out.cap - c->out.len, type, seq, body, len, &n);
   if (r < 0)
     return r;
-  c->outlen += n;
+  c->out.len += n;
+  c->out.p[c->out.len] = 0;
   conn_flush(d, c);
   return 0;
 }
@@ -128,9 +117,9 @@ void conn_close(struct daemon *d, struct conn *c, const char *why) {
   /* Out of its slice's list first: the token's bookkeeping below no longer counts it. */
   conn_leave_slice(c);
   token_conn_gone(d, c);
-  if (c->outcap > CONN_OUT_KEEP)
-    d->freed_since_trim += c->outcap;
-  free(c->out);
+  if (c->out.cap > CONN_OUT_KEEP)
+    d->freed_since_trim += c->out.cap;
+  gs_buf_free(&c->out);
   free(c);
 }
 
@@ -143,7 +132,7 @@ bool conn_serve(struct daemon *d, struct conn *c) {
 
   for (;;) {
     /* The whole requests already in first: c->in holds at most CONN_IN_MAX bytes. */
-    while (!c->outlen) {
+    while (!c->out.len) {
       struct gs_msg_hdr h;
       struct gs_msg m;
       size_t len;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "buf.h"
 #include "config.h"
 #include "loop.h"
 #include "proto.h"
@@ -53,8 +54,7 @@ struct conn {
   struct token_conn tok; /* its part in the GPUs' tokens (token.h) */
   unsigned char in[CONN_IN_MAX];
   size_t inlen;
-  unsigned char *out;
-  size_t outlen, outcap;
+  struct gs_buf out;       /* at most CONN_OUT_MAX (conn_send) */
   uint64_t resume_timer;   /* requests left over from its turn: handled at the next one */
   uint32_t hellos_refused; /* HELLOs refused on it: the HELLO_REFUSED_MAX-th closes it */
   struct daemon *d;

@@ -231,6 +231,7 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
     }
     c->fd = cfd;
     c->d = d;
+    gs_buf_init(&c->out, CONN_OUT_MAX);
     c->accepted_at = loop_now();
     c->pid = cred.pid;
     int exited = 1;
