@@ -14,7 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
+#include "fileio.h"
+
 #define STATE_MAGIC "gslice-state 1"
+/* A state file of REGISTRY_MAX slices is well under this (a line is at most ~1.5 KiB). */
+#define REGISTRY_STATE_MAX ((REGISTRY_MAX + 2u) * 2048u)
 
 uint32_t slice_mask(const struct slice *s) {
   return gs_spec_mask(&s->spec);
@@ -275,58 +280,47 @@ void registry_free(struct registry *reg) {
   reg->n = 0;
 }
 
-int registry_save(const struct registry *reg) {
-  char path[GS_PROTO_PATH_MAX + 32], tmp[GS_PROTO_PATH_MAX + 32];
-  FILE *f;
-  int fd, r = 0;
-
-  snprintf(path, sizeof(path), "%s/%s", reg->state_dir, REGISTRY_FILE);
-  snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", reg->state_dir, REGISTRY_FILE);
-  /* Never through a link: a fresh file (a leftover of a crash is removed first). */
-  unlink(tmp);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return -errno;
-  f = fdopen(fd, "w");
-  if (!f) {
-    r = -errno;
-    close(fd);
-    unlink(tmp);
-    return r;
-  }
-  fprintf(f, "%s\nnext_id %" PRIu32 "\n", STATE_MAGIC, reg->next_id);
-  for (uint32_t i = 0; i < reg->n; i++) {
-    const struct slice *s = reg->slices[i];
-    fprintf(f,
-            "slice %" PRIu32 " uid=%u gid=%u runner=%d start=%" PRIu64 " gpus=%" PRIu32
-            " request=%" PRIu32 " limit=%" PRIu32 " priority=%" PRId32 " weight=%" PRIu32
-            " memory=%" PRIu64 " force=%" PRIu32 " nonce=%016" PRIx64 " flags=%" PRIu32,
-            s->id, (unsigned)s->uid, (unsigned)s->gid, (int)s->runner_pid, s->runner_start,
-            s->spec.gpu_mask, s->spec.compute_request, s->spec.compute_limit, s->spec.priority,
-            s->spec.weight, s->spec.memory_cap, s->memory_force, s->nonce, s->flags);
-    /* Each GPU's request and cap, in the mask's index order (gs_spec_normalize filled them). */
-    for (int k = 0; k < 2; k++) {
-      const char *sep = k ? " gpu_memory=" : " gpu_request=";
-      for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
-        if (!(slice_mask(s) & (1u << g)))
-          continue;
-        if (k)
-          fprintf(f, "%s%" PRIu64, sep, gs_spec_memory_cap(&s->spec, g));
-        else
-          fprintf(f, "%s%" PRIu32, sep, gs_spec_request(&s->spec, g));
-        sep = ",";
-      }
+/* One slice's line of the state file. */
+static void slice_write(struct gs_buf *b, const struct slice *s) {
+  gs_buf_printf(b,
+                "slice %" PRIu32 " uid=%u gid=%u runner=%d start=%" PRIu64 " gpus=%" PRIu32
+                " request=%" PRIu32 " limit=%" PRIu32 " priority=%" PRId32 " weight=%" PRIu32
+                " memory=%" PRIu64 " force=%" PRIu32 " nonce=%016" PRIx64 " flags=%" PRIu32,
+                s->id, (unsigned)s->uid, (unsigned)s->gid, (int)s->runner_pid, s->runner_start,
+                s->spec.gpu_mask, s->spec.compute_request, s->spec.compute_limit, s->spec.priority,
+                s->spec.weight, s->spec.memory_cap, s->memory_force, s->nonce, s->flags);
+  /* Each GPU's request and cap, in the mask's index order (gs_spec_normalize filled them). */
+  for (int k = 0; k < 2; k++) {
+    const char *sep = k ? " gpu_memory=" : " gpu_request=";
+    for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+      if (!(slice_mask(s) & (1u << g)))
+        continue;
+      if (k)
+        gs_buf_printf(b, "%s%" PRIu64, sep, gs_spec_memory_cap(&s->spec, g));
+      else
+        gs_buf_printf(b, "%s%" PRIu32, sep, gs_spec_request(&s->spec, g));
+      sep = ",";
     }
-    fprintf(f, " name=%s\n", s->spec.name);
   }
-  if (fflush(f) != 0 || fsync(fd) != 0)
+  gs_buf_printf(b, " name=%s\n", s->spec.name);
+}
+
+int registry_save(const struct registry *reg) {
+  struct gs_buf b = GS_BUF_INIT(REGISTRY_STATE_MAX);
+  int dfd, r;
+
+  gs_buf_printf(&b, "%s\nnext_id %" PRIu32 "\n", STATE_MAGIC, reg->next_id);
+  for (uint32_t i = 0; i < reg->n; i++)
+    slice_write(&b, reg->slices[i]);
+  r = b.err;
+  dfd = r < 0 ? -1 : open(reg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (r == 0 && dfd < 0)
     r = -errno;
-  if (fclose(f) != 0 && r == 0)
-    r = -errno;
-  if (r == 0 && rename(tmp, path) < 0)
-    r = -errno;
-  if (r < 0)
-    unlink(tmp);
+  if (r == 0)
+    r = gs_file_write_atomic(dfd, REGISTRY_FILE, b.p, b.len, 0600);
+  if (dfd >= 0)
+    close(dfd);
+  gs_buf_free(&b);
   return r;
 }
 
@@ -443,12 +437,46 @@ static void move_to_held(const struct registry *reg, const struct slice *s) {
     close(sfd);
 }
 
+/* The state file's lines after the first; 0 or -EBADMSG/-ENOMEM with the reason in why. */
+static int parse_state(struct registry *reg, const char *state_dir, char *text, const char *path,
+                       char *why, size_t why_len) {
+  unsigned lineno = 1;
+
+  for (char *line = text, *next; *line; line = next) {
+    char *nl = strchr(line, '\n');
+    next = nl ? nl + 1 : line + strlen(line);
+    if (nl)
+      *nl = 0;
+    lineno++;
+    if (strncmp(line, "next_id ", 8) == 0) {
+      if (sscanf(line, "next_id %" SCNu32, &reg->next_id) != 1 || reg->next_id == 0) {
+        snprintf(why, why_len, "%s:%u: bad next_id", path, lineno);
+        return -EBADMSG;
+      }
+      continue;
+    }
+    struct slice *s = calloc(1, sizeof(*s));
+    if (!s)
+      return -ENOMEM;
+    if (parse_slice(line, s) < 0 || registry_find(reg, s->id) || reg->n >= reg->max_slices ||
+        s->id >= reg->next_id) {
+      free(s);
+      snprintf(why, why_len, "%s:%u: not a valid slice line", path, lineno);
+      return -EBADMSG;
+    }
+    snprintf(s->dir, sizeof(s->dir), "%s/%s/%" PRIu32, state_dir, parent_name(s->flags), s->id);
+    if (s->flags)
+      move_to_held(reg, s);
+    reg->slices[reg->n++] = s;
+  }
+  return 0;
+}
+
 int registry_load(struct registry *reg, const char *state_dir, uint32_t max_slices, char *why,
                   size_t why_len) {
-  char path[GS_PROTO_PATH_MAX + 32], line[2048];
-  unsigned lineno = 0;
-  FILE *f;
-  int r = 0;
+  char path[GS_PROTO_PATH_MAX + 32], *text = NULL;
+  size_t len = 0;
+  int r;
 
   memset(reg, 0, sizeof(*reg));
   if (strlen(state_dir) >= sizeof(reg->state_dir) - 32) {
@@ -459,54 +487,25 @@ int registry_load(struct registry *reg, const char *state_dir, uint32_t max_slic
   reg->max_slices = max_slices > REGISTRY_MAX ? REGISTRY_MAX : max_slices;
   reg->next_id = 1;
   snprintf(path, sizeof(path), "%s/%s", state_dir, REGISTRY_FILE);
-  f = fopen(path, "re");
-  if (!f) {
-    if (errno == ENOENT)
-      return 0;
-    r = -errno;
-    snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
-    return r;
-  }
-  while (fgets(line, sizeof(line), f)) {
-    lineno++;
-    if (lineno == 1) {
-      if (strcmp(line, STATE_MAGIC "\n") != 0) {
-        snprintf(why, why_len, "%s:1: not a gslice state file (want '%s')", path, STATE_MAGIC);
-        r = -EBADMSG;
-        break;
-      }
-      continue;
-    }
-    if (strncmp(line, "next_id ", 8) == 0) {
-      if (sscanf(line, "next_id %" SCNu32, &reg->next_id) != 1 || reg->next_id == 0) {
-        snprintf(why, why_len, "%s:%u: bad next_id", path, lineno);
-        r = -EBADMSG;
-        break;
-      }
-      continue;
-    }
-    struct slice *s = calloc(1, sizeof(*s));
-    if (!s) {
-      r = -ENOMEM;
-      break;
-    }
-    if (parse_slice(line, s) < 0 || registry_find(reg, s->id) || reg->n >= reg->max_slices ||
-        s->id >= reg->next_id) {
-      free(s);
-      snprintf(why, why_len, "%s:%u: not a valid slice line", path, lineno);
-      r = -EBADMSG;
-      break;
-    }
-    snprintf(s->dir, sizeof(s->dir), "%s/%s/%" PRIu32, state_dir, parent_name(s->flags), s->id);
-    if (s->flags)
-      move_to_held(reg, s);
-    reg->slices[reg->n++] = s;
-  }
-  if (r == 0 && lineno == 0) {
+  r = gs_file_read(AT_FDCWD, path, 0, REGISTRY_STATE_MAX, &text, &len);
+  if (r == -ENOENT)
+    return 0;
+  if (r == -EFBIG) {
+    snprintf(why, why_len, "%s is larger than %u bytes: not a state file of this gsliced", path,
+             (unsigned)REGISTRY_STATE_MAX);
+  } else if (r < 0) {
+    snprintf(why, why_len, "cannot read %s: %s", path, strerror(-r));
+  } else if (len == 0) {
     snprintf(why, why_len, "%s is empty", path);
     r = -EBADMSG;
+  } else if (strlen(text) != len || strncmp(text, STATE_MAGIC "\n", sizeof(STATE_MAGIC)) != 0) {
+    /* A NUL byte would end the text early and hide the slices after it. */
+    snprintf(why, why_len, "%s:1: not a gslice state file (want '%s')", path, STATE_MAGIC);
+    r = -EBADMSG;
+  } else {
+    r = parse_state(reg, state_dir, text + sizeof(STATE_MAGIC), path, why, why_len);
   }
-  fclose(f);
+  free(text);
   if (r < 0)
     registry_free(reg);
   return r;
