@@ -3,15 +3,17 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "client.h"
+#include "fileio.h"
+#include "kv.h"
 #include "proto.h"
 #include "sched.h"
 
@@ -74,7 +76,7 @@ const struct config_entry config_table[] = {
         "connections at once on the hook socket without HELLO yet from one pid namespace (a "
         "container; on the daemon's own, from one uid); at most a quarter of max_hook_clients"),
     U64(max_slices_per_user, "64", 1, 256, true, "slices at once owned by one uid, root included"),
-    U64(max_compute_per_user, "50", 0, 100, true,
+    U64(max_compute_per_user, "50", 0, GS_PERCENT_MAX, true,
         "percent of a GPU one uid's slices may request in all; admins (root, the daemon's "
         "user, admin_group) are not bounded"),
     U64(max_memory_per_user, "0", 0, UINT64_MAX, true,
@@ -160,67 +162,70 @@ int config_set(struct config *c, const char *name, const char *value, char *why,
   return set_entry(c, e, value, why, why_len);
 }
 
-static char *trim(char *s) {
-  char *e;
-  while (*s == ' ' || *s == '\t')
-    s++;
-  e = s + strlen(s);
-  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
-    *--e = 0;
-  return s;
+/* A config file is a few dozen lines a person wrote: anything this long is not one. */
+#define CONFIG_FILE_MAX (1u << 20)
+/* The longest line taken (without its newline), as the parser of issue 8 read them. */
+#define CONFIG_LINE_MAX 510u
+
+struct load {
+  struct config *c;
+  const char *path;
+};
+
+static int load_one(const char *key, const char *value, unsigned line, void *user, char *err,
+                    size_t err_len) {
+  const struct load *l = user;
+  char sub[256];
+
+  if (config_set(l->c, key, value, sub, sizeof(sub)) < 0) {
+    snprintf(err, err_len, "%s:%u: %s", l->path, line, sub);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* The first line longer than CONFIG_LINE_MAX, 0 when none. */
+static unsigned long_line(const char *text) {
+  unsigned n = 1;
+
+  for (const char *p = text;; n++) {
+    size_t len = strcspn(p, "\n");
+    if (len > CONFIG_LINE_MAX)
+      return n;
+    if (!p[len])
+      return 0;
+    p += len + 1;
+  }
 }
 
 int config_load_file(struct config *c, const char *path, char *why, size_t why_len) {
-  FILE *f = fopen(path, "re");
-  char line[512], sub[256];
-  unsigned n = 0;
-  int r = 0;
+  struct load l = {.c = c, .path = path};
+  char *text = NULL;
+  unsigned line;
+  int r = gs_file_read(AT_FDCWD, path, GS_FILE_REGULAR, CONFIG_FILE_MAX, &text, NULL);
 
-  if (!f) {
-    r = -errno;
-    snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
+  /* A directory opens and reads as nothing: it would pass for an empty file. */
+  if (r == -EINVAL) {
+    snprintf(why, why_len, "%s is not a regular file: give the path of a config file", path);
     return r;
   }
-  /* A directory opens and reads as nothing: it would pass for an empty file. */
-  struct stat st;
-  if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
-    snprintf(why, why_len, "%s is not a regular file: give the path of a config file", path);
-    fclose(f);
-    return -EINVAL;
+  if (r < 0) {
+    snprintf(why, why_len, "cannot read %s: %s", path,
+             r == -EFBIG ? "larger than 1 MiB: not a config file" : strerror(-r));
+    return r;
   }
-  while (fgets(line, sizeof(line), f)) {
-    size_t len = strlen(line);
-    n++;
-    /* A longer line would be read in pieces and its tail applied as a line of its own. */
-    if (len == sizeof(line) - 1 && line[len - 1] != '\n' && !feof(f)) {
-      snprintf(why, why_len, "%s:%u: line longer than %zu bytes; shorten it", path, n,
-               sizeof(line) - 2);
-      r = -EINVAL;
-      break;
-    }
-    char *s = trim(line), *eq;
-    if (!*s || *s == '#')
-      continue;
-    eq = strchr(s, '=');
-    if (!eq) {
-      snprintf(why, why_len, "%s:%u: expected name = value", path, n);
-      r = -EINVAL;
-      break;
-    }
-    *eq = 0;
-    r = config_set(c, trim(s), trim(eq + 1), sub, sizeof(sub));
-    if (r < 0) {
-      snprintf(why, why_len, "%s:%u: %s", path, n, sub);
-      r = -EINVAL;
-      break;
-    }
+  if ((line = long_line(text))) {
+    snprintf(why, why_len, "%s:%u: line longer than %u bytes; shorten it", path, line,
+             CONFIG_LINE_MAX);
+    r = -EINVAL;
+  } else if ((r = gs_kv_parse(text, '\n', GS_KV_FILE, load_one, &l, why, why_len)) == -EBADMSG) {
+    /* kv.h says "line N: ..."; the file's own name goes first, as in every other error. */
+    if (sscanf(why, "line %u", &line) != 1)
+      line = 0;
+    snprintf(why, why_len, "%s:%u: expected name = value", path, line);
   }
-  if (r == 0 && ferror(f)) {
-    r = -EIO;
-    snprintf(why, why_len, "cannot read %s: %s", path, strerror(errno));
-  }
-  fclose(f);
-  return r;
+  free(text);
+  return r < 0 ? -EINVAL : 0;
 }
 
 int config_admin_gid(const struct config *c, gid_t *ret_gid) {
