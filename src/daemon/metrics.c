@@ -6,9 +6,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +16,10 @@
 
 /* Last: it expects the system headers it builds on to be in already. */
 #include <microhttpd.h>
+
+#include "buf.h"
+#include "prom.h"
+#include "words.h"
 
 /* Bounds on what scrapers can make the daemon hold. */
 #define METRICS_MAX_CONNECTIONS 16
@@ -32,51 +36,43 @@ struct gs_metrics {
 
 /* ---- rendering ---------------------------------------------------------------------- */
 
-static void label_value(FILE *out, const char *s, size_t max) {
-  fputc('"', out);
-  for (size_t i = 0; i < max && s[i]; i++) {
-    char c = s[i];
-    if (c == '\\' || c == '"')
-      fprintf(out, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", out);
-    else
-      fputc(c, out);
+/* A GPU's labels: gpu, uuid. */
+struct gpu_labels {
+  char index[12], uuid[GS_UUID_MAX + 1];
+  const char *kv[5];
+};
+
+static const char *const *gpu_labels(struct gpu_labels *l, const struct gs_gpu_status *g) {
+  snprintf(l->index, sizeof(l->index), "%" PRIu32, g->index);
+  snprintf(l->uuid, sizeof(l->uuid), "%.*s", (int)GS_UUID_MAX, g->uuid);
+  l->kv[0] = "gpu", l->kv[1] = l->index, l->kv[2] = "uuid", l->kv[3] = l->uuid, l->kv[4] = NULL;
+  return l->kv;
+}
+
+/* A slice's labels, optionally of one of its GPUs, optionally with one more (an "le" bucket,
+ * the priority). The name is a label for people; slice_id is what stays the same when it is
+ * reused. */
+struct slice_labels {
+  char name[GS_NAME_MAX + 1], id[12], gpu[12];
+  const char *kv[9];
+};
+
+static const char *const *slice_labels(struct slice_labels *l, const struct gs_slice_status *s,
+                                       const struct gs_slice_gpu_status *g, const char *key,
+                                       const char *value) {
+  unsigned n = 0;
+
+  snprintf(l->name, sizeof(l->name), "%.*s", (int)GS_NAME_MAX, s->name);
+  snprintf(l->id, sizeof(l->id), "%" PRIu32, s->id);
+  l->kv[n++] = "slice", l->kv[n++] = l->name, l->kv[n++] = "slice_id", l->kv[n++] = l->id;
+  if (g) {
+    snprintf(l->gpu, sizeof(l->gpu), "%" PRIu32, g->gpu);
+    l->kv[n++] = "gpu", l->kv[n++] = l->gpu;
   }
-  fputc('"', out);
-}
-
-static void value(FILE *out, double v) {
-  if (isnan(v))
-    fputs("NaN", out);
-  else if (isinf(v))
-    fputs(v > 0 ? "+Inf" : "-Inf", out);
-  else
-    fprintf(out, "%.9g", v);
-}
-
-static void family(FILE *out, const char *name, const char *type, const char *help) {
-  fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void gpu_labels(FILE *out, const struct gs_gpu_status *g) {
-  fprintf(out, "{gpu=\"%" PRIu32 "\",uuid=", g->index);
-  label_value(out, g->uuid, GS_UUID_MAX);
-  fputc('}', out);
-}
-
-/* Labels of a slice, optionally of one of its GPUs, optionally with an "le" bucket.
- * The name is a label for people; slice_id is what stays the same when it is reused. */
-static void slice_labels(FILE *out, const struct gs_slice_status *s,
-                         const struct gs_slice_gpu_status *g, const char *le) {
-  fputs("{slice=", out);
-  label_value(out, s->name, GS_NAME_MAX);
-  fprintf(out, ",slice_id=\"%" PRIu32 "\"", s->id);
-  if (g)
-    fprintf(out, ",gpu=\"%" PRIu32 "\"", g->gpu);
-  if (le)
-    fprintf(out, ",le=\"%s\"", le);
-  fputc('}', out);
+  if (key)
+    l->kv[n++] = key, l->kv[n++] = value;
+  l->kv[n] = NULL;
+  return l->kv;
 }
 
 static uint32_t clamp_gpus(uint32_t n) {
@@ -96,196 +92,202 @@ enum gpu_field {
   GPU_SWITCH_LOST_TOTAL,
 };
 
-static void gpu_family(FILE *out, const struct gs_status *st, const char *name, const char *help,
-                       enum gpu_field f) {
-  family(out, name, f == GPU_SWITCH_LOST_TOTAL ? "counter" : "gauge", help);
+/* What NVML cannot say is absent, not 0 (idle and unknown are different things). */
+static bool gpu_known(const struct gs_gpu_status *g, enum gpu_field f) {
+  switch (f) {
+  case GPU_DEVICE_BUSY: return g->device_known & GS_DEVICE_BUSY;
+  case GPU_UNACCOUNTED_PROCS:
+  case GPU_UNACCOUNTED_MEM: return g->device_known & GS_DEVICE_PROCS;
+  case GPU_UNACCOUNTED_BUSY: return g->device_known & GS_DEVICE_PROC_BUSY;
+  default: return true;
+  }
+}
+
+static void gpu_family(struct gs_buf *b, const struct gs_status *st, const char *name,
+                       const char *help, enum gpu_field f) {
+  gs_prom_family(b, name, f == GPU_SWITCH_LOST_TOTAL ? "counter" : "gauge", help);
   for (uint32_t i = 0; i < clamp_gpus(st->ngpus); i++) {
     const struct gs_gpu_status *g = &st->gpus[i];
-    /* What NVML cannot say is absent, not 0 (idle and unknown are different things). */
-    if ((f == GPU_DEVICE_BUSY && !(g->device_known & GS_DEVICE_BUSY)) ||
-        ((f == GPU_UNACCOUNTED_PROCS || f == GPU_UNACCOUNTED_MEM) &&
-         !(g->device_known & GS_DEVICE_PROCS)) ||
-        (f == GPU_UNACCOUNTED_BUSY && !(g->device_known & GS_DEVICE_PROC_BUSY)))
+    struct gpu_labels gl;
+    if (!gpu_known(g, f))
       continue;
-    fputs(name, out);
-    gpu_labels(out, g);
-    fputc(' ', out);
+    const char *const *l = gpu_labels(&gl, g);
     switch (f) {
-    case GPU_MEM_USED: fprintf(out, "%" PRIu64, g->memory_used_bytes); break;
-    case GPU_MEM_TOTAL: fprintf(out, "%" PRIu64, g->memory_total_bytes); break;
-    case GPU_BUSY: value(out, g->busy_ratio); break;
-    case GPU_REQUESTED: value(out, g->compute_requested / 100.0); break;
-    case GPU_DEVICE_BUSY: value(out, g->device_busy_ratio); break;
-    case GPU_UNACCOUNTED_PROCS: fprintf(out, "%" PRIu32, g->unaccounted_count); break;
-    case GPU_UNACCOUNTED_MEM: fprintf(out, "%" PRIu64, g->unaccounted_memory_bytes); break;
-    case GPU_UNACCOUNTED_BUSY: value(out, g->unaccounted_busy_ratio); break;
-    case GPU_SWITCH_LOST: value(out, g->switch_lost_ratio); break;
-    case GPU_SWITCH_LOST_TOTAL: value(out, g->switch_lost_seconds_total); break;
+    case GPU_MEM_USED: gs_prom_sample_u64(b, name, NULL, l, g->memory_used_bytes); break;
+    case GPU_MEM_TOTAL: gs_prom_sample_u64(b, name, NULL, l, g->memory_total_bytes); break;
+    case GPU_BUSY: gs_prom_sample(b, name, NULL, l, g->busy_ratio); break;
+    case GPU_REQUESTED:
+      gs_prom_sample(b, name, NULL, l, g->compute_requested / (double)GS_PERCENT_MAX);
+      break;
+    case GPU_DEVICE_BUSY: gs_prom_sample(b, name, NULL, l, g->device_busy_ratio); break;
+    case GPU_UNACCOUNTED_PROCS: gs_prom_sample_u64(b, name, NULL, l, g->unaccounted_count); break;
+    case GPU_UNACCOUNTED_MEM:
+      gs_prom_sample_u64(b, name, NULL, l, g->unaccounted_memory_bytes);
+      break;
+    case GPU_UNACCOUNTED_BUSY: gs_prom_sample(b, name, NULL, l, g->unaccounted_busy_ratio); break;
+    case GPU_SWITCH_LOST: gs_prom_sample(b, name, NULL, l, g->switch_lost_ratio); break;
+    case GPU_SWITCH_LOST_TOTAL:
+      gs_prom_sample(b, name, NULL, l, g->switch_lost_seconds_total);
+      break;
     }
-    fputc('\n', out);
   }
 }
 
 enum slice_field { SLICE_REQUEST, SLICE_LIMIT, SLICE_WEIGHT, SLICE_PROCS, SLICE_FORCE };
 
-static void slice_family(FILE *out, const struct gs_status *st, const char *name, const char *help,
-                         enum slice_field f) {
-  family(out, name, "gauge", help);
+static void slice_family(struct gs_buf *b, const struct gs_status *st, const char *name,
+                         const char *help, enum slice_field f) {
+  gs_prom_family(b, name, "gauge", help);
   for (uint32_t k = 0; k < st->nslices; k++) {
     const struct gs_slice_status *s = &st->slices[k];
-    fputs(name, out);
-    slice_labels(out, s, NULL, NULL);
-    fputc(' ', out);
+    struct slice_labels sl;
+    const char *const *l = slice_labels(&sl, s, NULL, NULL, NULL);
     switch (f) {
-    case SLICE_REQUEST: value(out, s->compute_request / 100.0); break;
-    case SLICE_LIMIT: value(out, s->compute_limit / 100.0); break;
-    case SLICE_WEIGHT: fprintf(out, "%" PRIu32, s->weight); break;
-    case SLICE_PROCS: fprintf(out, "%" PRIu32, s->nprocs); break;
-    case SLICE_FORCE: fprintf(out, "%d", s->memory_force ? 1 : 0); break;
+    case SLICE_REQUEST:
+      gs_prom_sample(b, name, NULL, l, s->compute_request / (double)GS_PERCENT_MAX);
+      break;
+    case SLICE_LIMIT:
+      gs_prom_sample(b, name, NULL, l, s->compute_limit / (double)GS_PERCENT_MAX);
+      break;
+    case SLICE_WEIGHT: gs_prom_sample_u64(b, name, NULL, l, s->weight); break;
+    case SLICE_PROCS: gs_prom_sample_u64(b, name, NULL, l, s->nprocs); break;
+    case SLICE_FORCE: gs_prom_sample_u64(b, name, NULL, l, s->memory_force ? 1 : 0); break;
     }
-    fputc('\n', out);
   }
 }
 
 enum slice_gpu_field { SG_MEM_USED, SG_MEM_CAP, SG_SHARE, SG_BUSY, SG_LAUNCHES, SG_TOKENS };
 
-static void slice_gpu_family(FILE *out, const struct gs_status *st, const char *name,
+static void slice_gpu_family(struct gs_buf *b, const struct gs_status *st, const char *name,
                              const char *type, const char *help, enum slice_gpu_field f) {
-  family(out, name, type, help);
+  gs_prom_family(b, name, type, help);
   for (uint32_t k = 0; k < st->nslices; k++) {
     const struct gs_slice_status *s = &st->slices[k];
     for (uint32_t i = 0; i < clamp_gpus(s->ngpus); i++) {
       const struct gs_slice_gpu_status *g = &s->gpus[i];
+      struct slice_labels sl;
       /* No cap is no sample: a 0 would read as "capped at zero bytes". */
       if (f == SG_MEM_CAP && !g->memory_cap_bytes)
         continue;
-      fputs(name, out);
-      slice_labels(out, s, g, NULL);
-      fputc(' ', out);
+      const char *const *l = slice_labels(&sl, s, g, NULL, NULL);
       switch (f) {
-      case SG_MEM_USED: fprintf(out, "%" PRIu64, g->memory_used_bytes); break;
-      case SG_MEM_CAP: fprintf(out, "%" PRIu64, g->memory_cap_bytes); break;
-      case SG_SHARE: value(out, g->share_ratio); break;
-      case SG_BUSY: value(out, g->busy_seconds_total); break;
-      case SG_LAUNCHES: fprintf(out, "%" PRIu64, g->launches_total); break;
-      case SG_TOKENS: fprintf(out, "%" PRIu64, g->tokens_total); break;
+      case SG_MEM_USED: gs_prom_sample_u64(b, name, NULL, l, g->memory_used_bytes); break;
+      case SG_MEM_CAP: gs_prom_sample_u64(b, name, NULL, l, g->memory_cap_bytes); break;
+      case SG_SHARE: gs_prom_sample(b, name, NULL, l, g->share_ratio); break;
+      case SG_BUSY: gs_prom_sample(b, name, NULL, l, g->busy_seconds_total); break;
+      case SG_LAUNCHES: gs_prom_sample_u64(b, name, NULL, l, g->launches_total); break;
+      case SG_TOKENS: gs_prom_sample_u64(b, name, NULL, l, g->tokens_total); break;
       }
-      fputc('\n', out);
     }
   }
 }
 
-static void wait_histogram(FILE *out, const struct gs_status *st) {
+static void wait_histogram(struct gs_buf *b, const struct gs_status *st) {
   static const double bounds[GS_WAIT_BUCKETS] = GS_WAIT_BUCKET_BOUNDS;
   const char *name = "gslice_slice_token_wait_seconds";
-  family(out, name, "histogram", "Time a slice's launches waited for a compute token, per GPU.");
+
+  gs_prom_family(b, name, "histogram",
+                 "Time a slice's launches waited for a compute token, per GPU.");
   for (uint32_t k = 0; k < st->nslices; k++) {
     const struct gs_slice_status *s = &st->slices[k];
     for (uint32_t i = 0; i < clamp_gpus(s->ngpus); i++) {
       const struct gs_slice_gpu_status *g = &s->gpus[i];
+      struct slice_labels sl;
       uint64_t prev = 0;
-      for (int b = 0; b <= GS_WAIT_BUCKETS; b++) {
+      for (int j = 0; j <= GS_WAIT_BUCKETS; j++) {
         char le[32];
-        if (b < GS_WAIT_BUCKETS)
-          snprintf(le, sizeof(le), "%g", bounds[b]);
+        if (j < GS_WAIT_BUCKETS)
+          snprintf(le, sizeof(le), "%g", bounds[j]);
         else
           snprintf(le, sizeof(le), "+Inf");
         /* Buckets are cumulative by contract; a torn snapshot must still not go down. */
-        uint64_t c = g->wait_bucket[b] > prev ? g->wait_bucket[b] : prev;
-        if (b == GS_WAIT_BUCKETS && g->wait_count > c)
+        uint64_t c = g->wait_bucket[j] > prev ? g->wait_bucket[j] : prev;
+        if (j == GS_WAIT_BUCKETS && g->wait_count > c)
           c = g->wait_count;
         prev = c;
-        fprintf(out, "%s_bucket", name);
-        slice_labels(out, s, g, le);
-        fprintf(out, " %" PRIu64 "\n", c);
+        gs_prom_sample_u64(b, name, "_bucket", slice_labels(&sl, s, g, "le", le), c);
       }
-      fprintf(out, "%s_sum", name);
-      slice_labels(out, s, g, NULL);
-      fputc(' ', out);
-      value(out, g->wait_seconds_total);
-      fprintf(out, "\n%s_count", name);
-      slice_labels(out, s, g, NULL);
-      fprintf(out, " %" PRIu64 "\n", prev);
+      const char *const *l = slice_labels(&sl, s, g, NULL, NULL);
+      gs_prom_sample(b, name, "_sum", l, g->wait_seconds_total);
+      gs_prom_sample_u64(b, name, "_count", l, prev);
     }
   }
 }
 
-int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_len) {
-  char *text = NULL;
-  size_t len = 0;
-  FILE *out = open_memstream(&text, &len);
-  if (!out)
-    return -ENOMEM;
-
-  gpu_family(out, st, "gslice_gpu_memory_used_bytes",
+static void gpu_families(struct gs_buf *b, const struct gs_status *st) {
+  gpu_family(b, st, "gslice_gpu_memory_used_bytes",
              "Device memory in use on the GPU, all processes.", GPU_MEM_USED);
-  gpu_family(out, st, "gslice_gpu_memory_total_bytes", "Device memory of the GPU.", GPU_MEM_TOTAL);
-  gpu_family(out, st, "gslice_gpu_busy_ratio", "Fraction of the last window the GPU ran kernels.",
+  gpu_family(b, st, "gslice_gpu_memory_total_bytes", "Device memory of the GPU.", GPU_MEM_TOTAL);
+  gpu_family(b, st, "gslice_gpu_busy_ratio", "Fraction of the last window the GPU ran kernels.",
              GPU_BUSY);
-  gpu_family(out, st, "gslice_gpu_compute_requested_ratio",
+  gpu_family(b, st, "gslice_gpu_compute_requested_ratio",
              "Sum of the compute requests of the slices on the GPU (1 = the whole GPU).",
              GPU_REQUESTED);
-  gpu_family(out, st, "gslice_gpu_device_busy_ratio",
+  gpu_family(b, st, "gslice_gpu_device_busy_ratio",
              "The GPU's own utilization over the last second, as NVML reports it (absent without "
              "NVML); above gslice_gpu_busy_ratio, work no slice accounts for.",
              GPU_DEVICE_BUSY);
-  gpu_family(out, st, "gslice_unaccounted_processes",
+  gpu_family(b, st, "gslice_unaccounted_processes",
              "Processes on the GPU (NVML) outside every slice's accounting: run without the hook.",
              GPU_UNACCOUNTED_PROCS);
-  gpu_family(out, st, "gslice_unaccounted_memory_bytes",
+  gpu_family(b, st, "gslice_unaccounted_memory_bytes",
              "Device memory those processes hold on the GPU (NVML).", GPU_UNACCOUNTED_MEM);
-  gpu_family(out, st, "gslice_unaccounted_busy_ratio",
+  gpu_family(b, st, "gslice_unaccounted_busy_ratio",
              "Fraction of the GPU those processes used over the last second (NVML per-process "
              "samples; absent when NVML has none).",
              GPU_UNACCOUNTED_BUSY);
-
-  gpu_family(out, st, "gslice_gpu_switch_lost_ratio",
+  gpu_family(b, st, "gslice_gpu_switch_lost_ratio",
              "Fraction of the last window the GPU stood idle between tokens while a slice waited "
              "(the cost of switching tokens).",
              GPU_SWITCH_LOST);
-  gpu_family(out, st, "gslice_gpu_switch_lost_seconds_total",
+  gpu_family(b, st, "gslice_gpu_switch_lost_seconds_total",
              "Device time lost to token switches while a slice waited, since the daemon started.",
              GPU_SWITCH_LOST_TOTAL);
-  family(out, "gslice_slice_info", "gauge", "Always 1; carries the slice's priority class.");
+}
+
+static void slice_families(struct gs_buf *b, const struct gs_status *st) {
+  gs_prom_family(b, "gslice_slice_info", "gauge", "Always 1; carries the slice's priority class.");
   for (uint32_t k = 0; k < st->nslices; k++) {
     const struct gs_slice_status *s = &st->slices[k];
-    fputs("gslice_slice_info{slice=", out);
-    label_value(out, s->name, GS_NAME_MAX);
-    fprintf(out, ",slice_id=\"%" PRIu32 "\",priority=\"%s\"} 1\n", s->id,
-            s->priority == GS_PRIORITY_HIGH  ? "high"
-            : s->priority == GS_PRIORITY_LOW ? "low"
-                                             : "normal");
+    struct slice_labels sl;
+    gs_prom_sample_u64(b, "gslice_slice_info", NULL,
+                       slice_labels(&sl, s, NULL, "priority", gs_priority_name(s->priority)), 1);
   }
-  slice_family(out, st, "gslice_slice_compute_request_ratio",
+  slice_family(b, st, "gslice_slice_compute_request_ratio",
                "Compute share the slice is guaranteed (1 = one whole GPU).", SLICE_REQUEST);
-  slice_family(out, st, "gslice_slice_compute_limit_ratio",
+  slice_family(b, st, "gslice_slice_compute_limit_ratio",
                "Compute share the slice may not exceed (1 = one whole GPU).", SLICE_LIMIT);
-  slice_family(out, st, "gslice_slice_weight",
+  slice_family(b, st, "gslice_slice_weight",
                "Weight of the slice in the fair split of spare compute.", SLICE_WEIGHT);
-  slice_family(out, st, "gslice_slice_processes", "Processes attached to the slice.", SLICE_PROCS);
-  slice_family(out, st, "gslice_slice_memory_forced",
+  slice_family(b, st, "gslice_slice_processes", "Processes attached to the slice.", SLICE_PROCS);
+  slice_family(b, st, "gslice_slice_memory_forced",
                "1 while the cap was lowered below usage with --force and allocations are stopped.",
                SLICE_FORCE);
-
-  slice_gpu_family(out, st, "gslice_slice_memory_used_bytes", "gauge",
+  slice_gpu_family(b, st, "gslice_slice_memory_used_bytes", "gauge",
                    "Device memory the slice's processes hold on the GPU.", SG_MEM_USED);
-  slice_gpu_family(out, st, "gslice_slice_memory_cap_bytes", "gauge",
+  slice_gpu_family(b, st, "gslice_slice_memory_cap_bytes", "gauge",
                    "Device memory cap of the slice on the GPU (absent: no cap).", SG_MEM_CAP);
-  slice_gpu_family(out, st, "gslice_slice_share_ratio", "gauge",
+  slice_gpu_family(b, st, "gslice_slice_share_ratio", "gauge",
                    "Share of the GPU's time the slice achieved over the last window.", SG_SHARE);
-  slice_gpu_family(out, st, "gslice_slice_busy_seconds_total", "counter",
+  slice_gpu_family(b, st, "gslice_slice_busy_seconds_total", "counter",
                    "Device time charged to the slice on the GPU.", SG_BUSY);
-  slice_gpu_family(out, st, "gslice_slice_launches_total", "counter",
+  slice_gpu_family(b, st, "gslice_slice_launches_total", "counter",
                    "Kernel launches that went through the slice's compute gate.", SG_LAUNCHES);
-  slice_gpu_family(out, st, "gslice_slice_tokens_total", "counter",
+  slice_gpu_family(b, st, "gslice_slice_tokens_total", "counter",
                    "Compute tokens granted to the slice on the GPU.", SG_TOKENS);
-  wait_histogram(out, st);
+  wait_histogram(b, st);
+}
 
-  int failed = ferror(out);
-  if (fclose(out) != 0 || failed) {
-    free(text);
-    return -EIO;
-  }
+int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_len) {
+  struct gs_buf b = GS_BUF_INIT(0);
+  size_t len;
+  int err;
+
+  gpu_families(&b, st);
+  slice_families(&b, st);
+  char *text = gs_buf_steal(&b, &len, &err);
+  if (!text)
+    return err;
   *ret_text = text;
   *ret_len = len;
   return 0;

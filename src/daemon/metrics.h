@@ -12,7 +12,7 @@ struct gs_metrics;
 
 /* Renders the snapshot as Prometheus text exposition (format 0.0.4). Pure.
  * Returns 0 and a malloc'd NUL-terminated text in *ret_text (length in *ret_len),
- * or -ENOMEM / -EIO; outputs untouched on failure. */
+ * or -ENOMEM; outputs untouched on failure. */
 int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_len);
 
 /* Parses where to listen: "PORT" (loopback), "HOST:PORT", "[V6]:PORT"; HOST is a numeric
