@@ -408,10 +408,20 @@ SIM_API CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
   return CUDA_SUCCESS;
 }
 
+/* A context with a stream in capture cannot be synchronized, in any mode: "It is also invalid
+ * to query the execution status of or synchronize a broader handle which encompasses an active
+ * stream capture, such as a device or context handle" (Programming Guide); the capture is
+ * invalidated. Otherwise it is a potentially unsafe call (capture.c). */
 CUresult sim_ctx_sync(struct sim_ctx *c) {
   pthread_mutex_lock(&sim.mu);
+  int conflict = sim_capturing_any() && sim_capture_ctx_conflict_locked(c);
   struct sim_mark mk = ctx_tail_locked(c);
   pthread_mutex_unlock(&sim.mu);
+  if (conflict)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  CUresult rc = sim_capture_unsafe();
+  if (rc != CUDA_SUCCESS)
+    return rc;
   sim_mark_wait(c->dev, &mk);
   sim_pools_trim(c->dev);
   return CUDA_SUCCESS;

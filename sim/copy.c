@@ -32,7 +32,7 @@ static CUresult do_copy(void *dst, const void *src, size_t n, enum copy_kind k) 
  * one does, then moves the bytes. */
 static CUresult copy_sync(void *dst, const void *src, size_t n, enum copy_kind k, int ptds) {
   SIM_REQUIRE_INIT();
-  CUresult rc = sim_stream_wait(NULL, ptds);
+  CUresult rc = sim_stream_wait(NULL, ptds, 1); /* a potentially unsafe call in a capture */
   if (rc != CUDA_SUCCESS)
     return rc;
   return do_copy(dst, src, n, k);
@@ -44,13 +44,15 @@ static CUresult async_on(CUstream h, int ptsz, const struct sim_node *node, int 
   struct sim_stream *s;
   CUresult rc = sim_stream_get(h, ptsz, &s);
   *captured = 0;
-  if (rc != CUDA_SUCCESS || !s->capture)
+  if (rc != CUDA_SUCCESS || !sim_capturing_any())
     return rc;
   pthread_mutex_lock(&sim.mu);
-  int e = s->capture ? sim_capture_add(s, node) : 0;
+  if ((rc = sim_capture_use_locked(s)) == CUDA_SUCCESS && s->cap) {
+    rc = sim_capture_add_locked(s, node);
+    *captured = 1;
+  }
   pthread_mutex_unlock(&sim.mu);
-  *captured = 1;
-  return e < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  return rc;
 }
 
 /* Copies take no device time: the bytes move when the call is made, which a program
@@ -115,7 +117,7 @@ static CUresult do_memset(CUdeviceptr dst, unsigned value, size_t elem, size_t n
 
 static CUresult memset_sync(CUdeviceptr dst, unsigned value, size_t elem, size_t n, int ptds) {
   SIM_REQUIRE_INIT();
-  CUresult rc = sim_stream_wait(NULL, ptds);
+  CUresult rc = sim_stream_wait(NULL, ptds, 1);
   return rc != CUDA_SUCCESS ? rc : do_memset(dst, value, elem, n);
 }
 

@@ -30,6 +30,7 @@
 
 struct sim_graph;
 struct sim_array;
+struct sim_capture;
 
 enum sim_stream_kind { SIM_STREAM_USER, SIM_STREAM_LEGACY, SIM_STREAM_PER_THREAD };
 
@@ -49,8 +50,8 @@ struct sim_stream {
   struct sim_ctx *ctx;
   unsigned flags;
   int priority;
-  struct sim_mark tail; /* its queued work */
-  struct sim_graph *capture;
+  struct sim_mark tail;    /* its queued work */
+  struct sim_capture *cap; /* the capture sequence it is in (begun on it or joined), or NULL */
   struct sim_stream *next; /* in ctx->streams */
   unsigned long long id;
 };
@@ -81,6 +82,8 @@ struct sim_event {
   int resolved;       /* t is known: the work before it has completed */
   struct sim_mark mk; /* the work queued before it */
   uint64_t t;         /* once resolved: device time that work completed */
+  /* Last recorded into a capture (its id), else 0: a node of that graph, never completing. */
+  unsigned long long captured;
   struct sim_ctx *ctx;
   struct sim_event *prev, *next; /* in ctx->events, or the free list */
 };
@@ -163,6 +166,9 @@ struct sim_driver {
   /* Under mu: per device, the latest kernel this process found complete and its end, so
    * a synchronize or event query of work already known done needs no machine lock. */
   uint64_t done_seq[SIM_MAX_DEVICES], done_end[SIM_MAX_DEVICES];
+  /* Capture sequences in progress (capture.c), under mu; ncaptures is read without it. */
+  struct sim_capture *captures;
+  int ncaptures;
 };
 
 /* The one process-wide instance: a driver library is global state by nature. */
@@ -246,8 +252,10 @@ CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret);
 /* sim.mu held: the work new work on s comes after (the legacy stream and blocking streams
  * wait for each other). */
 struct sim_mark sim_stream_ready(const struct sim_stream *s);
-/* Sleep until the stream's work is done (sync copies wait this way). */
-CUresult sim_stream_wait(CUstream h, int ptds);
+/* Sleep until the stream's work is done (sync copies wait this way), after the capture rules
+ * for waiting on it (capture.c); unsafe: the caller is a potentially unsafe call (a synchronous
+ * copy), as waiting on the legacy stream is too. */
+CUresult sim_stream_wait(CUstream h, int ptds, int unsafe);
 void sim_ctx_streams_reset(struct sim_ctx *c);
 /* sim.mu held: a context's events go with it. */
 void sim_ctx_events_reset(struct sim_ctx *c);
@@ -270,21 +278,68 @@ int sim_mark_done(int dev, const struct sim_mark *mk, uint64_t *ret_t);
 uint64_t sim_mark_wait(int dev, const struct sim_mark *mk);
 
 /* graph.c: a captured copy or memset replays its bytes at each launch. */
-enum sim_node_type { SIM_NODE_KERNEL, SIM_NODE_COPY, SIM_NODE_MEMSET };
+enum sim_node_type {
+  SIM_NODE_KERNEL,
+  SIM_NODE_COPY,
+  SIM_NODE_MEMSET,
+  SIM_NODE_EVENT, /* an external event record (CU_EVENT_RECORD_EXTERNAL) */
+  SIM_NODE_HOST,  /* cuLaunchHostFunc */
+};
 struct sim_node {
   enum sim_node_type type;
-  uint64_t dur;    /* kernel */
-  void *dst;       /* copy, memset */
-  const void *src; /* copy */
-  size_t n;        /* bytes (copy) or elements (memset) */
-  unsigned value;  /* memset */
-  unsigned elem;   /* memset element size */
-  int kind;        /* copy kind, for the range checks */
+  struct sim_event *event; /* event */
+  CUhostFn fn;             /* host */
+  void *data;              /* host */
+  uint64_t dur;            /* kernel */
+  void *dst;               /* copy, memset */
+  const void *src;         /* copy */
+  size_t n;                /* bytes (copy) or elements (memset) */
+  unsigned value;          /* memset */
+  unsigned elem;           /* memset element size */
+  int kind;                /* copy kind, for the range checks */
 };
-/* sim.mu held: appends to s's capture; -ENOMEM. */
-int sim_capture_add(struct sim_stream *s, const struct sim_node *node);
-/* An unfinished capture goes with its stream. */
+/* sim.mu held: appends to g; -ENOMEM. */
+int sim_graph_add_node(struct sim_graph *g, const struct sim_node *node);
+struct sim_graph *sim_graph_new(void);
+size_t sim_graph_nodes(const struct sim_graph *g);
 void sim_graph_free(struct sim_graph *g);
+/* stream.c: sim.mu held; records e on s now (what s has queued). */
+void sim_event_record_locked(struct sim_event *e, struct sim_stream *s);
+
+/* capture.c: the rules of stream capture (docs/sim.md, "Stream capture"). */
+struct sim_capture {
+  struct sim_graph *graph;
+  CUstreamCaptureMode mode;
+  const void *thread; /* the thread that began it (sim_thread_id) */
+  int invalid;        /* a prohibited call invalidated it */
+  unsigned long long id;
+  struct sim_stream *origin;
+  struct sim_capture *next; /* in sim.captures */
+};
+const void *sim_thread_id(void);
+static inline int sim_capturing_any(void) {
+  return __atomic_load_n(&sim.ncaptures, __ATOMIC_ACQUIRE) != 0;
+}
+/* sim.mu held: what use of s (queueing work on it, waiting for it) meets: the legacy stream
+ * while a blocking stream of its context captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, those
+ * captures invalidated), a capture already invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED),
+ * else CUDA_SUCCESS. */
+CUresult sim_capture_use_locked(struct sim_stream *s);
+/* sim.mu held: appends to s's capture (CUDA_ERROR_OUT_OF_MEMORY). */
+CUresult sim_capture_add_locked(struct sim_stream *s, const struct sim_node *node);
+/* A potentially unsafe call (cuMemAlloc, a synchronous copy...):
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the captures that prohibit it invalidated when the
+ * calling thread's mode and the captures in progress prohibit it; else CUDA_SUCCESS. Takes sim.mu.
+ */
+CUresult sim_capture_unsafe(void);
+/* sim.mu held: a stream of c is capturing (those captures invalidated): synchronizing c
+ * necessarily conflicts with capture in every mode. */
+int sim_capture_ctx_conflict_locked(struct sim_ctx *c);
+/* sim.mu held: the capture of that id if still in progress, else NULL. */
+struct sim_capture *sim_capture_by_id_locked(unsigned long long id);
+void sim_capture_invalidate_locked(struct sim_capture *cap);
+/* sim.mu held: s leaves its capture; the capture ends (graph freed) when s began it. */
+void sim_capture_stream_gone_locked(struct sim_stream *s);
 
 /* A device pointer as the host address backing it. */
 #define SIM_DP(x) ((void *)(uintptr_t)(x))

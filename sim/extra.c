@@ -176,6 +176,13 @@ SIM_TWINS(cuStreamGetDevice, _ptsz, stream_get_device, (CUstream h, CUdevice *de
 /* Host functions run on the calling thread once the stream's earlier work is done;
  * later work on the stream starts after they return. Blocking the caller is the
  * price of not running a thread per stream. */
+static void call_host_fn(CUstream h, void *fn, void *data) {
+  ((CUhostFn)fn)(data);
+}
+static void call_callback(CUstream h, void *fn, void *data) {
+  ((CUstreamCallback)fn)(h, CUDA_SUCCESS, data);
+}
+
 static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, void *), void *fn,
                           void *userData) {
   SIM_REQUIRE_INIT();
@@ -185,11 +192,23 @@ static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, v
     return rc;
   if (!fn)
     return CUDA_ERROR_INVALID_VALUE;
-  if (s->capture)
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   pthread_mutex_lock(&sim.mu);
+  if ((rc = sim_capture_use_locked(s)) == CUDA_SUCCESS && s->cap) {
+    /* Captured, a host function is a host node; a stream callback cannot be captured. */
+    if (call == call_host_fn) {
+      struct sim_node node = {.type = SIM_NODE_HOST, .fn = (CUhostFn)fn, .data = userData};
+      rc = sim_capture_add_locked(s, &node);
+    } else {
+      sim_capture_invalidate_locked(s->cap);
+      rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    pthread_mutex_unlock(&sim.mu);
+    return rc;
+  }
   struct sim_mark mk = sim_stream_ready(s);
   pthread_mutex_unlock(&sim.mu);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   sim_mark_wait(s->ctx->dev, &mk);
   call(h, fn, userData);
   struct sim_mark now = {0, 0, sim_now_ns()};
@@ -197,13 +216,6 @@ static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, v
   sim_mark_merge(&s->tail, &now);
   pthread_mutex_unlock(&sim.mu);
   return CUDA_SUCCESS;
-}
-
-static void call_host_fn(CUstream h, void *fn, void *data) {
-  ((CUhostFn)fn)(data);
-}
-static void call_callback(CUstream h, void *fn, void *data) {
-  ((CUstreamCallback)fn)(h, CUDA_SUCCESS, data);
 }
 
 static CUresult launch_host_func(CUstream h, CUhostFn fn, void *userData, int ptsz) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Graphs: stream capture, graphs built node by node, instantiation, and replay of an
- * executable graph as a chain on the launch stream (kernels through launch.c). */
+/* Graphs: what stream capture records (the capture rules are capture.c's), graphs built node
+ * by node, instantiation and its flags, upload, and replay of an executable graph as a chain
+ * on the launch stream (kernels through launch.c). */
 #include "driver.h"
 
 #include <errno.h>
@@ -16,9 +17,14 @@ struct sim_graph {
   struct sim_node *nodes;
   size_t n, cap;
   struct sim_graph *next_free;
+  /* Executable graphs: the instantiation flags, and where the last launch ended (each launch
+   * is ordered behind the previous one, whatever the stream). */
+  unsigned long long flags;
+  struct sim_ctx *tail_ctx;
+  struct sim_mark tail;
 };
 
-static int graph_add_node(struct sim_graph *g, const struct sim_node *node) {
+int sim_graph_add_node(struct sim_graph *g, const struct sim_node *node) {
   if (g->n == g->cap) {
     size_t cap = g->cap ? g->cap * 2 : 16;
     struct sim_node *n = realloc(g->nodes, cap * sizeof(*n));
@@ -31,13 +37,8 @@ static int graph_add_node(struct sim_graph *g, const struct sim_node *node) {
   return 0;
 }
 
-static int graph_add(struct sim_graph *g, uint64_t dur) {
-  struct sim_node node = {.type = SIM_NODE_KERNEL, .dur = dur};
-  return graph_add_node(g, &node);
-}
-
-int sim_capture_add(struct sim_stream *s, const struct sim_node *node) {
-  return graph_add_node(s->capture, node);
+size_t sim_graph_nodes(const struct sim_graph *g) {
+  return g->n;
 }
 
 /* Destroyed graphs and executable graphs are recycled, never freed, so destroying one
@@ -45,7 +46,7 @@ int sim_capture_add(struct sim_stream *s, const struct sim_node *node) {
 static pthread_mutex_t graph_free_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_graph *graph_free_list;
 
-static struct sim_graph *graph_new(void) {
+struct sim_graph *sim_graph_new(void) {
   pthread_mutex_lock(&graph_free_mu);
   struct sim_graph *g = graph_free_list;
   if (g)
@@ -63,69 +64,11 @@ static struct sim_graph *graph_arg(void *h, uint32_t magic) {
   return g && g->magic == magic ? g : NULL;
 }
 
-static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptsz) {
-  SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  if (s->kind == SIM_STREAM_LEGACY)
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  pthread_mutex_lock(&sim.mu);
-  if (s->capture)
-    rc = CUDA_ERROR_ILLEGAL_STATE;
-  else if (!(s->capture = graph_new()))
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  pthread_mutex_unlock(&sim.mu);
-  return rc;
-}
-
-SIM_TWINS(cuStreamBeginCapture_v2, _ptsz, begin_capture, (CUstream h, CUstreamCaptureMode mode), h,
-          mode)
-SIM_TWINS(cuStreamBeginCapture, _ptsz, begin_capture, (CUstream h), h,
-          CU_STREAM_CAPTURE_MODE_GLOBAL)
-
-static CUresult end_capture(CUstream h, CUgraph *phGraph, int ptsz) {
-  SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  if (!phGraph)
-    return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.mu);
-  if (!s->capture) {
-    rc = CUDA_ERROR_ILLEGAL_STATE;
-  } else {
-    *phGraph = (CUgraph)s->capture;
-    s->capture = NULL;
-  }
-  pthread_mutex_unlock(&sim.mu);
-  return rc;
-}
-
-SIM_TWINS(cuStreamEndCapture, _ptsz, end_capture, (CUstream h, CUgraph *phGraph), h, phGraph)
-
-static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *status, int ptsz) {
-  SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  if (!status)
-    return CUDA_ERROR_INVALID_VALUE;
-  *status = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-  return CUDA_SUCCESS;
-}
-
-SIM_TWINS(cuStreamIsCapturing, _ptsz, is_capturing, (CUstream h, CUstreamCaptureStatus *status), h,
-          status)
-
 SIM_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
   SIM_REQUIRE_INIT();
   if (!phGraph)
     return CUDA_ERROR_INVALID_VALUE;
-  struct sim_graph *g = graph_new();
+  struct sim_graph *g = sim_graph_new();
   if (!g)
     return CUDA_ERROR_OUT_OF_MEMORY;
   *phGraph = (CUgraph)g;
@@ -163,7 +106,9 @@ SIM_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGrap
       (struct sim_func *)(nodeParams->func ? (void *)nodeParams->func : (void *)nodeParams->kern);
   if (!f || f->magic != SIM_FUNC_MAGIC)
     return CUDA_ERROR_INVALID_VALUE;
-  if (graph_add(g, sim_kernel_ns(f, nodeParams->kernelParams, nodeParams->extra)) < 0)
+  struct sim_node node = {.type = SIM_NODE_KERNEL,
+                          .dur = sim_kernel_ns(f, nodeParams->kernelParams, nodeParams->extra)};
+  if (sim_graph_add_node(g, &node) < 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   /* Nodes are run as a chain in the order added: with one kernel at a time on the
    * device, any order the edges allow takes the same device time. */
@@ -171,17 +116,45 @@ SIM_API CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGrap
   return CUDA_SUCCESS;
 }
 
-static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
+#define INSTANTIATE_FLAGS                                                                          \
+  (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |          \
+   CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+
+/* Whether g may be instantiated with flags (cuda.h, cuGraphInstantiate): known flags only;
+ * device launch not with auto-free, and only of a graph that is not empty and holds kernel,
+ * memcpy and memset nodes alone. */
+static CUgraphInstantiateResult instantiate_check(const struct sim_graph *g,
+                                                  unsigned long long flags) {
+  if (flags & ~(unsigned long long)INSTANTIATE_FLAGS)
+    return CUDA_GRAPH_INSTANTIATE_ERROR;
+  if (!(flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH))
+    return CUDA_GRAPH_INSTANTIATE_SUCCESS;
+  if ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) || g->n == 0)
+    return CUDA_GRAPH_INSTANTIATE_ERROR;
+  for (size_t i = 0; i < g->n; i++)
+    if (g->nodes[i].type != SIM_NODE_KERNEL && g->nodes[i].type != SIM_NODE_COPY &&
+        g->nodes[i].type != SIM_NODE_MEMSET)
+      return CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
+  return CUDA_GRAPH_INSTANTIATE_SUCCESS;
+}
+
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags,
+                            CUgraphInstantiateResult *result) {
   SIM_REQUIRE_INIT();
   struct sim_graph *g = graph_arg(hGraph, SIM_GRAPH_MAGIC);
+  *result = CUDA_GRAPH_INSTANTIATE_ERROR;
   if (!g || !phGraphExec)
     return CUDA_ERROR_INVALID_VALUE;
-  struct sim_graph *x = graph_new();
+  if ((*result = instantiate_check(g, flags)) != CUDA_GRAPH_INSTANTIATE_SUCCESS)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_graph *x = sim_graph_new();
   if (!x)
     return CUDA_ERROR_OUT_OF_MEMORY;
   x->magic = SIM_EXEC_MAGIC;
+  /* cuGraphExecGetFlags: "CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD will not be returned". */
+  x->flags = flags & ~(unsigned long long)CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
   for (size_t i = 0; i < g->n; i++)
-    if (graph_add_node(x, &g->nodes[i]) < 0) {
+    if (sim_graph_add_node(x, &g->nodes[i]) < 0) {
       sim_graph_free(x);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -189,22 +162,38 @@ static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
   return CUDA_SUCCESS;
 }
 
+/* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD is "only supported by cuGraphInstantiateWithParams". */
 SIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
                                              unsigned long long flags) {
-  return instantiate(phGraphExec, hGraph);
+  CUgraphInstantiateResult result;
+  if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)
+    return CUDA_ERROR_INVALID_VALUE;
+  return instantiate(phGraphExec, hGraph, flags, &result);
 }
 
 SIM_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
                                        CUgraphNode *phErrorNode, char *logBuffer,
                                        size_t bufferSize) {
+  CUgraphInstantiateResult result;
   if (logBuffer && bufferSize)
     logBuffer[0] = 0;
-  return instantiate(phGraphExec, hGraph);
+  if (phErrorNode)
+    *phErrorNode = NULL;
+  return instantiate(phGraphExec, hGraph, 0, &result);
 }
 
 SIM_API CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
                                     CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize) {
   return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+SIM_API CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags) {
+  SIM_REQUIRE_INIT();
+  struct sim_graph *x = graph_arg(hGraphExec, SIM_EXEC_MAGIC);
+  if (!x || !flags)
+    return CUDA_ERROR_INVALID_VALUE;
+  *flags = x->flags;
+  return CUDA_SUCCESS;
 }
 
 SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
@@ -216,29 +205,114 @@ SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
   return CUDA_SUCCESS;
 }
 
-static CUresult graph_launch(CUgraphExec hGraphExec, CUstream h, int ptsz) {
+/* An executable graph and the stream it goes on, both checked, and what the capture rules say
+ * of queueing work there (capture.c). */
+static CUresult exec_on(CUgraphExec hGraphExec, CUstream h, int ptsz, struct sim_graph **x,
+                        struct sim_stream **s) {
   SIM_REQUIRE_INIT();
-  struct sim_graph *x = graph_arg(hGraphExec, SIM_EXEC_MAGIC);
-  if (!x)
+  if (!(*x = graph_arg(hGraphExec, SIM_EXEC_MAGIC)))
     return CUDA_ERROR_INVALID_VALUE;
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
+  CUresult rc = sim_stream_get(h, ptsz, s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  for (size_t i = 0; i < x->n && rc == CUDA_SUCCESS; i++) {
-    const struct sim_node *nd = &x->nodes[i];
-    /* Copies and memsets move their bytes as the launch reaches them, as async ones do
-     * (and, like them, check their ranges under sim.mu themselves). */
-    if (nd->type == SIM_NODE_KERNEL) {
-      pthread_mutex_lock(&sim.mu);
-      sim_enqueue_locked(s, nd->dur);
-      pthread_mutex_unlock(&sim.mu);
-    } else if (nd->type == SIM_NODE_COPY) {
-      rc = sim_do_copy(nd->dst, nd->src, nd->n, nd->kind);
-    } else {
-      rc = sim_do_memset((CUdeviceptr)(uintptr_t)nd->dst, nd->value, nd->elem, nd->n);
-    }
+  pthread_mutex_lock(&sim.mu);
+  rc = sim_capture_use_locked(*s);
+  pthread_mutex_unlock(&sim.mu);
+  return rc;
+}
+
+/* Uploading takes no device time here (nothing is copied to a device); it is checked as
+ * stream work is. */
+static CUresult graph_upload(CUgraphExec hGraphExec, CUstream h, int ptsz) {
+  struct sim_graph *x;
+  struct sim_stream *s;
+  return exec_on(hGraphExec, h, ptsz, &x, &s);
+}
+
+SIM_TWINS(cuGraphUpload, _ptsz, graph_upload, (CUgraphExec hGraphExec, CUstream hStream),
+          hGraphExec, hStream)
+
+static CUresult instantiate_with_params(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                        CUDA_GRAPH_INSTANTIATE_PARAMS *p, int ptsz) {
+  SIM_REQUIRE_INIT();
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  p->hErrNode_out = NULL;
+  CUresult rc = instantiate(phGraphExec, hGraph, p->flags, &p->result_out);
+  if (rc == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) &&
+      (rc = graph_upload(*phGraphExec, p->hUploadStream, ptsz)) != CUDA_SUCCESS) {
+    cuGraphExecDestroy(*phGraphExec);
+    p->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
   }
+  return rc;
+}
+
+SIM_TWINS(cuGraphInstantiateWithParams, _ptsz, instantiate_with_params,
+          (CUgraphExec * phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p),
+          phGraphExec, hGraph, p)
+
+/* A host node runs on the calling thread once the stream's earlier work is done (as
+ * cuLaunchHostFunc does outside a capture, extra.c). */
+static void run_host_node(struct sim_stream *s, const struct sim_node *nd) {
+  pthread_mutex_lock(&sim.mu);
+  struct sim_mark mk = sim_stream_ready(s);
+  pthread_mutex_unlock(&sim.mu);
+  sim_mark_wait(s->ctx->dev, &mk);
+  nd->fn(nd->data);
+  struct sim_mark now = {0, 0, sim_now_ns()};
+  pthread_mutex_lock(&sim.mu);
+  sim_mark_merge(&s->tail, &now);
+  pthread_mutex_unlock(&sim.mu);
+}
+
+static CUresult run_node(struct sim_stream *s, const struct sim_node *nd) {
+  /* Copies and memsets move their bytes as the launch reaches them, as async ones do
+   * (and, like them, check their ranges under sim.mu themselves). */
+  switch (nd->type) {
+  case SIM_NODE_KERNEL:
+    pthread_mutex_lock(&sim.mu);
+    sim_enqueue_locked(s, nd->dur);
+    pthread_mutex_unlock(&sim.mu);
+    return CUDA_SUCCESS;
+  case SIM_NODE_COPY: return sim_do_copy(nd->dst, nd->src, nd->n, nd->kind);
+  case SIM_NODE_MEMSET:
+    return sim_do_memset((CUdeviceptr)(uintptr_t)nd->dst, nd->value, nd->elem, nd->n);
+  case SIM_NODE_EVENT:
+    pthread_mutex_lock(&sim.mu);
+    if (nd->event->magic == SIM_EVENT_MAGIC && nd->event->ctx == s->ctx)
+      sim_event_record_locked(nd->event, s);
+    pthread_mutex_unlock(&sim.mu);
+    return CUDA_SUCCESS;
+  case SIM_NODE_HOST: run_host_node(s, nd); return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Into a capturing stream the graph becomes part of the capture (a child graph: here its
+ * nodes, in order); otherwise its nodes run as a chain on the stream, after the graph's
+ * previous launch. */
+static CUresult graph_launch(CUgraphExec hGraphExec, CUstream h, int ptsz) {
+  struct sim_graph *x;
+  struct sim_stream *s;
+  CUresult rc = exec_on(hGraphExec, h, ptsz, &x, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&sim.mu);
+  if (s->cap) {
+    for (size_t i = 0; i < x->n && rc == CUDA_SUCCESS; i++)
+      rc = sim_capture_add_locked(s, &x->nodes[i]);
+    pthread_mutex_unlock(&sim.mu);
+    return rc;
+  }
+  if (x->tail_ctx == s->ctx)
+    sim_mark_merge(&s->tail, &x->tail);
+  pthread_mutex_unlock(&sim.mu);
+  for (size_t i = 0; i < x->n && rc == CUDA_SUCCESS; i++)
+    rc = run_node(s, &x->nodes[i]);
+  pthread_mutex_lock(&sim.mu);
+  x->tail_ctx = s->ctx;
+  x->tail = s->tail;
+  pthread_mutex_unlock(&sim.mu);
   return rc;
 }
 

@@ -116,10 +116,11 @@ static CUresult launch(CUfunction hf, CUstream h, void **params, void **extra, i
     return rc;
   uint64_t dur = sim_kernel_ns(f, params, extra);
   pthread_mutex_lock(&sim.mu);
-  if (s->capture) {
+  /* Into a capturing stream a launch does not run: it is a kernel node of the capture. */
+  if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS) {
+  } else if (s->cap) {
     struct sim_node node = {.type = SIM_NODE_KERNEL, .dur = dur};
-    if (sim_capture_add(s, &node) < 0)
-      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    rc = sim_capture_add_locked(s, &node);
   } else {
     sim_enqueue_locked(s, dur);
   }

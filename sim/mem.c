@@ -53,7 +53,9 @@ CUresult sim_alloc_range(struct sim_ctx *ctx, int dev, size_t size, uint64_t cha
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   SIM_REQUIRE_INIT();
   struct sim_ctx *c;
-  CUresult rc = sim_ctx_current_rc(&c);
+  CUresult rc = sim_capture_unsafe();
+  if (rc == CUDA_SUCCESS)
+    rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
   if (!dptr || bytesize == 0)
@@ -65,7 +67,9 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
                                     size_t Height, unsigned int ElementSizeBytes) {
   SIM_REQUIRE_INIT();
   struct sim_ctx *c;
-  CUresult rc = sim_ctx_current_rc(&c);
+  CUresult rc = sim_capture_unsafe();
+  if (rc == CUDA_SUCCESS)
+    rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
   if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
@@ -83,7 +87,9 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
   SIM_REQUIRE_INIT();
   struct sim_ctx *c;
-  CUresult rc = sim_ctx_current_rc(&c);
+  CUresult rc = sim_capture_unsafe();
+  if (rc == CUDA_SUCCESS)
+    rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
   if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
@@ -124,8 +130,14 @@ CUresult sim_free_range(CUdeviceptr dptr) {
   return CUDA_SUCCESS;
 }
 
+/* Synchronous allocations and frees are potentially unsafe calls during a capture (capture.c):
+ * "some actions, such as a call to cudaMalloc, may be unsafe" (cuThreadExchangeStreamCaptureMode);
+ * cuMemFree(0) as well, the usual way to make a context. */
 SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   SIM_REQUIRE_INIT();
+  CUresult rc = sim_capture_unsafe();
+  if (rc != CUDA_SUCCESS)
+    return rc;
   if (dptr == 0)
     return CUDA_SUCCESS;
   return sim_free_range(dptr);
@@ -179,7 +191,9 @@ static struct host_alloc *host_allocs; /* sim.mu */
 SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
   SIM_REQUIRE_INIT();
   struct sim_ctx *c;
-  CUresult rc = sim_ctx_current_rc(&c);
+  CUresult rc = sim_capture_unsafe();
+  if (rc == CUDA_SUCCESS)
+    rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
     return rc;
   if (!pp || bytesize == 0)
@@ -200,6 +214,9 @@ SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
 
 SIM_API CUresult cuMemFreeHost(void *p) {
   SIM_REQUIRE_INIT();
+  CUresult rc = sim_capture_unsafe();
+  if (rc != CUDA_SUCCESS)
+    return rc;
   pthread_mutex_lock(&sim.mu);
   struct host_alloc **hp = &host_allocs;
   while (*hp && (*hp)->p != p)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Streams (legacy, per-thread, user) and events: what work each stream waits for and
  * when it completes on the device clock. Kernels reach the engine only through
- * launch.c; graphs and captures are graph.c's. */
+ * launch.c; graphs are graph.c's and the capture rules capture.c's. */
 #include "driver.h"
 
 #include <errno.h>
@@ -116,16 +116,41 @@ static struct sim_mark stream_done(const struct sim_stream *s) {
   return s->kind == SIM_STREAM_LEGACY ? sim_stream_ready(s) : s->tail;
 }
 
-CUresult sim_stream_wait(CUstream h, int ptds) {
+/* sim.mu held: the capture rules for waiting on s (cuda.h, cuStreamIsCapturing; the
+ * Programming Guide's "Prohibited and Unhandled Operations"): the legacy stream while a blocking
+ * stream captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), a capture already invalidated, and a
+ * stream in capture, which cannot be waited for or queried (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+ * the capture invalidated). */
+static CUresult wait_check_locked(struct sim_stream *s) {
+  CUresult rc = sim_capture_use_locked(s);
+  if (rc == CUDA_SUCCESS && s->cap) {
+    sim_capture_invalidate_locked(s->cap);
+    rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return rc;
+}
+
+/* The capture rules for a synchronize or query of s; the legacy stream's is a potentially
+ * unsafe call as well. *mk: what s has queued. */
+static CUresult wait_begin(struct sim_stream *s, int unsafe, struct sim_mark *mk) {
+  pthread_mutex_lock(&sim.mu);
+  CUresult rc = sim_capturing_any() ? wait_check_locked(s) : CUDA_SUCCESS;
+  *mk = stream_done(s);
+  pthread_mutex_unlock(&sim.mu);
+  if (rc == CUDA_SUCCESS && (unsafe || s->kind == SIM_STREAM_LEGACY))
+    rc = sim_capture_unsafe();
+  return rc;
+}
+
+CUresult sim_stream_wait(CUstream h, int ptds, int unsafe) {
   struct sim_stream *s;
   CUresult rc = sim_stream_get(h, ptds, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  pthread_mutex_lock(&sim.mu);
-  struct sim_mark mk = stream_done(s);
-  int dev = s->ctx->dev;
-  pthread_mutex_unlock(&sim.mu);
-  sim_mark_wait(dev, &mk);
+  struct sim_mark mk;
+  if ((rc = wait_begin(s, unsafe, &mk)) != CUDA_SUCCESS)
+    return rc;
+  sim_mark_wait(s->ctx->dev, &mk);
   return CUDA_SUCCESS;
 }
 
@@ -134,8 +159,7 @@ void sim_ctx_streams_reset(struct sim_ctx *c) {
   struct sim_stream *s = c->streams;
   while (s) {
     struct sim_stream *next = s->next;
-    if (s->capture) /* an unfinished capture goes with its stream */
-      sim_graph_free(s->capture);
+    sim_capture_stream_gone_locked(s); /* an unfinished capture goes with its stream */
     stream_recycle_locked(s);
     s = next;
   }
@@ -186,8 +210,7 @@ SIM_API CUresult cuStreamDestroy_v2(CUstream hStream) {
     pp = &(*pp)->next;
   if (*pp)
     *pp = s->next;
-  if (s->capture)
-    sim_graph_free(s->capture);
+  sim_capture_stream_gone_locked(s);
   stream_recycle_locked(s);
   pthread_mutex_unlock(&sim.mu);
   return CUDA_SUCCESS;
@@ -203,12 +226,11 @@ static CUresult stream_query(CUstream h, int ptsz) {
   CUresult rc = sim_stream_get(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  pthread_mutex_lock(&sim.mu);
-  struct sim_mark mk = stream_done(s);
-  int dev = s->ctx->dev;
-  pthread_mutex_unlock(&sim.mu);
+  struct sim_mark mk;
+  if ((rc = wait_begin(s, 0, &mk)) != CUDA_SUCCESS)
+    return rc;
   uint64_t t;
-  return sim_mark_done(dev, &mk, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return sim_mark_done(s->ctx->dev, &mk, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIM_TWINS(cuStreamQuery, _ptsz, stream_query, (CUstream h), h)
@@ -219,9 +241,7 @@ static CUresult stream_sync(CUstream h, int ptsz) {
   CUresult rc = sim_stream_get(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  if (s->capture)
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  rc = sim_stream_wait(h, ptsz);
+  rc = sim_stream_wait(h, ptsz, 0);
   if (rc == CUDA_SUCCESS)
     sim_pools_trim(s->ctx->dev);
   return rc;
@@ -348,7 +368,22 @@ SIM_API CUresult cuEventDestroy(CUevent hEvent) {
   return cuEventDestroy_v2(hEvent);
 }
 
-static CUresult event_record(CUevent hEvent, CUstream h, int ptsz) {
+void sim_event_record_locked(struct sim_event *e, struct sim_stream *s) {
+  /* The event completes when the work queued before it does, or now if none is. */
+  struct sim_mark now = {0, 0, sim_now_ns()};
+  e->mk = sim_stream_ready(s);
+  sim_mark_merge(&e->mk, &now);
+  e->recorded++;
+  e->resolved = 0;
+  e->captured = 0;
+}
+
+/* Into a capturing stream an event record is a node of the capture (cuStreamBeginCapture:
+ * "all operations pushed into the stream will not be executed"): the event then stands for
+ * captured work, which never completes as such (cuEventQuery and the like refuse it,
+ * CUDA_ERROR_CAPTURED_EVENT). CU_EVENT_RECORD_EXTERNAL makes it an event record node instead,
+ * which records the event each time the graph runs, and is "invalid outside of stream capture". */
+static CUresult event_record(CUevent hEvent, CUstream h, unsigned int flags, int ptsz) {
   SIM_REQUIRE_INIT();
   struct sim_event *e = event_arg(hEvent);
   if (!e)
@@ -359,22 +394,49 @@ static CUresult event_record(CUevent hEvent, CUstream h, int ptsz) {
     return rc;
   if (e->ctx != s->ctx)
     return CUDA_ERROR_INVALID_HANDLE; /* cuda.h: event and stream of one context */
+  if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+    return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
-  if (!s->capture) {
-    /* The event completes when the work queued before it does, or now if none is. */
-    struct sim_mark now = {0, 0, sim_now_ns()};
-    e->mk = sim_stream_ready(s);
-    sim_mark_merge(&e->mk, &now);
-    e->recorded++;
-    e->resolved = 0;
+  if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS) {
+  } else if (s->cap && (flags & CU_EVENT_RECORD_EXTERNAL)) {
+    struct sim_node node = {.type = SIM_NODE_EVENT, .event = e};
+    rc = sim_capture_add_locked(s, &node);
+  } else if (s->cap) {
+    e->captured = s->cap->id;
+  } else if (flags & CU_EVENT_RECORD_EXTERNAL) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    sim_event_record_locked(e, s);
   }
   pthread_mutex_unlock(&sim.mu);
-  return CUDA_SUCCESS;
+  return rc;
 }
 
-SIM_TWINS(cuEventRecord, _ptsz, event_record, (CUevent hEvent, CUstream hStream), hEvent, hStream)
+static CUresult event_record_plain(CUevent hEvent, CUstream h, int ptsz) {
+  return event_record(hEvent, h, 0, ptsz);
+}
+
+SIM_TWINS(cuEventRecord, _ptsz, event_record_plain, (CUevent hEvent, CUstream hStream), hEvent,
+          hStream)
 SIM_TWINS(cuEventRecordWithFlags, _ptsz, event_record,
-          (CUevent hEvent, CUstream hStream, unsigned int flags), hEvent, hStream)
+          (CUevent hEvent, CUstream hStream, unsigned int flags), hEvent, hStream, flags)
+
+/* An event last recorded in a capture cannot be queried, waited for or timed: "the thread is
+ * still prohibited from API calls which necessarily conflict with stream capture, for example,
+ * attempting cuEventQuery on an event that was last recorded inside a capture sequence"
+ * (cuThreadExchangeStreamCaptureMode), in every mode; the attempt invalidates the capture if it
+ * is still in progress. 1 if so. */
+static int event_captured(struct sim_event *e) {
+  if (!__atomic_load_n(&e->captured, __ATOMIC_RELAXED))
+    return 0;
+  pthread_mutex_lock(&sim.mu);
+  unsigned long long id = e->captured;
+  struct sim_capture *cap = id ? sim_capture_by_id_locked(id) : NULL;
+  if (cap)
+    sim_capture_invalidate_locked(cap);
+  pthread_mutex_unlock(&sim.mu);
+  return id != 0;
+}
 
 /* 1 and the device time the work recorded before e completed, once it has; else 0 (and
  * when it would, if nothing more were queued). wait: sleep until it has. */
@@ -407,6 +469,8 @@ SIM_API CUresult cuEventQuery(CUevent hEvent) {
   struct sim_event *e = event_arg(hEvent);
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
+  if (event_captured(e))
+    return CUDA_ERROR_CAPTURED_EVENT;
   uint64_t t;
   return !e->recorded || event_time(e, 0, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -416,6 +480,8 @@ SIM_API CUresult cuEventSynchronize(CUevent hEvent) {
   struct sim_event *e = event_arg(hEvent);
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
+  if (event_captured(e))
+    return CUDA_ERROR_CAPTURED_EVENT;
   uint64_t t;
   if (e->recorded)
     event_time(e, 1, &t);
@@ -430,7 +496,11 @@ SIM_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUe
   struct sim_event *a = event_arg(hStart), *b = event_arg(hEnd);
   if (!pMilliseconds)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!a || !b || (a->flags & CU_EVENT_DISABLE_TIMING) || (b->flags & CU_EVENT_DISABLE_TIMING) ||
+  if (!a || !b)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (event_captured(a) | event_captured(b))
+    return CUDA_ERROR_CAPTURED_EVENT;
+  if ((a->flags & CU_EVENT_DISABLE_TIMING) || (b->flags & CU_EVENT_DISABLE_TIMING) ||
       !a->recorded || !b->recorded)
     return CUDA_ERROR_INVALID_HANDLE;
   uint64_t ta, tb;
@@ -444,6 +514,43 @@ SIM_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUeven
   return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
 }
 
+/* sim.mu held: a wait in or on a capture (the Programming Guide, "Cross-stream Dependencies
+ * and Events" and "Prohibited and Unhandled Operations"). A stream waiting on an event recorded
+ * in a capture in progress joins that capture (a fork; it must be of the same context here), one
+ * already capturing into another capture would merge two (CUDA_ERROR_STREAM_CAPTURE_MERGE); a
+ * capturing stream waiting on an event recorded outside any capture crosses the capture's
+ * boundary (CUDA_ERROR_STREAM_CAPTURE_ISOLATION) unless CU_EVENT_WAIT_EXTERNAL says it is an
+ * external wait node; an event of a capture that has ended is a captured event
+ * (CUDA_ERROR_CAPTURED_EVENT). Each error invalidates the captures involved. 1 if handled
+ * (*rc set), 0 for an ordinary wait. */
+static int capture_wait_locked(struct sim_stream *s, struct sim_event *e, unsigned flags,
+                               CUresult *rc) {
+  *rc = CUDA_SUCCESS;
+  if (!e->captured) {
+    if (!s->cap)
+      return 0;
+    if (e->recorded && !(flags & CU_EVENT_WAIT_EXTERNAL)) {
+      sim_capture_invalidate_locked(s->cap);
+      *rc = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    }
+    return 1;
+  }
+  struct sim_capture *cap = sim_capture_by_id_locked(e->captured);
+  if (!cap) {
+    *rc = CUDA_ERROR_CAPTURED_EVENT;
+    if (s->cap)
+      sim_capture_invalidate_locked(s->cap);
+  } else if (!s->cap && s->ctx == cap->origin->ctx && s->kind != SIM_STREAM_LEGACY) {
+    s->cap = cap;
+  } else if (s->cap != cap) {
+    sim_capture_invalidate_locked(cap);
+    if (s->cap)
+      sim_capture_invalidate_locked(s->cap);
+    *rc = s->cap ? CUDA_ERROR_STREAM_CAPTURE_MERGE : CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  }
+  return 1;
+}
+
 static CUresult stream_wait_event(CUstream h, CUevent hEvent, unsigned int flags, int ptsz) {
   SIM_REQUIRE_INIT();
   struct sim_event *e = event_arg(hEvent);
@@ -453,7 +560,19 @@ static CUresult stream_wait_event(CUstream h, CUevent hEvent, unsigned int flags
   CUresult rc = sim_stream_get(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
+  if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+    return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
+  if (sim_capturing_any() || e->captured) {
+    if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS || capture_wait_locked(s, e, flags, &rc)) {
+      pthread_mutex_unlock(&sim.mu);
+      return rc;
+    }
+  }
+  if (flags & CU_EVENT_WAIT_EXTERNAL) {
+    pthread_mutex_unlock(&sim.mu);
+    return CUDA_ERROR_INVALID_VALUE; /* "invalid outside of stream capture" */
+  }
   struct sim_mark mk = e->mk;
   int recorded = e->recorded, edev = e->ctx->dev;
   if (recorded && e->ctx == s->ctx) {

@@ -15,10 +15,14 @@ target_link_libraries(sim_client_dlopen PRIVATE ${CMAKE_DL_LIBS})
 add_executable(sim_nvml progs/sim_nvml.c)
 target_include_directories(sim_nvml PRIVATE ${CMAKE_SOURCE_DIR}/src/common)
 target_link_libraries(sim_nvml PRIVATE gslice_sim_nvml)
-set_target_properties(sim_client_linked sim_client_dlopen sim_nvml PROPERTIES
+# The stream capture rules, one subcommand per rule (integration/sim_capture.sh).
+add_executable(sim_capture progs/sim_capture.c)
+target_include_directories(sim_capture PRIVATE ${CUDA_INCLUDE_DIR})
+target_link_libraries(sim_capture PRIVATE gslice_sim_cuda Threads::Threads)
+set_target_properties(sim_client_linked sim_client_dlopen sim_nvml sim_capture PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${SIM_TEST_OUT})
 # Scripts run the programs; make sure ctest never runs a stale build of them.
-set(SIM_TEST_DEPS sim_client_linked sim_client_dlopen sim_nvml gslice-sim
+set(SIM_TEST_DEPS sim_client_linked sim_client_dlopen sim_nvml sim_capture gslice-sim
   gslice_sim_cuda gslice_sim_nvml)
 
 gslice_unit_test(test_sim_config SOURCES unit/test_sim_config.c LIBS gslice_sim_state)
