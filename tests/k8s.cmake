@@ -52,3 +52,7 @@ endif()
 if(TARGET gslice_cluster)
   gslice_unit_test(test_k8s_cluster SOURCES unit/test_k8s_cluster.c LIBS gslice_cluster)
 endif()
+# The verbs on crafted bodies.
+if(TARGET gslice_extender_core)
+  gslice_unit_test(test_k8s_verbs SOURCES unit/test_k8s_verbs.c LIBS gslice_extender_core)
+endif()

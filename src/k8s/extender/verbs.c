@@ -341,25 +341,39 @@ static void args_free(struct args *a) {
 
 /* The fast path of ExtenderArgs: kube-scheduler sends every node's name in NodeNames
  * (5,000 strings), and a JSON tree of them costs more than placing the pod. A scan of
- * the top level takes the names in place (node names are DNS names: no escapes) and
- * gives only the Pod to jansson. Anything it does not expect, or malformed, returns
- * -EAGAIN: the full parser then decides (and says what is wrong). */
+ * the top level checks the text against JSON's grammar (RFC 8259), takes the names in
+ * place (node names are DNS names: plain ASCII, no escapes) and gives only the Pod to
+ * jansson. Anything it does not expect, malformed or beyond what it checks (deep nesting,
+ * long numbers) returns -EAGAIN: the full parser then decides, and says what is wrong, so
+ * both paths take and refuse the same texts. */
 struct scan {
   const char *p, *end;
 };
+
+/* Deeper values are left to the full parser (jansson's own bound is 2048). */
+#define SCAN_DEPTH_MAX 64
+/* Longer numbers (which jansson may find out of range) are left to the full parser too. */
+#define SCAN_NUMBER_MAX 24
 
 static void ws(struct scan *s) {
   while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
     s->p++;
 }
 
-/* A string without escapes: [*ret, *ret + *ret_len). */
+static bool take(struct scan *s, char ch) {
+  if (s->p >= s->end || *s->p != ch)
+    return false;
+  s->p++;
+  return true;
+}
+
+/* A string of printable ASCII without escapes: [*ret, *ret + *ret_len). */
 static bool plain_string(struct scan *s, const char **ret, size_t *ret_len) {
   const char *q;
   if (s->p >= s->end || *s->p != '"')
     return false;
   for (q = s->p + 1; q < s->end && *q != '"'; q++)
-    if (*q == '\\' || (unsigned char)*q < 0x20)
+    if (*q == '\\' || (unsigned char)*q < 0x20 || (unsigned char)*q >= 0x80)
       return false;
   if (q >= s->end)
     return false;
@@ -369,83 +383,227 @@ static bool plain_string(struct scan *s, const char **ret, size_t *ret_len) {
   return true;
 }
 
-/* Skips one value of any kind (strings may have escapes); false when it is cut short. */
-static bool skip_value(struct scan *s) {
-  int depth = 0;
-  ws(s);
-  do {
-    if (s->p >= s->end)
-      return false;
+/* The length of the UTF-8 sequence at p (shortest form, no surrogates), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t n) {
+  unsigned char lo = 0x80, hi = 0xbf;
+  size_t len;
+  if (p[0] >= 0xc2 && p[0] <= 0xdf)
+    len = 2;
+  else if (p[0] >= 0xe0 && p[0] <= 0xef)
+    len = 3, lo = p[0] == 0xe0 ? 0xa0 : 0x80, hi = p[0] == 0xed ? 0x9f : 0xbf;
+  else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+    len = 4, lo = p[0] == 0xf0 ? 0x90 : 0x80, hi = p[0] == 0xf4 ? 0x8f : 0xbf;
+  else
+    return 0;
+  if (n < len || p[1] < lo || p[1] > hi)
+    return 0;
+  for (size_t i = 2; i < len; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf)
+      return 0;
+  return len;
+}
+
+/* Four hex digits after "\u": their value, or -1. */
+static long hex4(struct scan *s) {
+  long v = 0;
+  if (s->end - s->p < 4)
+    return -1;
+  for (int i = 0; i < 4; i++, s->p++) {
     char ch = *s->p;
+    int d = ch >= '0' && ch <= '9'   ? ch - '0'
+            : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+            : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                     : -1;
+    if (d < 0)
+      return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* One escape after the backslash; "\u0000" and unpaired surrogates are refused as jansson
+ * refuses them. */
+static bool skip_escape(struct scan *s) {
+  if (s->p >= s->end)
+    return false;
+  char ch = *s->p++;
+  if (strchr("\"\\/bfnrt", ch))
+    return ch != 0;
+  if (ch != 'u')
+    return false;
+  long u = hex4(s);
+  if (u <= 0 || (u >= 0xdc00 && u <= 0xdfff))
+    return false;
+  if (u < 0xd800 || u > 0xdbff)
+    return true;
+  if (!take(s, '\\') || !take(s, 'u'))
+    return false;
+  u = hex4(s);
+  return u >= 0xdc00 && u <= 0xdfff;
+}
+
+static bool skip_string(struct scan *s) {
+  if (!take(s, '"'))
+    return false;
+  while (s->p < s->end) {
+    unsigned char ch = (unsigned char)*s->p;
     if (ch == '"') {
-      for (s->p++; s->p < s->end && *s->p != '"'; s->p++)
-        if (*s->p == '\\')
-          s->p++;
-      if (s->p >= s->end)
-        return false;
       s->p++;
-    } else if (ch == '{' || ch == '[') {
-      depth++;
+      return true;
+    }
+    if (ch < 0x20)
+      return false;
+    if (ch == '\\') {
       s->p++;
-    } else if (ch == '}' || ch == ']') {
-      if (--depth < 0)
+      if (!skip_escape(s))
         return false;
+    } else if (ch < 0x80) {
       s->p++;
     } else {
-      s->p++;
+      size_t len = utf8_seq((const unsigned char *)s->p, (size_t)(s->end - s->p));
+      if (!len)
+        return false;
+      s->p += len;
     }
-  } while (depth > 0 || (s->p < s->end && !strchr(",}] \n\r\t", *s->p) && s->p[-1] != '"' &&
-                         s->p[-1] != '}' && s->p[-1] != ']'));
+  }
+  return false;
+}
+
+static bool skip_digits(struct scan *s) {
+  const char *start = s->p;
+  while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
+    s->p++;
+  return s->p > start;
+}
+
+/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static bool skip_number(struct scan *s) {
+  const char *start = s->p;
+  take(s, '-');
+  if (take(s, '0')) {
+    if (s->p < s->end && *s->p >= '0' && *s->p <= '9')
+      return false;
+  } else if (!skip_digits(s)) {
+    return false;
+  }
+  if (take(s, '.') && !skip_digits(s))
+    return false;
+  if (take(s, 'e') || take(s, 'E')) {
+    if (!take(s, '+'))
+      take(s, '-');
+    if (!skip_digits(s))
+      return false;
+  }
+  return s->p - start <= SCAN_NUMBER_MAX;
+}
+
+static bool skip_word(struct scan *s, const char *word) {
+  size_t n = strlen(word);
+  if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
+    return false;
+  s->p += n;
   return true;
 }
 
-static int args_fast(const char *body, size_t len, struct args *a) {
-  struct scan s = {body, body + len};
-  const char *pod = NULL, *pod_end = NULL, *names = NULL, *names_end = NULL;
-  json_error_t je;
+static bool skip_value(struct scan *s, int depth);
 
-  ws(&s);
-  if (s.p >= s.end || *s.p++ != '{')
-    return -EAGAIN;
+/* The members of an object or array, after its opening: (string ':')? value, comma-separated. */
+static bool skip_members(struct scan *s, int depth, bool object) {
+  char close = object ? '}' : ']';
+  ws(s);
+  if (take(s, close))
+    return true;
   for (;;) {
+    ws(s);
+    if (object) {
+      if (!skip_string(s))
+        return false;
+      ws(s);
+      if (!take(s, ':'))
+        return false;
+    }
+    if (!skip_value(s, depth + 1))
+      return false;
+    ws(s);
+    if (take(s, close))
+      return true;
+    if (!take(s, ','))
+      return false;
+  }
+}
+
+/* Skips one JSON value, checked against the grammar; false when it is not one (or is too
+ * deep to check here). */
+static bool skip_value(struct scan *s, int depth) {
+  ws(s);
+  if (s->p >= s->end || depth > SCAN_DEPTH_MAX)
+    return false;
+  switch (*s->p) {
+  case '"': return skip_string(s);
+  case '{': s->p++; return skip_members(s, depth, true);
+  case '[': s->p++; return skip_members(s, depth, false);
+  case 't': return skip_word(s, "true");
+  case 'f': return skip_word(s, "false");
+  case 'n': return skip_word(s, "null");
+  default: return skip_number(s);
+  }
+}
+
+struct spans {
+  const char *pod, *pod_end, *names, *names_end;
+};
+
+/* The top-level object: where its Pod and NodeNames are. Whole Nodes, or a key twice (in any
+ * case), are the full parser's. */
+static int args_scan(struct scan *s, struct spans *ret) {
+  struct spans sp = {0};
+  ws(s);
+  if (!take(s, '{'))
+    return -EAGAIN;
+  ws(s);
+  for (bool first = true; first || !take(s, '}'); first = false) {
     const char *key, *v;
     size_t klen;
-    ws(&s);
-    if (s.p < s.end && *s.p == '}')
-      break;
-    if (!plain_string(&s, &key, &klen))
+    if (!first && !take(s, ','))
       return -EAGAIN;
-    ws(&s);
-    if (s.p >= s.end || *s.p++ != ':')
+    ws(s);
+    if (!plain_string(s, &key, &klen))
       return -EAGAIN;
-    ws(&s);
-    v = s.p;
-    if (!skip_value(&s))
+    ws(s);
+    if (!take(s, ':'))
+      return -EAGAIN;
+    ws(s);
+    v = s->p;
+    if (!skip_value(s, 1))
       return -EAGAIN;
     if (klen == 3 && strncasecmp(key, "pod", 3) == 0) {
-      pod = v;
-      pod_end = s.p;
+      if (sp.pod)
+        return -EAGAIN;
+      sp.pod = v;
+      sp.pod_end = s->p;
     } else if (klen == 9 && strncasecmp(key, "nodenames", 9) == 0) {
-      names = v;
-      names_end = s.p;
+      if (sp.names)
+        return -EAGAIN;
+      sp.names = v;
+      sp.names_end = s->p;
     } else if (klen == 5 && strncasecmp(key, "nodes", 5) == 0) {
-      if (s.p - v != 4 || strncmp(v, "null", 4) != 0)
-        return -EAGAIN; /* whole Node objects: the full parser's job */
+      if (s->p - v != 4 || strncmp(v, "null", 4) != 0)
+        return -EAGAIN;
     }
-    ws(&s);
-    if (s.p < s.end && *s.p == ',') {
-      s.p++;
-      continue;
-    }
-    if (s.p < s.end && *s.p == '}')
+    ws(s);
+    if (first && take(s, '}'))
       break;
-    return -EAGAIN;
   }
-  s.p++;
-  ws(&s);
-  if (s.p != s.end || !pod || !names || *names != '[')
+  ws(s);
+  if (s->p != s->end || !sp.pod || !sp.names || *sp.names != '[')
     return -EAGAIN;
-  /* The names: count, then copy each behind a NUL of its own. */
+  *ret = sp;
+  return 0;
+}
+
+/* The names of a NodeNames array (already checked as JSON), each copied behind a NUL of
+ * its own. */
+static int args_take_names(const char *names, const char *names_end, struct args *a) {
   size_t n = 0;
   for (const char *q = names; q < names_end; q++)
     n += *q == '"';
@@ -459,35 +617,35 @@ static int args_fast(const char *body, size_t len, struct args *a) {
   struct scan ns = {names + 1, names_end};
   char *out = a->namebuf;
   ws(&ns);
-  if (ns.p < ns.end && *ns.p == ']') {
-    ns.p++;
-  } else {
-    for (;;) {
-      const char *str;
-      size_t slen;
-      ws(&ns);
-      if (!plain_string(&ns, &str, &slen) || a->n >= n)
-        return -EAGAIN;
-      memcpy(out, str, slen);
-      out[slen] = 0;
-      a->names[a->n++] = out;
-      out += slen + 1;
-      ws(&ns);
-      if (ns.p < ns.end && *ns.p == ',') {
-        ns.p++;
-        continue;
-      }
-      if (ns.p < ns.end && *ns.p == ']') {
-        ns.p++;
-        break;
-      }
+  if (take(&ns, ']'))
+    return 0;
+  for (;;) {
+    const char *str;
+    size_t slen;
+    ws(&ns);
+    if (!plain_string(&ns, &str, &slen) || a->n >= n)
       return -EAGAIN;
-    }
+    memcpy(out, str, slen);
+    out[slen] = 0;
+    a->names[a->n++] = out;
+    out += slen + 1;
+    ws(&ns);
+    if (take(&ns, ']'))
+      return 0;
+    if (!take(&ns, ','))
+      return -EAGAIN;
   }
-  ws(&ns);
-  if (ns.p != ns.end)
-    return -EAGAIN;
-  a->root = json_loadb(pod, (size_t)(pod_end - pod), 0, &je);
+}
+
+static int args_fast(const char *body, size_t len, struct args *a) {
+  struct scan s = {body, body + len};
+  struct spans sp;
+  int rc = args_scan(&s, &sp);
+  if (!rc)
+    rc = args_take_names(sp.names, sp.names_end, a);
+  if (rc)
+    return rc;
+  a->root = json_loadb(sp.pod, (size_t)(sp.pod_end - sp.pod), 0, NULL);
   if (!json_is_object(a->root))
     return -EAGAIN;
   a->pod = a->root;
