@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The extender verbs on crafted bodies (src/k8s/extender/verbs.c): /filter and /prioritize
- * refuse what is not JSON whichever parser reads it, and say what the full parser says. */
+ * refuse what is not JSON whichever parser reads it, and say what the full parser says;
+ * /bind answers an Error whenever a step failed, even one that left no words. The API server is two
+ * functions put in place of kube_get and kube_post at link time (-Wl,--wrap), so /bind runs its
+ * whole path without a network. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -11,6 +15,44 @@
 #define GiB (1ULL << 30)
 #define WALL 1893456000 /* 2030-01-01: the heartbeat below is fresh against it */
 #define NOW 1000
+
+/* ---- the API server's side of /bind ------------------------------------------------------ */
+
+static const char pod_text[] =
+    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"t\",\"uid\":\"u1\"},"
+    "\"spec\":{\"containers\":[{\"name\":\"main\",\"resources\":{\"limits\":{"
+    "\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":\"1Gi\"}}}]}}";
+
+static int post_rc;    /* what the Binding's POST returns */
+static bool post_word; /* whether a failed POST says why */
+static int posts;
+
+int __wrap_kube_get(struct kube *k, const char *path, json_t **ret_body, char *err, size_t errlen);
+int __wrap_kube_post(struct kube *k, const char *path, const json_t *body, json_t **ret_body,
+                     char *err, size_t errlen);
+
+int __wrap_kube_get(struct kube *k, const char *path, json_t **ret_body, char *err, size_t errlen) {
+  (void)k;
+  if (strcmp(path, "/api/v1/namespaces/t/pods/p") != 0) {
+    snprintf(err, errlen, "GET %s: HTTP 404", path);
+    return -ENOENT;
+  }
+  *ret_body = json_loads(pod_text, 0, NULL);
+  return *ret_body ? 0 : -ENOMEM;
+}
+
+int __wrap_kube_post(struct kube *k, const char *path, const json_t *body, json_t **ret_body,
+                     char *err, size_t errlen) {
+  (void)k;
+  (void)body;
+  (void)path;
+  posts++;
+  if (ret_body)
+    *ret_body = NULL;
+  if (post_rc && post_word)
+    snprintf(err, errlen, "POST %s: HTTP 500: no", path);
+  return post_rc;
+}
 
 /* ---- a cluster of one node --------------------------------------------------------------- */
 
@@ -96,15 +138,83 @@ static void test_args_json(struct verbs *v) {
   }
 }
 
+/* ---- /bind -------------------------------------------------------------------------------- */
+
+static const char bind_body[] =
+    "{\"PodName\":\"p\",\"PodNamespace\":\"t\",\"PodUID\":\"u1\",\"Node\":\"n1\"}";
+
+static void test_bind(struct cluster *c, struct verbs *v) {
+  static const char args[] = "{\"Pod\":" /* as pod_text */
+                             "{\"metadata\":{\"name\":\"p\",\"namespace\":\"t\",\"uid\":\"u1\"},"
+                             "\"spec\":{\"containers\":[{\"name\":\"main\",\"resources\":{"
+                             "\"limits\":{\"gslice.io/gpu\":\"1\",\"gslice.io/gpu-memory\":"
+                             "\"1Gi\"}}}]}},\"NodeNames\":[\"n1\"]}";
+  struct verb_stats st;
+  struct cluster_totals t;
+  char *body;
+
+  CHECK_EQ_INT(call(verb_filter, v, args, &body), 200);
+  CHECK(body && strstr(body, "\"NodeNames\":[\"n1\"]"));
+  free(body);
+
+  /* The Binding's POST fails without a word: an Error all the same, and nothing held. */
+  post_rc = -EIO;
+  post_word = false;
+  CHECK_EQ_INT(call(verb_bind, v, bind_body, &body), 200);
+  CHECK_EQ_INT(posts, 1);
+  CHECK(body && strcmp(body, "{\"Error\":\"\"}") != 0);
+  CHECK(body && strstr(body, "\"Error\":\"") && strstr(body, "Input/output error"));
+  free(body);
+  cluster_totals(c, NOW, &t);
+  CHECK_EQ_INT(t.assumed, 0);
+  CHECK_EQ_U64(t.mem_used, 0);
+  st = *verbs_stats(v);
+  CHECK_EQ_U64(st.bind, 1);
+  CHECK_EQ_U64(st.bind_errors, 1);
+
+  /* With words: they are the Error. */
+  post_word = true;
+  CHECK_EQ_INT(call(verb_bind, v, bind_body, &body), 200);
+  CHECK(body && strstr(body, "HTTP 500: no"));
+  free(body);
+
+  /* Through: no Error, and the pod's GPU is held as assumed. */
+  post_rc = 0;
+  CHECK_EQ_INT(call(verb_bind, v, bind_body, &body), 200);
+  CHECK_STR(body ? body : "", "{\"Error\":\"\"}");
+  free(body);
+  cluster_totals(c, NOW, &t);
+  CHECK_EQ_INT(t.assumed, 1);
+  CHECK_EQ_U64(t.mem_used, GiB);
+
+  /* Refused (another uid than /filter passed): 403, counted as refused. */
+  static const char other[] =
+      "{\"PodName\":\"p\",\"PodNamespace\":\"t\",\"PodUID\":\"u9\",\"Node\":\"n1\"}";
+  CHECK_EQ_INT(call(verb_bind, v, other, &body), 403);
+  CHECK(body && strstr(body, "it was replaced"));
+  free(body);
+  /* Malformed: 400. */
+  CHECK_EQ_INT(call(verb_bind, v, "{\"PodName\":1}", &body), 400);
+  free(body);
+
+  st = *verbs_stats(v);
+  CHECK_EQ_U64(st.bind, 5);
+  CHECK_EQ_U64(st.bind_errors, 4);
+  CHECK_EQ_U64(st.bind_refused, 1);
+  CHECK_EQ_U64(st.filter, 1 + 15 + 6); /* this test's, and test_args_json's */
+  CHECK_EQ_U64(st.bad_requests, 2 * 15);
+}
+
 int main(void) {
   struct cluster *c = one_node();
   struct verbs *v = NULL;
   CHECK(c != NULL);
   if (!c)
     return test_done();
-  struct verbs_cfg cfg = {.cluster = c};
+  struct verbs_cfg cfg = {.cluster = c, .kube = (struct kube *)&post_rc /* never dereferenced */};
   CHECK_EQ_INT(verbs_new(&cfg, &v), 0);
   test_args_json(v);
+  test_bind(c, v);
   verbs_free(v);
   cluster_free(c);
   return test_done();

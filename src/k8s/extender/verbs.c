@@ -1037,172 +1037,199 @@ static bool scheduler_ours(const struct verbs *v, const char *name) {
   return false;
 }
 
-int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
-              size_t *ret_len) {
-  struct cluster *c = v->cfg.cluster;
-  struct kube *k = v->cfg.kube;
-  struct verb_stats *st = &v->stats;
-  FILE *log = v->cfg.log;
-  json_error_t je;
-  json_t *root = NULL, *pod = NULL, *binding = NULL;
-  const char *name, *ns, *uid, *node, *sched;
+/* One /bind: what it asked, and the pod as the API server has it. */
+struct bind {
+  json_t *root;
+  const char *name, *ns, *uid, *node;
+  char path[3 * K8S_NAME_MAX];
+  json_t *pod;
   struct pod_id id;
-  struct place_pod req = {0};
-  struct k8s_assigned a = {0};
-  char err[PLACE_REASON_MAX + 256] = "", path[3 * K8S_NAME_MAX], *text = NULL;
-  void *lock = NULL;
-  bool reserved = false;
-  int rc, status = 200;
+  struct place_pod req;
+  struct k8s_assigned a;
+  char *text; /* the assignment's annotation */
+};
 
-  count(&st->bind);
+static void bind_free(struct bind *b) {
+  k8s_assigned_free(&b->a);
+  podspec_request_free(&b->req);
+  free(b->text);
+  json_decref(b->pod);
+  json_decref(b->root);
+}
+
+/* ExtenderBindingArgs: four names, each a Kubernetes name. -EINVAL when not. */
+static int bind_decode(const char *body, size_t len, struct bind *b, char *err, size_t errlen) {
+  json_error_t je;
   if (len > VERB_BIND_BODY_MAX) {
-    snprintf(err, sizeof err, "ExtenderBindingArgs over %u bytes", VERB_BIND_BODY_MAX);
-    status = 400;
-    goto out;
+    snprintf(err, errlen, "ExtenderBindingArgs over %u bytes", VERB_BIND_BODY_MAX);
+    return -EINVAL;
   }
-  root = json_loadb(body, len, 0, &je);
-  if (!root || !json_is_object(root)) {
-    snprintf(err, sizeof err, "ExtenderBindingArgs is not a JSON object%s%s", root ? "" : ": ",
-             root ? "" : je.text);
-    status = 400;
-    goto out;
+  b->root = json_loadb(body, len, 0, &je);
+  if (!b->root || !json_is_object(b->root)) {
+    snprintf(err, errlen, "ExtenderBindingArgs is not a JSON object%s%s", b->root ? "" : ": ",
+             b->root ? "" : je.text);
+    return -EINVAL;
   }
-  name = arg_str(root, "PodName");
-  ns = arg_str(root, "PodNamespace");
-  uid = arg_str(root, "PodUID");
-  node = arg_str(root, "Node");
-  if (!name || !*name || !ns || !*ns || !uid || !*uid || !node || !*node ||
-      strlen(uid) >= POD_UID_MAX) {
-    snprintf(err, sizeof err, "ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node");
-    status = 400;
-    goto out;
+  b->name = arg_str(b->root, "PodName");
+  b->ns = arg_str(b->root, "PodNamespace");
+  b->uid = arg_str(b->root, "PodUID");
+  b->node = arg_str(b->root, "Node");
+  if (!b->name || !*b->name || !b->ns || !*b->ns || !b->uid || !*b->uid || !b->node || !*b->node ||
+      strlen(b->uid) >= POD_UID_MAX) {
+    snprintf(err, errlen, "ExtenderBindingArgs needs PodName, PodNamespace, PodUID and Node");
+    return -EINVAL;
   }
-  if (!name_ok(name) || !name_ok(ns) || !name_ok(node)) {
-    snprintf(err, sizeof err,
+  if (!name_ok(b->name) || !name_ok(b->ns) || !name_ok(b->node)) {
+    snprintf(err, errlen,
              "ExtenderBindingArgs: PodName, PodNamespace and Node must be "
              "Kubernetes names (a-z, 0-9, '-', '.')");
-    status = 400;
-    goto out;
+    return -EINVAL;
   }
+  snprintf(b->path, sizeof b->path, "/api/v1/namespaces/%s/pods/%s", b->ns, b->name);
+  return 0;
+}
+
+/* Whoever calls, the pod is judged as the API server has it now (a caller's word is only
+ * the names): the UID kube-scheduler saw, a scheduler of ours, and a node our /filter passed
+ * for that UID moments ago. -EPERM: not a bind kube-scheduler can have asked for. */
+static int bind_judge(struct verbs *v, struct bind *b, uint64_t now_ms, char *err, size_t errlen) {
+  struct kube *k = v->cfg.kube;
+  int rc;
+
   if (!k) {
-    snprintf(err, sizeof err, "this gslice-extender has no API server to bind with");
-    goto out;
+    snprintf(err, errlen, "this gslice-extender has no API server to bind with");
+    return -ENOTCONN;
   }
-  /* Whoever calls, the pod is judged as the API server has it now (a caller's word is
-   * only the names): the UID kube-scheduler saw, a scheduler of ours, and a node our
-   * /filter passed for that UID moments ago. */
-  snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", ns, name);
-  rc = kube_get(k, path, &pod, err, sizeof err);
-  if (!rc)
-    rc = podspec_id(pod, &id, err, sizeof err);
-  if (rc)
-    goto out;
-  status = 403;
-  if (strcmp(uid, id.uid) != 0) {
-    snprintf(err, sizeof err, "pod %s/%s has uid %s, not %s: it was replaced", ns, name, id.uid,
-             uid);
-    goto refused;
+  if ((rc = kube_get(k, b->path, &b->pod, err, errlen)) ||
+      (rc = podspec_id(b->pod, &b->id, err, errlen)))
+    return rc;
+  if (strcmp(b->uid, b->id.uid) != 0) {
+    snprintf(err, errlen, "pod %s/%s has uid %s, not %s: it was replaced", b->ns, b->name,
+             b->id.uid, b->uid);
+    return -EPERM;
   }
-  sched = json_string_value(json_object_get(json_object_get(pod, "spec"), "schedulerName"));
+  const char *sched =
+      json_string_value(json_object_get(json_object_get(b->pod, "spec"), "schedulerName"));
   if (!sched || !*sched)
     sched = "default-scheduler";
   if (!scheduler_ours(v, sched)) {
     snprintf(
-        err, sizeof err,
-        "pod %s/%s is for scheduler %s, not one this gslice-extender serves (--scheduler-name)", ns,
-        name, sched);
-    goto refused;
+        err, errlen,
+        "pod %s/%s is for scheduler %s, not one this gslice-extender serves (--scheduler-name)",
+        b->ns, b->name, sched);
+    return -EPERM;
   }
-  if (id.node[0] && strcmp(id.node, node) != 0) {
-    status = 200;
-    snprintf(err, sizeof err, "the pod is already bound to node %s", id.node);
-    goto out;
+  if (b->id.node[0] && strcmp(b->id.node, b->node) != 0) {
+    snprintf(err, errlen, "the pod is already bound to node %s", b->id.node);
+    return -EEXIST;
   }
-  if (!pass_check(v, uid, node, now_ms)) {
-    snprintf(err, sizeof err,
+  if (!pass_check(v, b->uid, b->node, now_ms)) {
+    snprintf(err, errlen,
              "node %s did not pass gslice-extender's /filter for pod %s/%s (uid %s) in the last "
              "%u s: not a bind kube-scheduler asked for",
-             node, ns, name, uid, VERB_PASS_TTL_MS / 1000);
-    goto refused;
+             b->node, b->ns, b->name, b->uid, VERB_PASS_TTL_MS / 1000);
+    return -EPERM;
   }
-  if (!selector_met(k, pod, node, err, sizeof err))
-    goto refused;
-  status = 200;
-  lock = cluster_node_lock(c, node);
-  if (!lock) {
-    snprintf(err, sizeof err, "node %s is not known to gslice-extender", node);
-    goto out;
-  }
-  rc = cluster_request(c, pod, &req, err, sizeof err);
-  if (rc) {
-    if (rc > 0)
-      snprintf(err, sizeof err, "pod %s/%s asks for no %s: nothing for gslice to bind", ns, name,
-               K8S_RES_GPU);
-    goto out;
-  }
-  rc = cluster_reserve(c, &id, &req, node, now_ms, &a, err, sizeof err);
-  if (rc)
-    goto out;
-  reserved = true;
-  if (k8s_assigned_encode(&a, &text)) {
-    snprintf(err, sizeof err, "cannot encode the assignment");
-    goto out;
-  }
-  /* Signed for this pod's uid and node over the annotation's exact bytes (sign.h): what
-   * gslice-node and the cluster view check before they honour it. */
+  if (!selector_met(k, b->pod, b->node, err, errlen))
+    return -EPERM;
+  return 0;
+}
+
+/* The Binding, with the assignment signed for this pod's uid and node over the annotation's
+ * exact bytes (sign.h): what gslice-node and the cluster view check before they honour it.
+ * The API server copies a Binding's annotations onto the pod in the same write that sets
+ * spec.nodeName, so no pod is ever bound without its GPUs. */
+static json_t *binding_new(struct cluster *c, const struct bind *b, char *err, size_t errlen) {
   char sig[K8S_SIG_MAX] = "";
-  if (cluster_keys(c) && k8s_assigned_sign(cluster_keys(c), uid, node, text, sig, sizeof sig)) {
-    snprintf(err, sizeof err, "cannot sign the assignment");
-    goto out;
+  if (cluster_keys(c) &&
+      k8s_assigned_sign(cluster_keys(c), b->uid, b->node, b->text, sig, sizeof sig)) {
+    snprintf(err, errlen, "cannot sign the assignment");
+    return NULL;
   }
-  /* The annotation travels in the Binding: the API server copies a Binding's
-   * annotations onto the pod in the same write that sets spec.nodeName, so
-   * no pod is ever bound without its GPUs. */
-  binding = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s, s:s, s:s}}", "apiVersion",
-                      "v1", "kind", "Binding", "metadata", "name", name, "namespace", ns, "uid",
-                      uid, "annotations", K8S_ANNOT_ASSIGNED, text, "target", "apiVersion", "v1",
-                      "kind", "Node", "name", node);
+  json_t *binding = json_pack(
+      "{s:s, s:s, s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s, s:s, s:s}}", "apiVersion", "v1", "kind",
+      "Binding", "metadata", "name", b->name, "namespace", b->ns, "uid", b->uid, "annotations",
+      K8S_ANNOT_ASSIGNED, b->text, "target", "apiVersion", "v1", "kind", "Node", "name", b->node);
   if (!binding ||
       (sig[0] &&
        json_object_set_new(json_object_get(json_object_get(binding, "metadata"), "annotations"),
                            K8S_ANNOT_ASSIGNED_SIG, json_string(sig)))) {
-    snprintf(err, sizeof err, "out of memory");
-    goto out;
+    json_decref(binding);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
   }
-  char bpath[3 * K8S_NAME_MAX + 16];
-  snprintf(bpath, sizeof bpath, "%s/binding", path);
-  rc = kube_post(k, bpath, binding, NULL, err, sizeof err);
-  if (rc == -EEXIST) {
-    if (bound_as(k, path, node, &a, err, sizeof err)) {
-      count(&st->bind_conflicts_same);
+  return binding;
+}
+
+/* Reserves the pod's GPUs on the node and posts the Binding; on success they stay held as
+ * assumed until the watch shows the pod bound. Under the node's bind lock. */
+static int bind_commit(struct verbs *v, struct bind *b, uint64_t now_ms, char *err, size_t errlen) {
+  struct cluster *c = v->cfg.cluster;
+  char bpath[sizeof b->path + 16];
+  json_t *binding;
+  int rc;
+
+  if ((rc = cluster_request(c, b->pod, &b->req, err, errlen))) {
+    if (rc > 0)
+      snprintf(err, errlen, "pod %s/%s asks for no %s: nothing for gslice to bind", b->ns, b->name,
+               K8S_RES_GPU);
+    return rc > 0 ? -ENODATA : rc;
+  }
+  if ((rc = cluster_reserve(c, &b->id, &b->req, b->node, now_ms, &b->a, err, errlen)))
+    return rc;
+  if ((rc = k8s_assigned_encode(&b->a, &b->text))) {
+    snprintf(err, errlen, "cannot encode the assignment");
+  } else if (!(binding = binding_new(c, b, err, errlen))) {
+    rc = -ENOMEM;
+  } else {
+    snprintf(bpath, sizeof bpath, "%s/binding", b->path);
+    rc = kube_post(v->cfg.kube, bpath, binding, NULL, err, errlen);
+    json_decref(binding);
+    if (rc == -EEXIST && bound_as(v->cfg.kube, b->path, b->node, &b->a, err, errlen)) {
+      count(&v->stats.bind_conflicts_same);
       rc = 0; /* an earlier try of this binding got through */
     }
   }
   if (rc)
-    goto out;
-  err[0] = 0;
-  reserved = false; /* held as assumed until the watch shows the pod bound */
-  if (log)
-    fprintf(log, "gslice-extender: bound %s/%s to %s: %s\n", ns, name, node, text);
-  goto out;
-refused:
-  count(&st->bind_refused);
-out:
-  if (reserved)
-    cluster_unreserve(c, &id);
-  cluster_node_unlock(lock);
-  if (err[0]) {
-    count(&st->bind_errors);
-    if (log)
-      fprintf(log, "gslice-extender: bind %s/%s: %s\n",
-              (root ? arg_str(root, "PodNamespace") : NULL) ?: "?",
-              (root ? arg_str(root, "PodName") : NULL) ?: "?", err);
+    cluster_unreserve(c, &b->id);
+  return rc;
+}
+
+int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
+              size_t *ret_len) {
+  struct verb_stats *st = &v->stats;
+  struct bind b = {0};
+  char err[PLACE_REASON_MAX + 256] = "";
+  int rc, status = 200;
+
+  count(&st->bind);
+  rc = bind_decode(body, len, &b, err, sizeof err);
+  if (rc) {
+    status = 400;
+  } else if ((rc = bind_judge(v, &b, now_ms, err, sizeof err)) == -EPERM) {
+    status = 403;
+    count(&st->bind_refused);
+  } else if (!rc) {
+    void *lock = cluster_node_lock(v->cfg.cluster, b.node);
+    if (!lock) {
+      snprintf(err, sizeof err, "node %s is not known to gslice-extender", b.node);
+      rc = -ENOENT;
+    } else {
+      rc = bind_commit(v, &b, now_ms, err, sizeof err);
+      cluster_node_unlock(lock);
+    }
   }
-  k8s_assigned_free(&a);
-  podspec_request_free(&req);
-  free(text);
-  json_decref(binding);
-  json_decref(pod);
-  json_decref(root);
-  return error_body(status, "Error", err, ret_body, ret_len);
+  /* The outcome is rc's: a step that failed without words still fails. */
+  if (rc) {
+    if (!err[0])
+      snprintf(err, sizeof err, "cannot bind: %s", strerror(-rc));
+    count(&st->bind_errors);
+    if (v->cfg.log)
+      fprintf(v->cfg.log, "gslice-extender: bind %s/%s: %s\n", b.ns ? b.ns : "?",
+              b.name ? b.name : "?", err);
+  } else if (v->cfg.log) {
+    fprintf(v->cfg.log, "gslice-extender: bound %s/%s to %s: %s\n", b.ns, b.name, b.node, b.text);
+  }
+  bind_free(&b);
+  return error_body(status, "Error", rc ? err : "", ret_body, ret_len);
 }
