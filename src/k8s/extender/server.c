@@ -198,12 +198,13 @@ static unsigned listener_conns(struct listener *l) {
 
 static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
   FILE *f = open_memstream(ret, ret_len);
-  struct verb_stats *st = verbs_stats(s->v);
+  struct verb_stats st;
   struct cluster *c = verbs_cluster(s->v);
   if (!f) {
     *ret = NULL;
     return;
   }
+  verbs_stats_read(s->v, &st);
   cluster_metrics(c, f, gs_mono_ms());
   fprintf(f,
           "# HELP gslice_extender_requests_total Extender calls by verb.\n"
@@ -243,10 +244,10 @@ static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
           "gslice_extender_request_body_bytes %zu\n"
           "# HELP gslice_extender_ready Whether the first list of nodes and pods is done.\n"
           "# TYPE gslice_extender_ready gauge\ngslice_extender_ready %d\n",
-          (unsigned long long)st->filter, (unsigned long long)st->prioritize,
-          (unsigned long long)st->bind, (unsigned long long)st->bind_errors,
-          (unsigned long long)st->bind_refused, (unsigned long long)st->bind_conflicts_same,
-          (unsigned long long)st->not_ready, (unsigned long long)st->bad_requests,
+          (unsigned long long)st.filter, (unsigned long long)st.prioritize,
+          (unsigned long long)st.bind, (unsigned long long)st.bind_errors,
+          (unsigned long long)st.bind_refused, (unsigned long long)st.bind_conflicts_same,
+          (unsigned long long)st.not_ready, (unsigned long long)st.bad_requests,
           (unsigned long long)__atomic_load_n(&s->cut_deadline, __ATOMIC_RELAXED),
           (unsigned long long)__atomic_load_n(&s->refused_busy, __ATOMIC_RELAXED),
           listener_conns(&s->verbs), listener_conns(&s->metrics),

@@ -128,10 +128,6 @@ void verbs_free(struct verbs *v) {
   free(v);
 }
 
-struct verb_stats *verbs_stats(struct verbs *v) {
-  return &v->stats;
-}
-
 struct cluster *verbs_cluster(struct verbs *v) {
   return v->cfg.cluster;
 }
@@ -224,6 +220,20 @@ static bool pass_check(struct verbs *v, const char *uid, const char *node, uint6
 
 static void count(uint64_t *v) {
   __atomic_fetch_add(v, 1, __ATOMIC_RELAXED);
+}
+
+void verbs_stats_read(struct verbs *v, struct verb_stats *ret) {
+  const struct verb_stats *st = &v->stats;
+  *ret = (struct verb_stats){
+      .filter = __atomic_load_n(&st->filter, __ATOMIC_RELAXED),
+      .prioritize = __atomic_load_n(&st->prioritize, __ATOMIC_RELAXED),
+      .bind = __atomic_load_n(&st->bind, __ATOMIC_RELAXED),
+      .bind_errors = __atomic_load_n(&st->bind_errors, __ATOMIC_RELAXED),
+      .bind_conflicts_same = __atomic_load_n(&st->bind_conflicts_same, __ATOMIC_RELAXED),
+      .not_ready = __atomic_load_n(&st->not_ready, __ATOMIC_RELAXED),
+      .bad_requests = __atomic_load_n(&st->bad_requests, __ATOMIC_RELAXED),
+      .bind_refused = __atomic_load_n(&st->bind_refused, __ATOMIC_RELAXED),
+  };
 }
 
 /* ---- a growing text buffer with JSON string escaping ------------------------------------ */

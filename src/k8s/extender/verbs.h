@@ -30,7 +30,7 @@
  * a scheduling cycle's moments; a Permit plugin may hold it longer, then it filters again). */
 #define VERB_PASS_TTL_MS 60000
 
-/* Counters for /metrics. */
+/* Counters for /metrics, counted atomically: read them with verbs_stats_read. */
 struct verb_stats {
   uint64_t filter, prioritize, bind, bind_errors, bind_conflicts_same, not_ready, bad_requests;
   uint64_t bind_refused; /* binds kube-scheduler cannot have asked for (not filtered, ...) */
@@ -51,7 +51,8 @@ struct verbs;
 /* 0 or -ENOMEM. */
 int verbs_new(const struct verbs_cfg *cfg, struct verbs **ret);
 void verbs_free(struct verbs *v);
-struct verb_stats *verbs_stats(struct verbs *v);
+/* A snapshot of the counters, each read atomically (the verbs run on many threads). */
+void verbs_stats_read(struct verbs *v, struct verb_stats *ret);
 struct cluster *verbs_cluster(struct verbs *v);
 
 /* Each returns the HTTP status and a malloc'd body (*ret_body, *ret_len). A
