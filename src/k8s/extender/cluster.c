@@ -30,7 +30,6 @@ int cluster_new(const struct cluster_cfg *cfg, struct cluster **ret) {
 
 static void pod_free(struct xpod *p) {
   k8s_assigned_free(&p->a);
-  podspec_request_free(&p->req);
   free(p);
 }
 
@@ -312,14 +311,6 @@ void cluster_node_event(struct cluster *c, const char *type, const json_t *node,
   pthread_rwlock_unlock(&c->lock);
 }
 
-void cluster_node_relist(struct cluster *c, const json_t *items, uint64_t now_ms, time_t wall,
-                         FILE *log) {
-  cluster_relist_begin(c, true);
-  for (size_t i = 0; i < json_array_size(items); i++)
-    cluster_node_relist_item(c, json_array_get(items, i), now_ms, wall, log);
-  cluster_relist_end(c, true, 0);
-}
-
 /* ---- pods ------------------------------------------------------------------------------------ */
 
 struct xpod *xpod_get(struct cluster *c, const struct pod_id *id, bool create) {
@@ -378,11 +369,9 @@ static void pod_refuse(struct cluster *c, struct xpod *p, const char *why, FILE 
 
 static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
   struct pod_id id;
-  struct place_pod req = {0};
   struct xpod *p;
   char err[K8S_ERR_MAX];
   const char *text;
-  int rc;
 
   if (podspec_id(obj, &id, err, sizeof err))
     return;
@@ -408,8 +397,6 @@ static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
       p->forged_why[0] = 0;
     p->id = id;
     p->seen_relist = true;
-    p->pending = false;
-    podspec_request_free(&p->req);
     if (k8s_assigned_decode(text, &a, err, sizeof err)) {
       pod_refuse(c, p, err, log);
       return;
@@ -449,33 +436,10 @@ static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
     p->seen_relist = true;
     return;
   }
-  if (id.node[0]) {
-    /* Bound without our annotation (another scheduler, nodeName set by hand):
-     * it holds nothing we know of. */
-    if (p)
-      pod_remove(c, p);
-    return;
-  }
-  /* Pending: remember its request for /bind, if it asks for gslice at all. */
-  struct podspec_cfg pcfg = {c->cfg.policy, c->cfg.classes, c->cfg.nclasses};
-  rc = podspec_request_cfg(obj, &pcfg, &req, err, sizeof err);
-  if (rc == 0 && req.ncontainers == 0) {
-    if (p)
-      pod_remove(c, p);
-    return;
-  }
-  if (!p && !(p = xpod_get(c, &id, true))) {
-    podspec_request_free(&req);
-    return;
-  }
-  xpod_unhold(p);
-  p->id = id;
-  p->seen_relist = true;
-  podspec_request_free(&p->req);
-  p->req = req;
-  p->req_rc = rc;
-  snprintf(p->req_err, sizeof p->req_err, "%s", rc ? err : "");
-  p->pending = true;
+  /* Pending, or bound without our annotation (another scheduler, nodeName set by hand):
+   * it holds nothing we know of. */
+  if (p)
+    pod_remove(c, p);
 }
 
 void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, FILE *log) {
@@ -490,13 +454,6 @@ void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, F
       pod_remove(c, p);
   }
   pthread_rwlock_unlock(&c->lock);
-}
-
-void cluster_pod_relist(struct cluster *c, const json_t *items, uint64_t since_ms, FILE *log) {
-  cluster_relist_begin(c, false);
-  for (size_t i = 0; i < json_array_size(items); i++)
-    cluster_pod_relist_item(c, json_array_get(items, i), log);
-  cluster_relist_end(c, false, since_ms);
 }
 
 void cluster_relist_begin(struct cluster *c, bool nodes) {

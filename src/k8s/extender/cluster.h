@@ -61,11 +61,6 @@ void cluster_node_relist_item(struct cluster *c, const json_t *node, uint64_t no
 void cluster_pod_relist_item(struct cluster *c, const json_t *pod, FILE *log);
 void cluster_relist_end(struct cluster *c, bool nodes, uint64_t since_ms);
 
-/* The same for a whole list at once: items replace what was known. */
-void cluster_node_relist(struct cluster *c, const json_t *items, uint64_t now_ms, time_t wall,
-                         FILE *log);
-void cluster_pod_relist(struct cluster *c, const json_t *items, uint64_t since_ms, FILE *log);
-
 /* /filter answers 503 until both lists have been read once. */
 void cluster_set_synced(struct cluster *c, bool nodes, bool pods);
 bool cluster_synced(struct cluster *c);
@@ -119,12 +114,6 @@ void cluster_node_unlock(void *lock);
 
 /* The keys of cfg (NULL when none): /bind signs what it binds with the first. */
 const struct k8s_keys *cluster_keys(struct cluster *c);
-
-/* A pending pod's request as last seen by the watch (so /bind needs no GET):
- * 0, -ENOENT (not seen), or the parse's error. */
-int cluster_pending_request(struct cluster *c, const char *ns, const char *name,
-                            struct pod_id *ret_id, struct place_pod *ret_req, char *err,
-                            size_t errlen);
 
 /* ---- reporting -------------------------------------------------------------------------- */
 

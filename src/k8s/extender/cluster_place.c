@@ -235,36 +235,3 @@ void cluster_node_unlock(void *lock) {
   if (lock)
     pthread_mutex_unlock(lock);
 }
-
-int cluster_pending_request(struct cluster *c, const char *ns, const char *name,
-                            struct pod_id *ret_id, struct place_pod *ret_req, char *err,
-                            size_t errlen) {
-  struct pod_id id = {0};
-  struct xpod *p;
-  int rc = -ENOENT;
-
-  snprintf(id.ns, sizeof id.ns, "%s", ns);
-  snprintf(id.name, sizeof id.name, "%s", name);
-  pthread_rwlock_rdlock(&c->lock);
-  p = xpod_get(c, &id, false);
-  if (p && p->pending) {
-    rc = p->req_rc;
-    if (rc) {
-      snprintf(err, errlen, "%s", p->req_err);
-    } else {
-      *ret_id = p->id;
-      *ret_req = p->req;
-      ret_req->containers = NULL;
-      if (p->req.ncontainers) {
-        ret_req->containers = malloc(p->req.ncontainers * sizeof(*p->req.containers));
-        if (!ret_req->containers)
-          rc = -ENOMEM;
-        else
-          memcpy(ret_req->containers, p->req.containers,
-                 p->req.ncontainers * sizeof(*p->req.containers));
-      }
-    }
-  }
-  pthread_rwlock_unlock(&c->lock);
-  return rc;
-}

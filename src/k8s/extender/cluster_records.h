@@ -46,11 +46,6 @@ struct xpod {
    * node, or not what the pod declares): held is false. */
   bool forged;
   char forged_why[96]; /* the start of the last refusal's reason: a new one is logged */
-  /* Pending (unbound) and asking for gslice: its request as last seen. */
-  bool pending;
-  int req_rc;
-  struct place_pod req;
-  char req_err[256];
 };
 
 struct cluster {
