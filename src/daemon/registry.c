@@ -95,11 +95,11 @@ int registry_admit(const struct registry *reg, const struct gs_slice_spec *spec,
       return -ENODEV;
     }
     uint32_t used = registry_committed(reg, g, except_id), want = gs_spec_request(spec, g);
-    if (used + want > 100) {
+    if (used + want > GS_PERCENT_MAX) {
       snprintf(why, why_len,
                "GPU %u has %u%% of compute committed already; %u%% more is over 100%% "
                "(at most %u%% is left)",
-               g, used, want, 100 - used);
+               g, used, want, GS_PERCENT_MAX - used);
       return -EBUSY;
     }
   }
@@ -341,7 +341,7 @@ static int parse_per_gpu(char **p, struct gs_slice_spec *spec, int memory) {
       return -EBADMSG;
     errno = 0;
     unsigned long long v = strtoull(q, &end, 10);
-    if (errno || end == q || (!memory && v > 100))
+    if (errno || end == q || (!memory && v > GS_PERCENT_MAX))
       return -EBADMSG;
     if (memory)
       spec->gpu_memory_cap[g] = v;
