@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The extender verbs (verbs.h): parse with jansson, answer with a plain writer (a filter
- * over 5,000 nodes writes 5,000 names; a JSON tree for that costs more than placement). */
+/* The extender verbs (verbs.h): parse with jansson (or a checked scan, for NodeNames), answer
+ * by appending to a gs_buf (a filter over 5,000 nodes writes 5,000 names; a JSON tree for that
+ * costs more than placement). */
 #include "verbs.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "annot.h"
+#include "buf.h"
 #include "podspec.h"
 #include "sign.h"
 #include "smap.h"
@@ -44,7 +45,7 @@ struct verbs {
   size_t pass_bytes;
   /* The last list of names, in order, with their numbers + 1 (0: none yet): kube-scheduler
    * sends the same list call after call, and a name in its old place then costs a compare
-   * instead of a lookup (a tenth of a filter's time over 5,000 nodes otherwise). */
+   * instead of a lookup. */
   char *last_buf;
   const char **last;
   uint32_t *last_num;
@@ -236,96 +237,27 @@ void verbs_stats_read(struct verbs *v, struct verb_stats *ret) {
   };
 }
 
-/* ---- a growing text buffer with JSON string escaping ------------------------------------ */
+/* ---- answers ------------------------------------------------------------------------------ */
 
-struct out {
-  char *p;
-  size_t len, cap;
-  bool oom, too_big;
-};
-
-static void put(struct out *o, const char *s, size_t n) {
-  if (o->oom)
-    return;
-  if (o->len + n >= VERB_ANSWER_MAX) {
-    o->oom = o->too_big = true;
-    return;
-  }
-  if (o->len + n + 1 > o->cap) {
-    size_t cap = o->cap ? o->cap : 4096;
-    while (cap < o->len + n + 1)
-      cap *= 2;
-    char *p = realloc(o->p, cap);
-    if (!p) {
-      o->oom = true;
-      return;
-    }
-    o->p = p;
-    o->cap = cap;
-  }
-  memcpy(o->p + o->len, s, n);
-  o->len += n;
-  o->p[o->len] = 0;
+/* The answer's body, or the Error that replaces it when it could not be written whole. */
+static int finish(struct gs_buf *o, int status, char **ret_body, size_t *ret_len) {
+  static const char oom[] = "{\"Error\":\"gslice-extender is out of memory\"}";
+  static const char big[] = "{\"Error\":\"gslice-extender's answer would be over 32 MiB: "
+                            "ask about fewer nodes\"}";
+  int err = 0;
+  *ret_body = gs_buf_steal(o, ret_len, &err);
+  if (*ret_body)
+    return status;
+  *ret_body = strdup(err == -EFBIG ? big : oom);
+  *ret_len = *ret_body ? strlen(*ret_body) : 0;
+  return 500;
 }
 
-static void puts_(struct out *o, const char *s) {
-  put(o, s, strlen(s));
-}
-
-static void putf(struct out *o, const char *fmt, ...) {
-  char buf[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (n > 0)
-    put(o, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-static void put_str(struct out *o, const char *s) {
-  put(o, "\"", 1);
-  for (const char *run = s;; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch && ch >= 0x20 && ch != '"' && ch != '\\')
-      continue;
-    put(o, run, (size_t)(s - run));
-    if (!ch)
-      break;
-    if (ch == '"' || ch == '\\') {
-      char e[2] = {'\\', (char)ch};
-      put(o, e, 2);
-    } else {
-      putf(o, "\\u%04x", ch);
-    }
-    run = s + 1;
-  }
-  put(o, "\"", 1);
-}
-
-static int finish(struct out *o, int status, char **ret_body, size_t *ret_len) {
-  if (o->oom) {
-    static const char oom[] = "{\"Error\":\"gslice-extender is out of memory\"}";
-    static const char big[] = "{\"Error\":\"gslice-extender's answer would be over 32 MiB: "
-                              "ask about fewer nodes\"}";
-    const char *msg = o->too_big ? big : oom;
-    free(o->p);
-    *ret_body = strdup(msg);
-    *ret_len = *ret_body ? strlen(msg) : 0;
-    return 500;
-  }
-  *ret_body = o->p;
-  *ret_len = o->len;
-  return status;
-}
-
-static int error_body(int status, const char *key, const char *msg, char **ret_body,
-                      size_t *ret_len) {
-  struct out o = {0};
-  puts_(&o, "{");
-  put_str(&o, key);
-  puts_(&o, ":");
-  put_str(&o, msg);
-  puts_(&o, "}");
+static int error_body(int status, const char *msg, char **ret_body, size_t *ret_len) {
+  struct gs_buf o = GS_BUF_INIT(VERB_ANSWER_MAX);
+  gs_buf_puts(&o, "{\"Error\":");
+  gs_buf_json_str(&o, msg);
+  gs_buf_putc(&o, '}');
   return finish(&o, status, ret_body, ret_len);
 }
 
@@ -683,83 +615,25 @@ static size_t json_values(const char *p, size_t len) {
   return n;
 }
 
-static int args_read(const char *body, size_t len, struct args *a, char *err, size_t errlen) {
-  json_error_t je;
-  json_t *names, *nodes, *items;
-  size_t values;
-  int rc;
-
-  memset(a, 0, sizeof(*a));
-  if ((values = json_values(body, len)) > VERB_VALUES_MAX) {
-    snprintf(err, errlen,
-             "ExtenderArgs has %zu JSON values, over the %u gslice-extender reads (NodeNames "
-             "of %u nodes and a Pod fit well within)",
-             values, VERB_VALUES_MAX, VERB_NODES_MAX);
-    return -E2BIG;
-  }
-  rc = args_fast(body, len, a);
-  if (rc == -E2BIG) {
-    snprintf(err, errlen, "NodeNames has over %u names", VERB_NODES_MAX);
-    return rc;
-  }
-  if (rc == 0 || rc == -ENOMEM) {
-    if (rc == 0)
-      snprintf(a->id, sizeof a->id, "%s/%s",
-               kube_meta_str(a->pod, "namespace") ? kube_meta_str(a->pod, "namespace") : "default",
-               kube_meta_str(a->pod, "name") ? kube_meta_str(a->pod, "name") : "?");
-    return rc;
-  }
-  args_free(a);
-  memset(a, 0, sizeof(*a));
-  a->root = json_loadb(body, len, 0, &je);
-  if (!a->root || !json_is_object(a->root)) {
-    snprintf(err, errlen, "ExtenderArgs is not a JSON object: %s",
-             a->root ? "another JSON value" : je.text);
-    return -EINVAL;
-  }
-  a->pod = kube_json_get(a->root, "Pod");
-  if (!json_is_object(a->pod)) {
-    snprintf(err, errlen, "ExtenderArgs has no Pod object");
-    return -EINVAL;
-  }
-  snprintf(a->id, sizeof a->id, "%s/%s",
-           kube_meta_str(a->pod, "namespace") ? kube_meta_str(a->pod, "namespace") : "default",
-           kube_meta_str(a->pod, "name") ? kube_meta_str(a->pod, "name") : "?");
-  names = kube_json_get(a->root, "NodeNames");
-  nodes = kube_json_get(a->root, "Nodes");
-  if (json_array_size(names) > VERB_NODES_MAX ||
-      json_array_size(json_is_object(nodes) ? kube_json_get(nodes, "Items") : NULL) >
-          VERB_NODES_MAX) {
-    snprintf(err, errlen, "%s has over %u nodes", json_is_array(names) ? "NodeNames" : "Nodes",
-             VERB_NODES_MAX);
-    return -E2BIG;
-  }
-  if (json_is_array(names)) {
-    a->by_name = true;
-    a->n = json_array_size(names);
-    a->names = calloc(a->n ? a->n : 1, sizeof(*a->names));
-    if (!a->names)
-      return -ENOMEM;
-    for (size_t i = 0; i < a->n; i++) {
-      a->names[i] = json_string_value(json_array_get(names, i));
-      if (!a->names[i]) {
-        snprintf(err, errlen, "NodeNames[%zu] is not a string", i);
-        return -EINVAL;
-      }
+/* The full parser's NodeNames: a list of strings. */
+static int args_full_names(const json_t *names, struct args *a, char *err, size_t errlen) {
+  a->by_name = true;
+  a->n = json_array_size(names);
+  a->names = calloc(a->n ? a->n : 1, sizeof(*a->names));
+  if (!a->names)
+    return -ENOMEM;
+  for (size_t i = 0; i < a->n; i++) {
+    a->names[i] = json_string_value(json_array_get(names, i));
+    if (!a->names[i]) {
+      snprintf(err, errlen, "NodeNames[%zu] is not a string", i);
+      return -EINVAL;
     }
-    return 0;
   }
-  items = json_is_object(nodes) ? kube_json_get(nodes, "Items") : NULL;
-  if (!json_is_array(items) && !json_is_null(names) && names) {
-    snprintf(err, errlen, "NodeNames must be a list of node names");
-    return -EINVAL;
-  }
-  if (!json_is_array(items)) {
-    snprintf(err, errlen,
-             "ExtenderArgs has neither NodeNames (nodeCacheCapable: true) nor "
-             "Nodes.items");
-    return -EINVAL;
-  }
+  return 0;
+}
+
+/* The full parser's Nodes.items: whole Node objects (not nodeCacheCapable). */
+static int args_full_nodes(const json_t *items, struct args *a, char *err, size_t errlen) {
   a->n = json_array_size(items);
   a->names = calloc(a->n ? a->n : 1, sizeof(*a->names));
   a->node_objs = calloc(a->n ? a->n : 1, sizeof(*a->node_objs));
@@ -776,183 +650,276 @@ static int args_read(const char *body, size_t len, struct args *a, char *err, si
   return 0;
 }
 
+/* ExtenderArgs through jansson, with what is wrong in words. */
+static int args_full(const char *body, size_t len, struct args *a, char *err, size_t errlen) {
+  json_error_t je;
+  a->root = json_loadb(body, len, 0, &je);
+  if (!a->root || !json_is_object(a->root)) {
+    snprintf(err, errlen, "ExtenderArgs is not a JSON object: %s",
+             a->root ? "another JSON value" : je.text);
+    return -EINVAL;
+  }
+  a->pod = kube_json_get(a->root, "Pod");
+  if (!json_is_object(a->pod)) {
+    snprintf(err, errlen, "ExtenderArgs has no Pod object");
+    return -EINVAL;
+  }
+  json_t *names = kube_json_get(a->root, "NodeNames");
+  json_t *nodes = kube_json_get(a->root, "Nodes");
+  json_t *items = json_is_object(nodes) ? kube_json_get(nodes, "Items") : NULL;
+  if (json_array_size(names) > VERB_NODES_MAX || json_array_size(items) > VERB_NODES_MAX) {
+    snprintf(err, errlen, "%s has over %u nodes", json_is_array(names) ? "NodeNames" : "Nodes",
+             VERB_NODES_MAX);
+    return -E2BIG;
+  }
+  if (json_is_array(names))
+    return args_full_names(names, a, err, errlen);
+  if (!json_is_array(items) && !json_is_null(names) && names) {
+    snprintf(err, errlen, "NodeNames must be a list of node names");
+    return -EINVAL;
+  }
+  if (!json_is_array(items)) {
+    snprintf(err, errlen,
+             "ExtenderArgs has neither NodeNames (nodeCacheCapable: true) nor "
+             "Nodes.items");
+    return -EINVAL;
+  }
+  return args_full_nodes(items, a, err, errlen);
+}
+
+static int args_read(const char *body, size_t len, struct args *a, char *err, size_t errlen) {
+  size_t values;
+  int rc;
+
+  memset(a, 0, sizeof(*a));
+  if ((values = json_values(body, len)) > VERB_VALUES_MAX) {
+    snprintf(err, errlen,
+             "ExtenderArgs has %zu JSON values, over the %u gslice-extender reads (NodeNames "
+             "of %u nodes and a Pod fit well within)",
+             values, VERB_VALUES_MAX, VERB_NODES_MAX);
+    return -E2BIG;
+  }
+  rc = args_fast(body, len, a);
+  if (rc == -E2BIG)
+    snprintf(err, errlen, "NodeNames has over %u names", VERB_NODES_MAX);
+  else if (rc == -ENOMEM)
+    snprintf(err, errlen, "out of memory");
+  if (rc == -EAGAIN) {
+    args_free(a);
+    memset(a, 0, sizeof(*a));
+    rc = args_full(body, len, a, err, errlen);
+  }
+  if (a->pod) {
+    const char *ns = kube_meta_str(a->pod, "namespace"), *name = kube_meta_str(a->pod, "name");
+    snprintf(a->id, sizeof a->id, "%s/%s", ns ? ns : "default", name ? name : "?");
+  }
+  return rc;
+}
+
 /* ---- /filter and /prioritize ----------------------------------------------------------------- */
 
 enum verb { FILTER, PRIORITIZE };
 
+/* One call of /filter or /prioritize: what it asked, and what placement said. */
+struct eval {
+  enum verb verb;
+  struct args a;
+  struct place_pod req;
+  int req_rc; /* cluster_request's: 0, > 0 asks for no gslice GPU, < 0 malformed */
+  char err[PLACE_REASON_MAX];
+  struct place_verdict *v;
+  const void **nodes;
+  int *scores;
+};
+
+static void eval_free(struct eval *e) {
+  free(e->v);
+  free(e->nodes);
+  free(e->scores);
+  podspec_request_free(&e->req);
+  args_free(&e->a);
+}
+
+/* The verdict of each node asked about (when the pod asks for gslice GPUs): from the memo
+ * for a /prioritize right after its /filter, else placed now. */
+static int eval_decide(struct verbs *vs, struct eval *e, uint64_t now_ms) {
+  struct cluster *c = vs->cfg.cluster;
+  size_t n = e->a.n ? e->a.n : 1;
+  const char *uid = kube_meta_str(e->a.pod, "uid");
+
+  e->v = malloc(n * sizeof(*e->v));
+  e->nodes = malloc(n * sizeof(*e->nodes));
+  e->scores = malloc(n * sizeof(*e->scores));
+  if (!e->v || !e->nodes || !e->scores)
+    return -ENOMEM;
+  if (e->verb == PRIORITIZE && cluster_memo_get(c, uid, e->a.names, e->a.n, now_ms, e->scores)) {
+    for (size_t i = 0; i < e->a.n; i++)
+      e->v[i] = (struct place_verdict){.fits = true, .score = e->scores[i]};
+    return 0;
+  }
+  cluster_eval(c, &e->req, e->a.names, e->a.n, now_ms, e->v, e->nodes);
+  if (e->verb == FILTER) {
+    cluster_memo_put(c, uid, e->nodes, e->v, e->a.n, now_ms);
+    pass_put(vs, uid, e->a.names, e->v, e->a.n, now_ms);
+  }
+  return 0;
+}
+
+/* Whether node i passes: a pod asking for no gslice GPU passes everywhere, a malformed one
+ * nowhere. */
+static bool eval_passes(const struct eval *e, size_t i) {
+  return e->req_rc > 0 || (e->req_rc == 0 && e->v[i].fits);
+}
+
+/* HostPriorityList: every node asked about, 0 where the pod does not fit. */
+static void answer_prioritize(const struct eval *e, struct gs_buf *o) {
+  gs_buf_putc(o, '[');
+  for (size_t i = 0; i < e->a.n; i++) {
+    gs_buf_puts(o, i ? ",{\"Host\":" : "{\"Host\":");
+    gs_buf_json_str(o, e->a.names[i]);
+    /* 0..10 whatever placement says: kube-scheduler refuses the whole list for one score
+     * outside (and a hostile pod must not make one). */
+    int score = e->req_rc == 0 && e->v[i].fits ? e->v[i].score : 0;
+    gs_buf_printf(o, ",\"Score\":%d}", score < 0 ? 0 : score > 10 ? 10 : score);
+  }
+  gs_buf_putc(o, ']');
+}
+
+/* ExtenderFilterResult's NodeNames or Nodes: the nodes that pass. */
+static void answer_passed(const struct eval *e, struct gs_buf *o) {
+  bool first = true;
+  if (e->a.by_name) {
+    gs_buf_puts(o, "{\"NodeNames\":[");
+    for (size_t i = 0; i < e->a.n; i++) {
+      if (!eval_passes(e, i))
+        continue;
+      if (!first)
+        gs_buf_putc(o, ',');
+      gs_buf_json_str(o, e->a.names[i]);
+      first = false;
+    }
+    gs_buf_puts(o, "],\"Nodes\":null");
+    return;
+  }
+  gs_buf_puts(o, "{\"NodeNames\":null,\"Nodes\":{\"apiVersion\":\"v1\",\"kind\":\"NodeList\","
+                 "\"metadata\":{},\"items\":[");
+  for (size_t i = 0; i < e->a.n; i++) {
+    if (!eval_passes(e, i))
+      continue;
+    char *t = json_dumps(e->a.node_objs[i], JSON_COMPACT);
+    if (!first)
+      gs_buf_putc(o, ',');
+    if (t)
+      gs_buf_puts(o, t);
+    else if (!o->err)
+      o->err = -ENOMEM;
+    free(t);
+    first = false;
+  }
+  gs_buf_puts(o, "]}");
+}
+
+/* Why node i fails, as a JSON string. Brief, with one container, every node short of room
+ * says the same: written once into *same and its JSON text copied. */
+static void answer_reason(struct verbs *vs, const struct eval *e, size_t i, bool brief,
+                          uint64_t now_ms, struct gs_buf *same, struct gs_buf *o) {
+  char msg[PLACE_REASON_MAX + 2 * K8S_NAME_MAX + 32] = "gslice: ";
+  const size_t off = sizeof "gslice: " - 1;
+  if (e->req_rc < 0) {
+    snprintf(msg, sizeof msg, "gslice: pod %s: %s", e->a.id, e->err);
+    gs_buf_json_str(o, msg);
+    return;
+  }
+  bool once = brief && e->req.ncontainers == 1 && e->v[i].cause == PLACE_NO_ROOM;
+  if (once && same->len) {
+    gs_buf_add(o, same->p, same->len);
+    return;
+  }
+  cluster_explain(vs->cfg.cluster, &e->req, e->nodes[i], now_ms, brief, msg + off,
+                  sizeof msg - off);
+  if (once) {
+    gs_buf_json_str(same, msg);
+    gs_buf_add(o, same->p, same->len);
+  } else {
+    gs_buf_json_str(o, msg);
+  }
+}
+
+/* ExtenderFilterResult: the nodes that pass, then FailedNodes (room taken by other pods:
+ * preemption may help) and FailedAndUnresolvableNodes (it cannot fit there at all). Reasons
+ * are written only for the nodes that fail, after the verdicts: per-GPU figures while few
+ * fail, past that the same words for every node short of room, which kube-scheduler's
+ * message counts as one reason. */
+static void answer_filter(struct verbs *vs, const struct eval *e, uint64_t now_ms,
+                          struct gs_buf *o) {
+  struct gs_buf same = GS_BUF_INIT(0);
+  size_t nfailed = 0;
+
+  answer_passed(e, o);
+  for (size_t i = 0; e->req_rc == 0 && i < e->a.n; i++)
+    nfailed += !e->v[i].fits;
+  bool brief = nfailed > VERB_DETAIL_MAX;
+  for (int unresolvable = 0; unresolvable < 2; unresolvable++) {
+    bool first = true;
+    gs_buf_puts(o, unresolvable ? "},\"FailedAndUnresolvableNodes\":{" : ",\"FailedNodes\":{");
+    for (size_t i = 0; i < e->a.n; i++) {
+      if (e->req_rc > 0 || (e->req_rc < 0 && !unresolvable) ||
+          (e->req_rc == 0 && (e->v[i].fits || e->v[i].unresolvable != unresolvable)))
+        continue;
+      if (!first)
+        gs_buf_putc(o, ',');
+      gs_buf_json_str(o, e->a.names[i]);
+      gs_buf_putc(o, ':');
+      answer_reason(vs, e, i, brief, now_ms, &same, o);
+      first = false;
+    }
+  }
+  gs_buf_puts(o, "},\"Error\":\"\"}");
+  if (same.err && !o->err)
+    o->err = same.err;
+  gs_buf_free(&same);
+}
+
 static int eval_verb(enum verb verb, struct verbs *vs, const char *body, size_t len,
                      uint64_t now_ms, char **ret_body, size_t *ret_len) {
-  struct cluster *c = vs->cfg.cluster;
   struct verb_stats *st = &vs->stats;
-  FILE *log = vs->cfg.log;
-  struct args a;
-  struct place_pod req = {0};
-  struct place_verdict *v = NULL;
-  const void **nodes = NULL;
-  int *scores = NULL;
-  struct out o = {0};
-  char err[PLACE_REASON_MAX];
-  int rc, status = 200;
+  struct eval e = {.verb = verb};
+  const char *what = verb == FILTER ? "filter" : "prioritize";
+  int rc;
 
   count(verb == FILTER ? &st->filter : &st->prioritize);
-  if (!cluster_synced(c)) {
+  if (!cluster_synced(vs->cfg.cluster)) {
     count(&st->not_ready);
-    return error_body(503, "Error",
+    return error_body(503,
                       "gslice-extender has not read the cluster's nodes and pods yet; "
                       "kube-scheduler retries",
                       ret_body, ret_len);
   }
-  rc = args_read(body, len, &a, err, sizeof err);
+  rc = args_read(body, len, &e.a, e.err, sizeof e.err);
   if (rc) {
-    args_free(&a);
     count(&st->bad_requests);
-    if (log)
-      fprintf(log, "gslice-extender: %s: %s\n", verb == FILTER ? "filter" : "prioritize", err);
-    return error_body(rc == -ENOMEM ? 500 : 400, "Error", err, ret_body, ret_len);
+    if (vs->cfg.log)
+      fprintf(vs->cfg.log, "gslice-extender: %s: %s\n", what, e.err);
+    eval_free(&e);
+    return error_body(rc == -ENOMEM ? 500 : 400, e.err, ret_body, ret_len);
   }
-  rc = cluster_request(c, a.pod, &req, err, sizeof err);
-  if (rc < 0 && log)
-    fprintf(log, "gslice-extender: pod %s: %s\n", a.id, err);
-  const char *uid = kube_meta_str(a.pod, "uid");
-  if (rc == 0) {
-    v = malloc((a.n ? a.n : 1) * sizeof(*v));
-    nodes = malloc((a.n ? a.n : 1) * sizeof(*nodes));
-    scores = malloc((a.n ? a.n : 1) * sizeof(*scores));
-    if (!v || !nodes || !scores) {
-      free(v);
-      free(nodes);
-      free(scores);
-      args_free(&a);
-      podspec_request_free(&req);
-      return error_body(500, "Error", "out of memory", ret_body, ret_len);
-    }
-    if (verb == PRIORITIZE && cluster_memo_get(c, uid, a.names, a.n, now_ms, scores)) {
-      for (size_t i = 0; i < a.n; i++)
-        v[i] = (struct place_verdict){.fits = true, .score = scores[i]};
-    } else {
-      cluster_eval(c, &req, a.names, a.n, now_ms, v, nodes);
-      if (verb == FILTER) {
-        cluster_memo_put(c, uid, nodes, v, a.n, now_ms);
-        pass_put(vs, uid, a.names, v, a.n, now_ms);
-      }
-    }
+  e.req_rc = cluster_request(vs->cfg.cluster, e.a.pod, &e.req, e.err, sizeof e.err);
+  if (e.req_rc < 0 && vs->cfg.log)
+    fprintf(vs->cfg.log, "gslice-extender: pod %s: %s\n", e.a.id, e.err);
+  if (e.req_rc == 0 && eval_decide(vs, &e, now_ms)) {
+    eval_free(&e);
+    return error_body(500, "out of memory", ret_body, ret_len);
   }
-
   /* Room for a typical answer at once: a name and a reason per node. */
-  o.cap = 256 + a.n * (verb == FILTER ? 320 : 48);
-  o.p = malloc(o.cap);
-  if (!o.p)
-    o.cap = 0;
+  struct gs_buf o = GS_BUF_INIT(VERB_ANSWER_MAX);
+  gs_buf_reserve(&o, 256 + e.a.n * (verb == FILTER ? 320 : 48));
+  gs_buf_clear(&o); /* a failed reservation is tried again as the answer grows */
+  if (verb == PRIORITIZE)
+    answer_prioritize(&e, &o);
   else
-    o.p[0] = 0;
-
-  if (verb == PRIORITIZE) {
-    /* HostPriorityList: every node asked about, 0 where the pod does not fit. */
-    puts_(&o, "[");
-    for (size_t i = 0; i < a.n; i++) {
-      puts_(&o, i ? ",{\"Host\":" : "{\"Host\":");
-      put_str(&o, a.names[i]);
-      /* 0..10 whatever placement says: kube-scheduler refuses the whole list for one
-       * score outside (and a hostile pod must not make one). */
-      int score = rc == 0 && v[i].fits ? v[i].score : 0;
-      putf(&o, ",\"Score\":%d}", score < 0 ? 0 : score > 10 ? 10 : score);
-    }
-    puts_(&o, "]");
-    goto out;
-  }
-
-  /* ExtenderFilterResult. A pod asking for no gslice GPU passes everywhere; a
-   * malformed one fails everywhere, for a reason no preemption changes. */
-  bool first = true;
-  if (a.by_name) {
-    puts_(&o, "{\"NodeNames\":[");
-    for (size_t i = 0; i < a.n; i++) {
-      if (rc < 0 || (rc == 0 && !v[i].fits))
-        continue;
-      if (!first)
-        puts_(&o, ",");
-      put_str(&o, a.names[i]);
-      first = false;
-    }
-    puts_(&o, "],\"Nodes\":null");
-  } else {
-    puts_(&o, "{\"NodeNames\":null,\"Nodes\":{\"apiVersion\":\"v1\",\"kind\":\"NodeList\","
-              "\"metadata\":{},\"items\":[");
-    for (size_t i = 0; i < a.n; i++) {
-      if (rc < 0 || (rc == 0 && !v[i].fits))
-        continue;
-      char *t = json_dumps(a.node_objs[i], JSON_COMPACT);
-      if (!first)
-        puts_(&o, ",");
-      if (t)
-        puts_(&o, t);
-      else
-        o.oom = true;
-      free(t);
-      first = false;
-    }
-    puts_(&o, "]}");
-  }
-  /* Per-GPU figures while few nodes fail; past that, the same words for every node
-   * short of room, which kube-scheduler's message counts as one reason. */
-  size_t nfailed = 0;
-  for (size_t i = 0; rc == 0 && i < a.n; i++)
-    nfailed += !v[i].fits;
-  bool brief = nfailed > VERB_DETAIL_MAX;
-  char same[2 * PLACE_REASON_MAX];
-  size_t same_len = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    /* FailedNodes: room taken by other pods (preemption may help);
-     * FailedAndUnresolvableNodes: it cannot fit there at all. */
-    puts_(&o, pass == 0 ? ",\"FailedNodes\":{" : "},\"FailedAndUnresolvableNodes\":{");
-    first = true;
-    for (size_t i = 0; i < a.n; i++) {
-      if (rc > 0 || (rc < 0 && pass == 0) ||
-          (rc == 0 && (v[i].fits || v[i].unresolvable != (pass == 1))))
-        continue;
-      if (!first)
-        puts_(&o, ",");
-      put_str(&o, a.names[i]);
-      puts_(&o, ":");
-      if (rc < 0) {
-        char msg[PLACE_REASON_MAX + 2 * K8S_NAME_MAX + 32];
-        snprintf(msg, sizeof msg, "gslice: pod %s: %s", a.id, err);
-        put_str(&o, msg);
-      } else if (brief && req.ncontainers == 1 && v[i].cause == PLACE_NO_ROOM) {
-        /* One container, brief: every node short of room says the same; write it once
-         * and copy its JSON text. */
-        if (!same_len) {
-          struct out one = {0};
-          char msg[PLACE_REASON_MAX + 16] = "gslice: ";
-          cluster_explain(c, &req, nodes[i], now_ms, true, msg + 8, sizeof msg - 8);
-          put_str(&one, msg);
-          if (one.oom || one.len >= sizeof same) {
-            o.oom = true;
-            free(one.p);
-            break;
-          }
-          memcpy(same, one.p, one.len);
-          same_len = one.len;
-          free(one.p);
-        }
-        put(&o, same, same_len);
-      } else {
-        /* Reasons are written only for the nodes that fail, after the verdicts. */
-        char msg[PLACE_REASON_MAX + 16] = "gslice: ";
-        cluster_explain(c, &req, nodes[i], now_ms, brief, msg + 8, sizeof msg - 8);
-        put_str(&o, msg);
-      }
-      first = false;
-    }
-  }
-  puts_(&o, "},\"Error\":\"\"}");
-out:
-  free(v);
-  free(nodes);
-  free(scores);
-  podspec_request_free(&req);
-  args_free(&a);
-  return finish(&o, status, ret_body, ret_len);
+    answer_filter(vs, &e, now_ms, &o);
+  eval_free(&e);
+  return finish(&o, 200, ret_body, ret_len);
 }
 
 int verb_filter(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
@@ -1241,5 +1208,5 @@ int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, ch
     fprintf(v->cfg.log, "gslice-extender: bound %s/%s to %s: %s\n", b.ns, b.name, b.node, b.text);
   }
   bind_free(&b);
-  return error_body(status, "Error", rc ? err : "", ret_body, ret_len);
+  return error_body(status, rc ? err : "", ret_body, ret_len);
 }
