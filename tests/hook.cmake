@@ -48,3 +48,5 @@ set_target_properties(hook_region_hold PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMA
 gslice_script_test(hook_lockstop hook_lockstop.sh TIMEOUT 60)
 gslice_script_test(hook_fulldisk hook_fulldisk.sh TIMEOUT 30)
 gslice_script_test(hook_huge hook_huge.sh TIMEOUT 60)
+# A Kubernetes container's slice.env, read by the hook before main (src/hook/k8s.c).
+gslice_script_test(hook_k8s_env hook_k8s_env.sh TIMEOUT 60)

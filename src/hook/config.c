@@ -9,61 +9,90 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kv.h"
 #include "size.h"
+#include "words.h"
+
+static void say_malformed_item(const char *text, const char *item, char *err, size_t err_len) {
+  snprintf(err, err_len,
+           "GSLICE_MEMORY_LIMIT=\"%s\" is malformed at \"%s\": want INDEX=SIZE items like "
+           "0=4GiB,1=2GiB (index 0-%d, each once, size 1B.." GS_SIZE_MAX_TEXT
+           ", no spaces), or one size for every device",
+           text, item, GS_CONFIG_MAX_ORDINALS - 1);
+}
+
+struct cap_list {
+  const char *text; /* GSLICE_MEMORY_LIMIT as given, for messages */
+  struct gs_config *c;
+  unsigned items; /* items taken so far */
+};
+
+static int cap_item(const char *key, const char *value, unsigned line, void *user, char *err,
+                    size_t err_len) {
+  struct cap_list *l = user;
+  uint64_t idx, v;
+
+  if (gs_uint_parse(key, 0, GS_CONFIG_MAX_ORDINALS - 1, &idx) < 0 || gs_size_parse(value, &v) < 0 ||
+      v == 0 || (l->c->cap_set >> idx & 1)) {
+    char item[256];
+    snprintf(item, sizeof(item), "%s=%s", key, value);
+    say_malformed_item(l->text, item, err, err_len);
+    return -EINVAL;
+  }
+  l->c->cap_set |= 1ull << idx;
+  l->c->cap[idx] = v;
+  l->items = line;
+  return 0;
+}
+
+/* "0=4GiB,1=2GiB": each item INDEX=SIZE, none empty (",," or a trailing ',' is malformed). */
+static int parse_cap_list(const char *text, struct gs_config *c, char *err, size_t err_len) {
+  struct cap_list l = {text, c, 0};
+  char buf[1024];
+  size_t n = strlen(text);
+
+  if (n >= sizeof(buf)) {
+    snprintf(err, err_len, "GSLICE_MEMORY_LIMIT is too long (%zu characters)", n);
+    return -EINVAL;
+  }
+  if (text[n - 1] == ',') {
+    say_malformed_item(text, "", err, err_len);
+    return -EINVAL;
+  }
+  memcpy(buf, text, n + 1);
+  int r = gs_kv_parse(buf, ',', 0, cap_item, &l, err, err_len);
+  if (r == -EBADMSG) {
+    /* Not KEY=VALUE: the item after the last one taken, as the user wrote it. */
+    const char *item = text;
+    for (unsigned k = 0; k < l.items; k++)
+      item = strchr(item, ',') + 1;
+    snprintf(buf, sizeof(buf), "%.*s", (int)strcspn(item, ","), item);
+    say_malformed_item(text, buf, err, err_len);
+  }
+  return r < 0 ? -EINVAL : 0;
+}
 
 static int parse_cap(const char *text, struct gs_config *c, char *err, size_t err_len) {
-  if (!strchr(text, '=')) {
-    uint64_t v;
-    int e = gs_size_parse(text, &v);
-    if (e == -ERANGE) {
-      snprintf(err, err_len,
-               "GSLICE_MEMORY_LIMIT=\"%s\" is out of range: at most " GS_SIZE_MAX_TEXT
-               " (unset it for no cap)",
-               text);
-      return -EINVAL;
-    }
-    if (e < 0 || v == 0) {
-      snprintf(err, err_len,
-               "GSLICE_MEMORY_LIMIT=\"%s\" is malformed: want a size > 0 like 4GiB, or per device "
-               "index like 0=4GiB,1=2GiB, no spaces (unset it for no cap)",
-               text);
-      return -EINVAL;
-    }
-    c->has_cap_all = 1;
-    c->cap_all = v;
-    return 0;
-  }
-  char buf[1024];
-  if (strlen(text) >= sizeof(buf)) {
-    snprintf(err, err_len, "GSLICE_MEMORY_LIMIT is too long (%zu characters)", strlen(text));
+  if (strchr(text, '='))
+    return parse_cap_list(text, c, err, err_len);
+  uint64_t v;
+  int e = gs_size_parse(text, &v);
+  if (e == -ERANGE) {
+    snprintf(err, err_len,
+             "GSLICE_MEMORY_LIMIT=\"%s\" is out of range: at most " GS_SIZE_MAX_TEXT
+             " (unset it for no cap)",
+             text);
     return -EINVAL;
   }
-  strcpy(buf, text);
-  /* strsep, not strtok: an empty item ("0=1GiB,,1=2GiB", a trailing comma) is malformed. */
-  char *rest = buf;
-  for (char *item = strsep(&rest, ","); item; item = strsep(&rest, ",")) {
-    char *eq = strchr(item, '=');
-    char *end = NULL;
-    uint64_t v;
-    errno = 0;
-    /* strtol alone would take " 1" and "+1": spaces are refused on both sides, as in sizes. */
-    long idx = eq && item[0] >= '0' && item[0] <= '9' ? strtol(item, &end, 10) : -1;
-    if (!eq || end != eq || errno || idx < 0 || idx >= GS_CONFIG_MAX_ORDINALS ||
-        gs_size_parse(eq + 1, &v) < 0 || v == 0 || (c->cap_set >> idx & 1)) {
-      snprintf(err, err_len,
-               "GSLICE_MEMORY_LIMIT=\"%s\" is malformed at \"%s\": want INDEX=SIZE items like "
-               "0=4GiB,1=2GiB (index 0-%d, each once, size 1B.." GS_SIZE_MAX_TEXT
-               ", no spaces), or one size for every device",
-               text, item, GS_CONFIG_MAX_ORDINALS - 1);
-      return -EINVAL;
-    }
-    c->cap_set |= 1ull << idx;
-    c->cap[idx] = v;
-  }
-  if (!c->cap_set) {
-    snprintf(err, err_len, "GSLICE_MEMORY_LIMIT=\"%s\" is malformed: no INDEX=SIZE item", text);
+  if (e < 0 || v == 0) {
+    snprintf(err, err_len,
+             "GSLICE_MEMORY_LIMIT=\"%s\" is malformed: want a size > 0 like 4GiB, or per device "
+             "index like 0=4GiB,1=2GiB, no spaces (unset it for no cap)",
+             text);
     return -EINVAL;
   }
+  c->has_cap_all = 1;
+  c->cap_all = v;
   return 0;
 }
 

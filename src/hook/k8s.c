@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kv.h"
+
 #define K8S_ENV_MAX 4096
 
 static char refused[512];
@@ -22,29 +24,39 @@ static const char *const allowed[] = {"GSLICE_SLICE",         "GSLICE_SLICE_NONC
                                       "GSLICE_MEMORY_LIMIT",  "GSLICE_COMPUTE_LIMIT",
                                       "CUDA_VISIBLE_DEVICES", "GSLICE_K8S_ERROR"};
 
-static int apply(char *text) {
-  char *save = NULL;
-  bool any = false;
+struct env_apply {
+  bool any;
+};
 
-  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    char *eq = strchr(line, '=');
-    bool ok = false;
-    if (!eq)
-      return -EBADMSG;
-    *eq = 0;
-    for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
-      ok |= !strcmp(line, allowed[i]);
-    if (!ok)
-      return -EBADMSG;
-    if (!strcmp(line, "GSLICE_K8S_ERROR")) {
-      snprintf(refused, sizeof(refused), "%s", eq + 1);
-      return 0;
-    }
-    if (setenv(line, eq + 1, 1) < 0)
-      return -errno;
-    any = true;
+/* One slice.env line: a variable the hook and the driver read, or why there is no slice (the
+ * rest of the file then does not matter: -ECANCELED stops the parse). */
+static int apply_line(const char *key, const char *value, unsigned line, void *user, char *err,
+                      size_t err_len) {
+  struct env_apply *a = user;
+  bool ok = false;
+
+  for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+    ok |= !strcmp(key, allowed[i]);
+  if (!ok)
+    return -EBADMSG;
+  if (!strcmp(key, "GSLICE_K8S_ERROR")) {
+    snprintf(refused, sizeof(refused), "%s", value);
+    return -ECANCELED;
   }
-  return any ? 0 : -EBADMSG;
+  if (setenv(key, value, 1) < 0)
+    return -errno;
+  a->any = true;
+  return 0;
+}
+
+static int apply(char *text) {
+  struct env_apply a = {false};
+  int r = gs_kv_parse(text, '\n', 0, apply_line, &a, NULL, 0);
+  if (r == -ECANCELED)
+    return 0;
+  if (r < 0)
+    return r;
+  return a.any ? 0 : -EBADMSG;
 }
 
 __attribute__((constructor)) static void k8s_setup(void) {
