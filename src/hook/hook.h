@@ -7,7 +7,7 @@
  *     if (r->cuEventRecord) r->cuEventRecord(ev, stream);
  * These pointers come from the next libcuda.so.1 (dlopen + dlsym on its handle), so nothing the
  * gate calls goes through the hook's own wrappers. A member is NULL when the driver lacks that
- * entry point. For an entry point not in the table, gs_real_sym("cuName") returns the real one.
+ * entry point.
  *
  * Every file of the hook is built with __CUDA_API_VERSION_INTERNAL (src/hook/CMakeLists.txt):
  * cuda.h then declares every ABI name as itself (cuLaunchKernel and cuLaunchKernel_ptsz,
@@ -47,12 +47,6 @@ static inline const struct gs_real *gs_real(void) {
   const struct gs_real *r = atomic_load_explicit(&gs_real_table, memory_order_acquire);
   return __builtin_expect(r != NULL, 1) ? r : gs_real_resolve();
 }
-/* Any other real entry point, by its exported name: libcuda first, then NVML. NULL if absent. */
-void *gs_real_sym(const char *name);
-
-/* resolve.c: the wrapper standing for a real entry point's address, or NULL if it is not one the
- * hook wraps. */
-void *gs_wrapper_for(const void *real_fn);
 
 /* slice.c: the hook's process-wide setup (configuration, the slice's region). Runs once; a
  * malformed configuration or a refused region stops the program there, with a message. */

@@ -81,18 +81,9 @@ const struct gs_real *gs_real_resolve(void) {
   return &real;
 }
 
-void *gs_real_sym(const char *name) {
-  const struct gs_real *r = gs_real();
-  dlsym_fn sym = real_dlsym();
-  void *p = NULL;
-  if (r->cuda && sym)
-    p = sym(r->cuda, name);
-  if (!p && r->nvml && sym)
-    p = sym(r->nvml, name);
-  return p;
-}
-
-void *gs_wrapper_for(const void *real_fn) {
+/* The wrapper standing for a real entry point's address, or NULL if it is not one the hook wraps.
+ */
+static void *gs_wrapper_for(const void *real_fn) {
   if (!real_fn)
     return NULL;
   gs_real();
