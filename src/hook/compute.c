@@ -19,26 +19,127 @@ static __thread int tl_gated __attribute__((tls_model("initial-exec"))) = -1;
 
 /* ---- the gate ---- */
 
+/* The open burst takes one more launch of ctx: within its time and budget. */
+static bool burst_takes(struct burst *b, CUcontext ctx, uint64_t now) {
+  return b->open && now < atomic_load(&b->valid_until) && LAUNCHES(b) < atomic_load(&b->budget) &&
+         b->ctx == ctx;
+}
+
+/* A launch joins the valid burst: this stream is new to it, or its last segment ended at a
+ * synchronize and this launch begins the next one. */
+static void join_burst(struct burst *b, CUstream stream) {
+  if (!b->seg_open) {
+    b->seg_open = true;
+    if (gs_burst_record(b->seg_start, stream) != CUDA_SUCCESS)
+      b->thread_local_stream = true;
+  }
+  gs_burst_add_stream(b, stream);
+  if (!b->handoff_set && LAUNCHES(b) == atomic_load(&b->fast_budget) &&
+      atomic_load(&b->fast_budget) < atomic_load(&b->budget))
+    gs_burst_mark_handoff(b);
+  atomic_fetch_add(&b->gate, GATE_LAUNCH + 1);
+}
+
+/* The previous holder's tail is still running and ends soon. */
+static bool tail_running(const struct burst *b, uint64_t now) {
+  return b->granted && b->grant.busy_until_ns > now + HANDOFF_LEAD_NS &&
+         b->grant.busy_until_ns < now + 2 * HANDOFF_LEAD_NS + HANDOFF_NS * 4;
+}
+
+/* Queues behind the previous holder's tail just before it ends, not beside it (the device
+ * would take turns between the two, each charged the other's). */
+static void queue_behind_tail(struct burst *b) {
+  uint64_t at = b->grant.busy_until_ns - HANDOFF_LEAD_NS;
+  uint32_t gen = b->grant.generation;
+  struct timespec ts = {.tv_sec = (time_t)(at / 1000000000ull),
+                        .tv_nsec = (long)(at % 1000000000ull)};
+  b->gate_waiters++;
+  pthread_mutex_unlock(&C.mu);
+  clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+  pthread_mutex_lock(&C.mu);
+  b->gate_waiters--;
+  /* A revoke meanwhile dropped that grant (compute_link.c), and another may have come: its
+   * own previous tail is still to be waited for. */
+  if (b->granted && b->grant.generation == gen)
+    b->grant.busy_until_ns = 0;
+}
+
+static void take_grant(int dev, struct burst *b, CUcontext ctx, CUstream stream, uint64_t now) {
+  b->granted = false;
+  if (now < b->grant.valid_until_ns) {
+    gs_burst_open(b, ctx, stream, b->grant.generation, b->grant.valid_until_ns,
+                  b->grant.quantum_ns);
+    b->self_burst = false;
+    /* No wake-up for the helper: it read the grant, and looks again within UNUSED_GRANT_NS
+     * (then it watches the burst: expiry, idle). The first launch goes straight on. */
+  } else {
+    /* Expired before we got to it: give it back unused. */
+    struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->grant.generation};
+    gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel));
+  }
+}
+
+/* Asks the daemon for a token (once) and waits for it, bounded: a late grant sends a PING, and
+ * no PONG in time means the daemon is not there (the request stays out: its grant is taken
+ * when it comes). */
+static void wait_for_grant(int dev, struct burst *b, uint64_t now) {
+  if (!b->waiting) {
+    struct gs_msg_token_request q = {.gpu = (uint32_t)dev};
+    if (gs_link_send(GS_MSG_TOKEN_REQUEST, &q, sizeof(q)) < 0) {
+      gs_link_wake();
+      pthread_cond_wait(&C.cv, &C.mu);
+      return;
+    }
+    b->waiting = true;
+    b->requested_at = now;
+  }
+  uint64_t deadline = C.ping_at ? C.ping_at + PING_WAIT_NS : b->requested_at + GRANT_WAIT_NS;
+  if (now >= deadline) {
+    if (!C.ping_at) {
+      struct gs_msg_ping p = {.cookie = ++C.ping_cookie};
+      C.ping_at = now;
+      gs_link_send(GS_MSG_PING, &p, sizeof(p));
+    } else {
+      C.unresponsive = true;
+      gs_log(GS_LOG_WARN,
+             "the gslice daemon has not answered for %llu ms (stopped?): slice "
+             "%u runs at no more than its %u%% limit until it does",
+             (unsigned long long)((now - b->requested_at) / NS_PER_MS), C.slice_id, C.limit_pct);
+      pthread_cond_broadcast(&C.cv);
+    }
+    return;
+  }
+  struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
+                        .tv_nsec = (long)(deadline % 1000000000ull)};
+  b->gate_waiters++;
+  pthread_cond_timedwait(&C.cv, &C.mu, &ts);
+  b->gate_waiters--;
+}
+
+/* No daemon (or it refused this GPU): the slice paces itself at its limit. */
+static void pace_self(struct burst *b, CUcontext ctx, CUstream stream, uint64_t now) {
+  if (now < b->self_next) {
+    struct timespec ts = {.tv_sec = (time_t)(b->self_next / 1000000000ull),
+                          .tv_nsec = (long)(b->self_next % 1000000000ull)};
+    pthread_cond_timedwait(&C.cv, &C.mu, &ts);
+    return;
+  }
+  gs_burst_open(b, ctx, stream, 0, now + SELF_QUANTUM_NS, SELF_QUANTUM_NS);
+  b->self_burst = true;
+  gs_link_wake();
+}
+
+/* Under C.mu, one step at a time until this launch may go: join the valid burst; or hand the
+ * token off, close the burst, wait for another thread's close, queue behind the previous
+ * holder's tail, take a grant, wait for one, or pace without a daemon, and look again. */
 static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
   struct burst *b = &C.b[dev];
 
   pthread_mutex_lock(&C.mu);
   for (;;) {
     uint64_t now = gs_mono_ns();
-    if (b->open && now < atomic_load(&b->valid_until) && LAUNCHES(b) < atomic_load(&b->budget) &&
-        b->ctx == ctx) {
-      /* Still valid: this stream is new to the burst, or the burst's last segment ended at a
-       * synchronize and this launch begins the next one. */
-      if (!b->seg_open) {
-        b->seg_open = true;
-        if (gs_burst_record(b->seg_start, stream) != CUDA_SUCCESS)
-          b->thread_local_stream = true;
-      }
-      gs_burst_add_stream(b, stream);
-      if (!b->handoff_set && LAUNCHES(b) == atomic_load(&b->fast_budget) &&
-          atomic_load(&b->fast_budget) < atomic_load(&b->budget))
-        gs_burst_mark_handoff(b);
-      atomic_fetch_add(&b->gate, GATE_LAUNCH + 1);
+    if (burst_takes(b, ctx, now)) {
+      join_burst(b, stream);
       break;
     }
     if (b->open && b->handoff_set && !b->released && b->ctx == ctx) {
@@ -48,99 +149,21 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
         pthread_cond_wait(&C.cv, &C.mu);
       else
         gs_burst_handoff(dev);
-      continue;
-    }
-    if (b->open) {
+    } else if (b->open) {
       gs_burst_close(dev, false, true);
-      continue;
-    }
-    if (b->closing || b->handing) {
+    } else if (b->closing || b->handing) {
       /* Another thread's close waits for the GPU: its release comes first, and the events are
        * its until then. */
       pthread_cond_wait(&C.cv, &C.mu);
-      continue;
+    } else if (tail_running(b, now)) {
+      queue_behind_tail(b);
+    } else if (b->granted) {
+      take_grant(dev, b, ctx, stream, now);
+    } else if (C.mode == MODE_DAEMON && !b->denied && !C.unresponsive) {
+      wait_for_grant(dev, b, now);
+    } else {
+      pace_self(b, ctx, stream, now);
     }
-    if (b->granted && b->grant.busy_until_ns > now + HANDOFF_LEAD_NS &&
-        b->grant.busy_until_ns < now + 2 * HANDOFF_LEAD_NS + HANDOFF_NS * 4) {
-      /* The previous holder's tail is still running: queue behind it just before it ends, not
-       * beside it (the device would take turns between the two, each charged the other's). */
-      uint64_t at = b->grant.busy_until_ns - HANDOFF_LEAD_NS;
-      uint32_t gen = b->grant.generation;
-      struct timespec ts = {.tv_sec = (time_t)(at / 1000000000ull),
-                            .tv_nsec = (long)(at % 1000000000ull)};
-      b->gate_waiters++;
-      pthread_mutex_unlock(&C.mu);
-      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-      pthread_mutex_lock(&C.mu);
-      b->gate_waiters--;
-      /* A revoke meanwhile dropped that grant (compute_link.c), and another may have come: its
-       * own previous tail is still to be waited for. */
-      if (b->granted && b->grant.generation == gen)
-        b->grant.busy_until_ns = 0;
-      continue;
-    }
-    if (b->granted) {
-      b->granted = false;
-      if (now < b->grant.valid_until_ns) {
-        gs_burst_open(b, ctx, stream, b->grant.generation, b->grant.valid_until_ns,
-                      b->grant.quantum_ns);
-        b->self_burst = false;
-        /* No wake-up for the helper: it read the grant, and looks again within UNUSED_GRANT_NS
-         * (then it watches the burst: expiry, idle). The first launch goes straight on. */
-      } else {
-        /* Expired before we got to it: give it back unused. */
-        struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->grant.generation};
-        gs_link_send(GS_MSG_TOKEN_RELEASE, &rel, sizeof(rel));
-      }
-      continue;
-    }
-    if (C.mode == MODE_DAEMON && !b->denied && !C.unresponsive) {
-      if (!b->waiting) {
-        struct gs_msg_token_request q = {.gpu = (uint32_t)dev};
-        if (gs_link_send(GS_MSG_TOKEN_REQUEST, &q, sizeof(q)) < 0) {
-          gs_link_wake();
-          pthread_cond_wait(&C.cv, &C.mu);
-          continue;
-        }
-        b->waiting = true;
-        b->requested_at = now;
-      }
-      /* The wait is bounded: a late grant sends a PING, and no PONG in time means the daemon
-       * is not there (the request stays out: its grant is taken when it comes). */
-      uint64_t deadline = C.ping_at ? C.ping_at + PING_WAIT_NS : b->requested_at + GRANT_WAIT_NS;
-      if (now >= deadline) {
-        if (!C.ping_at) {
-          struct gs_msg_ping p = {.cookie = ++C.ping_cookie};
-          C.ping_at = now;
-          gs_link_send(GS_MSG_PING, &p, sizeof(p));
-        } else {
-          C.unresponsive = true;
-          gs_log(GS_LOG_WARN,
-                 "the gslice daemon has not answered for %llu ms (stopped?): slice "
-                 "%u runs at no more than its %u%% limit until it does",
-                 (unsigned long long)((now - b->requested_at) / NS_PER_MS), C.slice_id,
-                 C.limit_pct);
-          pthread_cond_broadcast(&C.cv);
-        }
-        continue;
-      }
-      struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
-                            .tv_nsec = (long)(deadline % 1000000000ull)};
-      b->gate_waiters++;
-      pthread_cond_timedwait(&C.cv, &C.mu, &ts);
-      b->gate_waiters--;
-      continue;
-    }
-    /* No daemon (or it refused this GPU): pace at the limit ourselves. */
-    if (now < b->self_next) {
-      struct timespec ts = {.tv_sec = (time_t)(b->self_next / 1000000000ull),
-                            .tv_nsec = (long)(b->self_next % 1000000000ull)};
-      pthread_cond_timedwait(&C.cv, &C.mu, &ts);
-      continue;
-    }
-    gs_burst_open(b, ctx, stream, 0, now + SELF_QUANTUM_NS, SELF_QUANTUM_NS);
-    b->self_burst = true;
-    gs_link_wake();
   }
   pthread_mutex_unlock(&C.mu);
   tl_gated = dev;

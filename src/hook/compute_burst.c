@@ -158,101 +158,111 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   atomic_store(&b->valid_until, until);
 }
 
-/* Closes the burst of GPU `dev`: no launch passes from here on; what was
- * queued runs to its end (a kernel cannot be cut), and the burst's device
- * time, overrun included, is what gets charged. Called with mu held; mu is
- * dropped while the GPU finishes the burst's work, so that neither the
- * helper nor another launching thread waits on the GPU behind this one (the
- * burst is `closing` meanwhile: its events are this call's). */
-void gs_burst_close(int dev, bool from_helper, bool more) {
-  const struct gs_real *r = gs_real();
-  struct burst *b = &C.b[dev];
-  uint64_t used = 0, span = 0, launches, seen;
+/* What a close reads of its burst under mu, to time it with mu dropped. */
+struct close_view {
   CUstream streams[BURST_STREAMS];
   unsigned n;
+  uint64_t launches;
+  bool timed, seg_open, use_probe;
+  uint64_t seg_used, seg_span;
+};
 
-  if (!b->open)
-    return;
+/* Stops the burst's launches (the ones past the gate get in first) and marks it closing: its
+ * events are this close's until it ends. */
+static void close_begin(struct burst *b, struct close_view *v) {
   b->sync_seq++;
   atomic_store(&b->valid_until, 0);
   while (INFLIGHT(b) > 0)
     sched_yield();
-  seen = launches = LAUNCHES(b);
-  n = atomic_load(&b->nstreams);
-  for (unsigned i = 0; i < n; i++)
-    streams[i] = (CUstream)atomic_load(&b->streams[i]);
+  v->launches = LAUNCHES(b);
+  v->n = atomic_load(&b->nstreams);
+  for (unsigned i = 0; i < v->n; i++)
+    v->streams[i] = (CUstream)atomic_load(&b->streams[i]);
   b->open = false;
   b->closing = true;
-  bool timed = b->have_events && !b->thread_local_stream;
-  bool seg_open = b->seg_open, use_probe = b->probe_set && b->probe_launches == seen;
-  uint64_t seg_used = b->seg_used_ns, seg_span = b->seg_span_ns;
-  pthread_mutex_unlock(&C.mu);
+  v->timed = b->have_events && !b->thread_local_stream;
+  v->seg_open = b->seg_open;
+  v->use_probe = b->probe_set && b->probe_launches == v->launches;
+  v->seg_used = b->seg_used_ns;
+  v->seg_span = b->seg_span_ns;
+}
 
+/* The device time of the open segment from the events on each stream (the helper's last probe
+ * when nothing was launched since: it marks the true end, not the moment someone noticed).
+ * False when an event failed. */
+static bool close_time_events(struct burst *b, const struct close_view *v, uint64_t *used,
+                              uint64_t *span) {
+  const struct gs_real *r = gs_real();
+  float seg_ms = 0, span_ms = 0;
+  bool ok = true;
+
+  for (unsigned i = 0; i < v->n && ok; i++) {
+    CUevent e = v->use_probe ? b->probe[i] : b->end[i];
+    float a, z;
+    if (!v->use_probe)
+      ok = gs_burst_record(e, v->streams[i]) == CUDA_SUCCESS;
+    ok = ok && r->cuEventSynchronize(e) == CUDA_SUCCESS;
+    ok = ok && gs_burst_elapsed_ms(&a, b->seg_start, e) && gs_burst_elapsed_ms(&z, b->start, e);
+    if (ok && a > seg_ms)
+      seg_ms = a;
+    if (ok && z > span_ms)
+      span_ms = z;
+  }
+  if (!ok)
+    return false;
+  *used = v->seg_used + (uint64_t)((double)seg_ms * 1e6);
+  *span = (uint64_t)((double)span_ms * 1e6);
+  if (*span < v->seg_span)
+    *span = v->seg_span;
+  return true;
+}
+
+/* Waits for the burst's work to end (mu dropped) and measures it: by its events, or by the
+ * wall clock after a context synchronize when it has none (then v->timed is cleared). */
+static void close_measure(struct burst *b, struct close_view *v, bool from_helper, uint64_t *used,
+                          uint64_t *span) {
+  const struct gs_real *r = gs_real();
   CUcontext saved = NULL;
+
   if (from_helper && r->cuCtxGetCurrent && r->cuCtxSetCurrent) {
     r->cuCtxGetCurrent(&saved);
     r->cuCtxSetCurrent(b->ctx);
   }
-  if (timed && !seg_open) {
+  if (v->timed && !v->seg_open) {
     /* Ended at a synchronize, nothing launched since. */
-    used = seg_used;
-    span = seg_span;
-  } else if (timed) {
-    /* Nothing launched since the helper's last probe: the probe marks the
-     * true end, not the moment someone noticed. */
-    float seg_ms = 0, span_ms = 0;
-    bool ok = true;
-    for (unsigned i = 0; i < n && ok; i++) {
-      CUevent e = use_probe ? b->probe[i] : b->end[i];
-      float a, z;
-      if (!use_probe)
-        ok = gs_burst_record(e, streams[i]) == CUDA_SUCCESS;
-      ok = ok && r->cuEventSynchronize(e) == CUDA_SUCCESS;
-      ok = ok && gs_burst_elapsed_ms(&a, b->seg_start, e) && gs_burst_elapsed_ms(&z, b->start, e);
-      if (ok && a > seg_ms)
-        seg_ms = a;
-      if (ok && z > span_ms)
-        span_ms = z;
-    }
-    if (ok) {
-      used = seg_used + (uint64_t)((double)seg_ms * 1e6);
-      span = (uint64_t)((double)span_ms * 1e6);
-      if (span < seg_span)
-        span = seg_span;
-    } else {
-      timed = false;
-    }
+    *used = v->seg_used;
+    *span = v->seg_span;
+  } else if (v->timed && !close_time_events(b, v, used, span)) {
+    v->timed = false;
   }
-  if (!timed) {
+  if (!v->timed) {
     if (r->cuCtxSynchronize)
       r->cuCtxSynchronize();
-    used = gs_mono_ns() - b->opened_at;
-    span = used;
+    *used = gs_mono_ns() - b->opened_at;
+    *span = *used;
   }
   if (from_helper && r->cuCtxSetCurrent)
     r->cuCtxSetCurrent(saved);
+}
 
-  pthread_mutex_lock(&C.mu);
-  b->closing = false;
-  if (!timed)
-    b->thread_local_stream = true;
-  pthread_cond_broadcast(&C.cv); /* launching threads wait for the close (slow path) */
+/* A burst's time per launch errs high, never low: its start event goes before its first kernel
+ * can run (behind the previous holder's tail, or another context's timeslice), so a lower one
+ * is the better figure and is taken faster; a figure too high leaves the device idle at each
+ * handoff for the tail thought longer than it is. */
+static void close_kernel_ns(struct burst *b, uint64_t launches, uint64_t used) {
   if (launches && used) {
-    /* A burst's time per launch errs high, never low: its start event goes before its first
-     * kernel can run (behind the previous holder's tail, or another context's timeslice), so a
-     * lower one is the better figure and is taken faster. Slow to come down, a 20 ms-kernel
-     * slice whose first burst measured 33 ms a kernel still said 24 after two seconds, and each
-     * of its handoffs then left the device idle for the 4 ms its tail was thought longer. */
     uint64_t k = used / launches;
     b->kernel_ns = !b->kernel_ns      ? k
                    : k < b->kernel_ns ? (b->kernel_ns + k) / 2
                                       : (3 * b->kernel_ns + k) / 4;
-  } else if (launches && !used) {
+  } else if (launches) {
     b->kernel_ns = 1000; /* free kernels: count them as 1 us so the budget stays finite */
   }
-  gs_log(GS_LOG_DEBUG, "compute: gpu %d burst %u closed by %s: %llu ns, %llu launches%s", dev,
-         b->generation, from_helper ? "helper" : "gate", (unsigned long long)used,
-         (unsigned long long)launches, timed ? "" : " (wall time)");
+}
+
+/* Charges the burst: a release to the daemon, or without one the pace of the slice's limit. */
+static void close_charge(int dev, struct burst *b, uint64_t used, uint64_t span, uint64_t launches,
+                         bool more) {
   if (C.mode == MODE_DAEMON && !b->denied && !b->self_burst) {
     /* The burst's end stays where it was; its start moves up by the idle time left out, so a
      * lone participant's span is what it ran, and a shared token's span still ends where the
@@ -273,6 +283,34 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
   } else if (C.limit_pct < 100) {
     b->self_next = b->opened_at + used * 100 / C.limit_pct;
   }
+}
+
+/* Closes the burst of GPU `dev`: no launch passes from here on; what was
+ * queued runs to its end (a kernel cannot be cut), and the burst's device
+ * time, overrun included, is what gets charged. Called with mu held; mu is
+ * dropped while the GPU finishes the burst's work, so that neither the
+ * helper nor another launching thread waits on the GPU behind this one (the
+ * burst is `closing` meanwhile: its events are this call's). */
+void gs_burst_close(int dev, bool from_helper, bool more) {
+  struct burst *b = &C.b[dev];
+  struct close_view v;
+  uint64_t used = 0, span = 0;
+
+  if (!b->open)
+    return;
+  close_begin(b, &v);
+  pthread_mutex_unlock(&C.mu);
+  close_measure(b, &v, from_helper, &used, &span);
+  pthread_mutex_lock(&C.mu);
+  b->closing = false;
+  if (!v.timed)
+    b->thread_local_stream = true;
+  pthread_cond_broadcast(&C.cv); /* launching threads wait for the close (slow path) */
+  close_kernel_ns(b, v.launches, used);
+  gs_log(GS_LOG_DEBUG, "compute: gpu %d burst %u closed by %s: %llu ns, %llu launches%s", dev,
+         b->generation, from_helper ? "helper" : "gate", (unsigned long long)used,
+         (unsigned long long)v.launches, v.timed ? "" : " (wall time)");
+  close_charge(dev, b, used, span, v.launches, more);
 }
 
 /* Whether the work before the burst's tail has run (its handoff events completed); then when
@@ -368,12 +406,53 @@ static uint64_t unused_grant_at(const struct burst *b) {
   return b->granted_at + UNUSED_GRANT_NS;
 }
 
+/* A marked handoff's look: hands off when due. True when the look ends there: handed off, or
+ * expired with the handoff marked (a close now would hold the token until the whole queue has
+ * drained, the device idle behind it while the release, the pick and the next holder's wake-up
+ * go by; nothing more joins the burst, the slow path stopping at expiry and the fast one at the
+ * mark, so the handoff comes at the end of what is queued, less HANDOFF_NS; work that never
+ * ends is the release deadline's: a revoke closes the burst). */
+static bool check_handoff(int dev, struct burst *b, uint64_t now, bool expired) {
+  if (!b->release_at || (expired && !b->tail_final))
+    handoff_due(b, now, expired);
+  if (b->release_at && now >= b->release_at) {
+    hand_off(dev, true, now);
+    return true;
+  }
+  return expired;
+}
+
+/* Records a probe on each stream of the burst: where its queue ends now. */
+static void probe_queue(struct burst *b, uint64_t launches) {
+  const struct gs_real *r = gs_real();
+  unsigned n = atomic_load(&b->nstreams);
+  CUcontext saved = NULL;
+  bool ok = true;
+
+  r->cuCtxGetCurrent(&saved);
+  r->cuCtxSetCurrent(b->ctx);
+  for (unsigned i = 0; i < n; i++)
+    ok = ok && gs_burst_record(b->probe[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+  r->cuCtxSetCurrent(saved);
+  b->probe_set = ok;
+  b->probe_launches = launches;
+  b->idle_ticks = 0;
+}
+
+/* Whether every probe has completed: the queue the last probe marked has run. */
+static bool probes_done(const struct burst *b) {
+  const struct gs_real *r = gs_real();
+  unsigned n = atomic_load(&b->nstreams);
+
+  for (unsigned i = 0; i < n; i++)
+    if (r->cuEventQuery(b->probe[i]) != CUDA_SUCCESS)
+      return false;
+  return true;
+}
+
 /* The helper's look at a GPU: a grant left unused, an expired burst, or an idle one. */
 void gs_burst_check(int dev, uint64_t now) {
-  const struct gs_real *r = gs_real();
   struct burst *b = &C.b[dev];
-  uint64_t launches;
-  unsigned n;
 
   if (b->granted && !b->open && b->gate_waiters == 0 && now >= unused_grant_at(b)) {
     struct gs_msg_token_release rel = {.gpu = (uint32_t)dev, .generation = b->grant.generation};
@@ -383,24 +462,10 @@ void gs_burst_check(int dev, uint64_t now) {
   }
   if (!b->open)
     return;
-  launches = LAUNCHES(b);
+  uint64_t launches = LAUNCHES(b);
   bool expired = now >= atomic_load(&b->valid_until);
-  if (b->handoff_set && !b->released) {
-    if (!b->release_at || (expired && !b->tail_final))
-      handoff_due(b, now, expired);
-    if (b->release_at && now >= b->release_at) {
-      hand_off(dev, true, now);
-      return;
-    }
-    /* Expired with its handoff marked: a close now would hold the token until the whole queue
-     * has drained, the device idle behind it while the release, the pick and the next holder's
-     * wake-up go by (measured: 55 of 130 bursts of a 0.2 ms-kernel slice in 50/30/20 closed so,
-     * a thread already handing off). Nothing more joins the burst (the slow path stops at
-     * expiry, the fast one at the mark), so the handoff comes at the end of what is queued, less
-     * HANDOFF_NS; work that never ends is the release deadline's (a revoke closes the burst). */
-    if (expired)
-      return;
-  }
+  if (b->handoff_set && !b->released && check_handoff(dev, b, now, expired))
+    return;
   if (expired) {
     /* Expired while the process is probably synchronizing on what it queued:
      * it will want more, so it stays in the running for the next pick (an
@@ -417,32 +482,16 @@ void gs_burst_check(int dev, uint64_t now) {
   if (!b->probe_set || b->probe_launches != launches) {
     /* A launch counted but not yet in the driver (it passed the gate a moment ago, often the
      * one that opened the burst and woke us): a probe now would land before its kernel and
-     * complete at once, and the burst's close would take it for the end. A burst of one 20 ms
-     * kernel was then charged ~50 us about one time in four, and the next holder, whose first
-     * kernels queued behind the rest of it, was charged that rest. Looked at next tick. */
-    if (INFLIGHT(b) > 0)
-      return;
-    /* New launches since the last look: mark where the queue ends now. */
-    CUcontext saved = NULL;
-    n = atomic_load(&b->nstreams);
-    r->cuCtxGetCurrent(&saved);
-    r->cuCtxSetCurrent(b->ctx);
-    bool ok = true;
-    for (unsigned i = 0; i < n; i++)
-      ok =
-          ok && gs_burst_record(b->probe[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
-    r->cuCtxSetCurrent(saved);
-    b->probe_set = ok;
-    b->probe_launches = launches;
+     * complete at once, and the close would take it for the end, charging the burst almost
+     * nothing and the next holder, queued behind it, the rest. Looked at next tick. */
+    if (INFLIGHT(b) == 0)
+      probe_queue(b, launches);
+    return;
+  }
+  if (!probes_done(b)) {
     b->idle_ticks = 0;
     return;
   }
-  n = atomic_load(&b->nstreams);
-  for (unsigned i = 0; i < n; i++)
-    if (r->cuEventQuery(b->probe[i]) != CUDA_SUCCESS) {
-      b->idle_ticks = 0;
-      return;
-    }
   /* Nothing queued and nothing launched: after IDLE_TICKS looks, nothing is
    * left to run, and the token goes back at once. */
   if (++b->idle_ticks >= IDLE_TICKS) {
@@ -479,8 +528,8 @@ uint64_t gs_burst_next_look(const struct burst *b, uint64_t now, uint64_t wake) 
   }
   if (b->handoff_set && !b->released) {
     /* Half the tail between looks: the events say when the work before the tail completed, so
-     * a late look costs nothing while release_at is ahead; polling a 20 ms kernel's handoff
-     * every 0.1 ms took the CPU from the launching threads of a loaded machine. */
+     * a late look costs nothing while release_at is ahead, and a faster poll takes the CPU from
+     * the launching threads of a loaded machine. */
     uint64_t tick =
         b->handoff_tail_ns / 2 > HANDOFF_TICK_NS ? b->handoff_tail_ns / 2 : HANDOFF_TICK_NS;
     t = b->release_at ? b->release_at : now + tick;

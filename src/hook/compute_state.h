@@ -31,8 +31,8 @@
  * rightly wait longer (others' guarantees come first), so a late grant alone proves nothing. */
 #define GRANT_WAIT_NS (1000 * NS_PER_MS)
 /* No PONG within this: the daemon is stopped (SIGSTOP, a debugger) or hung; the slice paces
- * itself at its limit until the daemon answers, as when it is lost (a 12 s stop of the daemon
- * stopped every slice's GPU work for 12 s). */
+ * itself at its limit until the daemon answers, as when it is lost (else a stopped daemon
+ * stops every slice's GPU work). */
 #define PING_WAIT_NS (500 * NS_PER_MS)
 /* Launches per burst when nothing is known yet about this process's kernels. */
 /* The handoff: a burst that has spent its budget gives its token back when this much of its
@@ -87,8 +87,8 @@ struct burst {
   bool tail_final;          /* tail_end counts the launches made, not the budget's */
   /* A burst is charged its segments: from a launch to the synchronize that waited for it. The
    * idle time between a synchronize and the next launch is the process's own, not the device's
-   * (a 0.2 ms-kernel slice synchronizing every 8 kernels was charged 10-25% above what ran on a
-   * loaded machine, and fell under its request where requests add up to 100%). */
+   * (charged, it puts a slice that synchronizes often above what it ran, and under its request
+   * where requests add up to 100%). */
   CUevent seg_start;
   bool seg_open;          /* a segment is open: seg_start marks where it began */
   uint64_t seg_used_ns;   /* device time of the burst's closed segments */
