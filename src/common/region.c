@@ -45,8 +45,8 @@ static uint32_t header_check(const struct region_layout *l) {
  * The daemon (a nowait handle) never hands this mutex to glibc. The file is the slice's to write,
  * and glibc keeps a robust mutex it holds on the thread's robust list: pthread_mutex_lock writes
  * list pointers into the mutex's __list, and unlock follows whatever __list holds then. A slice
- * process that rewrote them while root gsliced held the lock made gsliced write pointers of its
- * choosing and die of SIGSEGV in about a second. So the daemon writes caps without the lock
+ * process that rewrites them while root gsliced holds the lock makes gsliced write pointers of
+ * its choosing and die. So the daemon writes caps without the lock
  * (region_books.c), reads without it, repairs nothing, and for the one thing that needs the
  * hooks held off, adding a device entry, takes the lock word itself: one compare-and-swap of the
  * futex word from 0 to an owner no thread can be (DAEMON_OWNER), released with an exchange and a
@@ -246,64 +246,60 @@ void gs_region_forget_open(void) {
   opening.r = NULL;
 }
 
-static int region_open(const char *dir, int create, uid_t owner, gid_t group, int nowait,
-                       struct gs_region **ret_region) {
-  if (!dir || dir[0] != '/')
-    return -EINVAL;
-  struct gs_region *r = calloc(1, sizeof(*r));
-  if (!r)
-    return -ENOMEM;
-  r->nowait = nowait;
-  int e = 0, fd = -1;
-  if (snprintf(r->path, sizeof(r->path), "%s/%s", dir, GS_REGION_FILE) >= (int)sizeof(r->path)) {
-    e = -ENAMETOOLONG;
-    goto fail;
-  }
+/* Opens the region file of dir (made first with create), through no symbolic link. */
+static int region_open_file(struct gs_region *r, const char *dir, int create, int *ret_fd) {
+  int fd = -1, e;
+
+  if (snprintf(r->path, sizeof(r->path), "%s/%s", dir, GS_REGION_FILE) >= (int)sizeof(r->path))
+    return -ENAMETOOLONG;
   if (create && (e = mkdir_p(dir)) < 0)
-    goto fail;
+    return e;
   for (int attempt = 0; attempt < 2; attempt++) {
     /* A nowait handle (the daemon's) never waits on the file either: open(2) of a file that
      * another process holds a lease on waits for the lease's break (45 s by default) unless
      * O_NONBLOCK, and a slice's process owns its region file. */
-    fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (nowait ? O_NONBLOCK : 0));
+    fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (r->nowait ? O_NONBLOCK : 0));
     if (fd >= 0 || errno != ENOENT || !create)
       break;
     if ((e = region_create(dir, r->path)) < 0)
-      goto fail;
+      return e;
   }
-  if (fd < 0) {
-    e = -errno;
-    goto fail;
-  }
-  struct stat st;
-  if (fstat(fd, &st) < 0) {
-    e = -errno;
-    goto fail;
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size < (off_t)(sizeof(uint64_t) + sizeof(uint32_t))) {
-    e = -EBADMSG;
-    goto fail;
-  }
+  if (fd < 0)
+    return -errno;
+  *ret_fd = fd;
+  return 0;
+}
+
+/* A regular file at least as long as the magic and version; the daemon's open cuts back what
+ * lies past the layout. */
+static int region_check_file(struct gs_region *r, int fd, struct stat *st) {
+  if (fstat(fd, st) < 0)
+    return -errno;
+  if (!S_ISREG(st->st_mode) || st->st_size < (off_t)(sizeof(uint64_t) + sizeof(uint32_t)))
+    return -EBADMSG;
   /* The layout's size is fixed, and nothing past it is read: a file grown beyond it (a container
    * writes its region through a read-write file mount, and ephemeral-storage limits do not count
    * it) is cut back by the daemon at each look, so it grows by at most what one writes between
    * two looks. Through this descriptor and only with one link: never another file. */
-  if (nowait && st.st_size > (off_t)sizeof(struct region_layout) && st.st_nlink == 1) {
-    if (ftruncate(fd, (off_t)sizeof(struct region_layout)) < 0) {
-      e = -errno;
-      goto fail;
-    }
-    r->cut = (uint64_t)st.st_size - sizeof(struct region_layout);
-    st.st_size = (off_t)sizeof(struct region_layout);
+  if (r->nowait && st->st_size > (off_t)sizeof(struct region_layout) && st->st_nlink == 1) {
+    if (ftruncate(fd, (off_t)sizeof(struct region_layout)) < 0)
+      return -errno;
+    r->cut = (uint64_t)st->st_size - sizeof(struct region_layout);
+    st->st_size = (off_t)sizeof(struct region_layout);
   }
-  size_t map_size = (size_t)st.st_size < sizeof(struct region_layout)
-                        ? (size_t)st.st_size
+  return 0;
+}
+
+/* Maps the layout and checks it; r->map is set only when it is ours. */
+static int region_map(struct gs_region *r, int fd, const struct stat *st) {
+  size_t map_size = (size_t)st->st_size < sizeof(struct region_layout)
+                        ? (size_t)st->st_size
                         : sizeof(struct region_layout);
   void *m = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) {
-    e = -errno;
-    goto fail;
-  }
+  int e;
+
+  if (m == MAP_FAILED)
+    return -errno;
   r->map = m;
   opening.r = r;
   opening.fd = fd;
@@ -315,39 +311,57 @@ static int region_open(const char *dir, int create, uid_t owner, gid_t group, in
     e = l->magic != REGION_MAGIC       ? -EBADMSG
         : l->version != REGION_VERSION ? -EPROTONOSUPPORT
                                        : -EBADMSG;
+  } else {
+    e = layout_validate(r, (size_t)st->st_size);
+  }
+  if (e < 0) {
     munmap(m, map_size);
     r->map = NULL;
-    goto fail;
   }
-  if ((e = layout_validate(r, (size_t)st.st_size)) < 0) {
-    munmap(m, map_size);
+  return e;
+}
+
+/* Gives the file to owner:group (the slice's user), through the descriptor; a file with other
+ * hard links is refused: giving it away would give them too. */
+static int region_give(int fd, const struct stat *st, uid_t owner, gid_t group) {
+  if (owner == (uid_t)-1 || (st->st_uid == owner && st->st_gid == group))
+    return 0;
+  if (st->st_nlink != 1)
+    return -EMLINK;
+  return fchown(fd, owner, group) < 0 ? -errno : 0;
+}
+
+static int region_open(const char *dir, int create, uid_t owner, gid_t group, int nowait,
+                       struct gs_region **ret_region) {
+  if (!dir || dir[0] != '/')
+    return -EINVAL;
+  struct gs_region *r = calloc(1, sizeof(*r));
+  if (!r)
+    return -ENOMEM;
+  r->nowait = nowait;
+  struct stat st;
+  int fd = -1;
+  int e = region_open_file(r, dir, create, &fd);
+  if (e == 0)
+    e = region_check_file(r, fd, &st);
+  if (e == 0)
+    e = region_map(r, fd, &st);
+  if (e == 0 && nowait)
+    word_release_stale(r->map);
+  if (e == 0 && (e = region_give(fd, &st, owner, group)) < 0) {
+    munmap(r->map, sizeof(struct region_layout));
     r->map = NULL;
-    goto fail;
   }
-  if (nowait)
-    word_release_stale(m);
-  if (owner != (uid_t)-1 && (st.st_uid != owner || st.st_gid != group)) {
-    if (st.st_nlink != 1)
-      e = -EMLINK;
-    else if (fchown(fd, owner, group) < 0)
-      e = -errno;
-    if (e < 0) {
-      munmap(m, map_size);
-      r->map = NULL;
-      goto fail;
-    }
-  }
-  opening.r = NULL;
-  close(fd);
-  r->pidns = gs_proc_pidns();
-  *ret_region = r;
-  return 0;
-fail:
   opening.r = NULL;
   if (fd >= 0)
     close(fd);
-  free(r);
-  return e;
+  if (e < 0) {
+    free(r);
+    return e;
+  }
+  r->pidns = gs_proc_pidns();
+  *ret_region = r;
+  return 0;
 }
 
 int gs_region_open(const char *dir, struct gs_region **ret_region) {

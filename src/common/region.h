@@ -73,7 +73,7 @@ int gs_region_open_as(const char *dir, uid_t uid, gid_t gid, struct gs_region **
 int gs_region_open_existing(const char *dir, struct gs_region **ret_region);
 /* The daemon's handle. The file is the slice's to write, the daemon often root: it never waits
  * for the region's lock, which any process of the slice can hold (one stopped inside its critical
- * section stalled the daemon's loop 3 s per read), and never hands the lock to glibc (whose robust
+ * section would stall the daemon's loop), and never hands the lock to glibc (whose robust
  * mutexes keep list pointers inside the mutex, which the slice can rewrite: region.c). Reads take
  * no lock: each field is one aligned word its writers store whole, so a reader sees every value
  * as some writer left it, and a sum over entries may miss an update in flight, no more (status
