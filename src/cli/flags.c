@@ -18,7 +18,7 @@ struct cli_flag {
   uint32_t lo, hi;
   int (*parse)(const struct cli_flag *fl, const char *text, struct cli_slice_flags *f);
   const char *wants;
-  const char *help; /* '\n' continues it on the next line, under the first */
+  const char *help; /* a printf format like wants; '\n' goes on under the first line */
 };
 
 static int parse_gpus(const struct cli_flag *fl, const char *text, struct cli_slice_flags *f) {
@@ -106,16 +106,16 @@ static const struct cli_flag flags[] = {
      "memory cap per GPU (4GiB, 512MiB, bytes); 'none': no cap"},
     {"compute", 'c', "PCT", CLI_RUN | CLI_SET, 0, GS_PERCENT_MAX, parse_request,
      "a percent %u-%u, e.g. 60",
-     "guaranteed percent of one GPU's device time, 0-100\n"
+     "guaranteed percent of one GPU's device time, %u-%u\n"
      "(default 0: best effort, uses what others leave)"},
     {"compute-limit", 'l', "PCT", CLI_RUN | CLI_SET, 1, GS_PERCENT_MAX, parse_limit,
      "a percent %u-%u",
-     "ceiling in percent, 1-100 (default 100: work-conserving);\n"
-     "--compute 30 --compute-limit 30 is a hard 30%"},
+     "ceiling in percent, %1$u-%2$u (default %2$u: work-conserving);\n"
+     "--compute 30 --compute-limit 30 is a hard 30%%"},
     {"priority", 'p', "PRIORITY", CLI_RUN | CLI_SET, 0, 0, parse_priority, GS_PRIORITY_WORDS,
-     GS_PRIORITY_WORDS ": who gets the GPU first (default\nnormal)"},
+     GS_PRIORITY_WORDS ": who gets the GPU first\n(default normal)"},
     {"weight", 'w', "N", CLI_RUN | CLI_SET, GS_WEIGHT_MIN, GS_WEIGHT_MAX, parse_weight,
-     "a whole number %u-%u", "1-1000: share of spare time among equals (default 1)"},
+     "a whole number %u-%u", "%1$u-%2$u: share of spare time among equals (default %1$u)"},
     {"name", 'n', "NAME", CLI_RUN, GS_NAME_MAX - 1, GS_NAME_MAX - 1, parse_name,
      "at most %u characters", "the slice's name, for gslice status and gslice set"},
     {"force", 0, NULL, CLI_SET, 0, 0, parse_force, "",
@@ -173,8 +173,13 @@ void cli_flags_usage(unsigned cmd, FILE *out) {
       continue;
     char left[48];
     snprintf(left, sizeof(left), "--%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
+    char help[256];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(help, sizeof(help), fl->help, fl->lo, fl->hi);
+#pragma GCC diagnostic pop
     fprintf(out, "  %-20s ", left);
-    for (const char *h = fl->help; *h;) {
+    for (const char *h = help; *h;) {
       size_t n = strcspn(h, "\n");
       fprintf(out, "%.*s\n", (int)n, h);
       h += n;

@@ -3,6 +3,7 @@
 #include "proto.h"
 
 #include "size.h"
+#include "words.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -141,30 +142,42 @@ static int per_gpu_check(const struct gs_slice_spec *spec, char *why, size_t why
 }
 
 int gs_slice_spec_check(const struct gs_slice_spec *spec, char *why, size_t why_len) {
+  /* A format taking lo and hi, the bounds it names (when it names any). */
   const char *reason = NULL;
+  unsigned lo = 0, hi = 0;
 
-  if (!str_ok(spec->name, sizeof(spec->name)))
+  if (!str_ok(spec->name, sizeof(spec->name))) {
     reason = "name is not terminated";
-  else if (spec->compute_request > GS_PERCENT_MAX)
-    reason = "compute request is over 100%";
-  else if (spec->compute_limit == 0 || spec->compute_limit > GS_PERCENT_MAX)
-    reason = "compute limit must be 1..100%";
-  else if (spec->compute_limit < spec->compute_request)
+  } else if (spec->compute_request > GS_PERCENT_MAX) {
+    reason = "compute request is over %u%%";
+    lo = GS_PERCENT_MAX;
+  } else if (spec->compute_limit == 0 || spec->compute_limit > GS_PERCENT_MAX) {
+    reason = "compute limit must be %u..%u%%";
+    lo = 1;
+    hi = GS_PERCENT_MAX;
+  } else if (spec->compute_limit < spec->compute_request) {
     reason = "compute limit is below the request";
-  else if (spec->priority < GS_PRIORITY_LOW || spec->priority > GS_PRIORITY_HIGH)
-    reason = "priority must be high, normal or low";
-  else if (spec->weight < GS_WEIGHT_MIN || spec->weight > GS_WEIGHT_MAX)
-    reason = "weight must be 1..1000";
-  else if (GS_MAX_GPUS < 32 && (spec->gpu_mask >> GS_MAX_GPUS) != 0)
+  } else if (spec->priority < GS_PRIORITY_LOW || spec->priority > GS_PRIORITY_HIGH) {
+    reason = "priority must be " GS_PRIORITY_WORDS;
+  } else if (spec->weight < GS_WEIGHT_MIN || spec->weight > GS_WEIGHT_MAX) {
+    reason = "weight must be %u..%u";
+    lo = GS_WEIGHT_MIN;
+    hi = GS_WEIGHT_MAX;
+  } else if (GS_MAX_GPUS < 32 && (spec->gpu_mask >> GS_MAX_GPUS) != 0) {
     reason = "GPU index out of range";
-  else if (spec->memory_cap > GS_SIZE_MAX)
+  } else if (spec->memory_cap > GS_SIZE_MAX) {
     reason = "memory cap is over " GS_SIZE_MAX_TEXT;
-  else if (spec->per_gpu & ~(uint32_t)GS_SPEC_GPU_KNOWN)
+  } else if (spec->per_gpu & ~(uint32_t)GS_SPEC_GPU_KNOWN) {
     reason = "unknown per-GPU flags";
+  }
   if (!reason)
     return per_gpu_check(spec, why, why_len);
-  if (why && why_len)
-    snprintf(why, why_len, "%s", reason);
+  if (why && why_len) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    snprintf(why, why_len, reason, lo, hi);
+#pragma GCC diagnostic pop
+  }
   return -EINVAL;
 }
 
