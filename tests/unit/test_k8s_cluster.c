@@ -144,11 +144,9 @@ static void test_saturating(void) {
   CHECK(!fits(c, "n1", 12 * GiB, 1000, why, sizeof why));
   CHECK(!fits(c, "n1", 1, 1000, why, sizeof why));
   /* /metrics: saturated figures, never a wrapped one. */
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  cluster_metrics(c, f, 1000);
-  fclose(f);
+  struct gs_buf out = GS_BUF_INIT(0);
+  cluster_metrics(c, &out, 1000);
+  char *buf = gs_buf_steal(&out, NULL, NULL);
   CHECK(strstr(buf, "gslice_extender_memory_bytes{state=\"assigned\"} 18446744073709551615\n"));
   CHECK(strstr(buf, "gslice_namespace_memory_bytes{namespace=\"t\"} 18446744073709551615\n"));
   CHECK(strstr(buf, "gslice_extender_forged_assignments_total 1\n")); /* the malformed b */

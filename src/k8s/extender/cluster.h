@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "buf.h"
 #include "place.h"
 #include "podspec.h"
 
@@ -118,7 +119,7 @@ const struct k8s_keys *cluster_keys(struct cluster *c);
 /* ---- reporting -------------------------------------------------------------------------- */
 
 /* Prometheus text: per-namespace assigned memory and compute, nodes, GPUs. */
-void cluster_metrics(struct cluster *c, FILE *out, uint64_t now_ms);
+void cluster_metrics(struct cluster *c, struct gs_buf *out, uint64_t now_ms);
 
 /* For tests and the bench: totals over every GPU of every node. */
 struct cluster_totals {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kube.h"
+#include "prom.h"
 
 struct ns_sum {
   char ns[K8S_NAME_MAX];
@@ -87,7 +88,35 @@ void cluster_gpu_stats(struct cluster *c, uint64_t fit_mem, uint32_t fit_compute
   *ret = t;
 }
 
-void cluster_metrics(struct cluster *c, FILE *out, uint64_t now_ms) {
+/* The cluster-wide figures of /metrics. */
+static void totals_metrics(const struct cluster_totals *t, struct gs_buf *out) {
+  static const char *const all[] = {"state", "all", NULL}, *const stale[] = {"state", "stale",
+                                                                             NULL};
+  static const char *const total[] = {"state", "total", NULL};
+  static const char *const assigned[] = {"state", "assigned", NULL};
+  gs_prom_family(out, "gslice_extender_nodes", "gauge",
+                 "Nodes known, and those whose heartbeat is stale.");
+  gs_prom_sample_u64(out, "gslice_extender_nodes", NULL, all, t->nodes);
+  gs_prom_sample_u64(out, "gslice_extender_nodes", NULL, stale, t->stale_nodes);
+  gs_prom_family(out, "gslice_extender_gpus", "gauge", "GPUs on known nodes.");
+  gs_prom_sample_u64(out, "gslice_extender_gpus", NULL, NULL, t->gpus);
+  gs_prom_family(out, "gslice_extender_memory_bytes", "gauge",
+                 "GPU memory on known nodes, and assigned.");
+  gs_prom_sample_u64(out, "gslice_extender_memory_bytes", NULL, total, t->memory);
+  gs_prom_sample_u64(out, "gslice_extender_memory_bytes", NULL, assigned, t->mem_used);
+  gs_prom_family(out, "gslice_extender_assumed_pods", "gauge",
+                 "Pods bound by this extender whose binding the watch has not echoed yet.");
+  gs_prom_sample_u64(out, "gslice_extender_assumed_pods", NULL, NULL, t->assumed);
+  gs_prom_family(out, "gslice_extender_forged_assignments_total", "counter",
+                 "Assignments not counted since start: unsigned, signed for another pod or node, "
+                 "or not what the pod declares.");
+  gs_prom_sample_u64(out, "gslice_extender_forged_assignments_total", NULL, NULL, t->forged_total);
+  gs_prom_family(out, "gslice_extender_forged_pods", "gauge",
+                 "Bound pods whose assignment is not counted now.");
+  gs_prom_sample_u64(out, "gslice_extender_forged_pods", NULL, NULL, t->forged_pods);
+}
+
+void cluster_metrics(struct cluster *c, struct gs_buf *out, uint64_t now_ms) {
   struct ns_sum *sums = NULL;
   size_t n = 0, cap = 0;
   struct cluster_totals t;
@@ -119,46 +148,23 @@ void cluster_metrics(struct cluster *c, FILE *out, uint64_t now_ms) {
   pthread_rwlock_unlock(&c->lock);
   if (n)
     qsort(sums, n, sizeof(*sums), ns_cmp);
-  fputs("# HELP gslice_namespace_memory_bytes GPU memory assigned to the namespace's pods "
-        "(bound or being bound), bytes: what requests.gslice.io/gpu-memory quota counts.\n"
-        "# TYPE gslice_namespace_memory_bytes gauge\n",
-        out);
+  gs_prom_family(out, "gslice_namespace_memory_bytes", "gauge",
+                 "GPU memory assigned to the namespace's pods (bound or being bound), bytes: what "
+                 "requests.gslice.io/gpu-memory quota counts.");
   for (size_t i = 0; i < n; i++)
-    fprintf(out, "gslice_namespace_memory_bytes{namespace=\"%s\"} %" PRIu64 "\n", sums[i].ns,
-            sums[i].mem);
-  fputs("# HELP gslice_namespace_compute_percent GPU compute assigned to the namespace's pods, "
-        "% of one GPU: what requests.gslice.io/gpu-compute quota counts.\n"
-        "# TYPE gslice_namespace_compute_percent gauge\n",
-        out);
+    gs_prom_sample_u64(out, "gslice_namespace_memory_bytes", NULL,
+                       (const char *const[]){"namespace", sums[i].ns, NULL}, sums[i].mem);
+  gs_prom_family(out, "gslice_namespace_compute_percent", "gauge",
+                 "GPU compute assigned to the namespace's pods, % of one GPU: what "
+                 "requests.gslice.io/gpu-compute quota counts.");
   for (size_t i = 0; i < n; i++)
-    fprintf(out, "gslice_namespace_compute_percent{namespace=\"%s\"} %" PRIu64 "\n", sums[i].ns,
-            sums[i].compute);
-  fputs("# HELP gslice_namespace_pods Pods of the namespace holding gslice GPU slices.\n"
-        "# TYPE gslice_namespace_pods gauge\n",
-        out);
+    gs_prom_sample_u64(out, "gslice_namespace_compute_percent", NULL,
+                       (const char *const[]){"namespace", sums[i].ns, NULL}, sums[i].compute);
+  gs_prom_family(out, "gslice_namespace_pods", "gauge",
+                 "Pods of the namespace holding gslice GPU slices.");
   for (size_t i = 0; i < n; i++)
-    fprintf(out, "gslice_namespace_pods{namespace=\"%s\"} %u\n", sums[i].ns, sums[i].pods);
-  fprintf(out,
-          "# HELP gslice_extender_nodes Nodes known, and those whose heartbeat is stale.\n"
-          "# TYPE gslice_extender_nodes gauge\n"
-          "gslice_extender_nodes{state=\"all\"} %u\ngslice_extender_nodes{state=\"stale\"} %u\n"
-          "# HELP gslice_extender_gpus GPUs on known nodes.\n# TYPE gslice_extender_gpus gauge\n"
-          "gslice_extender_gpus %u\n"
-          "# HELP gslice_extender_memory_bytes GPU memory on known nodes, and assigned.\n"
-          "# TYPE gslice_extender_memory_bytes gauge\n"
-          "gslice_extender_memory_bytes{state=\"total\"} %" PRIu64 "\n"
-          "gslice_extender_memory_bytes{state=\"assigned\"} %" PRIu64 "\n"
-          "# HELP gslice_extender_assumed_pods Pods bound by this extender whose binding the "
-          "watch has not echoed yet.\n# TYPE gslice_extender_assumed_pods gauge\n"
-          "gslice_extender_assumed_pods %u\n"
-          "# HELP gslice_extender_forged_assignments_total Assignments not counted since start: "
-          "unsigned, signed for another pod or node, or not what the pod declares.\n"
-          "# TYPE gslice_extender_forged_assignments_total counter\n"
-          "gslice_extender_forged_assignments_total %" PRIu64 "\n"
-          "# HELP gslice_extender_forged_pods Bound pods whose assignment is not counted now.\n"
-          "# TYPE gslice_extender_forged_pods gauge\n"
-          "gslice_extender_forged_pods %u\n",
-          t.nodes, t.stale_nodes, t.gpus, t.memory, t.mem_used, t.assumed, t.forged_total,
-          t.forged_pods);
+    gs_prom_sample_u64(out, "gslice_namespace_pods", NULL,
+                       (const char *const[]){"namespace", sums[i].ns, NULL}, sums[i].pods);
+  totals_metrics(&t, out);
   free(sums);
 }

@@ -21,7 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "clock.h"
+#include "prom.h"
 
 /* Last: it expects the system headers it builds on to be in already. */
 #include <microhttpd.h>
@@ -91,10 +93,10 @@ struct ext_server {
   bool stopping;
 };
 
+/* A request's body; its capacity counts in ext_server's body_held from before it is
+ * allocated (body_grow) until the request is done. */
 struct req {
-  char *p;
-  size_t len, cap;
-  bool too_big;
+  struct gs_buf body;
 };
 
 int ext_listen_parse(const char *text, char *host, size_t hostlen, uint16_t *ret_port) {
@@ -183,10 +185,13 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn, int status, const
 }
 
 static enum MHD_Result reply_json_error(struct MHD_Connection *conn, int status, const char *text) {
-  char *b = NULL;
-  if (asprintf(&b, "{\"Error\":\"%s\"}", text) < 0)
-    return MHD_NO;
-  return reply(conn, status, b, strlen(b), "application/json");
+  struct gs_buf b = GS_BUF_INIT(0);
+  size_t len;
+  gs_buf_puts(&b, "{\"Error\":");
+  gs_buf_json_str(&b, text);
+  gs_buf_putc(&b, '}');
+  char *body = gs_buf_steal(&b, &len, NULL);
+  return body ? reply(conn, status, body, len, "application/json") : MHD_NO;
 }
 
 static unsigned listener_conns(struct listener *l) {
@@ -196,63 +201,59 @@ static unsigned listener_conns(struct listener *l) {
   return n;
 }
 
-static void metrics(struct ext_server *s, char **ret, size_t *ret_len) {
-  FILE *f = open_memstream(ret, ret_len);
+static void counter(struct gs_buf *b, const char *name, const char *help, const char *label,
+                    const char *const *values, const uint64_t *n, size_t count) {
+  gs_prom_family(b, name, "counter", help);
+  for (size_t i = 0; i < count; i++)
+    gs_prom_sample_u64(b, name, NULL, label ? (const char *const[]){label, values[i], NULL} : NULL,
+                       n[i]);
+}
+
+/* The server's and the verbs' figures, after the cluster view's. */
+static void metrics(struct ext_server *s, struct gs_buf *b) {
   struct verb_stats st;
   struct cluster *c = verbs_cluster(s->v);
-  if (!f) {
-    *ret = NULL;
-    return;
-  }
+
   verbs_stats_read(s->v, &st);
-  cluster_metrics(c, f, gs_mono_ms());
-  fprintf(f,
-          "# HELP gslice_extender_requests_total Extender calls by verb.\n"
-          "# TYPE gslice_extender_requests_total counter\n"
-          "gslice_extender_requests_total{verb=\"filter\"} %llu\n"
-          "gslice_extender_requests_total{verb=\"prioritize\"} %llu\n"
-          "gslice_extender_requests_total{verb=\"bind\"} %llu\n"
-          "# HELP gslice_extender_bind_errors_total Binds answered with an Error.\n"
-          "# TYPE gslice_extender_bind_errors_total counter\n"
-          "gslice_extender_bind_errors_total %llu\n"
-          "# HELP gslice_extender_bind_refused_total Binds refused as not kube-scheduler's to "
-          "ask (another UID or schedulerName, a node /filter did not pass).\n"
-          "# TYPE gslice_extender_bind_refused_total counter\n"
-          "gslice_extender_bind_refused_total %llu\n"
-          "# HELP gslice_extender_bind_repeated_total Binds whose Binding was already in place "
-          "with the same assignment (409, counted as success).\n"
-          "# TYPE gslice_extender_bind_repeated_total counter\n"
-          "gslice_extender_bind_repeated_total %llu\n"
-          "# HELP gslice_extender_not_ready_total Filter or prioritize calls answered 503 "
-          "before the first sync.\n# TYPE gslice_extender_not_ready_total counter\n"
-          "gslice_extender_not_ready_total %llu\n"
-          "# HELP gslice_extender_bad_requests_total Calls with a malformed body.\n"
-          "# TYPE gslice_extender_bad_requests_total counter\n"
-          "gslice_extender_bad_requests_total %llu\n"
-          "# HELP gslice_extender_connections_cut_total Connections closed for running past the "
-          "request deadline (--request-timeout), or refused for the bytes of bodies held.\n"
-          "# TYPE gslice_extender_connections_cut_total counter\n"
-          "gslice_extender_connections_cut_total{reason=\"deadline\"} %llu\n"
-          "gslice_extender_connections_cut_total{reason=\"bodies\"} %llu\n"
-          "# HELP gslice_extender_connections Connections open now, by listener.\n"
-          "# TYPE gslice_extender_connections gauge\n"
-          "gslice_extender_connections{listener=\"verbs\"} %u\n"
-          "gslice_extender_connections{listener=\"metrics\"} %u\n"
-          "# HELP gslice_extender_request_body_bytes Bytes held now for request bodies not "
-          "yet answered (bounded in all).\n"
-          "# TYPE gslice_extender_request_body_bytes gauge\n"
-          "gslice_extender_request_body_bytes %zu\n"
-          "# HELP gslice_extender_ready Whether the first list of nodes and pods is done.\n"
-          "# TYPE gslice_extender_ready gauge\ngslice_extender_ready %d\n",
-          (unsigned long long)st.filter, (unsigned long long)st.prioritize,
-          (unsigned long long)st.bind, (unsigned long long)st.bind_errors,
-          (unsigned long long)st.bind_refused, (unsigned long long)st.bind_conflicts_same,
-          (unsigned long long)st.not_ready, (unsigned long long)st.bad_requests,
-          (unsigned long long)__atomic_load_n(&s->cut_deadline, __ATOMIC_RELAXED),
-          (unsigned long long)__atomic_load_n(&s->refused_busy, __ATOMIC_RELAXED),
-          listener_conns(&s->verbs), listener_conns(&s->metrics),
-          __atomic_load_n(&s->body_held, __ATOMIC_RELAXED), cluster_synced(c) ? 1 : 0);
-  fclose(f);
+  cluster_metrics(c, b, gs_mono_ms());
+  counter(b, "gslice_extender_requests_total", "Extender calls by verb.", "verb",
+          (const char *const[]){"filter", "prioritize", "bind"},
+          (const uint64_t[]){st.filter, st.prioritize, st.bind}, 3);
+  counter(b, "gslice_extender_bind_errors_total", "Binds answered with an Error.", NULL, NULL,
+          &st.bind_errors, 1);
+  counter(b, "gslice_extender_bind_refused_total",
+          "Binds refused as not kube-scheduler's to ask (another UID or schedulerName, a node "
+          "/filter did not pass).",
+          NULL, NULL, &st.bind_refused, 1);
+  counter(b, "gslice_extender_bind_repeated_total",
+          "Binds whose Binding was already in place with the same assignment (409, counted as "
+          "success).",
+          NULL, NULL, &st.bind_conflicts_same, 1);
+  counter(b, "gslice_extender_not_ready_total",
+          "Filter or prioritize calls answered 503 before the first sync.", NULL, NULL,
+          &st.not_ready, 1);
+  counter(b, "gslice_extender_bad_requests_total", "Calls with a malformed body.", NULL, NULL,
+          &st.bad_requests, 1);
+  counter(b, "gslice_extender_connections_cut_total",
+          "Connections closed for running past the request deadline (--request-timeout), or "
+          "refused for the bytes of bodies held.",
+          "reason", (const char *const[]){"deadline", "bodies"},
+          (const uint64_t[]){__atomic_load_n(&s->cut_deadline, __ATOMIC_RELAXED),
+                             __atomic_load_n(&s->refused_busy, __ATOMIC_RELAXED)},
+          2);
+  gs_prom_family(b, "gslice_extender_connections", "gauge", "Connections open now, by listener.");
+  gs_prom_sample_u64(b, "gslice_extender_connections", NULL,
+                     (const char *const[]){"listener", "verbs", NULL}, listener_conns(&s->verbs));
+  gs_prom_sample_u64(b, "gslice_extender_connections", NULL,
+                     (const char *const[]){"listener", "metrics", NULL},
+                     listener_conns(&s->metrics));
+  gs_prom_family(b, "gslice_extender_request_body_bytes", "gauge",
+                 "Bytes held now for request bodies not yet answered (bounded in all).");
+  gs_prom_sample_u64(b, "gslice_extender_request_body_bytes", NULL, NULL,
+                     __atomic_load_n(&s->body_held, __ATOMIC_RELAXED));
+  gs_prom_family(b, "gslice_extender_ready", "gauge",
+                 "Whether the first list of nodes and pods is done.");
+  gs_prom_sample_u64(b, "gslice_extender_ready", NULL, NULL, cluster_synced(c) ? 1 : 0);
 }
 
 static struct conn *conn_of(struct MHD_Connection *conn) {
@@ -308,10 +309,83 @@ static enum MHD_Result handle_metrics(void *cls, struct MHD_Connection *conn, co
                : reply_text(conn, 503,
                             "not ready: the first list of nodes and pods is not read yet\n");
   if (strcmp(url, "/metrics") == 0) {
-    metrics(l->s, &body, &len);
+    struct gs_buf b = GS_BUF_INIT(0);
+    metrics(l->s, &b);
+    body = gs_buf_steal(&b, &len, NULL);
     return body ? reply(conn, 200, body, len, "text/plain; version=0.0.4; charset=utf-8") : MHD_NO;
   }
   return reply_text(conn, 404, "not found: this listener serves GET /metrics, /healthz, /livez\n");
+}
+
+/* Room for n more bytes of r's body, the buffer growing to cap bytes at most: charged to the
+ * bytes held for all bodies before it is allocated, and refused past BODY_BUDGET. */
+static bool body_grow(struct ext_server *s, struct req *r, size_t n, size_t cap) {
+  size_t old = r->body.cap;
+  if (r->body.len + n + 1 <= old)
+    return true;
+  size_t held = __atomic_add_fetch(&s->body_held, cap - old, __ATOMIC_RELAXED);
+  r->body.max = cap - 1; /* gs_buf grows to its bound + 1 at most */
+  if (held > BODY_BUDGET || gs_buf_reserve(&r->body, n)) {
+    __atomic_sub_fetch(&s->body_held, cap - old, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->refused_busy, 1, __ATOMIC_RELAXED);
+    return false;
+  }
+  __atomic_sub_fetch(&s->body_held, cap - r->body.cap, __ATOMIC_RELAXED); /* not taken */
+  return true;
+}
+
+static size_t body_max(const char *url) {
+  return strcmp(url, "/bind") == 0 ? VERB_BIND_BODY_MAX : BODY_MAX;
+}
+
+/* A request's first call: its method, verb and declared length judged before a byte of the
+ * body is read, and the body's buffer taken at once for the declared length. */
+static enum MHD_Result verbs_begin(struct listener *l, struct MHD_Connection *conn, const char *url,
+                                   const char *method, void **req_cls) {
+  struct ext_server *s = l->s;
+#ifdef GSLICE_HAVE_GNUTLS
+  if (l->client_auth && !peer_verified(conn))
+    return MHD_NO;
+#endif
+  if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
+    return strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0
+               ? reply_text(conn, 404,
+                            "not found: /healthz and /metrics are served on --metrics-listen\n")
+               : reply_text(conn, 405,
+                            "method not allowed: the verbs are POST /filter, "
+                            "/prioritize and /bind\n");
+  bool is_bind = strcmp(url, "/bind") == 0;
+  if (!is_bind && strcmp(url, "/filter") != 0 && strcmp(url, "/prioritize") != 0)
+    return reply_json_error(conn, 404, "not found: the verbs are /filter, /prioritize and /bind");
+  size_t max = body_max(url);
+  const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+  unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
+  if (want > max)
+    return reply_json_error(conn, 413,
+                            is_bind ? "request body over 64 KiB" : "request body over 8 MiB");
+  struct req *r = calloc(1, sizeof(*r));
+  if (!r)
+    return MHD_NO;
+  gs_buf_init(&r->body, max);
+  *req_cls = r;
+  if (want && !body_grow(s, r, want, want + 1))
+    return reply_json_error(conn, 503, "gslice-extender holds too many request bodies now");
+  return MHD_YES;
+}
+
+/* A piece of the body: appended, doubling the buffer up to the verb's bound. */
+static enum MHD_Result verbs_upload(struct ext_server *s, struct req *r, const char *url,
+                                    const char *upload, size_t n) {
+  size_t max = body_max(url), cap = r->body.cap ? r->body.cap : 65536;
+  if (r->body.len + n > max)
+    return MHD_NO; /* a chunked body past the bound: cut, not read to its end */
+  while (cap < r->body.len + n + 1)
+    cap *= 2;
+  if (cap > max + 1)
+    cap = max + 1;
+  if (!body_grow(s, r, n, cap) || gs_buf_add(&r->body, upload, n))
+    return MHD_NO;
+  return MHD_YES;
 }
 
 static enum MHD_Result handle_verbs(void *cls, struct MHD_Connection *conn, const char *url,
@@ -325,78 +399,23 @@ static enum MHD_Result handle_verbs(void *cls, struct MHD_Connection *conn, cons
   int status;
   (void)version;
 
-  if (!r) {
-#ifdef GSLICE_HAVE_GNUTLS
-    if (l->client_auth && !peer_verified(conn))
-      return MHD_NO;
-#endif
-    if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
-      return strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0
-                 ? reply_text(conn, 404,
-                              "not found: /healthz and /metrics are served on --metrics-listen\n")
-                 : reply_text(conn, 405,
-                              "method not allowed: the verbs are POST /filter, "
-                              "/prioritize and /bind\n");
-    bool is_bind = strcmp(url, "/bind") == 0;
-    if (!is_bind && strcmp(url, "/filter") != 0 && strcmp(url, "/prioritize") != 0)
-      return reply_json_error(conn, 404, "not found: the verbs are /filter, /prioritize and /bind");
-    /* A declared length over the bound is refused before a byte of the body is read. */
-    size_t max = is_bind ? VERB_BIND_BODY_MAX : BODY_MAX;
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
-    if (want > max)
-      return reply_json_error(conn, 413,
-                              is_bind ? "request body over 64 KiB" : "request body over 8 MiB");
-    r = calloc(1, sizeof(*r));
-    if (!r)
-      return MHD_NO;
-    *req_cls = r;
-    if (want) {
-      size_t held = __atomic_add_fetch(&s->body_held, want + 1, __ATOMIC_RELAXED);
-      if (held > BODY_BUDGET || !(r->p = malloc(want + 1))) {
-        __atomic_sub_fetch(&s->body_held, want + 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&s->refused_busy, 1, __ATOMIC_RELAXED);
-        return reply_json_error(conn, 503, "gslice-extender holds too many request bodies now");
-      }
-      r->cap = want + 1;
-    }
-    return MHD_YES;
-  }
+  if (!r)
+    return verbs_begin(l, conn, url, method, req_cls);
   if (*upload_size) {
-    size_t max = strcmp(url, "/bind") == 0 ? VERB_BIND_BODY_MAX : BODY_MAX;
-    if (r->too_big || r->len + *upload_size > max)
-      return MHD_NO; /* a chunked body past the bound: cut, not read to its end */
-    if (r->len + *upload_size + 1 > r->cap) {
-      size_t cap = r->cap ? r->cap : 65536;
-      while (cap < r->len + *upload_size + 1)
-        cap *= 2;
-      if (cap > max + 1)
-        cap = max + 1;
-      size_t held = __atomic_add_fetch(&s->body_held, cap - r->cap, __ATOMIC_RELAXED);
-      char *p = held <= BODY_BUDGET ? realloc(r->p, cap) : NULL;
-      if (!p) {
-        __atomic_sub_fetch(&s->body_held, cap - r->cap, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&s->refused_busy, 1, __ATOMIC_RELAXED);
-        return MHD_NO;
-      }
-      r->p = p;
-      r->cap = cap;
-    }
-    memcpy(r->p + r->len, upload, *upload_size);
-    r->len += *upload_size;
+    size_t n = *upload_size;
     *upload_size = 0;
-    return MHD_YES;
+    return verbs_upload(s, r, url, upload, n);
   }
   struct conn *c = conn_of(conn);
   conn_busy(c, true);
   uint64_t now = gs_mono_ms();
-  const char *b = r->p ? r->p : "";
+  const char *b = r->body.p ? r->body.p : "";
   if (strcmp(url, "/filter") == 0)
-    status = verb_filter(s->v, b, r->len, now, &body, &len);
+    status = verb_filter(s->v, b, r->body.len, now, &body, &len);
   else if (strcmp(url, "/prioritize") == 0)
-    status = verb_prioritize(s->v, b, r->len, now, &body, &len);
+    status = verb_prioritize(s->v, b, r->body.len, now, &body, &len);
   else
-    status = verb_bind(s->v, b, r->len, now, &body, &len);
+    status = verb_bind(s->v, b, r->body.len, now, &body, &len);
   conn_busy(c, false);
   if (!body)
     return MHD_NO;
@@ -410,9 +429,9 @@ static void done(void *cls, struct MHD_Connection *conn, void **req_cls,
   (void)toe;
   conn_busy(conn_of(conn), false); /* the next request's time starts now */
   if (r) {
-    bool trim = r->cap >= TRIM_AFTER;
-    __atomic_sub_fetch(&l->s->body_held, r->cap, __ATOMIC_RELAXED);
-    free(r->p);
+    bool trim = r->body.cap >= TRIM_AFTER;
+    __atomic_sub_fetch(&l->s->body_held, r->body.cap, __ATOMIC_RELAXED);
+    gs_buf_free(&r->body);
     free(r);
     *req_cls = NULL;
     /* Parsing and answering a large request took memory in this thread's arena; glibc
