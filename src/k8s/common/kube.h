@@ -28,8 +28,9 @@ struct kube_config {
  * cluster and user; relative paths are taken from the file's directory.
  * Supports server, certificate-authority[-data], insecure-skip-tls-verify,
  * token, tokenFile, client-certificate[-data], client-key[-data]; refuses
- * exec and auth-provider users with a clear error. Returns 0, -ENOENT,
- * -EINVAL (err says which field) or -ENOMEM. */
+ * exec and auth-provider users with a clear error. Every file it names (and the kubeconfig
+ * itself) is a regular file of at most 1 MiB, read whole. Returns 0, -ENOENT, -EINVAL (err says
+ * which field), -EFBIG (a file over 1 MiB) or -ENOMEM. */
 int kube_config_from_file(const char *path, struct kube_config **ret, char *err, size_t errlen);
 /* In-cluster: KUBERNETES_SERVICE_HOST/PORT and sa_dir's token and ca.crt
  * (sa_dir NULL: KUBE_SA_DIR). */
