@@ -12,20 +12,19 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "requests.h"
-#include "token.h"
+#include "registry.h"
 
 static void resume_cb(struct loop *l, uint64_t id, void *data);
 
 /* Requests left in c->in (or in its socket) when its share of the turn ran out: handled at the
  * next turn, after the connections that were waiting. A timer due now runs after this turn's fd
  * events; the socket alone would not do, its data may already all be in c->in. */
-static void conn_resume_later(struct daemon *d, struct conn *c) {
-  if (!c->resume_timer && loop_add_timer(d->loop, 0, resume_cb, c, &c->resume_timer) < 0)
+static void conn_resume_later(struct conn *c) {
+  if (!c->resume_timer && loop_add_timer(c->set->loop, 0, resume_cb, c, &c->resume_timer) < 0)
     c->resume_timer = 0; /* no timer: the next byte it sends wakes it, as before */
 }
 
-static void conn_flush(struct daemon *d, struct conn *c) {
+static void conn_flush(struct conn *c) {
   while (c->out.len) {
     ssize_t n = send(c->fd, c->out.p, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
@@ -38,18 +37,17 @@ static void conn_flush(struct daemon *d, struct conn *c) {
     gs_buf_consume(&c->out, (size_t)n);
   }
   if (!c->out.len && c->out.cap > CONN_OUT_KEEP) {
-    d->freed_since_trim += c->out.cap;
+    c->set->freed_since_trim += c->out.cap;
     gs_buf_free(&c->out);
   }
   /* Its requests wait while a reply waits (conn_serve): they go on once it is read. */
   if (!c->out.len && c->inlen)
-    conn_resume_later(d, c);
-  loop_mod_fd(d->loop, c->fd, EPOLLIN | EPOLLRDHUP | (c->out.len ? EPOLLOUT : 0));
+    conn_resume_later(c);
+  loop_mod_fd(c->set->loop, c->fd, EPOLLIN | EPOLLRDHUP | (c->out.len ? EPOLLOUT : 0));
 }
 
 /* Queues one message; a client that does not read is dropped, not buffered forever. */
-int conn_send(struct daemon *d, struct conn *c, uint32_t type, uint32_t seq, const void *body,
-              size_t len) {
+int conn_send(struct conn *c, uint32_t type, uint32_t seq, const void *body, size_t len) {
   size_t need = sizeof(struct gs_msg_hdr) + len, n;
 
   /* Closed where that is safe (conn_cb, housekeeping): callers may be walking the list. A
@@ -63,19 +61,19 @@ int conn_send(struct daemon *d, struct conn *c, uint32_t type, uint32_t seq, con
     return r;
   c->out.len += n;
   c->out.p[c->out.len] = 0;
-  conn_flush(d, c);
+  conn_flush(c);
   return 0;
 }
 
-void conn_send_error(struct daemon *d, struct conn *c, uint32_t seq, int code, const char *text) {
+void conn_send_error(struct conn *c, uint32_t seq, int code, const char *text) {
   struct gs_msg_error e = {.code = code < 0 ? code : -EINVAL};
   snprintf(e.text, sizeof(e.text), "%s", text);
-  conn_send(d, c, GS_MSG_ERROR, seq, &e, sizeof(e));
+  conn_send(c, GS_MSG_ERROR, seq, &e, sizeof(e));
 }
 
-void conn_send_ok(struct daemon *d, struct conn *c, uint32_t seq) {
+void conn_send_ok(struct conn *c, uint32_t seq) {
   struct gs_msg_ok ok = {0};
-  conn_send(d, c, GS_MSG_OK, seq, &ok, sizeof(ok));
+  conn_send(c, GS_MSG_OK, seq, &ok, sizeof(ok));
 }
 
 void conn_join_slice(struct conn *c, struct slice *s) {
@@ -101,24 +99,26 @@ void conn_slice_gone(struct slice *s) {
     conn_leave_slice(s->conns);
 }
 
-void conn_close(struct daemon *d, struct conn *c, const char *why) {
+void conn_close(struct conn *c, const char *why) {
+  struct conns *set = c->set;
+
   if (why)
     gs_log(GS_LOG_INFO, "closing connection of pid %d (slice %u): %s", (int)c->pid, c->slice_id,
            why);
   *c->pprev = c->next;
   if (c->next)
     c->next->pprev = c->pprev;
-  d->nconns--;
-  d->nhook_conns -= c->hook_only;
+  set->n--;
+  set->nhook -= c->hook_only;
   if (c->resume_timer)
-    loop_del_timer(d->loop, c->resume_timer);
-  loop_del_fd(d->loop, c->fd);
+    loop_del_timer(set->loop, c->resume_timer);
+  loop_del_fd(set->loop, c->fd);
   close(c->fd);
-  /* Out of its slice's list first: the token's bookkeeping below no longer counts it. */
+  /* Out of its slice's list first: the token's bookkeeping no longer counts it. */
   conn_leave_slice(c);
-  token_conn_gone(d, c);
+  set->ops->gone(set->data, c);
   if (c->out.cap > CONN_OUT_KEEP)
-    d->freed_since_trim += c->out.cap;
+    set->freed_since_trim += c->out.cap;
   gs_buf_free(&c->out);
   free(c);
 }
@@ -127,7 +127,7 @@ void conn_close(struct daemon *d, struct conn *c, const char *why) {
  * and none while a reply to it waits to be read: what the daemon holds for a client that does not
  * read is one reply (250 such connections took it from 9 MB to 950 MB when it took every request).
  * Such a client that fills c->in with more requests is closed. Returns false when c was closed. */
-bool conn_serve(struct daemon *d, struct conn *c) {
+bool conn_serve(struct conn *c) {
   uint32_t msgs = 0, statuses = 0;
 
   for (;;) {
@@ -140,40 +140,39 @@ bool conn_serve(struct daemon *d, struct conn *c) {
       if (r == -EAGAIN)
         break;
       if (r < 0) {
-        conn_close(d, c, "malformed message");
+        conn_close(c, "malformed message");
         return false;
       }
       memcpy(&h, c->in, sizeof(h));
       if (msgs == CONN_TURN_MSGS || (statuses && h.type == GS_MSG_STATUS)) {
-        conn_resume_later(d, c);
+        conn_resume_later(c);
         return true;
       }
       if (gs_msg_decode(c->in, len, &m) < 0) {
-        conn_close(d, c, "invalid message");
+        conn_close(c, "invalid message");
         return false;
       }
       gs_msg_consume(c->in, &c->inlen, len);
       msgs++;
       statuses += h.type == GS_MSG_STATUS;
-      if (!requests_handle(d, c, &m)) {
-        conn_close(d, c,
-                   c->hellos_refused >= HELLO_REFUSED_MAX ? "too many refused HELLOs"
-                                                          : "message out of protocol");
+      if (!c->set->ops->handle(c->set->data, c, &m)) {
+        conn_close(c, c->hellos_refused >= HELLO_REFUSED_MAX ? "too many refused HELLOs"
+                                                             : "message out of protocol");
         return false;
       }
       if (c->dropped) {
-        conn_close(d, c, "does not read its replies");
+        conn_close(c, "does not read its replies");
         return false;
       }
     }
     if (c->inlen == sizeof(c->in)) {
       /* Only a connection with replies waiting stops with whole requests left in c->in. */
-      conn_close(d, c, "does not read its replies");
+      conn_close(c, "does not read its replies");
       return false;
     }
     ssize_t n = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen, MSG_DONTWAIT);
     if (n == 0) {
-      conn_close(d, c, NULL);
+      conn_close(c, NULL);
       return false;
     }
     if (n < 0) {
@@ -182,7 +181,7 @@ bool conn_serve(struct daemon *d, struct conn *c) {
       if (errno == EAGAIN)
         return true;
       /* A reset is how a process that exits with replies unread says goodbye. */
-      conn_close(d, c, errno == ECONNRESET ? NULL : strerror(errno));
+      conn_close(c, errno == ECONNRESET ? NULL : strerror(errno));
       return false;
     }
     c->inlen += (size_t)n;
@@ -195,22 +194,45 @@ static void resume_cb(struct loop *l, uint64_t id, void *data) {
   (void)l;
   (void)id;
   c->resume_timer = 0;
-  conn_serve(c->d, c);
+  conn_serve(c);
 }
 
 /* Dispatched to the connection itself (the loop's per-fd data), not found by walking them. */
-void conn_cb(struct loop *l, int fd, uint32_t events, void *data) {
+static void conn_cb(struct loop *l, int fd, uint32_t events, void *data) {
   struct conn *c = data;
-  struct daemon *d = c->d;
 
   (void)l;
   (void)fd;
   if (events & EPOLLOUT)
-    conn_flush(d, c);
+    conn_flush(c);
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
     return;
-  if (!conn_serve(d, c))
+  if (!conn_serve(c))
     return;
   if (events & (EPOLLHUP | EPOLLERR))
-    conn_close(d, c, NULL);
+    conn_close(c, NULL);
+}
+
+struct conn *conn_new(struct conns *set, int fd, bool hook_only) {
+  struct conn *c = calloc(1, sizeof(*c));
+
+  if (!c)
+    return NULL;
+  c->fd = fd;
+  c->set = set;
+  c->hook_only = hook_only;
+  c->accepted_at = loop_now();
+  gs_buf_init(&c->out, CONN_OUT_MAX);
+  if (loop_add_fd(set->loop, fd, EPOLLIN | EPOLLRDHUP, conn_cb, c) < 0) {
+    free(c);
+    return NULL;
+  }
+  c->next = set->head;
+  if (set->head)
+    set->head->pprev = &c->next;
+  set->head = c;
+  c->pprev = &set->head;
+  set->n++;
+  set->nhook += hook_only;
+  return c;
 }

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "authz.h"
 #include "daemon.h"
+#include "gpu.h"
 #include "log.h"
 #include "nvml_min.h"
 #include "region.h"
@@ -59,6 +59,21 @@ fail:
   return NULL;
 }
 
+static struct sched_cfg sched_cfg_of(const struct config *c) {
+  return (struct sched_cfg){.window_ns = c->window_ms * 1000000ull,
+                            .quantum_min_ns = c->quantum_min_us * 1000ull,
+                            .quantum_max_ns = c->quantum_max_us * 1000ull,
+                            .quantum_init_ns = c->quantum_init_us * 1000ull,
+                            .quantum_kernels = (uint32_t)c->quantum_kernels};
+}
+
+void gpus_apply_sched_cfg(struct daemon *d) {
+  struct sched_cfg sc = sched_cfg_of(&d->cfg);
+
+  for (uint32_t i = 0; i < d->ngpus; i++)
+    d->gpus[i].s.cfg = sc;
+}
+
 int gpus_discover(struct daemon *d) {
   unsigned count = 0;
 
@@ -79,11 +94,10 @@ int gpus_discover(struct daemon *d) {
   d->ngpus = count;
   for (unsigned i = 0; i < count; i++) {
     struct gpu *g = &d->gpus[i];
-    struct sched_cfg sc;
+    struct sched_cfg sc = sched_cfg_of(&d->cfg);
     nvmlDevice_t h;
     g->d = d;
     g->index = i;
-    daemon_sched_cfg(&d->cfg, &sc);
     sched_init(&g->s, &sc, loop_now());
     snprintf(g->name, sizeof(g->name), "GPU %u", i);
     if (d->nvml && d->nvml->handle(i, &h) == NVML_SUCCESS) {
@@ -173,10 +187,7 @@ void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *ar
       continue;
     if (gs->unaccounted_count < GS_UNACCOUNTED_MAX)
       gs->unaccounted[gs->unaccounted_count] =
-          (struct gs_unaccounted_proc){.pid = pid,
-                                       .slice_id = authz_slice_of_pid(d, pid),
-                                       .memory_bytes = mem,
-                                       .busy_ratio = busy};
+          (struct gs_unaccounted_proc){.pid = pid, .memory_bytes = mem, .busy_ratio = busy};
     gs->unaccounted_count++;
     gs->unaccounted_memory_bytes += mem;
     gs->unaccounted_busy_ratio += busy;

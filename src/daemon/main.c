@@ -17,9 +17,13 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "gpu.h"
 #include "guard.h"
+#include "housekeeping.h"
 #include "log.h"
 #include "metrics.h"
+#include "requests.h"
+#include "sock.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -226,14 +230,6 @@ static void fit_open_files(struct daemon *d) {
   d->cfg.max_clients = host;
 }
 
-static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
-  struct daemon *d = data;
-  (void)id;
-  server_housekeeping(d);
-  gs_log_flush();
-  loop_add_timer(l, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
-}
-
 static void reload(struct daemon *d) {
   struct config c = d->cfg;
   char why[CONFIG_STR_MAX];
@@ -256,7 +252,7 @@ static void reload(struct daemon *d) {
     else if (memcmp((char *)&d->cfg + e->offset, (char *)&c + e->offset, size))
       gs_log(GS_LOG_WARNING, "SIGHUP: %s changes only at restart", e->name);
   }
-  server_apply_sched_cfg(d);
+  gpus_apply_sched_cfg(d);
   gs_log(GS_LOG_INFO, "SIGHUP: settings reloaded from %s", d->config_path);
 }
 
@@ -276,7 +272,16 @@ static void signal_cb(struct loop *l, int fd, uint32_t events, void *data) {
   }
 }
 
-int main(int argc, char **argv) {
+/* What the command line says, beside the settings it sets. */
+struct args {
+  const char *socket, *state_dir, *metrics;
+  char *sets[64]; /* NAME=VALUE of each --set, in order */
+  int nsets;
+  bool foreground, print;
+};
+
+/* -1 to go on, else the exit status (--help, a bad option). */
+static int parse_args(int argc, char **argv, struct daemon *d, struct args *a) {
   static const struct option opts[] = {{"socket", required_argument, NULL, 's'},
                                        {"state-dir", required_argument, NULL, 'd'},
                                        {"foreground", no_argument, NULL, 'f'},
@@ -286,30 +291,20 @@ int main(int argc, char **argv) {
                                        {"print-config", no_argument, NULL, 'P'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  struct daemon *d = calloc(1, sizeof(*d));
-  char why[CONFIG_STR_MAX * 2];
-  const char *socket_arg = NULL, *state_arg = NULL, *metrics_arg = NULL;
-  char *sets[64];
-  int nsets = 0, foreground = 0, print = 0, o, r;
+  int o;
 
-  if (!d)
-    return 1;
-  gs_log_open("gsliced", GS_LOG_INFO);
-  d->listen_fd = d->listen_dir_fd = d->hook_listen_fd = d->hook_dir_fd = -1;
-  d->signal_fd = d->lock_fd = d->spare_fd = -1;
-  config_defaults(&d->cfg);
   while ((o = getopt_long(argc, argv, "s:d:fc:m:S:Ph", opts, NULL)) != -1) {
     switch (o) {
-    case 's': socket_arg = optarg; break;
-    case 'd': state_arg = optarg; break;
-    case 'f': foreground = 1; break;
+    case 's': a->socket = optarg; break;
+    case 'd': a->state_dir = optarg; break;
+    case 'f': a->foreground = true; break;
     case 'c': snprintf(d->config_path, sizeof(d->config_path), "%s", optarg); break;
-    case 'm': metrics_arg = optarg; break;
+    case 'm': a->metrics = optarg; break;
     case 'S':
-      if (nsets < 64)
-        sets[nsets++] = optarg;
+      if (a->nsets < 64)
+        a->sets[a->nsets++] = optarg;
       break;
-    case 'P': print = 1; break;
+    case 'P': a->print = true; break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
@@ -318,44 +313,46 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  /* The file first, then the command line over it. */
-  if (d->config_path[0] && config_load_file(&d->cfg, d->config_path, why, sizeof(why)) < 0) {
-    fprintf(stderr, "gsliced: %s\n", why);
-    return 2;
-  }
-  for (int i = 0; i < nsets; i++) {
-    char *eq = strchr(sets[i], '=');
+  return -1;
+}
+
+/* The settings: the file first, then the command line over it; 0, or -EINVAL with why. */
+static int settle_config(struct daemon *d, struct args *a, char *why, size_t why_len) {
+  struct config *c = &d->cfg;
+
+  if (d->config_path[0] && config_load_file(c, d->config_path, why, why_len) < 0)
+    return -EINVAL;
+  for (int i = 0; i < a->nsets; i++) {
+    char *eq = strchr(a->sets[i], '=');
     if (!eq) {
-      fprintf(stderr, "gsliced: --set wants NAME=VALUE, got '%s'\n", sets[i]);
-      return 2;
+      snprintf(why, why_len, "--set wants NAME=VALUE, got '%s'", a->sets[i]);
+      return -EINVAL;
     }
     *eq = 0;
-    if (config_set(&d->cfg, sets[i], eq + 1, why, sizeof(why)) < 0) {
-      fprintf(stderr, "gsliced: %s\n", why);
-      return 2;
-    }
+    if (config_set(c, a->sets[i], eq + 1, why, why_len) < 0)
+      return -EINVAL;
   }
-  if ((socket_arg && config_set(&d->cfg, "socket", socket_arg, why, sizeof(why)) < 0) ||
-      (state_arg && config_set(&d->cfg, "state_dir", state_arg, why, sizeof(why)) < 0) ||
-      (metrics_arg && config_set(&d->cfg, "metrics", metrics_arg, why, sizeof(why)) < 0) ||
-      absolute_state_dir(&d->cfg, why, sizeof(why)) < 0 ||
-      config_derive(&d->cfg, why, sizeof(why)) < 0 || config_check(&d->cfg, why, sizeof(why)) < 0) {
-    fprintf(stderr, "gsliced: %s\n", why);
-    return 2;
-  }
-  if (print) {
-    config_print(&d->cfg, stdout);
-    return 0;
-  }
-  signal(SIGPIPE, SIG_IGN);
-  r = mkdirs(d->cfg.state_dir, geteuid() == 0 ? 0755 : 0700);
+  if ((a->socket && config_set(c, "socket", a->socket, why, why_len) < 0) ||
+      (a->state_dir && config_set(c, "state_dir", a->state_dir, why, why_len) < 0) ||
+      (a->metrics && config_set(c, "metrics", a->metrics, why, why_len) < 0) ||
+      absolute_state_dir(c, why, why_len) < 0 || config_derive(c, why, why_len) < 0 ||
+      config_check(c, why, why_len) < 0)
+    return -EINVAL;
+  return 0;
+}
+
+/* The state dir made and checked, its lock taken and its registry read: 0 and the dir's
+ * descriptor in *ret_dir_fd, or -1 (said on stderr). */
+static int open_state(struct daemon *d, int *ret_dir_fd) {
+  char why[CONFIG_STR_MAX * 2];
+  int r = mkdirs(d->cfg.state_dir, geteuid() == 0 ? 0755 : 0700);
+
   if (r < 0) {
     fprintf(stderr, "gsliced: cannot create state dir %s: %s\n", d->cfg.state_dir, strerror(-r));
-    return 1;
+    return -1;
   }
-  int dir_fd = -1;
-  if (open_state_dir(d, &dir_fd) < 0 || take_lock(d, dir_fd) < 0)
-    return 1;
+  if (open_state_dir(d, ret_dir_fd) < 0 || take_lock(d, *ret_dir_fd) < 0)
+    return -1;
   r = registry_load(&d->reg, d->cfg.state_dir, (uint32_t)d->cfg.max_slices, why, sizeof(why));
   if (r < 0) {
     fprintf(stderr,
@@ -363,34 +360,42 @@ int main(int argc, char **argv) {
             "gsliced: refusing to start over it; move it away (the slices it names are then "
             "forgotten) or repair it\n",
             why);
-    return 1;
+    return -1;
   }
+  return 0;
+}
+
+/* The loop, the GPUs and their slices, and both sockets listening: 0, or -1 (said on stderr). */
+static int start_serving(struct daemon *d) {
+  char why[CONFIG_STR_MAX * 2];
+  int r;
+
   if ((r = loop_new(&d->loop)) < 0 || (r = gpus_discover(d)) < 0) {
     fprintf(stderr, "gsliced: cannot start: %s\n", strerror(-r));
-    return 1;
+    return -1;
   }
-  server_adopt_slices(d);
+  requests_attach(d);
+  requests_adopt_slices(d);
   fit_open_files(d);
-  r = server_listen(d, why, sizeof(why));
+  r = sock_listen(d, why, sizeof(why));
   if (r < 0) {
     if (r == -EADDRINUSE)
       fprintf(stderr, "gsliced: another daemon answers on %s\n", d->cfg.socket);
     else
       fprintf(stderr, "gsliced: cannot listen on %s: %s\n", d->cfg.socket, why);
-    return 1;
+    return -1;
   }
-  r = server_listen_hook(d, why, sizeof(why));
+  r = sock_listen_hook(d, why, sizeof(why));
   if (r < 0) {
     fprintf(stderr, "gsliced: cannot listen on the hook socket %s: %s\n", d->cfg.hook_socket, why);
-    return 1;
+    return -1;
   }
-  if (!foreground && background(d, dir_fd) < 0)
-    return 1;
-  gs_log_open("gsliced", GS_LOG_INFO); /* stderr may be the log file now, not the journal */
-  close(dir_fd);
-  write_pid(d);
-  d->started = loop_now();
+  return 0;
+}
+
+static int watch_signals(struct daemon *d) {
   sigset_t mask;
+
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGINT);
@@ -399,35 +404,31 @@ int main(int argc, char **argv) {
   d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (d->signal_fd < 0 || loop_add_fd(d->loop, d->signal_fd, EPOLLIN, signal_cb, d) < 0) {
     gs_log(GS_LOG_ERROR, "cannot watch signals: %s", strerror(errno));
-    return 1;
+    return -1;
   }
-  /* Before any thread: a slice truncating its region under a read must not kill us (guard.c). */
-  if (guard_install() < 0) {
-    gs_log(GS_LOG_ERROR, "cannot install the SIGBUS guard: %s", strerror(errno));
-    return 1;
+  return 0;
+}
+
+/* Asked for and not served is a misconfiguration, not a detail: -1 (logged), and gsliced stops. */
+static int start_metrics(struct daemon *d) {
+  if (!strcmp(d->cfg.metrics, "off") || !d->cfg.metrics[0])
+    return 0;
+  int r = gs_metrics_start(d->cfg.metrics, &d->metrics);
+  if (r < 0) {
+    gs_log(GS_LOG_ERROR,
+           "cannot serve /metrics on '%s': %s (give PORT, HOST:PORT or [V6]:PORT, "
+           "HOST numeric or localhost, and a free port)",
+           d->cfg.metrics, r == -EINVAL ? "not an address" : strerror(-r));
+    return -1;
   }
-  /* Threads do not survive fork: the metrics server starts after it. */
-  if (strcmp(d->cfg.metrics, "off") != 0 && d->cfg.metrics[0]) {
-    r = gs_metrics_start(d->cfg.metrics, &d->metrics);
-    if (r < 0) {
-      /* Asked for and not served is a misconfiguration, not a detail: say so and stop. */
-      gs_log(GS_LOG_ERROR,
-             "cannot serve /metrics on '%s': %s (give PORT, HOST:PORT or [V6]:PORT, "
-             "HOST numeric or localhost, and a free port)",
-             d->cfg.metrics, r == -EINVAL ? "not an address" : strerror(-r));
-      return 1;
-    }
-    gs_log(GS_LOG_INFO, "serving /metrics on port %u%s", gs_metrics_port(d->metrics),
-           gs_metrics_loopback(d->metrics) ? " (loopback)"
-                                           : ": NOT loopback, reachable from other hosts");
-  }
-  loop_add_timer(d->loop, loop_now() + 1000000000ull, housekeeping_cb, d, &d->housekeeping_timer);
-  gs_log(GS_LOG_INFO,
-         "serving %s (hooks of container slices: %s), state %s, %u GPU(s), %u slice(s) "
-         "recovered",
-         d->cfg.socket, d->cfg.hook_socket, d->cfg.state_dir, d->ngpus, d->reg.n);
-  r = loop_run(d->loop);
-  server_close_all(d);
+  gs_log(GS_LOG_INFO, "serving /metrics on port %u%s", gs_metrics_port(d->metrics),
+         gs_metrics_loopback(d->metrics) ? " (loopback)"
+                                         : ": NOT loopback, reachable from other hosts");
+  return 0;
+}
+
+static void shut_down(struct daemon *d) {
+  sock_close_all(d);
   gs_metrics_stop(d->metrics);
   registry_save(&d->reg);
   registry_free(&d->reg);
@@ -436,5 +437,55 @@ int main(int argc, char **argv) {
   loop_free(d->loop);
   close(d->lock_fd);
   free(d);
+}
+
+int main(int argc, char **argv) {
+  struct daemon *d = calloc(1, sizeof(*d));
+  struct args a = {0};
+  char why[CONFIG_STR_MAX * 2];
+  int dir_fd = -1, r;
+
+  if (!d)
+    return 1;
+  gs_log_open("gsliced", GS_LOG_INFO);
+  sock_init(&d->sock);
+  d->signal_fd = d->lock_fd = -1;
+  config_defaults(&d->cfg);
+  if ((r = parse_args(argc, argv, d, &a)) >= 0)
+    return r;
+  if (settle_config(d, &a, why, sizeof(why)) < 0) {
+    fprintf(stderr, "gsliced: %s\n", why);
+    return 2;
+  }
+  if (a.print) {
+    config_print(&d->cfg, stdout);
+    return 0;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  if (open_state(d, &dir_fd) < 0 || start_serving(d) < 0)
+    return 1;
+  if (!a.foreground && background(d, dir_fd) < 0)
+    return 1;
+  gs_log_open("gsliced", GS_LOG_INFO); /* stderr may be the log file now, not the journal */
+  close(dir_fd);
+  write_pid(d);
+  d->started = loop_now();
+  /* The SIGBUS guard before any thread: a slice truncating its region under a read must not
+   * kill the daemon (guard.c). Threads do not survive fork: the metrics server starts after it. */
+  if (watch_signals(d) < 0)
+    return 1;
+  if (guard_install() < 0) {
+    gs_log(GS_LOG_ERROR, "cannot install the SIGBUS guard: %s", strerror(errno));
+    return 1;
+  }
+  if (start_metrics(d) < 0)
+    return 1;
+  housekeeping_start(d);
+  gs_log(GS_LOG_INFO,
+         "serving %s (hooks of container slices: %s), state %s, %u GPU(s), %u slice(s) "
+         "recovered",
+         d->cfg.socket, d->cfg.hook_socket, d->cfg.state_dir, d->ngpus, d->reg.n);
+  r = loop_run(d->loop);
+  shut_down(d);
   return r < 0 ? 1 : 0;
 }

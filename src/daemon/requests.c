@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +14,13 @@
 
 #include "authz.h"
 #include "conn.h"
+#include "daemon.h"
 #include "log.h"
-#include "metrics.h"
 #include "region.h"
+#include "regions.h"
+#include "snapshot.h"
 #include "sock.h"
 #include "token.h"
-
-void daemon_sched_cfg(const struct config *c, struct sched_cfg *ret) {
-  *ret = (struct sched_cfg){.window_ns = c->window_ms * 1000000ull,
-                            .quantum_min_ns = c->quantum_min_us * 1000ull,
-                            .quantum_max_ns = c->quantum_max_us * 1000ull,
-                            .quantum_init_ns = c->quantum_init_us * 1000ull,
-                            .quantum_kernels = (uint32_t)c->quantum_kernels};
-}
 
 /* Its parameters on GPU index `gpu`: the request is that GPU's (a slice may ask 16% of one GPU and
  * 15% of another), the rest is the slice's. */
@@ -36,11 +29,6 @@ static struct sched_params slice_params(const struct slice *s, uint32_t gpu) {
                                .limit_pct = s->spec.compute_limit,
                                .priority = s->spec.priority,
                                .weight = s->spec.weight};
-}
-
-/* Its owner or an admin (authz.c); what they may change is authz_set's. */
-static bool may_change(struct daemon *d, const struct conn *c, const struct slice *s) {
-  return authz_may_change(d, c, s);
 }
 
 /* A HELLO refused: the connection may say another, HELLO_REFUSED_MAX refused in all. Returns
@@ -59,8 +47,8 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     char why[GS_PROTO_TEXT_MAX];
     /* A Kubernetes slice's processes run as whatever user the container's image says. */
     bool joins = s && (s->flags & GS_REGISTER_ANY_UID) && m->u.hello.role == GS_ROLE_HOOK;
-    if (!s || (!may_change(d, c, s) && !joins)) {
-      conn_send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
+    if (!s || (!authz_may_change(d, c, s) && !joins)) {
+      conn_send_error(c, m->hdr.seq, -ENOENT, "no such slice for this user");
       return false;
     }
     /* Same id, another slice: this daemon lost the state the process's slice lived in (or
@@ -76,7 +64,7 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
              "pid %d said HELLO as slice %u with a nonce that is not the slice's: "
              "refused (a process of a slice from an earlier daemon state?)",
              (int)c->pid, s->id);
-      conn_send_error(d, c, m->hdr.seq, -ESTALE, why);
+      conn_send_error(c, m->hdr.seq, -ESTALE, why);
       return false;
     }
     /* On the hook socket, a slice's connections are bounded by the slice, not by uid (a
@@ -95,7 +83,7 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
                  s->id, n, most);
         gs_log(GS_LOG_WARNING, "pid %d: HELLO as slice %u on the hook socket refused: %s",
                (int)c->pid, s->id, why);
-        conn_send_error(d, c, m->hdr.seq, -EUSERS, why);
+        conn_send_error(c, m->hdr.seq, -EUSERS, why);
         return false;
       }
     }
@@ -107,7 +95,7 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   c->slice_id = ok.slice_id;
   if (ok.slice_id)
     conn_join_slice(c, registry_find(&d->reg, ok.slice_id));
-  conn_send(d, c, GS_MSG_HELLO_OK, m->hdr.seq, &ok, sizeof(ok));
+  conn_send(c, GS_MSG_HELLO_OK, m->hdr.seq, &ok, sizeof(ok));
   return true;
 }
 
@@ -115,11 +103,10 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
  * registry.c; mounted into that one container only: docs/kubernetes.md). Through a descriptor
  * opened without following a link, and only a regular file of one link: a container's root can
  * write in the dir once it is mounted, and a path there is the container's. */
-static void open_slice_region(struct daemon *d, struct slice *s) {
+static void open_slice_region(struct slice *s) {
   struct stat st;
   int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fd = -1;
 
-  (void)d;
   if (dfd >= 0)
     fd = openat(dfd, GS_REGION_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -137,23 +124,28 @@ static void open_slice_region(struct daemon *d, struct slice *s) {
     close(dfd);
 }
 
-static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m) {
-  char why[GS_PROTO_TEXT_MAX];
-  struct slice *s;
-  uint64_t start = 0;
-  int exited = 0, r;
+/* s on the scheduler of each of its GPUs. */
+static void schedule_slice(struct daemon *d, const struct slice *s) {
+  for (uint32_t g = 0; g < d->ngpus; g++) {
+    struct sched_params p = slice_params(s, g);
+    if (slice_mask(s) & (1u << g))
+      sched_add(&d->gpus[g].s, s->id, &p, loop_now());
+  }
+}
 
+/* Whether c may register slices at all (else an ERROR is sent). */
+static bool register_allowed(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   /* A container's processes reach gsliced's socket (it is mounted into them); what they may do
    * is what a slice's processes do. A slice for a container is gslice-node's to make, on the
-   * host: whatever its uid, a process in another pid namespace registers nothing (two uids of
-   * one pod took 49% + 50% of a GPU beside the slices the cluster had placed). */
+   * host: whatever its uid, a process in another pid namespace registers nothing (it could
+   * commit a GPU's share beside the slices the cluster placed). */
   if (!authz_host_process(d, c)) {
     gs_log(GS_LOG_WARNING, "pid %d (uid %u): REGISTER from another pid namespace refused",
            (int)c->pid, (unsigned)c->uid);
-    conn_send_error(d, c, m->hdr.seq, -EPERM,
+    conn_send_error(c, m->hdr.seq, -EPERM,
                     "no REGISTER from a container (a process in another pid namespace than "
                     "gsliced's), whatever its uid: slices for containers are made by gslice-node");
-    return;
+    return false;
   }
   /* On a Kubernetes node the cluster places every slice (the extender counts what it placed):
    * a node-local user's slice would commit compute that placement cannot see, and the pod it
@@ -161,61 +153,75 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
   if (!d->cfg.user_slices && !authz_admin(d, c)) {
     gs_log(GS_LOG_WARNING, "pid %d (uid %u): REGISTER refused: user_slices is false", (int)c->pid,
            (unsigned)c->uid);
-    conn_send_error(d, c, m->hdr.seq, -EPERM,
+    conn_send_error(c, m->hdr.seq, -EPERM,
                     "this gsliced takes slices only from root, its own user or admin_group "
                     "(user_slices = false: on a Kubernetes node the cluster places the GPU's "
                     "shares); user_slices = true in gsliced's config allows users' slices");
-    return;
+    return false;
   }
-  r = registry_admit(&d->reg, &m->u.reg.spec, 0, d->ngpus, why, sizeof(why));
+  return true;
+}
+
+/* Whether the slice fits the node and its user's bounds, and c may make one of its kind (else an
+ * ERROR is sent). */
+static bool register_fits(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  char why[GS_PROTO_TEXT_MAX];
+  int r = registry_admit(&d->reg, &m->u.reg.spec, 0, d->ngpus, why, sizeof(why));
+
   if (r < 0 || (r = authz_register(d, c, &m->u.reg.spec, why, sizeof(why))) < 0) {
-    conn_send_error(d, c, m->hdr.seq, r, why);
-    return;
+    conn_send_error(c, m->hdr.seq, r, why);
+    return false;
   }
   /* Held and any-uid slices outlive their registrant and take other users' processes: only an
    * admin (root, the daemon's user, admin_group) may make them — gslice-node, which makes one
    * per container of the node and so is not bound by max_slices_per_user. */
-  uint32_t flags = m->u.reg.flags;
-  if (flags && !authz_admin(d, c)) {
-    conn_send_error(d, c, m->hdr.seq, -EPERM,
+  if (m->u.reg.flags && !authz_admin(d, c)) {
+    conn_send_error(c, m->hdr.seq, -EPERM,
                     "only root, gsliced's own user or admin_group may register held or any-user "
                     "slices (gslice-node does)");
-    return;
+    return false;
   }
   /* One uid must not take every slice of the node (max_slices) from the others. A full node
    * is said as such (registry_add), whoever holds its slices. */
   uint32_t owned = 0;
   for (uint32_t i = 0; i < d->reg.n; i++)
     owned += d->reg.slices[i]->uid == c->uid && !d->reg.slices[i]->flags;
-  if (!flags && d->reg.n < d->reg.max_slices && owned >= d->cfg.max_slices_per_user) {
+  if (!m->u.reg.flags && d->reg.n < d->reg.max_slices && owned >= d->cfg.max_slices_per_user) {
     snprintf(why, sizeof(why),
              "uid %u has %u slices, the most one user may have (max_slices_per_user = %" PRIu64
              "); end one, or raise max_slices_per_user in gsliced's config (SIGHUP reloads it)",
              (unsigned)c->uid, owned, d->cfg.max_slices_per_user);
-    conn_send_error(d, c, m->hdr.seq, -EUSERS, why);
-    return;
+    conn_send_error(c, m->hdr.seq, -EUSERS, why);
+    return false;
   }
+  return true;
+}
+
+static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  char why[GS_PROTO_TEXT_MAX];
+  struct slice *s;
+  uint64_t start = 0;
+  int exited = 0, r;
+
+  if (!register_allowed(d, c, m) || !register_fits(d, c, m))
+    return;
   /* The slice lives as long as the peer that registered it (SO_PEERCRED, not
    * what the message claims). */
   gs_proc_identity(c->pid, &start, &exited);
-  r = registry_add(&d->reg, &m->u.reg.spec, flags, c->uid, c->gid, c->pid, start, &s);
+  r = registry_add(&d->reg, &m->u.reg.spec, m->u.reg.flags, c->uid, c->gid, c->pid, start, &s);
   if (r < 0) {
     if (r == -ENOSPC)
       snprintf(why, sizeof(why), "the node has its maximum of %u slices (max_slices)",
                d->reg.max_slices);
     else
       snprintf(why, sizeof(why), "cannot add the slice: %s", strerror(-r));
-    conn_send_error(d, c, m->hdr.seq, r, why);
+    conn_send_error(c, m->hdr.seq, r, why);
     return;
   }
-  for (uint32_t g = 0; g < d->ngpus; g++) {
-    struct sched_params p = slice_params(s, g);
-    if (slice_mask(s) & (1u << g))
-      sched_add(&d->gpus[g].s, s->id, &p, loop_now());
-  }
-  daemon_apply_memory_cap(d, s);
+  schedule_slice(d, s);
+  regions_apply_cap(d, s);
   if (s->flags & GS_REGISTER_ANY_UID)
-    open_slice_region(d, s);
+    open_slice_region(s);
   r = registry_save(&d->reg);
   if (r < 0)
     gs_log(GS_LOG_ERROR, "cannot save %s/%s: %s (slices will not survive a restart)",
@@ -226,7 +232,7 @@ static void on_register(struct daemon *d, struct conn *c, const struct gs_msg *m
          s->spec.compute_limit, s->spec.memory_cap);
   struct gs_msg_registered ok = {.slice_id = s->id, .flags = s->flags, .slice_nonce = s->nonce};
   snprintf(ok.state_dir, sizeof(ok.state_dir), "%s", s->dir);
-  conn_send(d, c, GS_MSG_REGISTERED, m->hdr.seq, &ok, sizeof(ok));
+  conn_send(c, GS_MSG_REGISTERED, m->hdr.seq, &ok, sizeof(ok));
 }
 
 void requests_remove_slice(struct daemon *d, uint32_t id) {
@@ -244,43 +250,27 @@ static void on_unregister(struct daemon *d, struct conn *c, const struct gs_msg 
 
   /* A runner of a slice from an earlier daemon state must not remove the slice that got its
    * id here. */
-  if (!s || !may_change(d, c, s) ||
+  if (!s || !authz_may_change(d, c, s) ||
       (m->u.unregister.slice_nonce && m->u.unregister.slice_nonce != s->nonce)) {
-    conn_send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
+    conn_send_error(c, m->hdr.seq, -ENOENT, "no such slice for this user");
     return;
   }
   char why[GS_PROTO_TEXT_MAX];
   int r = authz_unregister(d, c, s, why, sizeof(why));
   if (r < 0) {
-    conn_send_error(d, c, m->hdr.seq, r, why);
+    conn_send_error(c, m->hdr.seq, r, why);
     return;
   }
   gs_log(GS_LOG_INFO, "slice %u '%s' removed", s->id, s->spec.name);
   requests_remove_slice(d, s->id);
-  conn_send_ok(d, c, m->hdr.seq);
+  conn_send_ok(c, m->hdr.seq);
 }
 
-static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
-  const struct gs_msg_set *st = &m->u.set;
-  struct slice *s = registry_find(&d->reg, st->slice_id);
-  char why[GS_PROTO_TEXT_MAX];
-  struct gs_slice_spec spec;
-  int r;
+/* s's spec with what the SET changes: per GPU when the SET says so, else one value for every
+ * GPU of the slice (gslice set). */
+static struct gs_slice_spec set_spec(const struct slice *s, const struct gs_msg_set *st) {
+  struct gs_slice_spec spec = s->spec;
 
-  if (!s || !may_change(d, c, s)) {
-    conn_send_error(d, c, m->hdr.seq, -ENOENT, "no such slice for this user");
-    return;
-  }
-  if ((st->fields & GS_SET_MEMORY) && s->region_broken) {
-    snprintf(why, sizeof(why),
-             "slice %u's memory region was truncated by one of its processes: its memory cap "
-             "cannot change; run the slice again",
-             s->id);
-    conn_send_error(d, c, m->hdr.seq, -EBADMSG, why);
-    return;
-  }
-  spec = s->spec;
-  /* Per GPU when the SET says so, else one value for every GPU of the slice (gslice set). */
   for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
     if (!(slice_mask(s) & (1u << g)))
       continue;
@@ -300,38 +290,70 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   if (st->fields & GS_SET_MEMORY)
     spec.memory_cap = st->spec.memory_cap;
   gs_spec_normalize(&spec);
+  return spec;
+}
+
+/* A new memory cap below what the slice holds on a GPU: refused (-EBUSY, why), or with force
+ * taken and *ret_force set (its new allocations then fail). */
+static int check_caps(struct daemon *d, struct slice *s, const struct gs_slice_spec *spec,
+                      bool force, uint32_t *ret_force, char *why, size_t why_len) {
+  *ret_force = 0;
+  for (uint32_t g = 0; g < d->ngpus; g++) {
+    uint64_t used, cap = gs_spec_memory_cap(spec, g);
+    if (!(slice_mask(s) & (1u << g)) || !cap)
+      continue;
+    used = regions_memory_used(d, s, g);
+    if (used <= cap)
+      continue;
+    if (!force) {
+      snprintf(why, why_len,
+               "slice %u holds %" PRIu64 " bytes on GPU %u, more than the new cap %" PRIu64
+               "; use force to lower it anyway (new allocations then fail)",
+               s->id, used, g, cap);
+      return -EBUSY;
+    }
+    *ret_force = 1;
+  }
+  return 0;
+}
+
+static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+  const struct gs_msg_set *st = &m->u.set;
+  struct slice *s = registry_find(&d->reg, st->slice_id);
+  char why[GS_PROTO_TEXT_MAX];
+  uint32_t force = 0;
+  int r;
+
+  if (!s || !authz_may_change(d, c, s)) {
+    conn_send_error(c, m->hdr.seq, -ENOENT, "no such slice for this user");
+    return;
+  }
+  if ((st->fields & GS_SET_MEMORY) && s->region_broken) {
+    snprintf(why, sizeof(why),
+             "slice %u's memory region was truncated by one of its processes: its memory cap "
+             "cannot change; run the slice again",
+             s->id);
+    conn_send_error(c, m->hdr.seq, -EBADMSG, why);
+    return;
+  }
+  struct gs_slice_spec spec = set_spec(s, st);
   r = registry_admit(&d->reg, &spec, s->id, d->ngpus, why, sizeof(why));
   if (r < 0 || (r = authz_set(d, c, s, &spec, why, sizeof(why))) < 0) {
     if (r == -EPERM)
       gs_log(GS_LOG_WARNING, "pid %d (uid %u): SET of slice %u refused: %s", (int)c->pid,
              (unsigned)c->uid, s->id, why);
-    conn_send_error(d, c, m->hdr.seq, r, why);
+    conn_send_error(c, m->hdr.seq, r, why);
     return;
   }
-  uint32_t force = 0;
-  if (st->fields & GS_SET_MEMORY) {
-    for (uint32_t g = 0; g < d->ngpus; g++) {
-      uint64_t used, cap = gs_spec_memory_cap(&spec, g);
-      if (!(slice_mask(s) & (1u << g)) || !cap)
-        continue;
-      used = daemon_slice_memory_used(d, s, g);
-      if (used > cap) {
-        if (!st->force) {
-          snprintf(why, sizeof(why),
-                   "slice %u holds %" PRIu64 " bytes on GPU %u, more than the new cap %" PRIu64
-                   "; use force to lower it anyway (new allocations then fail)",
-                   s->id, used, g, cap);
-          conn_send_error(d, c, m->hdr.seq, -EBUSY, why);
-          return;
-        }
-        force = 1;
-      }
-    }
+  if ((st->fields & GS_SET_MEMORY) &&
+      (r = check_caps(d, s, &spec, st->force, &force, why, sizeof(why))) < 0) {
+    conn_send_error(c, m->hdr.seq, r, why);
+    return;
   }
   s->spec = spec;
   if (st->fields & GS_SET_MEMORY) {
     s->memory_force = force;
-    daemon_apply_memory_cap(d, s);
+    regions_apply_cap(d, s);
   }
   for (uint32_t g = 0; g < d->ngpus; g++) {
     struct sched_params p = slice_params(s, g);
@@ -343,7 +365,7 @@ static void on_set(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   gs_log(GS_LOG_INFO, "slice %u set: request %u%% limit %u%% priority %d weight %u memory %" PRIu64,
          s->id, spec.compute_request, spec.compute_limit, spec.priority, spec.weight,
          spec.memory_cap);
-  conn_send_ok(d, c, m->hdr.seq);
+  conn_send_ok(c, m->hdr.seq);
   for (uint32_t g = 0; g < d->ngpus; g++)
     token_dispatch(d, &d->gpus[g]);
 }
@@ -353,15 +375,15 @@ static bool on_status(struct daemon *d, struct conn *c, const struct gs_msg *m) 
   struct gs_msg_status_reply *r;
   size_t len;
 
-  if (daemon_snapshot(d, &st) < 0) {
-    conn_send_error(d, c, m->hdr.seq, -ENOMEM, "out of memory");
+  if (snapshot_take(d, &st) < 0) {
+    conn_send_error(c, m->hdr.seq, -ENOMEM, "out of memory");
     return true;
   }
   len = sizeof(*r) + (size_t)st.nslices * sizeof(struct gs_slice_status);
   r = calloc(1, len);
   if (!r) {
     gs_status_free(&st);
-    conn_send_error(d, c, m->hdr.seq, -ENOMEM, "out of memory");
+    conn_send_error(c, m->hdr.seq, -ENOMEM, "out of memory");
     return true;
   }
   r->time_ns = st.time_ns;
@@ -371,13 +393,13 @@ static bool on_status(struct daemon *d, struct conn *c, const struct gs_msg *m) 
   if (st.nslices)
     memcpy(r + 1, st.slices, (size_t)st.nslices * sizeof(struct gs_slice_status));
   /* A client that lets replies pile up is dropped by the caller. */
-  bool ok = conn_send(d, c, GS_MSG_STATUS_REPLY, m->hdr.seq, r, len) == 0;
+  bool ok = conn_send(c, GS_MSG_STATUS_REPLY, m->hdr.seq, r, len) == 0;
   free(r);
   gs_status_free(&st);
   return ok;
 }
 
-static bool requests_handle_main(struct daemon *d, struct conn *c, const struct gs_msg *m);
+static bool handle_main(struct daemon *d, struct conn *c, const struct gs_msg *m);
 
 /* A connection accepted on the hook socket (sock.c): the socket a container's processes reach,
  * mounted read-only into them. It serves what a Kubernetes slice's hook does and nothing else:
@@ -403,7 +425,7 @@ static bool hook_socket_handle(struct daemon *d, struct conn *c, const struct gs
                : !m->u.hello.slice_id          ? ": HELLO named no slice"
                                                : ": no such container slice",
                d->cfg.socket);
-      conn_send_error(d, c, m->hdr.seq, -EPERM, why);
+      conn_send_error(c, m->hdr.seq, -EPERM, why);
       return hello_refused(c);
     }
     return on_hello(d, c, m) || hello_refused(c);
@@ -413,7 +435,7 @@ static bool hook_socket_handle(struct daemon *d, struct conn *c, const struct gs
   case GS_MSG_PING:
     if (!c->hello)
       return false;
-    return requests_handle_main(d, c, m);
+    return handle_main(d, c, m);
   case GS_MSG_REGISTER:
   case GS_MSG_UNREGISTER:
   case GS_MSG_SET:
@@ -424,20 +446,13 @@ static bool hook_socket_handle(struct daemon *d, struct conn *c, const struct gs
              "%s is refused on gsliced's hook socket, which serves only a container slice's "
              "hooks (token requests and releases); slices are made and changed on the host",
              gs_msg_type_name(t));
-    conn_send_error(d, c, m->hdr.seq, -EPERM, why);
+    conn_send_error(c, m->hdr.seq, -EPERM, why);
     return true;
   default: return false;
   }
 }
 
-/* Returns false when the connection must close (a protocol violation). */
-bool requests_handle(struct daemon *d, struct conn *c, const struct gs_msg *m) {
-  if (c->hook_only)
-    return hook_socket_handle(d, c, m);
-  return requests_handle_main(d, c, m);
-}
-
-static bool requests_handle_main(struct daemon *d, struct conn *c, const struct gs_msg *m) {
+static bool handle_main(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   uint32_t t = m->hdr.type;
 
   if (!c->hello) {
@@ -455,7 +470,7 @@ static bool requests_handle_main(struct daemon *d, struct conn *c, const struct 
   case GS_MSG_SET: on_set(d, c, m); return true;
   case GS_MSG_STATUS: return on_status(d, c, m);
   case GS_MSG_PING:
-    conn_send(d, c, GS_MSG_PONG, m->hdr.seq, &m->u.ping, sizeof(m->u.ping));
+    conn_send(c, GS_MSG_PONG, m->hdr.seq, &m->u.ping, sizeof(m->u.ping));
     return true;
   case GS_MSG_TOKEN_REQUEST:
     if (c->role != GS_ROLE_HOOK || !c->slice_id)
@@ -473,64 +488,31 @@ static bool requests_handle_main(struct daemon *d, struct conn *c, const struct 
   }
 }
 
-void server_apply_sched_cfg(struct daemon *d) {
-  struct sched_cfg sc;
+/* conn_ops.handle: false when the connection must close (a protocol violation). */
+static bool handle(void *data, struct conn *c, const struct gs_msg *m) {
+  struct daemon *d = data;
 
-  daemon_sched_cfg(&d->cfg, &sc);
-  for (uint32_t i = 0; i < d->ngpus; i++)
-    d->gpus[i].s.cfg = sc;
+  if (c->hook_only)
+    return hook_socket_handle(d, c, m);
+  return handle_main(d, c, m);
 }
 
-void server_adopt_slices(struct daemon *d) {
-  for (uint32_t i = 0; i < d->reg.n; i++) {
-    struct slice *s = d->reg.slices[i];
-    for (uint32_t g = 0; g < d->ngpus; g++) {
-      struct sched_params p = slice_params(s, g);
-      if (slice_mask(s) & (1u << g))
-        sched_add(&d->gpus[g].s, s->id, &p, loop_now());
-    }
-    daemon_apply_memory_cap(d, s);
-  }
+/* conn_ops.gone: it leaves the tokens it took part in. */
+static void gone(void *data, struct conn *c) {
+  token_conn_gone(data, c);
 }
 
-void server_housekeeping(struct daemon *d) {
-  bool removed = false;
+static const struct conn_ops requests_ops = {.handle = handle, .gone = gone};
 
-  sock_housekeeping(d);
+void requests_attach(struct daemon *d) {
+  d->conns.loop = d->loop;
+  d->conns.ops = &requests_ops;
+  d->conns.data = d;
+}
 
+void requests_adopt_slices(struct daemon *d) {
   for (uint32_t i = 0; i < d->reg.n; i++) {
-    struct slice *s = d->reg.slices[i];
-    uint64_t start = 0;
-    int exited = 1;
-
-    if (s->flags & GS_REGISTER_HELD)
-      continue; /* its registrant (gslice-node) removes it when its pod is gone */
-    if (gs_proc_identity(s->runner_pid, &start, &exited) == 0 && !exited &&
-        (s->runner_start == 0 || start == s->runner_start))
-      continue;
-    if (s->conns)
-      continue;
-    gs_log(GS_LOG_INFO, "slice %u '%s': its runner (pid %d) and processes are gone; removed", s->id,
-           s->spec.name, (int)s->runner_pid);
-    requests_remove_slice(d, s->id);
-    removed = true;
-    i--; /* registry_remove moved the last slice here */
-  }
-  (void)removed;
-  token_watchdog(d);
-  /* Caps to write or read back, and regions grown past their size (snapshot.c). */
-  daemon_regions_housekeeping(d);
-  /* Freed buffers of big replies stay in the heap (below the top or in the free lists) unless
-   * handed back: 250 closed connections left the daemon at 939 MB. */
-  if (d->freed_since_trim >= (1u << 20)) {
-    malloc_trim(0);
-    d->freed_since_trim = 0;
-  }
-  if (d->metrics) {
-    struct gs_status st;
-    if (daemon_snapshot(d, &st) == 0) {
-      gs_metrics_publish(d->metrics, &st);
-      gs_status_free(&st);
-    }
+    schedule_slice(d, d->reg.slices[i]);
+    regions_apply_cap(d, d->reg.slices[i]);
   }
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "daemon.h"
 #include "log.h"
 #include "region.h"
 
@@ -36,13 +37,14 @@ static void refuse(struct daemon *d, int cfd, int code, const char *text, uint64
     /* Closed at once, the client's HELLO would fail with EPIPE before it reads the reason:
      * held (write side shut: it reads the ERROR, then end of file) until the next
      * housekeeping, at most REFUSED_MAX of them, the oldest closed first. */
-    if (d->nrefused == REFUSED_MAX) {
-      close(d->refused[0].fd);
-      memmove(&d->refused[0], &d->refused[1], (REFUSED_MAX - 1) * sizeof(d->refused[0]));
-      d->nrefused--;
+    if (d->sock.nrefused == REFUSED_MAX) {
+      close(d->sock.refused[0].fd);
+      memmove(&d->sock.refused[0], &d->sock.refused[1],
+              (REFUSED_MAX - 1) * sizeof(d->sock.refused[0]));
+      d->sock.nrefused--;
     }
-    d->refused[d->nrefused].fd = cfd;
-    d->refused[d->nrefused++].at = now;
+    d->sock.refused[d->sock.nrefused].fd = cfd;
+    d->sock.refused[d->sock.nrefused++].at = now;
   } else {
     close(cfd);
   }
@@ -59,7 +61,7 @@ static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid) {
   char text[GS_PROTO_TEXT_MAX];
   uint32_t n = 0;
 
-  for (struct conn *c = d->conns; c; c = c->next)
+  for (struct conn *c = d->conns.head; c; c = c->next)
     n += c->uid == uid && !c->hook_only;
   if (n < d->cfg.max_clients_per_user)
     return false;
@@ -68,7 +70,7 @@ static bool uid_over_limit(struct daemon *d, int cfd, uid_t uid) {
            "(max_clients_per_user = %" PRIu64 "); close some, or raise max_clients_per_user "
            "in gsliced's config (SIGHUP reloads it)",
            (unsigned)uid, n, d->cfg.max_clients_per_user);
-  refuse(d, cfd, -EUSERS, text, &d->said_user_clients_at);
+  refuse(d, cfd, -EUSERS, text, &d->sock.said_user_clients_at);
   return true;
 }
 
@@ -127,7 +129,7 @@ static bool same_container(const struct daemon *d, const struct conn *a, uint64_
                            uid_t uid) {
   if (a->pidns != pidns)
     return false;
-  return (pidns && pidns != d->own_pidns) || a->uid == uid;
+  return (pidns && pidns != d->sock.own_pidns) || a->uid == uid;
 }
 
 /* One container must not hold the hook socket's connections before HELLO: counted per pid
@@ -139,11 +141,11 @@ static bool hook_pending_over_limit(struct daemon *d, int cfd, uint64_t pidns, u
   char text[GS_PROTO_TEXT_MAX], who[64];
   uint32_t n = 0;
 
-  for (struct conn *c = d->conns; c; c = c->next)
+  for (struct conn *c = d->conns.head; c; c = c->next)
     n += c->hook_only && !c->hello && same_container(d, c, pidns, uid);
   if (n < most)
     return false;
-  if (pidns && pidns != d->own_pidns)
+  if (pidns && pidns != d->sock.own_pidns)
     snprintf(who, sizeof(who), "pid namespace %" PRIu64, pidns);
   else
     snprintf(who, sizeof(who), "uid %u", (unsigned)uid);
@@ -152,113 +154,173 @@ static bool hook_pending_over_limit(struct daemon *d, int cfd, uint64_t pidns, u
            "one container may have (max_hook_pending_per_pidns = %" PRIu64
            "); a hook says HELLO as it connects",
            who, n, most);
-  refuse(d, cfd, -EUSERS, text, &d->said_hook_pending_at);
+  refuse(d, cfd, -EUSERS, text, &d->sock.said_hook_pending_at);
   return true;
+}
+
+/* One pending connection of the listening socket fd: its descriptor; -EINTR to go on with the
+ * next, -EAGAIN when the turn is over. Out of descriptors, the pending connection would keep the
+ * socket readable and the loop spinning: it is taken with the spare descriptor and closed (the
+ * client sees its connection refused). */
+static int accept_one(struct daemon *d, int fd) {
+  int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+  if (cfd >= 0)
+    return cfd;
+  if (errno == EINTR)
+    return -EINTR;
+  if ((errno != EMFILE && errno != ENFILE) || d->sock.spare_fd < 0)
+    return -EAGAIN;
+  close(d->sock.spare_fd);
+  cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+  if (cfd >= 0)
+    close(cfd);
+  d->sock.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (!d->sock.said_nofile)
+    gs_log(GS_LOG_WARNING,
+           "out of file descriptors at %u clients: refusing connections (raise the open-file "
+           "limit, or lower max_clients)",
+           d->conns.n);
+  d->sock.said_nofile = true;
+  return cfd >= 0 ? -EINTR : -EAGAIN;
+}
+
+/* Each socket within its own bound: containers' processes (any uid) filling the hook socket's
+ * must leave the host's CLI, gslice run and gslice-node their main socket. */
+static bool socket_full(struct daemon *d, bool hook) {
+  uint32_t on_main = d->conns.n - d->conns.nhook;
+
+  if (hook && d->conns.nhook >= d->cfg.max_hook_clients) {
+    gs_log(GS_LOG_WARNING,
+           "refusing a connection on the hook socket: %u clients there already "
+           "(max_hook_clients)",
+           d->conns.nhook);
+    return true;
+  }
+  if (!hook && on_main >= d->cfg.max_clients) {
+    gs_log(GS_LOG_WARNING, "refusing a connection: %u clients already (max_clients)", on_main);
+    return true;
+  }
+  return false;
+}
+
+/* Whether cfd's peer may be served (else cfd is closed, or held as refused): its credentials
+ * into *cred and, on the hook socket, the pid namespace it counts against into *ret_pidns
+ * (0 unknown). */
+static bool admit_peer(struct daemon *d, int cfd, bool hook, struct ucred *cred,
+                       uint64_t *ret_pidns) {
+  socklen_t cl = sizeof(*cred);
+
+  *ret_pidns = 0;
+  if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, cred, &cl) < 0) {
+    close(cfd);
+    return false;
+  }
+  if (!hook)
+    return !uid_over_limit(d, cfd, cred->uid);
+  if (!d->sock.own_pidns && pidns_of(0, getpid(), &d->sock.own_pidns) < 0)
+    d->sock.own_pidns = 0;
+  int r = pidns_of(d->sock.own_pidns, cred->pid, ret_pidns);
+  if (r == -ENOENT) {
+    close(cfd); /* gone already: nothing to serve, nobody to count it against */
+    return false;
+  }
+  if (r < 0)
+    *ret_pidns = 0;
+  return !hook_pending_over_limit(d, cfd, *ret_pidns, cred->uid);
 }
 
 static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
   struct daemon *d = data;
 
+  (void)l;
   (void)events;
   /* ACCEPT_TURN_MAX at most: the rest wait for the next turn (the socket stays readable). */
   for (unsigned turn = 0; turn < ACCEPT_TURN_MAX; turn++) {
-    bool hook = fd == d->hook_listen_fd;
-    int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    bool hook = fd == d->sock.hook_listen_fd;
     struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    struct conn *c;
+    uint64_t pidns;
+    int cfd = accept_one(d, fd), exited = 1;
 
-    if (cfd < 0) {
-      if (errno == EINTR)
-        continue;
-      if ((errno == EMFILE || errno == ENFILE) && d->spare_fd >= 0) {
-        /* Out of file descriptors: the pending connection would keep the listening
-         * socket readable and the loop spinning (100% CPU, measured). Take it with the
-         * spare descriptor and close it: the client sees its connection refused. */
-        close(d->spare_fd);
-        cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-        if (cfd >= 0)
-          close(cfd);
-        d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (!d->said_nofile)
-          gs_log(GS_LOG_WARNING,
-                 "out of file descriptors at %u clients: refusing connections (raise "
-                 "the open-file limit, or lower max_clients)",
-                 d->nconns);
-        d->said_nofile = true;
-        if (cfd >= 0)
-          continue;
-      }
+    if (cfd == -EINTR)
+      continue;
+    if (cfd < 0)
       return;
-    }
-    /* Each socket within its own bound: containers' processes (any uid) filling the hook
-     * socket's must leave the host's CLI, gslice run and gslice-node their main socket. */
-    if (hook && d->nhook_conns >= d->cfg.max_hook_clients) {
-      gs_log(GS_LOG_WARNING,
-             "refusing a connection on the hook socket: %u clients there already "
-             "(max_hook_clients)",
-             d->nhook_conns);
+    if (socket_full(d, hook)) {
       close(cfd);
       continue;
     }
-    if (!hook && d->nconns - d->nhook_conns >= d->cfg.max_clients) {
-      gs_log(GS_LOG_WARNING, "refusing a connection: %u clients already (max_clients)",
-             d->nconns - d->nhook_conns);
+    if (!admit_peer(d, cfd, hook, &cred, &pidns))
+      continue;
+    struct conn *c = conn_new(&d->conns, cfd, hook);
+    if (!c) {
       close(cfd);
       continue;
     }
-    if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
-      close(cfd);
-      continue;
-    }
-    uint64_t pidns = 0;
-    if (hook) {
-      if (!d->own_pidns && pidns_of(0, getpid(), &d->own_pidns) < 0)
-        d->own_pidns = 0;
-      int r = pidns_of(d->own_pidns, cred.pid, &pidns);
-      if (r == -ENOENT) {
-        close(cfd); /* gone already: nothing to serve, nobody to count it against */
-        continue;
-      }
-      if (hook_pending_over_limit(d, cfd, r < 0 ? 0 : pidns, cred.uid))
-        continue;
-    } else if (uid_over_limit(d, cfd, cred.uid)) {
-      continue;
-    }
-    if (!(c = calloc(1, sizeof(*c)))) {
-      close(cfd);
-      continue;
-    }
-    c->fd = cfd;
-    c->d = d;
-    gs_buf_init(&c->out, CONN_OUT_MAX);
-    c->accepted_at = loop_now();
     c->pid = cred.pid;
-    int exited = 1;
     if (gs_proc_identity(c->pid, &c->start, &exited) < 0 || exited)
       c->start = 0;
     c->uid = cred.uid;
     c->gid = cred.gid;
-    c->hook_only = hook;
     c->pidns = pidns;
-    if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, conn_cb, c) < 0) {
-      free(c);
-      close(cfd);
-      continue;
-    }
-    c->next = d->conns;
-    if (d->conns)
-      d->conns->pprev = &c->next;
-    d->conns = c;
-    c->pprev = &d->conns;
-    d->nconns++;
-    d->nhook_conns += hook;
     /* A hook sends its HELLO as it connects: taken now, it counts against its slice at once
      * rather than against its container's pending bound until the next loop turn (a container
      * starting many processes at once would reach that bound otherwise). */
     if (hook)
-      conn_serve(d, c);
+      conn_serve(c);
   }
+}
+
+/* dir's parent into parent and its last component, returned (within dir; "." for "/"). */
+static const char *split_dir(const char *dir, char *parent, size_t parent_len) {
+  const char *name;
+
+  snprintf(parent, parent_len, "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (slash == parent) {
+    name = dir + 1;
+    snprintf(parent, parent_len, "/");
+  } else if (slash) {
+    *slash = 0;
+    name = dir + (slash - parent) + 1;
+  } else {
+    name = dir;
+    snprintf(parent, parent_len, ".");
+  }
+  return *name ? name : "."; /* "/" itself */
+}
+
+/* The open dir fd is the daemon's, as hook wants it (see open_socket_dir): 0, or -errno with the
+ * reason in why. */
+static int check_socket_dir(int fd, const char *dir, bool hook, char *why, size_t why_len) {
+  struct stat st;
+
+  if (fstat(fd, &st) < 0) {
+    int e = errno;
+    snprintf(why, why_len, "cannot stat %s: %s", dir, strerror(e));
+    return -e;
+  }
+  if (hook && st.st_uid != geteuid()) {
+    snprintf(why, why_len,
+             "%s belongs to uid %u, not to gsliced's (%u): remove it, and start gsliced again", dir,
+             (unsigned)st.st_uid, (unsigned)geteuid());
+    return -EPERM;
+  }
+  if (!hook && (st.st_uid != geteuid() || (st.st_mode & 022))) {
+    snprintf(why, why_len,
+             "refusing socket dir %s: it is owned by uid %u with mode %04o, and must be this "
+             "daemon's (uid %u) and writable by no one else, or another user could replace the "
+             "socket and answer gsliced's clients; remove it (if another user made it, they or "
+             "root must) and start again, or give another --socket",
+             dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+    return -EPERM;
+  }
+  if (hook && (st.st_mode & 07777) != 0755 && fchmod(fd, 0755) < 0) {
+    int e = errno;
+    snprintf(why, why_len, "cannot make %s mode 0755: %s", dir, strerror(e));
+    return -e;
+  }
+  return 0;
 }
 
 /* A socket's dir, made by the daemon in the dir above it (0755; parents are not made) and
@@ -272,24 +334,10 @@ static void accept_cb(struct loop *l, int fd, uint32_t events, void *data) {
  * descriptor, or -errno with the reason in why. */
 static int open_socket_dir(const char *dir, bool hook, char *why, size_t why_len) {
   char parent[sizeof(((struct sockaddr_un *)0)->sun_path)];
-  const char *name;
+  const char *name = split_dir(dir, parent, sizeof(parent));
   struct stat st;
   int pfd, fd = -1, r = 0;
 
-  snprintf(parent, sizeof(parent), "%s", dir);
-  char *slash = strrchr(parent, '/');
-  if (slash == parent) {
-    name = dir + 1;
-    snprintf(parent, sizeof(parent), "/");
-  } else if (slash) {
-    *slash = 0;
-    name = dir + (slash - parent) + 1;
-  } else {
-    name = dir;
-    snprintf(parent, sizeof(parent), ".");
-  }
-  if (!*name)
-    name = "."; /* "/" itself */
   pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (pfd < 0) {
     r = -errno;
@@ -323,33 +371,7 @@ static int open_socket_dir(const char *dir, bool hook, char *why, size_t why_len
                                                 : "");
     goto out;
   }
-  if (fstat(fd, &st) < 0) {
-    r = -errno;
-    snprintf(why, why_len, "cannot stat %s: %s", dir, strerror(errno));
-    goto out;
-  }
-  if (hook && st.st_uid != geteuid()) {
-    r = -EPERM;
-    snprintf(why, why_len,
-             "%s belongs to uid %u, not to gsliced's (%u): remove it, and start gsliced again", dir,
-             (unsigned)st.st_uid, (unsigned)geteuid());
-    goto out;
-  }
-  if (!hook && (st.st_uid != geteuid() || (st.st_mode & 022))) {
-    r = -EPERM;
-    snprintf(why, why_len,
-             "refusing socket dir %s: it is owned by uid %u with mode %04o, and must be this "
-             "daemon's (uid %u) and writable by no one else, or another user could replace the "
-             "socket and answer gsliced's clients; remove it (if another user made it, they or "
-             "root must) and start again, or give another --socket",
-             dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
-    goto out;
-  }
-  if (hook && (st.st_mode & 07777) != 0755 && fchmod(fd, 0755) < 0) {
-    r = -errno;
-    snprintf(why, why_len, "cannot make %s mode 0755: %s", dir, strerror(errno));
-    goto out;
-  }
+  r = check_socket_dir(fd, dir, hook, why, why_len);
 out:
   if (r < 0 && fd >= 0)
     close(fd);
@@ -427,36 +449,46 @@ out:
   return r;
 }
 
-int server_listen(struct daemon *d, char *why, size_t why_len) {
-  int r = listen_at(d, d->cfg.socket, false, &d->listen_fd, &d->listen_dir_fd, why, why_len);
+void sock_init(struct sock *s) {
+  *s = (struct sock){.listen_fd = -1,
+                     .listen_dir_fd = -1,
+                     .hook_listen_fd = -1,
+                     .hook_dir_fd = -1,
+                     .spare_fd = -1};
+}
+
+int sock_listen(struct daemon *d, char *why, size_t why_len) {
+  int r =
+      listen_at(d, d->cfg.socket, false, &d->sock.listen_fd, &d->sock.listen_dir_fd, why, why_len);
 
   if (r < 0)
     return r;
-  d->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  d->sock.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   return 0;
 }
 
-int server_listen_hook(struct daemon *d, char *why, size_t why_len) {
+int sock_listen_hook(struct daemon *d, char *why, size_t why_len) {
   const char *slash = strrchr(d->cfg.hook_socket, '/');
 
   if (!slash || !slash[1] || slash == d->cfg.hook_socket) {
     snprintf(why, why_len, "want an absolute path of a socket in a directory of its own");
     return -EINVAL;
   }
-  return listen_at(d, d->cfg.hook_socket, true, &d->hook_listen_fd, &d->hook_dir_fd, why, why_len);
+  return listen_at(d, d->cfg.hook_socket, true, &d->sock.hook_listen_fd, &d->sock.hook_dir_fd, why,
+                   why_len);
 }
 
 /* Refused connections held since at least `before` (all with UINT64_MAX). */
 static void close_refused(struct daemon *d, uint64_t before) {
   uint32_t k = 0;
 
-  for (uint32_t i = 0; i < d->nrefused; i++) {
-    if (d->refused[i].at < before)
-      close(d->refused[i].fd);
+  for (uint32_t i = 0; i < d->sock.nrefused; i++) {
+    if (d->sock.refused[i].at < before)
+      close(d->sock.refused[i].fd);
     else
-      d->refused[k++] = d->refused[i];
+      d->sock.refused[k++] = d->sock.refused[i];
   }
-  d->nrefused = k;
+  d->sock.nrefused = k;
 }
 
 /* Unlinks the socket at path through its dir's descriptor (the path is not walked again), and
@@ -468,25 +500,25 @@ static void unlink_in(int dir_fd, const char *path) {
   close(dir_fd);
 }
 
-void server_close_all(struct daemon *d) {
+void sock_close_all(struct daemon *d) {
   close_refused(d, UINT64_MAX);
-  while (d->conns)
-    conn_close(d, d->conns, NULL);
-  if (d->listen_fd >= 0) {
-    loop_del_fd(d->loop, d->listen_fd);
-    close(d->listen_fd);
-    unlink_in(d->listen_dir_fd, d->cfg.socket);
-    d->listen_fd = d->listen_dir_fd = -1;
+  while (d->conns.head)
+    conn_close(d->conns.head, NULL);
+  if (d->sock.listen_fd >= 0) {
+    loop_del_fd(d->loop, d->sock.listen_fd);
+    close(d->sock.listen_fd);
+    unlink_in(d->sock.listen_dir_fd, d->cfg.socket);
+    d->sock.listen_fd = d->sock.listen_dir_fd = -1;
   }
-  if (d->hook_listen_fd >= 0) {
-    loop_del_fd(d->loop, d->hook_listen_fd);
-    close(d->hook_listen_fd);
-    unlink_in(d->hook_dir_fd, d->cfg.hook_socket);
-    d->hook_listen_fd = d->hook_dir_fd = -1;
+  if (d->sock.hook_listen_fd >= 0) {
+    loop_del_fd(d->loop, d->sock.hook_listen_fd);
+    close(d->sock.hook_listen_fd);
+    unlink_in(d->sock.hook_dir_fd, d->cfg.hook_socket);
+    d->sock.hook_listen_fd = d->sock.hook_dir_fd = -1;
   }
-  if (d->spare_fd >= 0)
-    close(d->spare_fd);
-  d->spare_fd = -1;
+  if (d->sock.spare_fd >= 0)
+    close(d->sock.spare_fd);
+  d->sock.spare_fd = -1;
 }
 
 /* Connections that never said HELLO within hello_timeout_ms (hook_hello_timeout_ms on the hook
@@ -499,10 +531,10 @@ static void close_idle_conns(struct daemon *d) {
 
   while (again) {
     again = false;
-    for (struct conn *c = d->conns; c; c = c->next) {
+    for (struct conn *c = d->conns.head; c; c = c->next) {
       uint64_t limit = c->hook_only ? hook_limit : main_limit;
       if (c->dropped || (!c->hello && now - c->accepted_at >= limit)) {
-        conn_close(d, c, c->dropped ? "does not read its replies" : "no HELLO in time");
+        conn_close(c, c->dropped ? "does not read its replies" : "no HELLO in time");
         again = true; /* the list changed under us */
         break;
       }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "conn.h"
+#include "daemon.h"
 #include "log.h"
 
 static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
@@ -172,7 +173,7 @@ static void take_back(struct daemon *d, struct gpu *g, uint64_t end, uint64_t no
     if (!(c->tok.holding & bit))
       continue;
     rv.gpu = slice_ordinal(s, g->index);
-    conn_send(d, c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
+    conn_send(c, GS_MSG_TOKEN_REVOKE, 0, &rv, sizeof(rv));
   }
 }
 
@@ -209,7 +210,7 @@ void token_dispatch(struct daemon *d, struct gpu *g) {
                                      .busy_until_ns =
                                          g->tok.busy_until > now ? g->tok.busy_until : 0};
       c->tok.waiting &= ~bit;
-      if (conn_send(d, c, GS_MSG_TOKEN_GRANT, 0, &m, sizeof(m)) < 0)
+      if (conn_send(c, GS_MSG_TOKEN_GRANT, 0, &m, sizeof(m)) < 0)
         continue;
       c->tok.holding |= bit;
       taken = true;
@@ -238,7 +239,7 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
     for (struct conn *c = hs ? hs->conns : NULL, *next; c; c = next) {
       next = c->slice_next; /* conn_serve closes at most c */
       if (c->tok.holding & bit)
-        conn_serve(d, c);
+        conn_serve(c);
     }
     if (!sched_holder(&g->s) || g->s.generation != gen) {
       if (!g->tok.timer)
@@ -296,7 +297,7 @@ void token_request(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   uint64_t now = loop_now();
 
   if (!g) {
-    conn_send_error(d, c, m->hdr.seq, -ENODEV, "no such GPU in this slice");
+    conn_send_error(c, m->hdr.seq, -ENODEV, "no such GPU in this slice");
     return;
   }
   uint32_t bit = 1u << g->index;
@@ -307,7 +308,7 @@ void token_request(struct daemon *d, struct conn *c, const struct gs_msg *m) {
                                     .quantum_ns = g->s.valid_until - g->s.granted_at,
                                     .valid_until_ns = g->s.valid_until};
     c->tok.holding |= bit;
-    conn_send(d, c, GS_MSG_TOKEN_GRANT, m->hdr.seq, &gr, sizeof(gr));
+    conn_send(c, GS_MSG_TOKEN_GRANT, m->hdr.seq, &gr, sizeof(gr));
     return;
   }
   c->tok.waiting |= bit;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "conn.h"
+#include "daemon.h"
 #include "test.h"
 #include "token.h"
 
@@ -25,11 +26,9 @@ static struct daemon d;
 static bool send_fails; /* conn_send fails as for a client that does not read */
 
 /* The stubs of what token.c calls beyond the scheduler, the registry and the loop. */
-int conn_send(struct daemon *dd, struct conn *c, uint32_t type, uint32_t seq, const void *body,
-              size_t len) {
+int conn_send(struct conn *c, uint32_t type, uint32_t seq, const void *body, size_t len) {
   struct tconn *tc = (struct tconn *)c;
 
-  (void)dd;
   (void)seq;
   (void)len;
   if (send_fails)
@@ -45,15 +44,14 @@ int conn_send(struct daemon *dd, struct conn *c, uint32_t type, uint32_t seq, co
   return 0;
 }
 
-void conn_send_error(struct daemon *dd, struct conn *c, uint32_t seq, int code, const char *text) {
+void conn_send_error(struct conn *c, uint32_t seq, int code, const char *text) {
   (void)code;
   (void)text;
-  conn_send(dd, c, GS_MSG_ERROR, seq, NULL, 0);
+  conn_send(c, GS_MSG_ERROR, seq, NULL, 0);
 }
 
 /* No socket: nothing waits unread. */
-bool conn_serve(struct daemon *dd, struct conn *c) {
-  (void)dd;
+bool conn_serve(struct conn *c) {
   (void)c;
   return true;
 }
@@ -113,7 +111,7 @@ static struct tconn *add_conn(struct slice *s) {
 
   if (!tc)
     exit(1);
-  tc->c.d = &d;
+  tc->c.set = &d.conns;
   tc->c.hello = true;
   tc->c.role = GS_ROLE_HOOK;
   tc->c.slice_id = s->id;

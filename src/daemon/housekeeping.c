@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The daemon's housekeeping (housekeeping.h): what each second calls, in order. */
+#include "housekeeping.h"
+
+#include <malloc.h>
+#include <stdbool.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "metrics.h"
+#include "regions.h"
+#include "requests.h"
+#include "snapshot.h"
+#include "sock.h"
+#include "token.h"
+
+#define HOUSEKEEPING_NS 1000000000ull
+/* Freed buffers of big replies stay in the heap (below the top or in the free lists) unless
+ * handed back: trimmed once this much was freed. */
+#define TRIM_AFTER (1u << 20)
+
+/* A slice whose runner is gone (or is another process now) and that no process of it is
+ * connected to; never a held one (its registrant, gslice-node, removes it with its pod). */
+static bool slice_gone(const struct slice *s) {
+  uint64_t start = 0;
+  int exited = 1;
+
+  if (s->flags & GS_REGISTER_HELD)
+    return false;
+  if (gs_proc_identity(s->runner_pid, &start, &exited) == 0 && !exited &&
+      (s->runner_start == 0 || start == s->runner_start))
+    return false;
+  return !s->conns;
+}
+
+static void remove_gone_slices(struct daemon *d) {
+  for (uint32_t i = 0; i < d->reg.n; i++) {
+    struct slice *s = d->reg.slices[i];
+    if (!slice_gone(s))
+      continue;
+    gs_log(GS_LOG_INFO, "slice %u '%s': its runner (pid %d) and processes are gone; removed", s->id,
+           s->spec.name, (int)s->runner_pid);
+    requests_remove_slice(d, s->id);
+    i--; /* registry_remove moved the last slice here */
+  }
+}
+
+static void publish_metrics(struct daemon *d) {
+  struct gs_status st;
+
+  if (d->metrics && snapshot_take(d, &st) == 0) {
+    gs_metrics_publish(d->metrics, &st);
+    gs_status_free(&st);
+  }
+}
+
+static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
+  struct daemon *d = data;
+
+  (void)id;
+  sock_housekeeping(d);
+  remove_gone_slices(d);
+  token_watchdog(d);
+  regions_housekeeping(d);
+  if (d->conns.freed_since_trim >= TRIM_AFTER) {
+    malloc_trim(0);
+    d->conns.freed_since_trim = 0;
+  }
+  publish_metrics(d);
+  gs_log_flush();
+  loop_add_timer(l, loop_now() + HOUSEKEEPING_NS, housekeeping_cb, d, &d->housekeeping_timer);
+}
+
+int housekeeping_start(struct daemon *d) {
+  return loop_add_timer(d->loop, loop_now() + HOUSEKEEPING_NS, housekeeping_cb, d,
+                        &d->housekeeping_timer);
+}
