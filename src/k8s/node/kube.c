@@ -12,6 +12,7 @@
 
 #include "annot.h"
 #include "kube.h"
+#include "log.h"
 #include "node.h"
 #include "podcheck.h"
 
@@ -127,11 +128,11 @@ static void *heartbeat_run(void *arg) {
     pthread_mutex_unlock(&n->lock);
     int r = node_kube_heartbeat(n, err, sizeof(err));
     if (r < 0 && fails++ % 30 == 0)
-      node_log("warn", "cannot write the node's %s annotation: %s (retrying every %llu s)",
-               K8S_ANNOT_GPUS, err, HEARTBEAT_NS / 5 / 1000000000ull);
+      gs_log(GS_LOG_WARNING, "cannot write the node's %s annotation: %s (retrying every %llu s)",
+             K8S_ANNOT_GPUS, err, HEARTBEAT_NS / 5 / 1000000000ull);
     if (r == 0) {
       if (fails)
-        node_log("info", "wrote the node's %s annotation again", K8S_ANNOT_GPUS);
+        gs_log(GS_LOG_INFO, "wrote the node's %s annotation again", K8S_ANNOT_GPUS);
       fails = 0;
     }
     next = node_now() + (r < 0 ? HEARTBEAT_NS / 5 : HEARTBEAT_NS);

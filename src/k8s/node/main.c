@@ -8,7 +8,6 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "log.h"
 #include "node.h"
 #include "rpc.h"
 #include "sign.h"
@@ -36,22 +36,6 @@ static void on_stop(int sig) {
 
 uint64_t node_now(void) {
   return gs_mono_ns();
-}
-
-void node_log(const char *level, const char *fmt, ...) {
-  char ts[32], line[4096];
-  time_t t = time(NULL);
-  struct tm tm;
-  va_list ap;
-
-  gmtime_r(&t, &tm);
-  strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  /* One write a line: several threads log. */
-  fprintf(stderr, "%s gslice-node %s: %s\n", ts, level, line);
-  fflush(stderr);
 }
 
 static void usage(FILE *out) {
@@ -251,8 +235,8 @@ static void daemon_down(struct node *n, const char *why) {
     close(n->dfd);
   n->dfd = -1;
   if (n->daemon_up)
-    node_log("warn", "gsliced on %s is gone (%s): slots are Unhealthy until it is back",
-             n->cfg.socket, why);
+    gs_log(GS_LOG_WARNING, "gsliced on %s is gone (%s): slots are Unhealthy until it is back",
+           n->cfg.socket, why);
   pthread_mutex_lock(&n->lock);
   n->daemon_up = false;
   pthread_mutex_unlock(&n->lock);
@@ -293,7 +277,7 @@ static int inventory(struct node *n) {
   pthread_mutex_unlock(&n->lock);
   gs_status_free(&st);
   if (!was) {
-    node_log("info", "gsliced on %s answers: %u GPU(s)", n->cfg.socket, n->ngpus);
+    gs_log(GS_LOG_INFO, "gsliced on %s answers: %u GPU(s)", n->cfg.socket, n->ngpus);
     return 2;
   }
   return changed;
@@ -339,7 +323,7 @@ static void server_restart(struct node *n, const char *why) {
   char path[PATH_MAX + 32], err[512];
 
   if (n->srv) {
-    node_log("info", "restarting the plugin server: %s", why);
+    gs_log(GS_LOG_INFO, "restarting the plugin server: %s", why);
     rpc_server_stop(n->srv);
     n->srv = NULL;
   }
@@ -347,7 +331,7 @@ static void server_restart(struct node *n, const char *why) {
   snprintf(path, sizeof(path), "%s/%s", n->cfg.kubelet_dir, NODE_ENDPOINT);
   if (rpc_server_start(path, "/v1beta1.DevicePlugin/ListAndWatch", M_PRESTART, serve_unary, n,
                        &n->srv, err, sizeof(err)) < 0) {
-    node_log("error", "%s", err);
+    gs_log(GS_LOG_ERROR, "%s", err);
     return;
   }
   publish(n);
@@ -367,7 +351,8 @@ static void kubelet_check(struct node *n) {
   snprintf(path, sizeof(path), "%s/kubelet.sock", n->cfg.kubelet_dir);
   if (lstat(path, &st) < 0) {
     if (n->registered)
-      node_log("warn", "%s is gone: the kubelet stopped; registering again when it is back", path);
+      gs_log(GS_LOG_WARNING, "%s is gone: the kubelet stopped; registering again when it is back",
+             path);
     n->registered = false;
     return;
   }
@@ -382,7 +367,8 @@ static void kubelet_check(struct node *n) {
   if (r < 0) {
     /* A kubelet that just made its socket may not answer yet: soon again, said once a while. */
     if (n->register_fails++ % 25 == 0)
-      node_log("warn", "cannot register with the kubelet: %s (trying again every 200 ms)", err);
+      gs_log(GS_LOG_WARNING, "cannot register with the kubelet: %s (trying again every 200 ms)",
+             err);
     n->register_at = node_now() + 200000000ull;
     return;
   }
@@ -390,8 +376,8 @@ static void kubelet_check(struct node *n) {
   n->register_fails = 0;
   n->kubelet_ino = st.st_ino;
   n->kubelet_dev = st.st_dev;
-  node_log("info", "registered %s with the kubelet (%u GPU(s) x %u slots, %s)", NODE_RESOURCE,
-           n->ngpus, n->cfg.slots_per_gpu, n->daemon_up ? "healthy" : "unhealthy: no gsliced");
+  gs_log(GS_LOG_INFO, "registered %s with the kubelet (%u GPU(s) x %u slots, %s)", NODE_RESOURCE,
+         n->ngpus, n->cfg.slots_per_gpu, n->daemon_up ? "healthy" : "unhealthy: no gsliced");
 }
 
 /* ---- housekeeping: slices of containers gone, on a thread of its own so that many of them
@@ -411,6 +397,7 @@ static void *housekeeping_run(void *arg) {
   pthread_mutex_lock(&n->lock);
   while (!h->stop) {
     node_reconcile(n);
+    gs_log_flush();
     uint64_t at = node_now() + RECONCILE_NS;
     struct timespec ts = {(time_t)(at / 1000000000ull), (long)(at % 1000000000ull)};
     while (!h->stop && node_now() < at)
@@ -445,6 +432,7 @@ int main(int argc, char **argv) {
   char err[512], path[PATH_MAX + 32];
   int r;
 
+  gs_log_open("gslice-node", GS_LOG_INFO);
   r = parse_args(argc, argv, &n.cfg);
   if (r)
     return r == 1 ? 0 : r;
@@ -453,11 +441,10 @@ int main(int argc, char **argv) {
   if (!n.cfg.no_api || nkey_paths) {
     r = k8s_keys_load(key_paths, nkey_paths, &keys, err, sizeof(err));
     if (r) {
-      fprintf(stderr,
-              "gslice-node: %s\ngslice-node: assignments are signed by gslice-extender: mount "
-              "its signing Secret at /etc/gslice/signing (deploy/gslice-node.yaml) or give "
-              "--signing-key FILE\n",
-              err);
+      gs_log(GS_LOG_ERROR,
+             "%s: assignments are signed by gslice-extender: mount its signing Secret at "
+             "/etc/gslice/signing (deploy/gslice-node.yaml) or give --signing-key FILE",
+             err);
       return 1;
     }
     n.keys = &keys;
@@ -475,27 +462,29 @@ int main(int argc, char **argv) {
   sigaction(SIGTERM, &sa, NULL);
 
   if (node_state_open(&n, err, sizeof(err)) < 0) {
-    fprintf(stderr, "gslice-node: %s\n", err);
+    gs_log(GS_LOG_ERROR, "%s", err);
     return 1;
   }
   rpc_global_init();
   if (!n.cfg.no_api && node_kube_init(&n, err, sizeof(err)) < 0) {
-    fprintf(stderr, "gslice-node: %s\n", err);
+    gs_log(GS_LOG_ERROR, "%s", err);
     return 1;
   }
   r = node_recs_load(&n);
   if (r < 0)
-    node_log("warn", "cannot read all records in %s/records: %s", n.cfg.state_dir, strerror(-r));
-  node_log("info", "starting: node %s, kubelet dir %s, gsliced %s, %u slots per GPU, %u record(s)",
-           n.cfg.node_name[0] ? n.cfg.node_name : "(none)", n.cfg.kubelet_dir, n.cfg.socket,
-           n.cfg.slots_per_gpu, n.nrecs);
+    gs_log(GS_LOG_WARNING, "cannot read all records in %s/records: %s", n.cfg.state_dir,
+           strerror(-r));
+  gs_log(GS_LOG_INFO,
+         "starting: node %s, kubelet dir %s, gsliced %s, %u slots per GPU, %u record(s)",
+         n.cfg.node_name[0] ? n.cfg.node_name : "(none)", n.cfg.kubelet_dir, n.cfg.socket,
+         n.cfg.slots_per_gpu, n.nrecs);
   inventory(&n);
   if (!n.cfg.no_api && (r = node_kube_start(&n, err, sizeof(err))) < 0) {
-    fprintf(stderr, "gslice-node: %s\n", err);
+    gs_log(GS_LOG_ERROR, "%s", err);
     return 1;
   }
   if ((r = housekeeping_start(&n, &hk)) < 0) {
-    fprintf(stderr, "gslice-node: cannot start a thread: %s\n", strerror(-r));
+    gs_log(GS_LOG_ERROR, "cannot start a thread: %s", strerror(-r));
     return 1;
   }
   while (!stop_sig) {
@@ -519,8 +508,8 @@ int main(int argc, char **argv) {
     kubelet_check(&n);
     usleep(100000);
   }
-  node_log("info", "stopping (signal %d); slices stay with gsliced for the next gslice-node",
-           (int)stop_sig);
+  gs_log(GS_LOG_INFO, "stopping (signal %d); slices stay with gsliced for the next gslice-node",
+         (int)stop_sig);
   if (n.srv)
     rpc_server_stop(n.srv);
   housekeeping_stop(&hk);

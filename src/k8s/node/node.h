@@ -113,7 +113,6 @@ struct node {
 };
 
 uint64_t node_now(void);
-void node_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* plugin.c: the DevicePlugin service */
 int node_plugin_unary(void *ctx, const char *method, const uint8_t *req, size_t len,

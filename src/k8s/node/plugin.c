@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "deviceplugin.pb-c.h"
+#include "log.h"
 #include "node.h"
 #include "rpc.h"
 
@@ -290,7 +291,7 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
   /* The slots are a new container's from now on: a record of them is an earlier container's. */
   for (size_t i = 0; i < nc; i++) {
     node_slots_allocated(n, c[i].key);
-    node_log("info", "Allocate: slots %s (directory %s)", c[i].slots, c[i].dir);
+    gs_log(GS_LOG_INFO, "Allocate: slots %s (directory %s)", c[i].slots, c[i].dir);
   }
   out.n_container_responses = nc;
   out.container_responses = cp;

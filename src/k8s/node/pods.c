@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "kube.h"
+#include "log.h"
 #include "node.h"
 
 /* The server ends each watch after this long and a new one resumes from the last version: a
@@ -190,10 +191,10 @@ static void *run(void *arg) {
         break;
       mark_failed(p, err);
       if (!warned)
-        node_log("warn",
-                 "cannot list this node's pods: %s (retrying; containers starting meanwhile are "
-                 "told to retry)",
-                 err);
+        gs_log(GS_LOG_WARNING,
+               "cannot list this node's pods: %s (retrying; containers starting meanwhile are "
+               "told to retry)",
+               err);
       said = warned = true;
       nap(p, backoff);
       backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
@@ -205,10 +206,10 @@ static void *run(void *arg) {
     p->nents = f->n;
     p->bytes = f->bytes;
     if (f->overflow && !p->overflow)
-      node_log("warn",
-               "this node has more pods than gslice-node keeps (%d, %u MiB): pods left "
-               "out are retried, not refused",
-               PODS_MAX, PODS_BYTES_MAX >> 20);
+      gs_log(GS_LOG_WARNING,
+             "this node has more pods than gslice-node keeps (%d, %u MiB): pods left "
+             "out are retried, not refused",
+             PODS_MAX, PODS_BYTES_MAX >> 20);
     p->overflow = f->overflow;
     p->listed = true;
     p->ok_at = node_now();
@@ -217,7 +218,7 @@ static void *run(void *arg) {
     pthread_mutex_unlock(&p->n->lock);
     free(f);
     if (said)
-      node_log("info", "listed this node's pods: %u", p->nents);
+      gs_log(GS_LOG_INFO, "listed this node's pods: %u", p->nents);
     said = warned = false;
     backoff = BACKOFF_MIN_MS;
     uint64_t listed_at = node_now();
@@ -236,7 +237,7 @@ static void *run(void *arg) {
       mark_failed(p, err);
       said = true;
       if (rc != -ESTALE) {
-        node_log("warn", "watching this node's pods: %s (listing again)", err);
+        gs_log(GS_LOG_WARNING, "watching this node's pods: %s (listing again)", err);
         nap(p, backoff);
       }
       break;

@@ -19,6 +19,7 @@
 #include "annot.h"
 #include "client.h"
 #include "kube.h"
+#include "log.h"
 #include "node.h"
 #include "podcheck.h"
 #include "podresources.pb-c.h"
@@ -191,7 +192,8 @@ static void starts_remove(struct node *n, const char *key, const char *keep) {
   for (size_t i = 0; i < nn; i++) {
     int r = remove_at(n->starts_fd, names[i]);
     if (r < 0)
-      node_log("warn", "cannot remove %s/starts/%s: %s", n->cfg.state_dir, names[i], strerror(-r));
+      gs_log(GS_LOG_WARNING, "cannot remove %s/starts/%s: %s", n->cfg.state_dir, names[i],
+             strerror(-r));
   }
 }
 
@@ -295,15 +297,15 @@ int node_daemon_connect(struct node *n, int *ret_fd) {
       (cr.uid != 0 && cr.uid != geteuid())) {
     /* Read and set by the main loop's inventory and by PreStartContainer's worker alike. */
     if (!__atomic_exchange_n(&n->daemon_untrusted, true, __ATOMIC_RELAXED))
-      node_log("error",
-               "%s is served by uid %u (pid %d), not by root or gslice-node's uid %u: not "
-               "believed, no slices are made (is another program listening there?)",
-               n->cfg.socket, (unsigned)cr.uid, (int)cr.pid, (unsigned)geteuid());
+      gs_log(GS_LOG_ERROR,
+             "%s is served by uid %u (pid %d), not by root or gslice-node's uid %u: not "
+             "believed, no slices are made (is another program listening there?)",
+             n->cfg.socket, (unsigned)cr.uid, (int)cr.pid, (unsigned)geteuid());
     close(fd);
     return -EPERM;
   }
   if (__atomic_exchange_n(&n->daemon_untrusted, false, __ATOMIC_RELAXED))
-    node_log("info", "%s is served by uid %u again: believed", n->cfg.socket, (unsigned)cr.uid);
+    gs_log(GS_LOG_INFO, "%s is served by uid %u again: believed", n->cfg.socket, (unsigned)cr.uid);
   r = gs_client_hello(fd, GS_ROLE_CLI, 0, NULL);
   if (r < 0) {
     close(fd);
@@ -468,8 +470,9 @@ int node_recs_load(struct node *n) {
       break;
     snprintf(r->key, sizeof(r->key), "%s", e->d_name);
     if (len < 0 || (text[len] = 0, rec_parse(text, r) < 0)) {
-      node_log("warn", "record %s/records/%s is unreadable or corrupt: ignored (left in place)",
-               n->cfg.state_dir, e->d_name);
+      gs_log(GS_LOG_WARNING,
+             "record %s/records/%s is unreadable or corrupt: ignored (left in place)",
+             n->cfg.state_dir, e->d_name);
       free(r);
       ret = -EBADMSG;
       continue;
@@ -497,7 +500,7 @@ void node_slots_allocated(struct node *n, const char *key) {
   r->superseded = true;
   int e = rec_save(n, r);
   if (e < 0)
-    node_log("warn", "cannot save the record of slots %s: %s", r->slots, strerror(-e));
+    gs_log(GS_LOG_WARNING, "cannot save the record of slots %s: %s", r->slots, strerror(-e));
 }
 
 /* Takes a record's slice, its container's links and start directories away; the record too.
@@ -514,8 +517,8 @@ static void rec_remove(struct node *n, uint32_t i, const char *why) {
       close(fd);
     }
     if (e < 0 && !(e == -ENOENT && err[0])) {
-      node_log("warn", "cannot remove slice %u of %s/%s/%s yet: %s (trying again)", r->slice_id,
-               r->ns, r->pod, r->container, err[0] ? err : strerror(-e));
+      gs_log(GS_LOG_WARNING, "cannot remove slice %u of %s/%s/%s yet: %s (trying again)",
+             r->slice_id, r->ns, r->pod, r->container, err[0] ? err : strerror(-e));
       return;
     }
   }
@@ -526,8 +529,8 @@ static void rec_remove(struct node *n, uint32_t i, const char *why) {
   unlinkat(n->records_fd, r->key, 0);
   /* Said once it is done: the record and the container's directory are gone by then (a reader
    * of the log that looked at once found the record still there). */
-  node_log("info", "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id, r->ns,
-           r->pod, r->container, r->slots, why);
+  gs_log(GS_LOG_INFO, "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id, r->ns,
+         r->pod, r->container, r->slots, why);
   free(r);
   n->recs[i] = n->recs[--n->nrecs];
 }
@@ -555,11 +558,11 @@ int node_recs_reconcile_daemon(struct node *n) {
       continue;
     char err[GS_PROTO_TEXT_MAX] = "";
     int u = gs_client_unregister(fd, s->id, 0, err, sizeof(err));
-    node_log(u < 0 ? "warn" : "info",
-             "slice %u '%s' was made by gslice-node but has no record (a crash between REGISTER "
-             "and its record?): %s%s",
-             s->id, s->name, u < 0 ? "cannot remove it: " : "removed",
-             u < 0 ? (err[0] ? err : strerror(-u)) : "");
+    gs_log(u < 0 ? GS_LOG_WARNING : GS_LOG_INFO,
+           "slice %u '%s' was made by gslice-node but has no record (a crash between REGISTER "
+           "and its record?): %s%s",
+           s->id, s->name, u < 0 ? "cannot remove it: " : "removed",
+           u < 0 ? (err[0] ? err : strerror(-u)) : "");
   }
   gs_status_free(&st);
   close(fd);
@@ -718,8 +721,8 @@ static void slice_env(const struct node_rec *r, char *out, size_t len) {
 static int refuse(struct node *n, struct node_rec *r, const char *why) {
   char text[1024];
 
-  node_log("error", "container %s/%s/%s (slots %s) gets no GPU: %s", r->ns[0] ? r->ns : "?",
-           r->pod[0] ? r->pod : "?", r->container[0] ? r->container : "?", r->slots, why);
+  gs_log(GS_LOG_ERROR, "container %s/%s/%s (slots %s) gets no GPU: %s", r->ns[0] ? r->ns : "?",
+         r->pod[0] ? r->pod : "?", r->container[0] ? r->container : "?", r->slots, why);
   snprintf(text, sizeof(text), "GSLICE_K8S_ERROR=%.900s\n", why);
   for (char *p = text; *p && p[1]; p++)
     if (*p == '\n')
@@ -793,8 +796,8 @@ static int restart(struct node *n, struct node_rec *r, char *why, size_t why_len
     snprintf(why, why_len, "cannot write its start directory: %s", strerror(-e));
     return e;
   }
-  node_log("info", "slice %" PRIu32 " for %s/%s container %s (slots %s): restarted, as recorded",
-           r->slice_id, r->ns, r->pod, r->container, r->slots);
+  gs_log(GS_LOG_INFO, "slice %" PRIu32 " for %s/%s container %s (slots %s): restarted, as recorded",
+         r->slice_id, r->ns, r->pod, r->container, r->slots);
   return 0;
 }
 
@@ -885,9 +888,9 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
       goto out;
     }
     if (strcmp(which, ctr)) {
-      node_log("info",
-               "slots %s of %s/%s: listed under container %s, started for init container %s",
-               r->slots, ns, pod, ctr, which);
+      gs_log(GS_LOG_INFO,
+             "slots %s of %s/%s: listed under container %s, started for init container %s",
+             r->slots, ns, pod, ctr, which);
       snprintf(r->container, sizeof(r->container), "%s", which);
       ctr = r->container;
     }
@@ -912,8 +915,8 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
       e = restart(n, old, why, sizeof(why));
       if (e == 0)
         goto out;
-      node_log("warn", "slots %s: the recorded slice %u cannot be reused (%s): made anew", r->slots,
-               old->slice_id, why);
+      gs_log(GS_LOG_WARNING, "slots %s: the recorded slice %u cannot be reused (%s): made anew",
+             r->slots, old->slice_id, why);
     }
   }
   /* A first start: whatever was recorded for these slots goes. */
@@ -998,7 +1001,7 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
    * here, between REGISTER and its record, the worst moment for a leak. */
   const char *crash = secure_getenv("GSLICE_NODE_TEST_CRASH_AT");
   if (crash && !strcmp(crash, "registered")) {
-    node_log("warn", "GSLICE_NODE_TEST_CRASH_AT=registered: exiting after REGISTER (test)");
+    gs_log(GS_LOG_WARNING, "GSLICE_NODE_TEST_CRASH_AT=registered: exiting after REGISTER (test)");
     _exit(99);
   }
   r->slice_id = reg.slice_id;
@@ -1022,11 +1025,11 @@ int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err
     ret = e;
     goto out;
   }
-  node_log("info",
-           "slice %" PRIu32 " '%s' for %s/%s container %s (slots %s): gpus 0x%x memory %s "
-           "compute %u%%..%u%% priority %d weight %u",
-           reg.slice_id, r->name, ns, pod, ctr, r->slots, spec.gpu_mask, r->memory,
-           spec.compute_request, spec.compute_limit, spec.priority, spec.weight);
+  gs_log(GS_LOG_INFO,
+         "slice %" PRIu32 " '%s' for %s/%s container %s (slots %s): gpus 0x%x memory %s "
+         "compute %u%%..%u%% priority %d weight %u",
+         reg.slice_id, r->name, ns, pod, ctr, r->slots, spec.gpu_mask, r->memory,
+         spec.compute_request, spec.compute_limit, spec.priority, spec.weight);
   n->recs[n->nrecs++] = r;
   r->checked = node_now();
   r = NULL;
@@ -1113,8 +1116,8 @@ void node_reconcile(struct node *n) {
         close(fd);
       }
       if (u == 0 || (u == -ENOENT && uerr[0])) {
-        node_log("info", "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id,
-                 r->ns, r->pod, r->container, r->slots, why);
+        gs_log(GS_LOG_INFO, "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id,
+               r->ns, r->pod, r->container, r->slots, why);
         r->slice_id = 0;
         r->nonce = 0;
         rec_save(n, r);
