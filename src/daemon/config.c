@@ -164,7 +164,8 @@ int config_set(struct config *c, const char *name, const char *value, char *why,
 
 /* A config file is a few dozen lines a person wrote: anything this long is not one. */
 #define CONFIG_FILE_MAX (1u << 20)
-/* The longest line taken (without its newline), as the parser of issue 8 read them. */
+/* The longest line taken (without its newline): a longer one is an error, never read in pieces
+ * whose tail would apply as a line of its own. */
 #define CONFIG_LINE_MAX 510u
 
 struct load {

@@ -125,8 +125,8 @@ void conn_close(struct conn *c, const char *why) {
 
 /* Handles what c sent, within its share of one loop turn (CONN_TURN_MSGS requests, one STATUS),
  * and none while a reply to it waits to be read: what the daemon holds for a client that does not
- * read is one reply (250 such connections took it from 9 MB to 950 MB when it took every request).
- * Such a client that fills c->in with more requests is closed. Returns false when c was closed. */
+ * read is one reply, not all it asked for. Such a client that fills c->in with more requests is
+ * closed. Returns false when c was closed. */
 bool conn_serve(struct conn *c) {
   uint32_t msgs = 0, statuses = 0;
 

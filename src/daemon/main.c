@@ -52,8 +52,8 @@ static int mkdirs(const char *path, mode_t mode) {
 }
 
 /* A relative state dir is the working directory's at start: every slice's dir is handed out as
- * a path under it (GSLICE_STATE_DIR), which must be absolute (`gsliced --state-dir st` was taken,
- * and every `gslice run` then died: GSLICE_STATE_DIR="st/slices/1" is malformed). */
+ * a path under it (GSLICE_STATE_DIR), which must be absolute (the processes it is handed to
+ * run elsewhere, and take a relative one as malformed). */
 static int absolute_state_dir(struct config *c, char *why, size_t why_len) {
   char cwd[CONFIG_STR_MAX], abs[CONFIG_STR_MAX];
   const char *rel = c->state_dir;

@@ -26,8 +26,8 @@ static int region_slot(struct gs_region *rg, const struct gpu *g, int create, un
 /* ---- every daemon access to a slice's region goes through with_region ----
  *
  * The region is a file the slice's processes may write, and truncate: a read through the mapping
- * past the new end is SIGBUS, which used to kill the whole daemon (a slice looping truncate and
- * rewrite hit the daemon's window within a second). The open already refuses a file shorter than
+ * past the new end is SIGBUS, which would kill the whole daemon (a slice looping truncate and
+ * rewrite hits the daemon's window at will). The open already refuses a file shorter than
  * the layout (fstat before mmap); what is left is the race after it, which only a guard closes.
  * A fault jumps back here: the mapping and handle are released without touching the memory, and
  * the slice's region is given up on for the slice's life in this daemon: its memory shows as 0,
@@ -49,8 +49,8 @@ static int region_call(struct daemon *d, struct slice *s, int create, region_fn 
   /* The slice's processes run as its owner and write the region: a root daemon gives it to
    * them through the descriptor it checked (gs_region_open_as), never by path. Never waiting
    * for the region's lock, which any of them can hold (gs_region_open_nowait): one stopped
-   * holding it made every STATUS and housekeeping wait 3 s per read, and every slice's tokens
-   * with them. */
+   * holding it would make every STATUS and housekeeping wait, and every slice's tokens with
+   * them. */
   int root = create && geteuid() == 0;
   int r = gs_region_open_nowait(s->dir, create, root ? s->uid : (uid_t)-1,
                                 root ? s->gid : (gid_t)-1, &rg);

@@ -53,8 +53,8 @@ static bool on_hello(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     }
     /* Same id, another slice: this daemon lost the state the process's slice lived in (or
      * was started over another state dir) and gave the id out again. Joining would put the
-     * process under a stranger's limits and share (measured: a hard 20% ran at 25% and took
-     * the other's guarantee); it is refused, and the hook paces itself at its own limit. */
+     * process under a stranger's limits and share (and take the other's guarantee); it is
+     * refused, and the hook paces itself at its own limit. */
     if (m->u.hello.slice_nonce != s->nonce) {
       snprintf(why, sizeof(why),
                "slice %u of this gsliced is not this process's slice (%s): the daemon lost the "

@@ -263,9 +263,9 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data) {
              g->index, holder, (end - g->s.valid_until) / 1000000);
     /* It held the GPU from the grant to its deadline: until its late release says what ran,
      * that is what it is charged (a hook that never releases gets nothing for free and cannot
-     * win every pick on an empty account: it starved a neighbour to 2%). Then it is charged
-     * what ran, not the time held: 64 slices on a loaded machine each charged 29-168 ms for one
-     * 0.5 ms kernel (6.08 s charged of 4.24 s run) got nothing for 6-8 s. */
+     * win every pick on an empty account, starving its neighbours). Then it is charged what
+     * ran, not the time held: on a loaded machine, where a release comes late for the host's
+     * doing, the time held would charge a slice many times what its kernels ran. */
     take_back(d, g, end, now);
     token_done(d, g);
     return;
@@ -347,9 +347,8 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     if (rl->flags & GS_RELEASE_CHARGE)
       b->pending--;
     /* Charged as the token's span when the last participant is done. A grant handed back
-     * unused (start 0, nothing run) has no part in it: counted, it opened the span at 0 and
-     * charged a slice of two processes the daemon's uptime (2950 s), wedging it behind its
-     * own limit's pacing for hours. */
+     * unused (start 0, nothing run) has no part in it: counted, it would open the span at 0 and
+     * charge the slice the daemon's uptime, wedging it behind its own limit's pacing. */
     uint64_t end = rl->start_ns + rl->used_ns;
     if (!b->span_end || rl->start_ns < b->span_start)
       b->span_start = rl->start_ns;
@@ -404,8 +403,8 @@ void token_forget_slice(struct daemon *d, uint32_t id) {
 }
 
 /* A slice that waits past its pacing time with the token free is a missed wakeup: every such
- * path is a bug (one hung a process for good: sched_next_wakeup), and this bounds what the next
- * one costs to a housekeeping period, said in the log so that it gets fixed. */
+ * path is a bug (it would hang a process for good: sched_next_wakeup), and this bounds what the
+ * next one costs to a housekeeping period, said in the log so that it gets fixed. */
 #define MISSED_WAKEUP_NS 100000000ull
 
 void token_watchdog(struct daemon *d) {

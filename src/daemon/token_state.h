@@ -14,8 +14,8 @@ struct token {
   struct token_burst {
     /* The token's span of device time: from the first participant's start to the last one's
      * end. Processes of a slice queue behind each other on the device, so their bursts overlap;
-     * summing them would charge the overlap twice (measured: a hard-30 slice of two processes
-     * got 18%). */
+     * summing them would charge the overlap twice (a slice of two processes would get less than
+     * its limit). */
     uint64_t span_start, span_end, span_launches;
     uint32_t pending; /* participants released early (the handoff) whose charge has not come */
   } burst;
