@@ -115,6 +115,23 @@ static void test_corrupt(const char *dir) {
   fputs("something else\n", f);
   fclose(f);
   CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), -EBADMSG);
+  /* A NUL byte is corruption, not the end of a slice's name: the file is refused whole (the
+   * line-by-line reader took "name=a" and let the bytes after the NUL go unread). */
+  f = fopen(path, "w");
+  fprintf(f, "gslice-state 1\nnext_id 5\n%s name=a", line);
+  fputc(0, f);
+  fputs("junk\n", f);
+  fclose(f);
+  CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), -EBADMSG);
+  CHECK(strstr(why, "not a gslice state file") != NULL);
+  /* Larger than any state of REGISTRY_MAX slices: refused, naming the bound, not read. */
+  f = fopen(path, "w");
+  fputs("gslice-state 1\nnext_id 5\n", f);
+  for (int i = 0; i < 2 * REGISTRY_MAX * 2048 / 64; i++)
+    fprintf(f, "#%062d\n", i);
+  fclose(f);
+  CHECK_EQ_INT(registry_load(&reg, dir, 8, why, sizeof(why)), -EFBIG);
+  CHECK(strstr(why, "is larger than") != NULL);
   unlink(path);
 }
 
