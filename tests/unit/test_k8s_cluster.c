@@ -25,7 +25,7 @@ static void add_node(struct cluster *c, const char *name, uint64_t mem, const ch
            hb, name, (unsigned long long)mem);
   json_t *o = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", name, "annotations",
                         "gslice.io/gpus", inv);
-  cluster_node_event(c, "ADDED", o, now_ms, WALL, NULL);
+  cluster_node_event(c, "ADDED", o, now_ms, WALL, false);
   json_decref(o);
 }
 
@@ -60,7 +60,7 @@ static void add_pod(struct cluster *c, const struct k8s_keys *keys, const char *
   if (sig)
     json_object_set_new(json_object_get(json_object_get(o, "metadata"), "annotations"),
                         "gslice.io/assigned-signature", json_string(sig));
-  cluster_pod_event(c, "ADDED", o, NULL);
+  cluster_pod_event(c, "ADDED", o, false);
   json_decref(o);
 }
 
@@ -182,10 +182,10 @@ static void test_heartbeats_and_records(void) {
   uint64_t one = GiB;
   add_pod(c, NULL, "holder", "uh", "ahead", &one, 1, NULL);
   json_t *o = json_pack("{s:{s:s}}", "metadata", "name", "zero");
-  cluster_node_event(c, "DELETED", o, now, WALL, NULL);
+  cluster_node_event(c, "DELETED", o, now, WALL, false);
   json_decref(o);
   o = json_pack("{s:{s:s}}", "metadata", "name", "ahead");
-  cluster_node_event(c, "DELETED", o, now, WALL, NULL);
+  cluster_node_event(c, "DELETED", o, now, WALL, false);
   json_decref(o);
   cluster_totals(c, now, &t);
   CHECK_EQ_INT(t.node_records, 4);
@@ -200,7 +200,7 @@ static void test_heartbeats_and_records(void) {
   add_node(c, "ok", 16 * GiB, "2030-01-01T00:00:00Z", now); /* frees the grave */
   o = json_pack("{s:{s:s,s:s,s:s},s:{s:s}}", "metadata", "name", "holder", "namespace", "t", "uid",
                 "uh", "status", "phase", "Succeeded");
-  cluster_pod_event(c, "MODIFIED", o, NULL);
+  cluster_pod_event(c, "MODIFIED", o, false);
   json_decref(o);
   now += CLUSTER_NODE_FORGET_MS + 20000;
   add_node(c, "ok", 16 * GiB, "2030-01-01T00:00:00Z", now);

@@ -70,7 +70,7 @@ static struct cluster *one_node(void) {
            (unsigned long long)(16 * GiB));
   json_t *o = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "n1", "annotations",
                         "gslice.io/gpus", inv);
-  cluster_node_event(c, "ADDED", o, NOW, WALL, NULL);
+  cluster_node_event(c, "ADDED", o, NOW, WALL, false);
   json_decref(o);
   cluster_set_synced(c, true, true);
   return c;

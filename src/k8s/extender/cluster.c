@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kube.h"
+#include "log.h"
 #include "podcheck.h"
 #include "sign.h"
 
@@ -170,7 +171,7 @@ static bool same_gpus(const struct xnode *n, const struct k8s_node_gpus *g) {
 }
 
 static void node_update(struct cluster *c, const json_t *obj, uint64_t now_ms, time_t wall,
-                        FILE *log) {
+                        bool log) {
   const char *name = kube_meta_str(obj, "name"), *text;
   struct k8s_node_gpus *g = NULL;
   char err[K8S_ERR_MAX];
@@ -195,7 +196,7 @@ static void node_update(struct cluster *c, const json_t *obj, uint64_t now_ms, t
     return;
   if (k8s_node_gpus_decode(text, g, err, sizeof err)) {
     if (log && strcmp(n->unusable, err) != 0)
-      fprintf(log, "gslice-extender: node %s: %s; the node is out of placement\n", name, err);
+      gs_log(GS_LOG_WARNING, "node %s: %s; the node is out of placement", name, err);
     snprintf(n->unusable, sizeof n->unusable, "%s", err);
     n->pn.unusable = n->unusable;
     free(g);
@@ -209,7 +210,7 @@ static void node_update(struct cluster *c, const json_t *obj, uint64_t now_ms, t
              "day ahead of this clock)",
              K8S_ANNOT_GPUS, hb);
     if (log && strcmp(n->unusable, err) != 0)
-      fprintf(log, "gslice-extender: node %s: %s; the node is out of placement\n", name, err);
+      gs_log(GS_LOG_WARNING, "node %s: %s; the node is out of placement", name, err);
     snprintf(n->unusable, sizeof n->unusable, "%s", err);
     n->pn.unusable = n->unusable;
     n->hb = 0;
@@ -296,7 +297,7 @@ static void clock_to(struct cluster *c, uint64_t now_ms) {
 }
 
 void cluster_node_event(struct cluster *c, const char *type, const json_t *node, uint64_t now_ms,
-                        time_t wall, FILE *log) {
+                        time_t wall, bool log) {
   pthread_rwlock_wrlock(&c->lock);
   clock_to(c, now_ms);
   if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
@@ -355,19 +356,19 @@ static int assignment_trusted(const struct cluster *c, const json_t *obj, const 
 
 /* p's assignment does not count: it holds nothing; a refusal for a new reason is counted
  * and logged (the same one again, at every status update of the pod, is not). */
-static void pod_refuse(struct cluster *c, struct xpod *p, const char *why, FILE *log) {
+static void pod_refuse(struct cluster *c, struct xpod *p, const char *why, bool log) {
   xpod_unhold(p);
   if (!p->forged || strncmp(p->forged_why, why, sizeof p->forged_why - 1) != 0) {
     p->forged = true;
     snprintf(p->forged_why, sizeof p->forged_why, "%s", why);
     c->forged_total++;
     if (log)
-      fprintf(log, "gslice-extender: pod %s (uid %s): %s; its %s is not counted\n", p->key,
-              p->id.uid[0] ? p->id.uid : "?", why, K8S_ANNOT_ASSIGNED);
+      gs_log(GS_LOG_WARNING, "pod %s (uid %s): %s; its %s is not counted", p->key,
+             p->id.uid[0] ? p->id.uid : "?", why, K8S_ANNOT_ASSIGNED);
   }
 }
 
-static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
+static void pod_update(struct cluster *c, const json_t *obj, bool log) {
   struct pod_id id;
   struct xpod *p;
   char err[K8S_ERR_MAX];
@@ -411,10 +412,10 @@ static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
         /* A bound pod's annotation edited after the fact changes nothing: it still holds
          * what it was given (gslice-node keeps the slice it made). */
         if (log && !p->forged)
-          fprintf(log,
-                  "gslice-extender: pod %s: %s was changed after binding (%s); it still "
-                  "holds what it was assigned\n",
-                  p->key, K8S_ANNOT_ASSIGNED, err);
+          gs_log(GS_LOG_WARNING,
+                 "pod %s: %s was changed after binding (%s); it still holds what it was "
+                 "assigned",
+                 p->key, K8S_ANNOT_ASSIGNED, err);
         p->forged = true;
       } else {
         pod_refuse(c, p, err, log);
@@ -442,7 +443,7 @@ static void pod_update(struct cluster *c, const json_t *obj, FILE *log) {
     pod_remove(c, p);
 }
 
-void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, FILE *log) {
+void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, bool log) {
   pthread_rwlock_wrlock(&c->lock);
   if (strcmp(type, "ADDED") == 0 || strcmp(type, "MODIFIED") == 0) {
     pod_update(c, pod, log);
@@ -471,14 +472,14 @@ void cluster_relist_begin(struct cluster *c, bool nodes) {
 }
 
 void cluster_node_relist_item(struct cluster *c, const json_t *node, uint64_t now_ms, time_t wall,
-                              FILE *log) {
+                              bool log) {
   pthread_rwlock_wrlock(&c->lock);
   clock_to(c, now_ms);
   node_update(c, node, now_ms, wall, log);
   pthread_rwlock_unlock(&c->lock);
 }
 
-void cluster_pod_relist_item(struct cluster *c, const json_t *pod, FILE *log) {
+void cluster_pod_relist_item(struct cluster *c, const json_t *pod, bool log) {
   pthread_rwlock_wrlock(&c->lock);
   pod_update(c, pod, log);
   pthread_rwlock_unlock(&c->lock);

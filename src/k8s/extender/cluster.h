@@ -6,7 +6,6 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <time.h>
 
 #include "buf.h"
@@ -46,11 +45,11 @@ void cluster_free(struct cluster *c);
 /* A watch event for a Node or a Pod: type ADDED, MODIFIED or DELETED (others
  * are ignored). now_ms is the monotonic clock, wall the real time (a new
  * heartbeat's age is judged by it once; then by when it changes). Malformed
- * objects are logged (log non-NULL) and skipped; a node with a malformed
- * gslice.io/gpus is kept out of placement with the reason. */
+ * objects are skipped (and logged through gs_log when log is true); a node with a
+ * malformed gslice.io/gpus is kept out of placement with the reason. */
 void cluster_node_event(struct cluster *c, const char *type, const json_t *node, uint64_t now_ms,
-                        time_t wall, FILE *log);
-void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, FILE *log);
+                        time_t wall, bool log);
+void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, bool log);
 
 /* A relist, one object at a time (a list comes in pages): begin, each listed
  * object, end. At the end what was not listed is gone, except pods assumed after
@@ -58,8 +57,8 @@ void cluster_pod_event(struct cluster *c, const char *type, const json_t *pod, F
  * way only leaves records refreshed: nothing is dropped before an end. */
 void cluster_relist_begin(struct cluster *c, bool nodes);
 void cluster_node_relist_item(struct cluster *c, const json_t *node, uint64_t now_ms, time_t wall,
-                              FILE *log);
-void cluster_pod_relist_item(struct cluster *c, const json_t *pod, FILE *log);
+                              bool log);
+void cluster_pod_relist_item(struct cluster *c, const json_t *pod, bool log);
 void cluster_relist_end(struct cluster *c, bool nodes, uint64_t since_ms);
 
 /* /filter answers 503 until both lists have been read once. */

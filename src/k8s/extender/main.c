@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-extender: the kube-scheduler extender that places gslice slices on GPUs
- * (docs/kubernetes.md). Flags, signals, and wiring of the watch and the server. */
+ * (docs/kubernetes.md). Flags (parse, then check), the process's settings, and wiring of the
+ * watch and the server. */
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
@@ -11,6 +12,8 @@
 #include <sys/resource.h>
 
 #include "cluster.h"
+#include "log.h"
+#include "proto.h"
 #include "server.h"
 #include "sign.h"
 #include "watch.h"
@@ -65,8 +68,8 @@ static const char usage[] =
     "                        by others; gslice-node mounts the same Secret\n"
     "  --priority-class NAME=PRIO[:weight=N][:limit=P]\n"
     "                        pods of PriorityClass NAME get gslice priority PRIO (high,\n"
-    "                        normal, low), weight N (1..1000, default 1) and compute\n"
-    "                        ceiling P% (1..100, default 100) at most; repeatable.\n"
+    "                        normal, low), weight N (%u..%u, default %u) and compute\n"
+    "                        ceiling P%% (1..%u, default %u) at most; repeatable.\n"
     "                        Other pods: normal, 1, 100. The annotations\n"
     "                        gslice.io/priority, weight, compute-limit only lower them\n"
     "  --help                this text\n"
@@ -93,7 +96,94 @@ static int bad(const char *fmt, const char *what) {
   return 2;
 }
 
-int main(int argc, char **argv) {
+/* What the flags say. */
+struct flags {
+  struct cluster_cfg ccfg;
+  struct ext_server_cfg scfg;
+  const char *listen_at, *kubeconfig, *metrics_at;
+  const char *key_paths[K8S_SIGN_MAX_KEYS];
+  size_t nkeys;
+  struct podspec_class classes[64];
+  const char *sched_names[16];
+  size_t nsched;
+};
+
+static int flag_scheduler_names(struct flags *f, char *arg) {
+  if (!*arg || strspn(arg, ",") == strlen(arg))
+    return bad("--scheduler-name \"%s\" names no scheduler", arg);
+  for (char *tok = strtok(arg, ","); tok; tok = strtok(NULL, ",")) {
+    if (f->nsched == sizeof f->sched_names / sizeof f->sched_names[0])
+      return bad("--scheduler-name \"%s\": at most 16 names", tok);
+    if (!*tok || strlen(tok) >= K8S_NAME_MAX)
+      return bad("--scheduler-name \"%s\" is not a scheduler name", tok);
+    f->sched_names[f->nsched++] = tok;
+  }
+  return 0;
+}
+
+static int flag_priority_class(struct flags *f, const char *arg) {
+  char perr[K8S_ERR_MAX];
+  if (f->ccfg.nclasses == sizeof f->classes / sizeof f->classes[0])
+    return bad("--priority-class \"%s\": at most 64 classes", arg);
+  if (podspec_class_parse(arg, &f->classes[f->ccfg.nclasses], perr, sizeof perr))
+    return bad("%s", perr);
+  f->ccfg.classes = f->classes;
+  f->ccfg.nclasses++;
+  return 0;
+}
+
+/* One flag (getopt's opt, its value arg): 0, or the exit status of a refusal. */
+static int flag(struct flags *f, int opt, char *arg) {
+  char host[256];
+  uint16_t port;
+  unsigned secs;
+
+  switch (opt) {
+  case 'l':
+    if (ext_listen_parse(arg, host, sizeof host, &port))
+      return bad("--listen \"%s\" is not [HOST:]PORT (e.g. 8765 or 127.0.0.1:8765)", arg);
+    f->listen_at = arg;
+    return 0;
+  case 'k': f->kubeconfig = arg; return 0;
+  case 'p':
+    if (place_policy_parse(arg, &f->ccfg.policy))
+      return bad("--policy \"%s\": use binpack or spread", arg);
+    return 0;
+  case 't':
+    if (!whole(arg, 1, 86400, &secs))
+      return bad("--node-timeout \"%s\" must be whole seconds, 1..86400", arg);
+    f->ccfg.node_timeout_ms = secs * 1000ull;
+    return 0;
+  case 'K':
+    if (f->nkeys == K8S_SIGN_MAX_KEYS)
+      return bad("--signing-key \"%s\": at most two (the new key, then the old one)", arg);
+    f->key_paths[f->nkeys++] = arg;
+    return 0;
+  case 'P': return flag_priority_class(f, arg);
+  case 'C': f->scfg.tls_cert = arg; return 0;
+  case 'Y': f->scfg.tls_key = arg; return 0;
+  case 'A': f->scfg.client_ca = arg; return 0;
+  case 'I': f->scfg.insecure_listen = true; return 0;
+  case 'M':
+    if (strcmp(arg, "off") != 0 && ext_listen_parse(arg, host, sizeof host, &port))
+      return bad("--metrics-listen \"%s\" is not [HOST:]PORT or off", arg);
+    f->metrics_at = strcmp(arg, "off") == 0 ? NULL : arg;
+    return 0;
+  case 'S': return flag_scheduler_names(f, arg);
+  case 'T':
+    if (!whole(arg, 1, 300, &f->scfg.request_timeout_s))
+      return bad("--request-timeout \"%s\" must be whole seconds, 1..300", arg);
+    return 0;
+  case 'N':
+    if (!whole(arg, 1, 256, &f->scfg.per_ip_connections))
+      return bad("--max-connections-per-ip \"%s\" must be 1..256", arg);
+    return 0;
+  }
+  return 2;
+}
+
+/* The flags: -1 to go on, else the exit status (0 after --help). */
+static int parse(int argc, char **argv, struct flags *f) {
   static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
                                        {"kubeconfig", required_argument, NULL, 'k'},
                                        {"policy", required_argument, NULL, 'p'},
@@ -110,119 +200,52 @@ int main(int argc, char **argv) {
                                        {"max-connections-per-ip", required_argument, NULL, 'N'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  static struct podspec_class classes[64];
-  static struct k8s_keys keys;
-  const char *key_paths[K8S_SIGN_MAX_KEYS];
-  size_t nkeys = 0;
-  struct cluster_cfg ccfg = {.policy = PLACE_BINPACK, .node_timeout_ms = 60000};
-  const char *listen_at = NULL, *kubeconfig = NULL, *metrics_at = "8766";
-  static const char *sched_names[16];
-  size_t nsched = 0;
-  struct ext_server_cfg scfg = {0};
-  struct verbs *v = NULL;
-  char host[256], err[KUBE_ERR_MAX];
-  struct cluster *c = NULL;
-  struct ext_watch *w = NULL;
-  struct ext_server *s = NULL;
-  struct kube *k = NULL;
-  uint16_t port;
-  sigset_t sigs;
-  int opt, sig, rc;
+  int opt, rc;
 
   opterr = 0;
   while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-    switch (opt) {
-    case 'l':
-      if (ext_listen_parse(optarg, host, sizeof host, &port))
-        return bad("--listen \"%s\" is not [HOST:]PORT (e.g. 8765 or 127.0.0.1:8765)", optarg);
-      listen_at = optarg;
-      break;
-    case 'k': kubeconfig = optarg; break;
-    case 'p':
-      if (place_policy_parse(optarg, &ccfg.policy))
-        return bad("--policy \"%s\": use binpack or spread", optarg);
-      break;
-    case 't': {
-      unsigned secs;
-      if (!whole(optarg, 1, 86400, &secs))
-        return bad("--node-timeout \"%s\" must be whole seconds, 1..86400", optarg);
-      ccfg.node_timeout_ms = secs * 1000ull;
-      break;
+    if (opt == 'h') {
+      printf(usage, GS_WEIGHT_MIN, GS_WEIGHT_MAX, GS_WEIGHT_MIN, GS_PERCENT_MAX, GS_PERCENT_MAX);
+      return 0;
     }
-    case 'K':
-      if (nkeys == K8S_SIGN_MAX_KEYS)
-        return bad("--signing-key \"%s\": at most two (the new key, then the old one)", optarg);
-      key_paths[nkeys++] = optarg;
-      break;
-    case 'P': {
-      char perr[K8S_ERR_MAX];
-      if (ccfg.nclasses == sizeof classes / sizeof classes[0])
-        return bad("--priority-class \"%s\": at most 64 classes", optarg);
-      if (podspec_class_parse(optarg, &classes[ccfg.nclasses], perr, sizeof perr))
-        return bad("%s", perr);
-      ccfg.classes = classes;
-      ccfg.nclasses++;
-      break;
-    }
-    case 'C': scfg.tls_cert = optarg; break;
-    case 'Y': scfg.tls_key = optarg; break;
-    case 'A': scfg.client_ca = optarg; break;
-    case 'I': scfg.insecure_listen = true; break;
-    case 'M':
-      if (strcmp(optarg, "off") == 0) {
-        metrics_at = NULL;
-        break;
-      }
-      if (ext_listen_parse(optarg, host, sizeof host, &port))
-        return bad("--metrics-listen \"%s\" is not [HOST:]PORT or off", optarg);
-      metrics_at = optarg;
-      break;
-    case 'S':
-      if (!*optarg || strspn(optarg, ",") == strlen(optarg))
-        return bad("--scheduler-name \"%s\" names no scheduler", optarg);
-      for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ",")) {
-        if (nsched == sizeof sched_names / sizeof sched_names[0])
-          return bad("--scheduler-name \"%s\": at most 16 names", tok);
-        if (!*tok || strlen(tok) >= K8S_NAME_MAX)
-          return bad("--scheduler-name \"%s\" is not a scheduler name", tok);
-        sched_names[nsched++] = tok;
-      }
-      break;
-    case 'T':
-      if (!whole(optarg, 1, 300, &scfg.request_timeout_s))
-        return bad("--request-timeout \"%s\" must be whole seconds, 1..300", optarg);
-      break;
-    case 'N':
-      if (!whole(optarg, 1, 256, &scfg.per_ip_connections))
-        return bad("--max-connections-per-ip \"%s\" must be 1..256", optarg);
-      break;
-    case 'h': fputs(usage, stdout); return 0;
-    case ':': return bad("%s needs a value", argv[optind - 1]);
-    default: return bad("unknown option \"%s\"", argv[optind - 1]);
-    }
+    if (opt == ':')
+      return bad("%s needs a value", argv[optind - 1]);
+    if (opt == '?')
+      return bad("unknown option \"%s\"", argv[optind - 1]);
+    if ((rc = flag(f, opt, optarg)))
+      return rc;
   }
   if (optind < argc)
     return bad("unexpected argument \"%s\"", argv[optind]);
-  if (!scfg.tls_cert != !scfg.tls_key)
+  return -1;
+}
+
+/* The flags together: -1 to go on, else the exit status. */
+static int check(struct flags *f) {
+  struct ext_server_cfg *scfg = &f->scfg;
+  if (!scfg->tls_cert != !scfg->tls_key)
     return bad("%s: --tls-cert and --tls-key go together",
-               scfg.tls_cert ? "--tls-cert" : "--tls-key");
-  if (scfg.client_ca && !scfg.tls_cert)
-    return bad("%s: --client-ca needs --tls-cert and --tls-key", scfg.client_ca);
-  if (!listen_at)
-    listen_at = scfg.client_ca ? "8765" : "127.0.0.1:8765";
-  if (!scfg.client_ca && !scfg.insecure_listen) {
+               scfg->tls_cert ? "--tls-cert" : "--tls-key");
+  if (scfg->client_ca && !scfg->tls_cert)
+    return bad("%s: --client-ca needs --tls-cert and --tls-key", scfg->client_ca);
+  if (!f->listen_at)
+    f->listen_at = scfg->client_ca ? "8765" : "127.0.0.1:8765";
+  if (!scfg->client_ca && !scfg->insecure_listen) {
     char lerr[512];
-    int loop = ext_listen_loopback(listen_at, lerr, sizeof lerr);
+    int loop = ext_listen_loopback(f->listen_at, lerr, sizeof lerr);
     if (loop < 0)
       return bad("--listen %s", lerr);
     if (!loop)
       return bad("--listen %s: refusing to serve the verbs off loopback to any peer: give "
                  "--tls-cert, --tls-key and --client-ca (kube-scheduler's client certificate), "
                  "or say --insecure-listen",
-                 listen_at);
+                 f->listen_at);
   }
+  return -1;
+}
 
-  setvbuf(stderr, NULL, _IOLBF, 0);
+/* The process's settings; SIGINT and SIGTERM blocked, for sigwait in *ret_sigs. */
+static void process_setup(sigset_t *ret_sigs) {
   /* A large request's buffers are mmapped and unmapped when freed: glibc's sliding
    * threshold would otherwise serve the next ones from the heap and keep them. */
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
@@ -234,74 +257,105 @@ int main(int argc, char **argv) {
     nofile.rlim_cur = nofile.rlim_max < 8192 ? nofile.rlim_max : 8192;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  /* Signals are taken by sigwait below; every thread started after this inherits the mask. */
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  /* Every thread started after this inherits the mask. */
+  sigemptyset(ret_sigs);
+  sigaddset(ret_sigs, SIGINT);
+  sigaddset(ret_sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, ret_sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
+}
 
-  rc = kube_open(kubeconfig, &k, err, sizeof err);
-  if (rc) {
-    fprintf(stderr, "gslice-extender: %s\n", err);
+/* The parts, started in order (each stopped by main when a later one fails). */
+struct parts {
+  struct k8s_keys keys;
+  struct kube *k;
+  struct cluster *c;
+  struct ext_watch *w;
+  struct verbs *v;
+  struct ext_server *s;
+};
+
+static int start(struct flags *f, struct parts *p) {
+  char err[KUBE_ERR_MAX];
+  int rc;
+
+  if ((rc = kube_open(f->kubeconfig, &p->k, err, sizeof err))) {
+    gs_log(GS_LOG_ERROR, "%s", err);
+    return rc;
+  }
+  if ((rc = k8s_keys_load(f->key_paths, f->nkeys, &p->keys, err, sizeof err))) {
+    gs_log(GS_LOG_ERROR,
+           "%s; every assignment is signed, so a key is needed: make one (openssl rand -hex 32 "
+           ">key; kubectl -n gslice-system create secret generic gslice-signing "
+           "--from-file=key) and mount it at /etc/gslice/signing as deploy/ does, or give "
+           "--signing-key FILE",
+           err);
+    return rc;
+  }
+  f->ccfg.keys = &p->keys;
+  if ((rc = cluster_new(&f->ccfg, &p->c)))
+    return rc;
+  if ((rc = ext_watch_start(p->c, f->kubeconfig, &p->w, err, sizeof err))) {
+    gs_log(GS_LOG_ERROR, "%s", err);
+    return rc;
+  }
+  struct verbs_cfg vcfg = {.cluster = p->c,
+                           .kube = p->k,
+                           .log = true,
+                           .scheduler_names = f->nsched ? f->sched_names : NULL,
+                           .nscheduler_names = f->nsched};
+  if ((rc = verbs_new(&vcfg, &p->v)))
+    return rc;
+  f->scfg.listen = f->listen_at;
+  f->scfg.metrics_listen = f->metrics_at;
+  f->scfg.verbs = p->v;
+  f->scfg.log = true;
+  if ((rc = ext_server_start(&f->scfg, &p->s, err, sizeof err))) {
+    gs_log(GS_LOG_ERROR, "%s", err);
+    return rc;
+  }
+  return 0;
+}
+
+static void stop(struct parts *p) {
+  ext_server_stop(p->s);
+  verbs_free(p->v);
+  ext_watch_stop(p->w);
+  cluster_free(p->c);
+  kube_close(p->k);
+  k8s_keys_clear(&p->keys);
+}
+
+int main(int argc, char **argv) {
+  static struct flags f = {.ccfg = {.policy = PLACE_BINPACK, .node_timeout_ms = 60000},
+                           .metrics_at = "8766"};
+  static struct parts p;
+  sigset_t sigs;
+  int rc, sig;
+
+  if ((rc = parse(argc, argv, &f)) >= 0 || (rc = check(&f)) >= 0)
+    return rc;
+  gs_log_open("gslice-extender", GS_LOG_INFO);
+  process_setup(&sigs);
+  if ((rc = start(&f, &p))) {
+    stop(&p);
     return 1;
   }
-  rc = k8s_keys_load(key_paths, nkeys, &keys, err, sizeof err);
-  if (rc) {
-    fprintf(stderr,
-            "gslice-extender: %s\ngslice-extender: every assignment is signed, so a key is "
-            "needed: make one (openssl rand -hex 32 >key; kubectl -n gslice-system create "
-            "secret generic gslice-signing --from-file=key) and mount it at "
-            "/etc/gslice/signing as deploy/ does, or give --signing-key FILE\n",
-            err);
-    rc = 1;
-    goto out;
-  }
-  ccfg.keys = &keys;
-  rc = cluster_new(&ccfg, &c);
-  if (rc)
-    goto out;
-  rc = ext_watch_start(c, kubeconfig, stderr, &w, err, sizeof err);
-  if (rc) {
-    fprintf(stderr, "gslice-extender: %s\n", err);
-    goto out;
-  }
-  struct verbs_cfg vcfg = {.cluster = c,
-                           .kube = k,
-                           .log = stderr,
-                           .scheduler_names = nsched ? sched_names : NULL,
-                           .nscheduler_names = nsched};
-  rc = verbs_new(&vcfg, &v);
-  if (rc)
-    goto out;
-  scfg.listen = listen_at;
-  scfg.metrics_listen = metrics_at;
-  scfg.verbs = v;
-  scfg.log = stderr;
-  rc = ext_server_start(&scfg, &s, err, sizeof err);
-  if (rc) {
-    fprintf(stderr, "gslice-extender: %s\n", err);
-    goto out;
-  }
-  fprintf(stderr,
-          "gslice-extender: listening on port %u (%s), metrics on port %u (policy %s, node "
-          "timeout %llu s, API server %s, signing key %s%s%s, %zu priority class(es))\n",
-          ext_server_port(s),
-          scfg.client_ca  ? "https, client certificates of --client-ca"
-          : scfg.tls_cert ? "https, any client"
+  struct ext_server_cfg *scfg = &f.scfg;
+  gs_log(GS_LOG_INFO,
+         "listening on port %u (%s), metrics on port %u (policy %s, node timeout %llu s, API "
+         "server %s, signing key %s%s%s, %zu priority class(es))",
+         ext_server_port(p.s),
+         scfg->client_ca  ? "https, client certificates of --client-ca"
+         : scfg->tls_cert ? "https, any client"
                           : "http",
-          ext_server_metrics_port(s), place_policy_name(ccfg.policy),
-          (unsigned long long)(ccfg.node_timeout_ms / 1000), kube_server(k), keys.key[0].id,
-          keys.n > 1 ? ", also verifying " : "", keys.n > 1 ? keys.key[1].id : "", ccfg.nclasses);
+         ext_server_metrics_port(p.s), place_policy_name(f.ccfg.policy),
+         (unsigned long long)(f.ccfg.node_timeout_ms / 1000), kube_server(p.k), p.keys.key[0].id,
+         p.keys.n > 1 ? ", also verifying " : "", p.keys.n > 1 ? p.keys.key[1].id : "",
+         f.ccfg.nclasses);
   sigwait(&sigs, &sig);
-  fprintf(stderr, "gslice-extender: %s, stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  rc = 0;
-out:
-  ext_server_stop(s);
-  verbs_free(v);
-  ext_watch_stop(w);
-  cluster_free(c);
-  kube_close(k);
-  k8s_keys_clear(&keys);
-  return rc ? 1 : 0;
+  gs_log(GS_LOG_INFO, "%s, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  stop(&p);
+  gs_log_flush();
+  return 0;
 }

@@ -23,6 +23,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "log.h"
 #include "prom.h"
 
 /* Last: it expects the system headers it builds on to be in already. */
@@ -80,12 +81,11 @@ struct listener {
 struct ext_server {
   struct listener verbs, metrics;
   struct verbs *v;
-  FILE *log;
+  bool log;
   uint64_t timeout_ms;
   char *cert, *key, *ca;
   size_t body_held;                    /* atomic */
   uint64_t cut_deadline, refused_busy; /* atomic counters */
-  uint64_t logged_ms, unlogged;        /* mhd_log's rate, under stop_lock */
   pthread_t reaper;
   bool reaper_started;
   pthread_mutex_t stop_lock;
@@ -498,32 +498,16 @@ static void notify(void *cls, struct MHD_Connection *conn, void **socket_context
   }
 }
 
-/* libmicrohttpd's messages (a refused handshake, a peer over its limit): one a second at
- * most, so a peer cannot fill the log; how many were left out is said with the next. */
+/* libmicrohttpd's messages (a refused handshake, a peer over its limit): gs_log limits their
+ * repeats, so a peer cannot fill the log. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
   struct ext_server *s = cls;
-  uint64_t now = gs_mono_ms(), skipped;
   char msg[512];
-
-  pthread_mutex_lock(&s->stop_lock);
-  if (s->logged_ms && now - s->logged_ms < 1000) {
-    s->unlogged++;
-    pthread_mutex_unlock(&s->stop_lock);
-    return;
-  }
-  s->logged_ms = now;
-  skipped = s->unlogged;
-  s->unlogged = 0;
-  pthread_mutex_unlock(&s->stop_lock);
   if (!s->log)
     return;
   vsnprintf(msg, sizeof msg, fmt, ap);
   msg[strcspn(msg, "\n")] = 0;
-  if (skipped)
-    fprintf(s->log, "gslice-extender: libmicrohttpd: %s (and %llu more messages)\n", msg,
-            (unsigned long long)skipped);
-  else
-    fprintf(s->log, "gslice-extender: libmicrohttpd: %s\n", msg);
+  gs_log(GS_LOG_WARNING, "libmicrohttpd: %s", msg);
 }
 
 /* ---- the deadline ------------------------------------------------------------------------- */

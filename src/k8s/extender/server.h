@@ -24,7 +24,7 @@ struct ext_server_cfg {
   unsigned request_timeout_s;  /* to send a request's headers and body, and idle; 0: 10 */
   unsigned per_ip_connections; /* 0: 32 */
   struct verbs *verbs;
-  FILE *log; /* may be NULL */
+  bool log; /* whether to gs_log libmicrohttpd's messages (false: silent, as in bench/) */
 };
 
 /* Parses "[HOST:]PORT" (HOST: an address or name, "[v6]" for IPv6; default all

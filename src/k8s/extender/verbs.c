@@ -12,6 +12,7 @@
 
 #include "annot.h"
 #include "buf.h"
+#include "log.h"
 #include "podspec.h"
 #include "sign.h"
 #include "smap.h"
@@ -899,13 +900,13 @@ static int eval_verb(enum verb verb, struct verbs *vs, const char *body, size_t 
   if (rc) {
     count(&st->bad_requests);
     if (vs->cfg.log)
-      fprintf(vs->cfg.log, "gslice-extender: %s: %s\n", what, e.err);
+      gs_log(GS_LOG_WARNING, "%s: %s", what, e.err);
     eval_free(&e);
     return error_body(rc == -ENOMEM ? 500 : 400, e.err, ret_body, ret_len);
   }
   e.req_rc = cluster_request(vs->cfg.cluster, e.a.pod, &e.req, e.err, sizeof e.err);
   if (e.req_rc < 0 && vs->cfg.log)
-    fprintf(vs->cfg.log, "gslice-extender: pod %s: %s\n", e.a.id, e.err);
+    gs_log(GS_LOG_WARNING, "pod %s: %s", e.a.id, e.err);
   if (e.req_rc == 0 && eval_decide(vs, &e, now_ms)) {
     eval_free(&e);
     return error_body(500, "out of memory", ret_body, ret_len);
@@ -1202,10 +1203,9 @@ int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, ch
       snprintf(err, sizeof err, "cannot bind: %s", strerror(-rc));
     count(&st->bind_errors);
     if (v->cfg.log)
-      fprintf(v->cfg.log, "gslice-extender: bind %s/%s: %s\n", b.ns ? b.ns : "?",
-              b.name ? b.name : "?", err);
+      gs_log(GS_LOG_WARNING, "bind %s/%s: %s", b.ns ? b.ns : "?", b.name ? b.name : "?", err);
   } else if (v->cfg.log) {
-    fprintf(v->cfg.log, "gslice-extender: bound %s/%s to %s: %s\n", b.ns, b.name, b.node, b.text);
+    gs_log(GS_LOG_INFO, "bound %s/%s to %s: %s", b.ns, b.name, b.node, b.text);
   }
   bind_free(&b);
   return error_body(status, rc ? err : "", ret_body, ret_len);

@@ -8,9 +8,9 @@
  * as Go reads them (any case: "NodeNames" and the older "nodenames" alike) and
  * written capitalised, which every version decodes. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "cluster.h"
 #include "kube.h"
@@ -39,7 +39,7 @@ struct verb_stats {
 struct verbs_cfg {
   struct cluster *cluster;
   struct kube *kube; /* for /bind; NULL: every bind fails with an Error (bench) */
-  FILE *log;         /* may be NULL */
+  bool log;          /* whether to gs_log refusals and binds (false: silent, as in bench/) */
   /* /bind takes only pods whose spec.schedulerName is one of these (NULL: the one
    * "default-scheduler"). The strings must outlive the verbs. */
   const char *const *scheduler_names;

@@ -3,6 +3,7 @@
 #include "watch.h"
 
 #include "clock.h"
+#include "log.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -28,7 +29,6 @@ struct watcher {
 
 struct ext_watch {
   struct cluster *c;
-  FILE *log;
   atomic_int stop;
   struct watcher nodes, pods;
 };
@@ -43,9 +43,9 @@ static int on_event(const char *type, json_t *obj, void *user) {
   if (strcmp(type, "BOOKMARK") == 0)
     return 0;
   if (x == &x->w->nodes)
-    cluster_node_event(x->w->c, type, obj, gs_mono_ms(), time(NULL), x->w->log);
+    cluster_node_event(x->w->c, type, obj, gs_mono_ms(), time(NULL), true);
   else
-    cluster_pod_event(x->w->c, type, obj, x->w->log);
+    cluster_pod_event(x->w->c, type, obj, true);
   return atomic_load(&x->w->stop) ? -ECANCELED : 0;
 }
 
@@ -59,9 +59,9 @@ static int relist_item(json_t *obj, void *user) {
   struct relist *r = user;
   struct ext_watch *w = r->x->w;
   if (r->x == &w->nodes)
-    cluster_node_relist_item(w->c, obj, gs_mono_ms(), time(NULL), w->log);
+    cluster_node_relist_item(w->c, obj, gs_mono_ms(), time(NULL), true);
   else
-    cluster_pod_relist_item(w->c, obj, w->log);
+    cluster_pod_relist_item(w->c, obj, true);
   r->n++;
   return atomic_load(&w->stop) ? -ECANCELED : 0;
 }
@@ -80,17 +80,15 @@ static void *run(void *arg) {
     cluster_relist_begin(w->c, nodes);
     int rc = kube_list_each(x->k, x->path, relist_item, &r, &rv, err, sizeof err);
     if (rc) {
-      if (w->log && !atomic_load(&w->stop))
-        fprintf(w->log, "gslice-extender: listing %s: %s; retrying in %u ms\n", x->kind, err,
-                backoff);
+      if (!atomic_load(&w->stop))
+        gs_log(GS_LOG_WARNING, "listing %s: %s; retrying in %u ms", x->kind, err, backoff);
       nap(w, backoff);
       backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
       continue;
     }
     cluster_relist_end(w->c, nodes, since);
     cluster_set_synced(w->c, nodes, !nodes);
-    if (w->log)
-      fprintf(w->log, "gslice-extender: listed %zu %s at resourceVersion %s\n", r.n, x->kind, rv);
+    gs_log(GS_LOG_INFO, "listed %zu %s at resourceVersion %s", r.n, x->kind, rv);
     backoff = 100;
     while (!atomic_load(&w->stop)) {
       rc = kube_watch(x->k, x->path, rv, WATCH_TIMEOUT_S, on_event, x, &rv, err, sizeof err);
@@ -100,9 +98,8 @@ static void *run(void *arg) {
       }
       if (atomic_load(&w->stop))
         break;
-      if (w->log)
-        fprintf(w->log, "gslice-extender: watching %s: %s; %s\n", x->kind, err,
-                rc == -ESTALE ? "listing again" : "resuming");
+      gs_log(GS_LOG_WARNING, "watching %s: %s; %s", x->kind, err,
+             rc == -ESTALE ? "listing again" : "resuming");
       if (rc == -ESTALE)
         break;
       nap(w, backoff);
@@ -128,15 +125,14 @@ void ext_watch_stop(struct ext_watch *w) {
   free(w);
 }
 
-int ext_watch_start(struct cluster *c, const char *kubeconfig, FILE *log, struct ext_watch **ret,
-                    char *err, size_t errlen) {
+int ext_watch_start(struct cluster *c, const char *kubeconfig, struct ext_watch **ret, char *err,
+                    size_t errlen) {
   struct ext_watch *w = calloc(1, sizeof(*w));
   int rc;
 
   if (!w)
     return -ENOMEM;
   w->c = c;
-  w->log = log;
   atomic_init(&w->stop, 0);
   w->nodes = (struct watcher){.w = w, .kind = "nodes", .path = "/api/v1/nodes"};
   w->pods = (struct watcher){.w = w, .kind = "pods", .path = "/api/v1/pods"};
