@@ -368,6 +368,54 @@ static void pod_refuse(struct cluster *c, struct xpod *p, const char *why, bool 
   }
 }
 
+/* A bound pod with an assignment: counted when it is one this cluster's signing keys vouch
+ * for and the pod declares, else refused. */
+static void pod_assigned(struct cluster *c, struct xpod *p, const struct pod_id *id,
+                         const json_t *obj, const char *text, bool log) {
+  struct k8s_assigned a;
+  char err[K8S_ERR_MAX];
+  /* The same incarnation on the same node as the holding we counted. */
+  bool same_pod = p->held && id->uid[0] && strcmp(p->id.uid, id->uid) == 0 &&
+                  strcmp(p->node->name, id->node) == 0;
+  if (strcmp(p->id.uid, id->uid) != 0)
+    p->forged = false; /* another incarnation: judged afresh */
+  if (!p->forged)
+    p->forged_why[0] = 0;
+  p->id = *id;
+  p->seen_relist = true;
+  if (k8s_assigned_decode(text, &a, err, sizeof err)) {
+    pod_refuse(c, p, err, log);
+    return;
+  }
+  if (strcmp(a.node, id->node) != 0) {
+    char why[2 * K8S_NAME_MAX + 64];
+    snprintf(why, sizeof why, "it is on node %s but %s names node %s", id->node, K8S_ANNOT_ASSIGNED,
+             a.node);
+    pod_refuse(c, p, why, log);
+  } else if (assignment_trusted(c, obj, id, text, &a, err, sizeof err)) {
+    if (same_pod && !p->assumed) {
+      /* A bound pod's annotation edited after the fact changes nothing: it still holds
+       * what it was given (gslice-node keeps the slice it made). */
+      if (log && !p->forged)
+        gs_log(GS_LOG_WARNING,
+               "pod %s: %s was changed after binding (%s); it still holds what it was assigned",
+               p->key, K8S_ANNOT_ASSIGNED, err);
+      p->forged = true;
+    } else {
+      pod_refuse(c, p, err, log);
+    }
+  } else if (p->held && strcmp(p->node->name, id->node) == 0 && k8s_assigned_equal(&a, &p->a)) {
+    p->assumed = false; /* the watch's echo of our binding, or a status update */
+    p->forged = false;
+  } else {
+    struct xnode *n = xnode_get(c, id->node, true);
+    p->forged = false;
+    if (n)
+      xpod_hold(p, n, &a);
+  }
+  k8s_assigned_free(&a);
+}
+
 static void pod_update(struct cluster *c, const json_t *obj, bool log) {
   struct pod_id id;
   struct xpod *p;
@@ -385,51 +433,8 @@ static void pod_update(struct cluster *c, const json_t *obj, bool log) {
   }
   text = kube_annotation(obj, K8S_ANNOT_ASSIGNED);
   if (id.node[0] && text) {
-    struct k8s_assigned a;
-    bool same_pod;
-    if (!p && !(p = xpod_get(c, &id, true)))
-      return;
-    /* The same incarnation on the same node as the holding we counted. */
-    same_pod = p->held && id.uid[0] && strcmp(p->id.uid, id.uid) == 0 &&
-               strcmp(p->node->name, id.node) == 0;
-    if (strcmp(p->id.uid, id.uid) != 0)
-      p->forged = false; /* another incarnation: judged afresh */
-    if (!p->forged)
-      p->forged_why[0] = 0;
-    p->id = id;
-    p->seen_relist = true;
-    if (k8s_assigned_decode(text, &a, err, sizeof err)) {
-      pod_refuse(c, p, err, log);
-      return;
-    }
-    if (strcmp(a.node, id.node) != 0) {
-      char why[2 * K8S_NAME_MAX + 64];
-      snprintf(why, sizeof why, "it is on node %s but %s names node %s", id.node,
-               K8S_ANNOT_ASSIGNED, a.node);
-      pod_refuse(c, p, why, log);
-    } else if (assignment_trusted(c, obj, &id, text, &a, err, sizeof err)) {
-      if (same_pod && !p->assumed) {
-        /* A bound pod's annotation edited after the fact changes nothing: it still holds
-         * what it was given (gslice-node keeps the slice it made). */
-        if (log && !p->forged)
-          gs_log(GS_LOG_WARNING,
-                 "pod %s: %s was changed after binding (%s); it still holds what it was "
-                 "assigned",
-                 p->key, K8S_ANNOT_ASSIGNED, err);
-        p->forged = true;
-      } else {
-        pod_refuse(c, p, err, log);
-      }
-    } else if (p->held && strcmp(p->node->name, id.node) == 0 && k8s_assigned_equal(&a, &p->a)) {
-      p->assumed = false; /* the watch's echo of our binding, or a status update */
-      p->forged = false;
-    } else {
-      struct xnode *n = xnode_get(c, id.node, true);
-      p->forged = false;
-      if (n)
-        xpod_hold(p, n, &a);
-    }
-    k8s_assigned_free(&a);
+    if (p || (p = xpod_get(c, &id, true)))
+      pod_assigned(c, p, &id, obj, text, log);
     return;
   }
   if (p && p->assumed) {
