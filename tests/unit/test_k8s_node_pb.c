@@ -135,6 +135,5 @@ int main(void) {
   test_allocate();
   test_prestart_preferred();
   test_pod_resources();
-  printf("%d checks, %d failed\n", test_checks, test_failures);
-  return test_failures != 0;
+  return test_done();
 }

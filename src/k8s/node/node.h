@@ -24,6 +24,10 @@
 #define NODE_CTR_HOOK "/usr/local/lib/gslice/libgslice.so"
 #define NODE_CTR_SLICE_DIR "/run/gslice/slice"
 #define NODE_CTR_DAEMON_DIR "/run/gslice/daemon"
+#define NODE_CTR_PRELOAD "/etc/ld.so.preload"
+/* In gslice-node's state directory: the file mounted as NODE_CTR_PRELOAD. */
+#define NODE_PRELOAD "ld.so.preload"
+/* In a start directory: the slice's id, nonce, caps and GPUs for the hook (src/hook/k8s.c). */
 #define NODE_SLICE_ENV "slice.env"
 /* The slice's memory region inside the container: a file mount of gsliced's region over the
  * empty placeholder PreStartContainer leaves in the (read-only) slice directory. */
@@ -148,6 +152,15 @@ void node_reconcile(struct node *n);
  * directory) and the region (a link to the slice's memory region, or to the placeholder). */
 void node_alloc_dir(const struct node *n, const char *key, char *out, size_t len);
 void node_alloc_region(const struct node *n, const char *key, char *out, size_t len);
+
+/* record.c: a record's text, one KEY=VALUE line a field; at most NODE_REC_MAX bytes. */
+#define NODE_REC_MAX 8192
+/* The text of r (malloc'd): 0 or -errno. */
+int node_rec_format(const struct node_rec *r, char **ret, size_t *ret_len);
+/* Fills r from text (modified in place): 0, or -EBADMSG when a line is not KEY=VALUE, a field is
+ * given twice or does not fit, a number is malformed, or a required field is missing. Unknown
+ * fields are skipped. r->key is left alone (the file's name). */
+int node_rec_parse(char *text, struct node_rec *r);
 
 /* kube.c: the API server, through src/k8s/common */
 int node_kube_init(struct node *n, char *err, size_t err_len);

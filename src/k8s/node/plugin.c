@@ -227,7 +227,7 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
   snprintf(sockdir, sizeof(sockdir), "%s", hook_sock);
   snprintf(sockbase, sizeof(sockbase), "%s", hook_sock);
   const char *sdir = dirname(sockdir), *sbase = basename(sockbase);
-  snprintf(preload, sizeof(preload), "%s/ld.so.preload", n->cfg.state_dir);
+  snprintf(preload, sizeof(preload), "%s/%s", n->cfg.state_dir, NODE_PRELOAD);
   for (size_t i = 0; i < nc; i++) {
     struct ctr *t = &c[i];
     V1beta1__ContainerAllocateRequest *q = in->container_requests[i];
@@ -268,7 +268,7 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
       const char *ctr, *host;
       bool ro;
     } mnt[NMNT] = {
-        {NODE_CTR_HOOK, n->cfg.hook, true},  {"/etc/ld.so.preload", preload, true},
+        {NODE_CTR_HOOK, n->cfg.hook, true},  {NODE_CTR_PRELOAD, preload, true},
         {NODE_CTR_DAEMON_DIR, sdir, true},   {NODE_CTR_SLICE_DIR, t->dir, true},
         {NODE_CTR_REGION, t->region, false},
     };

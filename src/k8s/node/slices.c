@@ -18,6 +18,7 @@
 
 #include "annot.h"
 #include "client.h"
+#include "fileio.h"
 #include "kube.h"
 #include "log.h"
 #include "node.h"
@@ -56,27 +57,17 @@ static int own_subdir(int dfd, const char *name, mode_t mode, int *ret_fd) {
   return 0;
 }
 
-/* Writes text as dfd/name through a fresh temporary file (O_EXCL|O_NOFOLLOW), fsync'd and renamed
- * over name: a reader sees the old or the new whole file, never a part. */
-static int write_at(int dfd, const char *name, const char *text, mode_t mode) {
-  char tmp[NAME_MAX + 1];
-  size_t len = strlen(text);
-  int r = 0;
-
-  if ((size_t)snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= sizeof(tmp))
-    return -ENAMETOOLONG;
-  unlinkat(dfd, tmp, 0);
-  int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+/* Makes dfd/name, which must not exist yet (O_EXCL|O_NOFOLLOW: never a file or link someone
+ * else put there), holding data, fsync'd. The caller syncs dfd. */
+static int create_new(int dfd, const char *name, const void *data, size_t len, mode_t mode) {
+  int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0)
     return -errno;
-  errno = 0;
-  if (fchmod(fd, mode) < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) < 0)
-    r = errno ? -errno : -EIO;
-  close(fd);
-  if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
+  int r = fchmod(fd, mode) < 0 ? -errno : gs_fd_write_all(fd, data, len);
+  if (r == 0 && fsync(fd) < 0)
     r = -errno;
-  if (r < 0)
-    unlinkat(dfd, tmp, 0);
+  if (close(fd) < 0 && r == 0)
+    r = -errno;
   return r;
 }
 
@@ -129,8 +120,10 @@ int node_state_open(struct node *n, char *err, size_t err_len) {
       return r;
     }
   /* The container's /etc/ld.so.preload: names the hook's path inside the container. */
-  if ((r = write_at(n->state_fd, "ld.so.preload", NODE_CTR_HOOK "\n", 0644)) < 0) {
-    snprintf(err, err_len, "cannot write %s/ld.so.preload: %s", n->cfg.state_dir, strerror(-r));
+  static const char preload[] = NODE_CTR_HOOK "\n";
+  if ((r = gs_file_write_atomic(n->state_fd, NODE_PRELOAD, preload, sizeof(preload) - 1, 0644)) <
+      0) {
+    snprintf(err, err_len, "cannot write %s/%s: %s", n->cfg.state_dir, NODE_PRELOAD, strerror(-r));
     return r;
   }
   n->start_seq = (uint64_t)time(NULL) * 1000000ull;
@@ -230,7 +223,7 @@ static int link_at(struct node *n, const char *name, const char *target) {
  * planted anything in an old one (it cannot: it is mounted read-only) would find it gone. */
 static int start_dir_make(struct node *n, struct node_rec *r, const char *env, const char *region) {
   char name[64], target[PATH_MAX + 128], rtarget[PATH_MAX + 160];
-  int e = -EEXIST, dfd = -1, fd = -1;
+  int e = -EEXIST, dfd = -1;
 
   for (int attempt = 0; attempt < 8 && e == -EEXIST; attempt++) {
     snprintf(name, sizeof(name), "%s.%" PRIu64, r->key, next_seq(n));
@@ -239,20 +232,12 @@ static int start_dir_make(struct node *n, struct node_rec *r, const char *env, c
   if (e < 0)
     return e;
   dfd = openat(n->starts_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dfd < 0 || fchmod(dfd, 0755) < 0)
+  if (dfd < 0 || fchmod(dfd, 0755) < 0) {
+    e = -errno;
     goto fail;
-  size_t len = strlen(env);
-  fd = openat(dfd, NODE_SLICE_ENV, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  errno = 0;
-  if (fd < 0 || fchmod(fd, 0644) < 0 || write(fd, env, len) != (ssize_t)len || fsync(fd) < 0)
-    goto fail;
-  close(fd);
-  fd = openat(dfd, NODE_REGION_FILE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0 || fchmod(fd, 0644) < 0)
-    goto fail;
-  close(fd);
-  fd = -1;
-  if (fsync(dfd) < 0)
+  }
+  if ((e = create_new(dfd, NODE_SLICE_ENV, env, strlen(env), 0644)) < 0 ||
+      (e = create_new(dfd, NODE_REGION_FILE, "", 0, 0644)) < 0 || (e = gs_dir_sync(dfd, NULL)) < 0)
     goto fail;
   snprintf(target, sizeof(target), "%s/starts/%s", n->cfg.state_dir, name);
   snprintf(rtarget, sizeof(rtarget), "%s/%s", target, NODE_REGION_FILE);
@@ -262,17 +247,13 @@ static int start_dir_make(struct node *n, struct node_rec *r, const char *env, c
    * half new (the kubelet starts this container only once PreStartContainer answered). */
   if ((e = link_at(n, rname, region ? region : rtarget)) < 0 ||
       (e = link_at(n, r->key, target)) < 0)
-    goto fail_e;
-  fsync(n->alloc_fd);
+    goto fail;
+  gs_dir_sync(n->alloc_fd, NULL);
   close(dfd);
   snprintf(r->start, sizeof(r->start), "%s", name);
   starts_remove(n, r->key, name);
   return 0;
 fail:
-  e = errno ? -errno : -EIO;
-fail_e:
-  if (fd >= 0)
-    close(fd);
   if (dfd >= 0)
     close(dfd);
   remove_at(n->starts_fd, name);
@@ -380,74 +361,17 @@ static int slice_region(struct node *n, const char *dir, char *region, size_t le
 /* ---- records ---- */
 
 static int rec_save(const struct node *n, const struct node_rec *r) {
-  char text[8192];
-  int l = snprintf(
-      text, sizeof(text),
-      "slots=%s\nnamespace=%s\npod=%s\ncontainer=%s\nuid=%s\nslice=%" PRIu32 "\nnonce=%016" PRIx64
-      "\npending=%d\nsuperseded=%d\nname=%s\nstart=%s\nslice_dir=%s\n"
-      "memory=%s\ndevices=%s\ncompute_limit=%" PRIu32 "\n",
-      r->slots, r->ns, r->pod, r->container, r->pod_uid, r->slice_id, r->nonce, r->pending,
-      r->superseded, r->name, r->start, r->slice_dir, r->memory, r->devices, r->compute_limit);
-  if (l < 0 || (size_t)l >= sizeof(text))
-    return -ENAMETOOLONG;
-  return write_at(n->records_fd, r->key, text, 0600);
-}
-
-static int rec_parse(char *text, struct node_rec *r) {
-  char *save = NULL;
-  int seen = 0;
-  for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-    char *eq = strchr(l, '=');
-    if (!eq)
-      return -EBADMSG;
-    *eq++ = 0;
-#define F(k, dst, required)                                                                        \
-  if (!strcmp(l, k)) {                                                                             \
-    if (strlen(eq) >= sizeof(dst))                                                                 \
-      return -EBADMSG;                                                                             \
-    snprintf(dst, sizeof(dst), "%s", eq);                                                          \
-    seen += required;                                                                              \
-    continue;                                                                                      \
-  }
-    F("slots", r->slots, 1)
-    F("namespace", r->ns, 1)
-    F("pod", r->pod, 1)
-    F("container", r->container, 1)
-    F("uid", r->pod_uid, 1)
-    F("name", r->name, 0)
-    F("start", r->start, 0)
-    F("slice_dir", r->slice_dir, 0)
-    F("memory", r->memory, 0)
-    F("devices", r->devices, 0)
-#undef F
-    char *end;
-    if (!strcmp(l, "nonce")) {
-      r->nonce = strtoull(eq, &end, 16);
-      if (*end || !*eq)
-        return -EBADMSG;
-      seen++;
-    } else if (!strcmp(l, "slice") || !strcmp(l, "compute_limit") || !strcmp(l, "pending") ||
-               !strcmp(l, "superseded")) {
-      unsigned long v = strtoul(eq, &end, 10);
-      if (*end || !*eq || v > UINT32_MAX)
-        return -EBADMSG;
-      if (!strcmp(l, "slice")) {
-        r->slice_id = (uint32_t)v;
-        seen++;
-      } else if (!strcmp(l, "compute_limit")) {
-        r->compute_limit = (uint32_t)v;
-      } else if (!strcmp(l, "pending")) {
-        r->pending = v != 0;
-      } else {
-        r->superseded = v != 0;
-      }
-    }
-  }
-  return seen == 7 ? 0 : -EBADMSG;
+  char *text;
+  size_t len;
+  int e = node_rec_format(r, &text, &len);
+  if (e < 0)
+    return e;
+  e = gs_file_write_atomic(n->records_fd, r->key, text, len, 0600);
+  free(text);
+  return e;
 }
 
 int node_recs_load(struct node *n) {
-  char text[8192];
   struct dirent *e;
   int ret = 0, dfd = openat(n->records_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
@@ -461,22 +385,25 @@ int node_recs_load(struct node *n) {
   while ((e = readdir(d)) && n->nrecs < sizeof(n->recs) / sizeof(n->recs[0])) {
     if (e->d_name[0] == '.' || strlen(e->d_name) >= NODE_SLOT_ID_MAX || strchr(e->d_name, '.'))
       continue;
-    int fd = openat(n->records_fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    ssize_t len = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-    if (fd >= 0)
-      close(fd);
+    char *text = NULL;
+    int rd = gs_file_read(n->records_fd, e->d_name, GS_FILE_NOFOLLOW | GS_FILE_REGULAR,
+                          NODE_REC_MAX, &text, NULL);
     struct node_rec *r = calloc(1, sizeof(*r));
-    if (!r)
+    if (!r) {
+      free(text);
       break;
+    }
     snprintf(r->key, sizeof(r->key), "%s", e->d_name);
-    if (len < 0 || (text[len] = 0, rec_parse(text, r) < 0)) {
+    if (rd < 0 || node_rec_parse(text, r) < 0) {
       gs_log(GS_LOG_WARNING,
              "record %s/records/%s is unreadable or corrupt: ignored (left in place)",
              n->cfg.state_dir, e->d_name);
+      free(text);
       free(r);
       ret = -EBADMSG;
       continue;
     }
+    free(text);
     n->recs[n->nrecs++] = r;
   }
   closedir(d);
