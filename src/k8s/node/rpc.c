@@ -185,7 +185,6 @@ struct rpc_server {
   size_t msg_len;
   uint64_t gen;
   struct call *streams;
-  int nstreams;
   unsigned jobs_out; /* handed to the worker, not answered yet */
   bool stopping;
   pthread_t serve_thread, work_thread;
@@ -222,7 +221,6 @@ static void call_put(struct call *c) {
     for (struct call **pp = &s->streams; *pp; pp = &(*pp)->next)
       if (*pp == c) {
         *pp = c->next;
-        s->nstreams--;
         break;
       }
   }
@@ -325,7 +323,6 @@ static void on_recv(struct call *c) {
     c->stream = true;
     c->next = s->streams;
     s->streams = c;
-    s->nstreams++;
     stream_flush(c);
     goto out;
   }
