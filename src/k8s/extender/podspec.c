@@ -10,6 +10,11 @@
 #include "kube.h"
 #include "podcheck.h"
 #include "quantity.h"
+#include "words.h"
+
+/* What a pod gets when neither its PriorityClass nor its annotations say. */
+#define CLASS_DEFAULT                                                                              \
+  { .priority = K8S_PRIO_NORMAL, .weight = GS_WEIGHT_MIN, .compute_limit = GS_PERCENT_MAX }
 
 static int copy_str(const json_t *v, char *buf, size_t len) {
   if (!json_is_string(v) || json_string_length(v) >= len)
@@ -58,15 +63,12 @@ static int resource(const json_t *ctr, const char *cname, const char *res, int64
 static int annot_uint(const json_t *pod, const char *key, uint32_t min, uint32_t max, uint32_t dflt,
                       uint32_t *ret, char *err, size_t errlen) {
   const char *v = kube_annotation(pod, key);
-  char *end;
-  unsigned long n;
+  uint64_t n;
   if (!v) {
     *ret = dflt;
     return 0;
   }
-  errno = 0;
-  n = strtoul(v, &end, 10);
-  if (!*v || *end || errno || v[0] == '-' || v[0] == '+' || n < min || n > max) {
+  if (gs_uint_parse(v, min, max, &n)) {
     snprintf(err, errlen, "annotation %s is \"%s\", must be a whole number %u..%u", key, v, min,
              max);
     return -EINVAL;
@@ -81,8 +83,36 @@ void podspec_request_free(struct place_pod *p) {
   p->ncontainers = 0;
 }
 
+/* One ":weight=N" or ":limit=P" field of --priority-class at f (after the colon); *ret_end
+ * is where it ends. */
+static int class_field(const char *text, const char *f, struct podspec_class *k,
+                       const char **ret_end, char *err, size_t errlen) {
+  bool w = strncmp(f, "weight=", 7) == 0, l = strncmp(f, "limit=", 6) == 0;
+  char num[32];
+  uint64_t v;
+  if (!w && !l) {
+    snprintf(err, errlen, "--priority-class \"%s\": unknown field at \"%s\" (weight=N or limit=P)",
+             text, f);
+    return -EINVAL;
+  }
+  f += w ? 7 : 6;
+  size_t n = strcspn(f, ":");
+  uint32_t max = w ? GS_WEIGHT_MAX : GS_PERCENT_MAX;
+  if (n >= sizeof num || (memcpy(num, f, n), num[n] = 0, gs_uint_parse(num, 1, max, &v))) {
+    snprintf(err, errlen, "--priority-class \"%s\": %s must be 1..%u", text, w ? "weight" : "limit",
+             max);
+    return -EINVAL;
+  }
+  if (w)
+    k->weight = (uint32_t)v;
+  else
+    k->compute_limit = (uint32_t)v;
+  *ret_end = f + n;
+  return 0;
+}
+
 int podspec_class_parse(const char *text, struct podspec_class *ret, char *err, size_t errlen) {
-  struct podspec_class k = {.priority = K8S_PRIO_NORMAL, .weight = 1, .compute_limit = 100};
+  struct podspec_class k = CLASS_DEFAULT;
   const char *eq = text ? strchr(text, '=') : NULL, *p;
   char prio[16];
   size_t n;
@@ -97,35 +127,12 @@ int podspec_class_parse(const char *text, struct podspec_class *ret, char *err, 
   n = strcspn(p, ":");
   if (n >= sizeof prio ||
       (memcpy(prio, p, n), prio[n] = 0, k8s_priority_parse(prio, &k.priority))) {
-    snprintf(err, errlen, "--priority-class \"%s\": the priority must be high, normal or low",
-             text);
+    snprintf(err, errlen, "--priority-class \"%s\": the priority must be " GS_PRIORITY_WORDS, text);
     return -EINVAL;
   }
-  for (p += n; *p == ':';) {
-    const char *f = p + 1;
-    char *end;
-    unsigned long v;
-    bool w = strncmp(f, "weight=", 7) == 0, l = strncmp(f, "limit=", 6) == 0;
-    if (!w && !l) {
-      snprintf(err, errlen,
-               "--priority-class \"%s\": unknown field at \"%s\" (weight=N or limit=P)", text, f);
+  for (p += n; *p == ':';)
+    if (class_field(text, p + 1, &k, &p, err, errlen))
       return -EINVAL;
-    }
-    f += w ? 7 : 6;
-    errno = 0;
-    v = strtoul(f, &end, 10);
-    if (f[0] < '0' || f[0] > '9' || errno || (*end && *end != ':') || v < 1 ||
-        v > (w ? 1000ul : 100ul)) {
-      snprintf(err, errlen, "--priority-class \"%s\": %s must be 1..%u", text,
-               w ? "weight" : "limit", w ? 1000 : 100);
-      return -EINVAL;
-    }
-    if (w)
-      k.weight = (uint32_t)v;
-    else
-      k.compute_limit = (uint32_t)v;
-    p = end;
-  }
   if (*p) {
     snprintf(err, errlen, "--priority-class \"%s\": unexpected \"%s\"", text, p);
     return -EINVAL;
@@ -140,44 +147,107 @@ int podspec_request(const json_t *pod, enum place_policy dflt, struct place_pod 
   return podspec_request_cfg(pod, &cfg, ret, err, errlen);
 }
 
-int podspec_request_cfg(const json_t *pod, const struct podspec_cfg *cfg, struct place_pod *ret,
-                        char *err, size_t errlen) {
-  struct place_pod p = {.policy = cfg->policy};
-  json_t *spec = json_object_get(pod, "spec");
-  const char *lists[2] = {"initContainers", "containers"};
-  const char *pclass = json_string_value(json_object_get(spec, "priorityClassName"));
-  struct podspec_class k = {.priority = K8S_PRIO_NORMAL, .weight = 1, .compute_limit = 100};
+/* The pod's class: its PriorityClass's ceiling (the admin's), lowered by its annotations; and
+ * its policy. */
+static int pod_class(const json_t *pod, const struct podspec_cfg *cfg, struct podspec_class *ret,
+                     enum place_policy *ret_policy, char *err, size_t errlen) {
+  const char *pclass =
+      json_string_value(json_object_get(json_object_get(pod, "spec"), "priorityClassName"));
+  struct podspec_class k = CLASS_DEFAULT;
   uint32_t limit, weight;
   enum k8s_priority prio;
   const char *v;
-  size_t total = 0;
   int rc;
 
-  /* The admin's ceiling for the pod's PriorityClass; the annotations only lower it. */
   for (size_t i = 0; pclass && i < cfg->nclasses; i++)
     if (strcmp(cfg->classes[i].name, pclass) == 0)
       k = cfg->classes[i];
   prio = k.priority;
-  if ((rc = annot_uint(pod, K8S_ANNOT_COMPUTE_LIMIT, 1, 100, k.compute_limit, &limit, err, errlen)))
-    return rc;
-  if ((rc = annot_uint(pod, K8S_ANNOT_WEIGHT, 1, 1000, k.weight, &weight, err, errlen)))
+  if ((rc = annot_uint(pod, K8S_ANNOT_COMPUTE_LIMIT, 1, GS_PERCENT_MAX, k.compute_limit, &limit,
+                       err, errlen)) ||
+      (rc = annot_uint(pod, K8S_ANNOT_WEIGHT, GS_WEIGHT_MIN, GS_WEIGHT_MAX, k.weight, &weight, err,
+                       errlen)))
     return rc;
   if ((v = kube_annotation(pod, K8S_ANNOT_PRIORITY)) && k8s_priority_parse(v, &prio)) {
-    snprintf(err, errlen, "annotation %s is \"%s\", must be high, normal or low",
-             K8S_ANNOT_PRIORITY, v);
+    snprintf(err, errlen, "annotation %s is \"%s\", must be " GS_PRIORITY_WORDS, K8S_ANNOT_PRIORITY,
+             v);
     return -EINVAL;
   }
-  if (limit > k.compute_limit)
-    limit = k.compute_limit;
-  if (weight > k.weight)
-    weight = k.weight;
-  if (prio > k.priority)
-    prio = k.priority;
-  if ((v = kube_annotation(pod, K8S_ANNOT_POLICY)) && place_policy_parse(v, &p.policy)) {
+  if (limit < k.compute_limit)
+    k.compute_limit = limit;
+  if (weight < k.weight)
+    k.weight = weight;
+  if (prio < k.priority)
+    k.priority = prio;
+  if ((v = kube_annotation(pod, K8S_ANNOT_POLICY)) && place_policy_parse(v, ret_policy)) {
     snprintf(err, errlen, "annotation %s is \"%s\", must be binpack or spread", K8S_ANNOT_POLICY,
              v);
     return -EINVAL;
   }
+  *ret = k;
+  return 0;
+}
+
+/* One container's gslice resources into *pc: 0, 1 when it asks for no gslice GPU, or
+ * -EINVAL with err saying why. */
+static int pod_container(const json_t *c, bool init, const struct podspec_class *k,
+                         struct place_container *pc, char *err, size_t errlen) {
+  int64_t gpus, mem, compute;
+  bool gset, mset, cset;
+  char cname[K8S_NAME_MAX];
+  int rc;
+
+  if (copy_str(json_object_get(c, "name"), cname, sizeof cname))
+    return -ENOENT;
+  if ((rc = resource(c, cname, K8S_RES_GPU, &gpus, &gset, err, errlen)) ||
+      (rc = resource(c, cname, K8S_RES_MEMORY, &mem, &mset, err, errlen)) ||
+      (rc = resource(c, cname, K8S_RES_COMPUTE, &compute, &cset, err, errlen)))
+    return rc;
+  if (!gset || gpus == 0) {
+    if (!mset && !cset)
+      return 1;
+    snprintf(err, errlen, "container %s: %s and %s need %s (how many GPUs) too", cname,
+             K8S_RES_MEMORY, K8S_RES_COMPUTE, K8S_RES_GPU);
+    return -EINVAL;
+  }
+  if (gpus > K8S_MAX_GPUS) {
+    snprintf(err, errlen, "container %s: %s is %lld, at most %d", cname, K8S_RES_GPU,
+             (long long)gpus, K8S_MAX_GPUS);
+    return -EINVAL;
+  }
+  if (!mset || mem < gpus) {
+    snprintf(err, errlen, "container %s: %s must be given (e.g. 3Gi), at least 1 byte per GPU",
+             cname, K8S_RES_MEMORY);
+    return -EINVAL;
+  }
+  if (compute > (int64_t)GS_PERCENT_MAX * gpus) {
+    snprintf(err, errlen, "container %s: %s is %lld, more than %u per GPU over %lld GPU(s)", cname,
+             K8S_RES_COMPUTE, (long long)compute, GS_PERCENT_MAX, (long long)gpus);
+    return -EINVAL;
+  }
+  memcpy(pc->name, cname, sizeof cname);
+  pc->init = init;
+  pc->sidecar = init && k8s_container_is_sidecar(c);
+  pc->ngpus = (uint32_t)gpus;
+  pc->memory = (uint64_t)mem;
+  pc->compute = (uint32_t)compute;
+  pc->compute_limit = k->compute_limit;
+  pc->priority = k->priority;
+  pc->weight = k->weight;
+  return 0;
+}
+
+int podspec_request_cfg(const json_t *pod, const struct podspec_cfg *cfg, struct place_pod *ret,
+                        char *err, size_t errlen) {
+  static const char *const lists[2] = {"initContainers", "containers"};
+  struct place_pod p = {.policy = cfg->policy};
+  json_t *spec = json_object_get(pod, "spec");
+  struct podspec_class k;
+  size_t total = 0;
+  int rc;
+
+  if ((rc = pod_class(pod, cfg, &k, &p.policy, err, errlen)))
+    return rc;
   for (int l = 0; l < 2; l++) {
     json_t *list = json_object_get(spec, lists[l]);
     if (list && !json_is_array(list) && !json_is_null(list)) {
@@ -196,53 +266,15 @@ int podspec_request_cfg(const json_t *pod, const struct podspec_cfg *cfg, struct
   for (int l = 0; l < 2; l++) {
     json_t *list = json_object_get(spec, lists[l]);
     for (size_t i = 0; i < json_array_size(list); i++) {
-      json_t *c = json_array_get(list, i);
-      struct place_container *pc = &p.containers[p.ncontainers];
-      int64_t gpus, mem, compute;
-      bool gset, mset, cset;
-      char cname[K8S_NAME_MAX];
-      if (copy_str(json_object_get(c, "name"), cname, sizeof cname)) {
+      rc = pod_container(json_array_get(list, i), l == 0, &k, &p.containers[p.ncontainers], err,
+                         errlen);
+      if (rc == -ENOENT) {
         snprintf(err, errlen, "spec.%s[%zu] has no name", lists[l], i);
         rc = -EINVAL;
-        goto fail;
       }
-      if ((rc = resource(c, cname, K8S_RES_GPU, &gpus, &gset, err, errlen)) ||
-          (rc = resource(c, cname, K8S_RES_MEMORY, &mem, &mset, err, errlen)) ||
-          (rc = resource(c, cname, K8S_RES_COMPUTE, &compute, &cset, err, errlen)))
+      if (rc < 0)
         goto fail;
-      if (!gset || gpus == 0) {
-        if (mset || cset) {
-          snprintf(err, errlen, "container %s: %s and %s need %s (how many GPUs) too", cname,
-                   K8S_RES_MEMORY, K8S_RES_COMPUTE, K8S_RES_GPU);
-          rc = -EINVAL;
-          goto fail;
-        }
-        continue;
-      }
-      if (gpus > K8S_MAX_GPUS || !mset || mem < gpus || compute > 100 * gpus) {
-        if (gpus > K8S_MAX_GPUS)
-          snprintf(err, errlen, "container %s: %s is %lld, at most %d", cname, K8S_RES_GPU,
-                   (long long)gpus, K8S_MAX_GPUS);
-        else if (!mset || mem < gpus)
-          snprintf(err, errlen,
-                   "container %s: %s must be given (e.g. 3Gi), at least 1 byte per GPU", cname,
-                   K8S_RES_MEMORY);
-        else
-          snprintf(err, errlen, "container %s: %s is %lld, more than 100 per GPU over %lld GPU(s)",
-                   cname, K8S_RES_COMPUTE, (long long)compute, (long long)gpus);
-        rc = -EINVAL;
-        goto fail;
-      }
-      memcpy(pc->name, cname, sizeof cname);
-      pc->init = l == 0;
-      pc->sidecar = pc->init && k8s_container_is_sidecar(c);
-      pc->ngpus = (uint32_t)gpus;
-      pc->memory = (uint64_t)mem;
-      pc->compute = (uint32_t)compute;
-      pc->compute_limit = limit;
-      pc->priority = prio;
-      pc->weight = weight;
-      p.ncontainers++;
+      p.ncontainers += rc == 0;
     }
   }
   if (p.ncontainers == 0) {
