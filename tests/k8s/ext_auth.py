@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""gslice-extender answers only kube-scheduler (issue 16, finding 5). Over HTTPS with
+"""gslice-extender answers only kube-scheduler. Over HTTPS with
 --client-ca: a peer without a client certificate, or with one another CA signed, is refused
 in the handshake (no verb runs); plain HTTP to the TLS port gets nothing; the scheduler
 stand-in with kube-scheduler's certificate schedules and binds. /bind, even from that

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Forged assignments (issue 16 items 3, 4): a pod whose namespace user sets spec.nodeName
+"""Forged assignments: a pod whose namespace user sets spec.nodeName
 and writes its own gslice.io/assigned -- unsigned, signed with another key, with a valid
 signature copied from another pod, or signed but not what the pod declares -- holds nothing
 in gslice-extender's view: placement and /metrics count only what the extender signed for
@@ -57,7 +57,7 @@ def test(c):
                   annotations={"gslice.io/assigned": forged})
     c.annotate("t", "mismatch", {"gslice.io/assigned-signature": sign_assigned(
         c.signing_key, p["metadata"]["uid"], "n1", forged)})
-    # memory 0 used to mean "no cap": refused even when signed and otherwise right.
+    # memory 0 is not "no cap": refused even when signed and otherwise right.
     zero = assignment("n1", uuid, 0, 1)
     p = c.add_pod("t", "uncapped", [("main", 1, "512Mi", 1)], node="n1",
                   annotations={"gslice.io/assigned": zero})

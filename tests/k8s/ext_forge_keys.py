@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""The signing key and the admin's priority classes (issue 16 items 2, 3) on gslice-extender's
+"""The signing key and the admin's priority classes on gslice-extender's
 command line: no key, a short, world-readable or missing one, or a bad --priority-class is
 refused before it starts, with what to do; two keys rotate (the first signs, both verify);
 the assignment's priority, weight and compute ceiling come from the pod's PriorityClass

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """deploy/admission-policy.yaml, the ValidatingAdmissionPolicy that keeps namespace users from
-writing what only gslice-extender decides (issue 16 deliver 2): it parses, is GA v1, matches
+writing what only gslice-extender decides: it parses, is GA v1, matches
 pod CREATE and UPDATE but not the pods/binding subresource (the extender's only write), is
 bound with Deny, and kustomize takes it (when kubectl is installed). Where a CEL evaluator is
 at hand (node and the npm package @marcbachmann/cel-js, found through GSLICE_CEL_JS = the

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""gslice-extender under an exhausting peer (issue 16, finding 6), all on 127.0.0.1: with 200
+"""gslice-extender under an exhausting peer, all on 127.0.0.1: with 200
 idle sockets on each listener (from other loopback addresses) /filter and /healthz answer
 within 2 s, and one address keeps at most --max-connections-per-ip; a slow-loris sending a
 byte every 0.5 s, in its headers or its body, is cut by --request-timeout (the idle timeout

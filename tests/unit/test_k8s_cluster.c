@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's cluster view (src/k8s/extender/cluster*.c) fed as the watch feeds it: only
  * assignments signed for the pod's uid and node and agreeing with the pod count; sums of parts
- * saturate instead of wrapping (a wrapped GPU counter took a 12GiB pod beside 12GiB);
+ * saturate instead of wrapping (a wrapped counter would let a pod in beside a full GPU);
  * metrics never wrap; an absurd heartbeat is refused, not aged; gone node records are freed. */
 #include <errno.h>
 #include <fcntl.h>

@@ -60,7 +60,7 @@ static struct place_container class_pod(const struct podspec_cfg *cfg, const cha
   return got;
 }
 
-/* The admin decides priority (issue 16 item 3): a class's ceiling; annotations only lower. */
+/* The admin decides priority: a class's ceiling; annotations only lower. */
 static void test_classes(void) {
   struct podspec_class cls[2];
   char err[512];
