@@ -34,7 +34,7 @@ run_case() { # NAME LO HI "run args" [LO HI "run args"]...
   while [ $i -lt ${#specs[@]} ]; do
     # shellcheck disable=SC2086
     "$BUILD/bin/gslice" run ${specs[$((i + 2))]} -- "$W/compute_spin" --start "$start" --warmup 1 \
-      --duration "$DUR" --label s$i >"$W/out.$i" 2>>"$W/err" &
+      --duration "$DUR" --label s$((i / 3)) >"$W/out.$i" 2>>"$W/err" &
     pids+=($!)
     i=$((i + 3))
   done
@@ -48,7 +48,7 @@ run_case() { # NAME LO HI "run args" [LO HI "run args"]...
     else
       res="FAIL (want $lo..$hi)"; fails=$((fails + 1))
     fi
-    printf '%-14s %-8s %-10s %-9s %s\n' "$name" "s$i" "$(sed -n 's/.*--compute \([0-9]*\).*/\1/p' <<<"$args")/$(sed -n 's/.*--compute-limit \([0-9]*\).*/\1/p' <<<"$args" | grep . || echo 100)" "${got:-?}%" "$res"
+    printf '%-14s %-8s %-10s %-9s %s\n' "$name" "s$((i / 3))" "$(sed -n 's/.*--compute \([0-9]*\).*/\1/p' <<<"$args")/$(sed -n 's/.*--compute-limit \([0-9]*\).*/\1/p' <<<"$args" | grep . || echo 100)" "${got:-?}%" "$res"
     i=$((i + 3))
   done
 }
