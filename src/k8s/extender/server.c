@@ -694,6 +694,43 @@ static int start_listener(struct ext_server *s, struct listener *l, const char *
   return 0;
 }
 
+/* The settings together: TLS files in pairs, what this build can serve, loopback unless said
+ * otherwise. */
+static int cfg_check(const struct ext_server_cfg *cfg, char *err, size_t errlen) {
+  if (!cfg->tls_cert != !cfg->tls_key) {
+    snprintf(err, errlen, "--tls-cert and --tls-key go together");
+    return -EINVAL;
+  }
+  if (cfg->client_ca && !cfg->tls_cert) {
+    snprintf(err, errlen, "--client-ca needs --tls-cert and --tls-key");
+    return -EINVAL;
+  }
+#ifndef GSLICE_HAVE_GNUTLS
+  if (cfg->client_ca) {
+    snprintf(err, errlen, "--client-ca: this gslice-extender was built without GnuTLS");
+    return -EINVAL;
+  }
+#endif
+  if (cfg->tls_cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    snprintf(err, errlen, "--tls-cert: this libmicrohttpd was built without TLS");
+    return -EINVAL;
+  }
+  if (!cfg->client_ca && !cfg->insecure_listen) {
+    int loop = ext_listen_loopback(cfg->listen, err, errlen);
+    if (loop < 0)
+      return loop;
+    if (loop == 0) {
+      snprintf(err, errlen,
+               "refusing to serve the verbs on %s to any peer that connects: give --tls-cert, "
+               "--tls-key and --client-ca (kube-scheduler's client certificate), listen on "
+               "loopback (a sidecar of kube-scheduler), or say --insecure-listen",
+               cfg->listen);
+      return -EPERM;
+    }
+  }
+  return 0;
+}
+
 int ext_server_start(const struct ext_server_cfg *cfg, struct ext_server **ret, char *err,
                      size_t errlen) {
   struct ext_server *s = calloc(1, sizeof(*s));
@@ -711,42 +748,8 @@ int ext_server_start(const struct ext_server_cfg *cfg, struct ext_server **ret, 
   pthread_cond_init(&s->stop_cond, &ca);
   pthread_condattr_destroy(&ca);
 
-  if (!cfg->tls_cert != !cfg->tls_key) {
-    snprintf(err, errlen, "--tls-cert and --tls-key go together");
-    rc = -EINVAL;
+  if ((rc = cfg_check(cfg, err, errlen)))
     goto fail;
-  }
-  if (cfg->client_ca && !cfg->tls_cert) {
-    snprintf(err, errlen, "--client-ca needs --tls-cert and --tls-key");
-    rc = -EINVAL;
-    goto fail;
-  }
-#ifndef GSLICE_HAVE_GNUTLS
-  if (cfg->client_ca) {
-    snprintf(err, errlen, "--client-ca: this gslice-extender was built without GnuTLS");
-    rc = -EINVAL;
-    goto fail;
-  }
-#endif
-  if (cfg->tls_cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-    snprintf(err, errlen, "--tls-cert: this libmicrohttpd was built without TLS");
-    rc = -EINVAL;
-    goto fail;
-  }
-  if (!cfg->client_ca && !cfg->insecure_listen) {
-    rc = ext_listen_loopback(cfg->listen, err, errlen);
-    if (rc < 0)
-      goto fail;
-    if (rc == 0) {
-      snprintf(err, errlen,
-               "refusing to serve the verbs on %s to any peer that connects: give --tls-cert, "
-               "--tls-key and --client-ca (kube-scheduler's client certificate), listen on "
-               "loopback (a sidecar of kube-scheduler), or say --insecure-listen",
-               cfg->listen);
-      rc = -EPERM;
-      goto fail;
-    }
-  }
   if ((cfg->tls_cert && (rc = read_pem("--tls-cert", cfg->tls_cert, &s->cert, err, errlen))) ||
       (cfg->tls_key && (rc = read_pem("--tls-key", cfg->tls_key, &s->key, err, errlen))) ||
       (cfg->client_ca && (rc = read_pem("--client-ca", cfg->client_ca, &s->ca, err, errlen))))
