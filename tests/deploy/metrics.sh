@@ -30,7 +30,7 @@ until_ok 10 "$BIN/gslice" status
 until_ok 10 grep -q 'serving /metrics on port' "$T/gsliced.log"
 DMET="http://127.0.0.1:$(log_port "$T/gsliced.log" 'serving \/metrics')/metrics"
 "$BIN/gslice" run --name m1 --compute 30 --memory 512MiB -- "$TBIN/demo_spin" \
-  --ptx "$GSLICE_SRC/tests/gpu/spin.ptx" --kernel-us 1000 --seconds 20 --alloc 16MiB >"$T/m1.log" 2>&1 &
+  --ptx "$GSLICE_SRC/tests/gpu/spin.ptx" --kernel-us 1000 --seconds 12 --alloc 16MiB >"$T/m1.log" 2>&1 &
 has_waits() { get "$DMET" | grep -Eq '^gslice_slice_token_wait_seconds_count\{slice="m1".*\} [1-9]'; }
 until_ok 15 has_waits
 get "$DMET" >"$T/gsliced.metrics"
@@ -43,6 +43,14 @@ until_ok 10 grep -q 'metrics on port [0-9]' "$T/extender.log"
 EMET="http://127.0.0.1:$(log_port "$T/extender.log" metrics)"
 until_ok 20 get "$EMET/healthz"
 get "$EMET/metrics" >"$T/extender.metrics"
+# As Prometheus reads them: promtool parses both (and lints them) where it is at hand.
+if promtool=$(sh "$GSLICE_SRC/scripts/promtool.sh" 2>/dev/null); then
+  for f in gsliced extender; do
+    "$promtool" check metrics <"$T/$f.metrics" || fail "promtool check metrics refuses $f's /metrics"
+  done
+else
+  skip_part "promtool check metrics (no promtool)"
+fi
 
 "$PY" - "$DEPLOY/monitoring" "$T/gsliced.metrics" "$T/extender.metrics" <<'PYEOF'
 import json, os, re, sys
