@@ -90,6 +90,39 @@ def rules_of(role):
     return out
 
 
+BASE = {("Namespace", NS), ("ResourceQuota", "gslice-critical-pods"),
+        ("ServiceAccount", "gslice-node"), ("ClusterRole", "gslice-node"),
+        ("ClusterRoleBinding", "gslice-node"), ("DaemonSet", "gslice-node"),
+        ("ClusterRole", "gslice-extender"),
+        ("ValidatingAdmissionPolicy", "gslice-assignment-guard"),
+        ("ValidatingAdmissionPolicyBinding", "gslice-assignment-guard"),
+        ("ValidatingAdmissionPolicy", "gslice-node-guard"),
+        ("ValidatingAdmissionPolicyBinding", "gslice-node-guard")}
+MANAGED = BASE | {
+    ("ServiceAccount", "gslice-scheduler"), ("Deployment", "gslice-scheduler"),
+    ("ConfigMap", "gslice-scheduler-config"), ("PodDisruptionBudget", "gslice-scheduler"),
+    ("Service", "gslice-extender-metrics"), ("Role", "gslice-scheduler-lease"),
+    ("RoleBinding", "gslice-scheduler-lease"),
+    ("RoleBinding", "gslice-scheduler-authentication-reader"),
+    ("ClusterRoleBinding", "gslice-scheduler-as-kube-scheduler"),
+    ("ClusterRoleBinding", "gslice-scheduler-as-volume-scheduler"),
+    ("ClusterRoleBinding", "gslice-scheduler-as-extender")}
+KUBEADM = BASE | {
+    ("ServiceAccount", "gslice-extender"), ("ClusterRoleBinding", "gslice-extender"),
+    ("DaemonSet", "gslice-extender"), ("PodDisruptionBudget", "gslice-extender")}
+
+
+def check_names(objs, want, where):
+    """The objects, by kind and name (a generated ConfigMap's hash suffix left out)."""
+    got = set()
+    for kind, name in objs:
+        if kind == "ConfigMap" and name.startswith("gslice-scheduler-config-"):
+            name = "gslice-scheduler-config"
+        got.add((kind, name))
+    check(got == want, "%s: objects missing %s, unexpected %s" %
+          (where, sorted(want - got), sorted(got - want)))
+
+
 def check_common(objs, where):
     """What every install has: namespace, node agent, RBAC, policies, images, resources, probes."""
     nsobj = objs.get(("Namespace", NS))
@@ -284,6 +317,7 @@ def check_scheduler_config(where, cfg, profile, verbs_port, want_kubeconfig):
 
 
 def check_managed(objs, where):
+    check_names(objs, MANAGED, where)
     check_common(objs, where)
     dep = objs.get(("Deployment", "gslice-scheduler"))
     if not check(dep, "%s: no Deployment gslice-scheduler" % where):
@@ -357,6 +391,7 @@ def check_managed(objs, where):
 
 
 def check_kubeadm(objs, where):
+    check_names(objs, KUBEADM, where)
     check_common(objs, where)
     check(("Deployment", "gslice-scheduler") not in objs,
           "%s: the kubeadm overlay runs no second scheduler" % where)
@@ -378,6 +413,11 @@ def check_kubeadm(objs, where):
     cfg = yaml.safe_load(open(os.path.join(d, "scheduler-config.yaml")))
     check_scheduler_config(where + " (scheduler-config.yaml)", cfg, "default-scheduler",
                            verbs_port, True)
+    le = cfg.get("leaderElection", {})
+    check(le.get("resourceName", "kube-scheduler") == "kube-scheduler" and
+          le.get("resourceNamespace", "kube-system") == "kube-system",
+          "%s: the cluster's kube-scheduler keeps its lease kube-system/kube-scheduler (the only "
+          "one system:kube-scheduler may update): %s" % (where, le))
     kc = yaml.safe_load(open(os.path.join(d, "kubeadm-config.yaml")))
     check(kc.get("kind") == "ClusterConfiguration", "%s: kubeadm-config.yaml is a %s" %
           (where, kc.get("kind")))
