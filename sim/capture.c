@@ -6,8 +6,11 @@
  * What a captured call records is graph.c's; the calls themselves check here. */
 #include "driver.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* This thread's stream capture interaction mode (cuThreadExchangeStreamCaptureMode); the
  * default is CU_STREAM_CAPTURE_MODE_GLOBAL (0), as the reference says. */
@@ -25,7 +28,10 @@ static int mode_ok(CUstreamCaptureMode mode) {
          mode == CU_STREAM_CAPTURE_MODE_RELAXED;
 }
 
-void sim_capture_invalidate_locked(struct sim_capture *cap) {
+void sim_capture_invalidate_locked(struct sim_capture *cap, const char *why) {
+  if (!cap->invalid && secure_getenv("GSLICE_SIM_TRACE"))
+    fprintf(stderr, "gslice-sim: capture %llu invalidated by %s (thread %ld)\n", cap->id, why,
+            (long)syscall(SYS_gettid));
   cap->invalid = 1;
 }
 
@@ -44,7 +50,7 @@ static int legacy_conflict_locked(struct sim_ctx *c, int invalidate) {
     if (o->cap && !(o->flags & CU_STREAM_NON_BLOCKING)) {
       hit = 1;
       if (invalidate)
-        sim_capture_invalidate_locked(o->cap);
+        sim_capture_invalidate_locked(o->cap, "a use of the legacy stream");
     }
   return hit;
 }
@@ -63,7 +69,7 @@ CUresult sim_capture_add_locked(struct sim_stream *s, const struct sim_node *nod
   return sim_graph_add_node(s->cap->graph, node) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
-CUresult sim_capture_unsafe(void) {
+CUresult sim_capture_unsafe(const char *call) {
   if (!sim_capturing_any() || thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
     return CUDA_SUCCESS;
   const void *me = sim_thread_id();
@@ -76,7 +82,7 @@ CUresult sim_capture_unsafe(void) {
     int other = thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && cap->thread != me &&
                 cap->mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
     if (own || other) {
-      sim_capture_invalidate_locked(cap);
+      sim_capture_invalidate_locked(cap, call);
       rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
   }
@@ -88,7 +94,7 @@ int sim_capture_ctx_conflict_locked(struct sim_ctx *c) {
   int hit = 0;
   for (struct sim_stream *o = c->streams; o; o = o->next)
     if (o->cap) {
-      sim_capture_invalidate_locked(o->cap);
+      sim_capture_invalidate_locked(o->cap, "a synchronize of its context");
       hit = 1;
     }
   return hit;

@@ -419,7 +419,7 @@ CUresult sim_ctx_sync(struct sim_ctx *c) {
   pthread_mutex_unlock(&sim.mu);
   if (conflict)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  CUresult rc = sim_capture_unsafe();
+  CUresult rc = sim_capture_unsafe("cuCtxSynchronize");
   if (rc != CUDA_SUCCESS)
     return rc;
   sim_mark_wait(c->dev, &mk);

@@ -331,13 +331,14 @@ CUresult sim_capture_add_locked(struct sim_stream *s, const struct sim_node *nod
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the captures that prohibit it invalidated when the
  * calling thread's mode and the captures in progress prohibit it; else CUDA_SUCCESS. Takes sim.mu.
  */
-CUresult sim_capture_unsafe(void);
+CUresult sim_capture_unsafe(const char *call);
 /* sim.mu held: a stream of c is capturing (those captures invalidated): synchronizing c
  * necessarily conflicts with capture in every mode. */
 int sim_capture_ctx_conflict_locked(struct sim_ctx *c);
 /* sim.mu held: the capture of that id if still in progress, else NULL. */
 struct sim_capture *sim_capture_by_id_locked(unsigned long long id);
-void sim_capture_invalidate_locked(struct sim_capture *cap);
+/* why: the call that did it, which GSLICE_SIM_TRACE prints. */
+void sim_capture_invalidate_locked(struct sim_capture *cap, const char *why);
 /* sim.mu held: s leaves its capture; the capture ends (graph freed) when s began it. */
 void sim_capture_stream_gone_locked(struct sim_stream *s);
 

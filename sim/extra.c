@@ -199,7 +199,7 @@ static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, v
       struct sim_node node = {.type = SIM_NODE_HOST, .fn = (CUhostFn)fn, .data = userData};
       rc = sim_capture_add_locked(s, &node);
     } else {
-      sim_capture_invalidate_locked(s->cap);
+      sim_capture_invalidate_locked(s->cap, "cuStreamAddCallback");
       rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     pthread_mutex_unlock(&sim.mu);

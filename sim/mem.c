@@ -53,7 +53,7 @@ CUresult sim_alloc_range(struct sim_ctx *ctx, int dev, size_t size, uint64_t cha
 SIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   SIM_REQUIRE_INIT();
   struct sim_ctx *c;
-  CUresult rc = sim_capture_unsafe();
+  CUresult rc = sim_capture_unsafe("cuMemAlloc");
   if (rc == CUDA_SUCCESS)
     rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
@@ -67,7 +67,7 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
                                     size_t Height, unsigned int ElementSizeBytes) {
   SIM_REQUIRE_INIT();
   struct sim_ctx *c;
-  CUresult rc = sim_capture_unsafe();
+  CUresult rc = sim_capture_unsafe("cuMemAllocPitch");
   if (rc == CUDA_SUCCESS)
     rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
@@ -87,7 +87,7 @@ SIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
   SIM_REQUIRE_INIT();
   struct sim_ctx *c;
-  CUresult rc = sim_capture_unsafe();
+  CUresult rc = sim_capture_unsafe("cuMemAllocManaged");
   if (rc == CUDA_SUCCESS)
     rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
@@ -135,7 +135,7 @@ CUresult sim_free_range(CUdeviceptr dptr) {
  * cuMemFree(0) as well, the usual way to make a context. */
 SIM_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   SIM_REQUIRE_INIT();
-  CUresult rc = sim_capture_unsafe();
+  CUresult rc = sim_capture_unsafe("cuMemFree");
   if (rc != CUDA_SUCCESS)
     return rc;
   if (dptr == 0)
@@ -191,7 +191,7 @@ static struct host_alloc *host_allocs; /* sim.mu */
 SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
   SIM_REQUIRE_INIT();
   struct sim_ctx *c;
-  CUresult rc = sim_capture_unsafe();
+  CUresult rc = sim_capture_unsafe("cuMemAllocHost");
   if (rc == CUDA_SUCCESS)
     rc = sim_ctx_current_rc(&c);
   if (rc != CUDA_SUCCESS)
@@ -214,7 +214,7 @@ SIM_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
 
 SIM_API CUresult cuMemFreeHost(void *p) {
   SIM_REQUIRE_INIT();
-  CUresult rc = sim_capture_unsafe();
+  CUresult rc = sim_capture_unsafe("cuMemFreeHost");
   if (rc != CUDA_SUCCESS)
     return rc;
   pthread_mutex_lock(&sim.mu);

@@ -124,7 +124,7 @@ static struct sim_mark stream_done(const struct sim_stream *s) {
 static CUresult wait_check_locked(struct sim_stream *s) {
   CUresult rc = sim_capture_use_locked(s);
   if (rc == CUDA_SUCCESS && s->cap) {
-    sim_capture_invalidate_locked(s->cap);
+    sim_capture_invalidate_locked(s->cap, "a synchronize or query of a capturing stream");
     rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   return rc;
@@ -138,7 +138,8 @@ static CUresult wait_begin(struct sim_stream *s, int unsafe, struct sim_mark *mk
   *mk = stream_done(s);
   pthread_mutex_unlock(&sim.mu);
   if (rc == CUDA_SUCCESS && (unsafe || s->kind == SIM_STREAM_LEGACY))
-    rc = sim_capture_unsafe();
+    rc = sim_capture_unsafe(unsafe ? "a synchronous copy or memset"
+                                   : "a synchronize or query of the legacy stream");
   return rc;
 }
 
@@ -433,7 +434,7 @@ static int event_captured(struct sim_event *e) {
   unsigned long long id = e->captured;
   struct sim_capture *cap = id ? sim_capture_by_id_locked(id) : NULL;
   if (cap)
-    sim_capture_invalidate_locked(cap);
+    sim_capture_invalidate_locked(cap, "a query, synchronize or timing of a captured event");
   pthread_mutex_unlock(&sim.mu);
   return id != 0;
 }
@@ -530,7 +531,7 @@ static int capture_wait_locked(struct sim_stream *s, struct sim_event *e, unsign
     if (!s->cap)
       return 0;
     if (e->recorded && !(flags & CU_EVENT_WAIT_EXTERNAL)) {
-      sim_capture_invalidate_locked(s->cap);
+      sim_capture_invalidate_locked(s->cap, "a wait on an event recorded outside the capture");
       *rc = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
     }
     return 1;
@@ -539,13 +540,13 @@ static int capture_wait_locked(struct sim_stream *s, struct sim_event *e, unsign
   if (!cap) {
     *rc = CUDA_ERROR_CAPTURED_EVENT;
     if (s->cap)
-      sim_capture_invalidate_locked(s->cap);
+      sim_capture_invalidate_locked(s->cap, "a wait on an event of an ended capture");
   } else if (!s->cap && s->ctx == cap->origin->ctx && s->kind != SIM_STREAM_LEGACY) {
     s->cap = cap;
   } else if (s->cap != cap) {
-    sim_capture_invalidate_locked(cap);
+    sim_capture_invalidate_locked(cap, "a wait joining another capture or context");
     if (s->cap)
-      sim_capture_invalidate_locked(s->cap);
+      sim_capture_invalidate_locked(s->cap, "a wait joining another capture");
     *rc = s->cap ? CUDA_ERROR_STREAM_CAPTURE_MERGE : CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
   }
   return 1;
