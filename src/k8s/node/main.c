@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,33 +71,85 @@ static void usage(FILE *out) {
       GS_DEFAULT_SOCKET);
 }
 
-static int copy_opt(char *dst, size_t len, const char *v, const char *name) {
-  if (strlen(v) >= len || !*v) {
-    fprintf(stderr, "gslice-node: --%s wants a value of 1..%zu characters\n", name, len - 1);
-    return -EINVAL;
+/* The command line: one table of flags, each naming what it sets. */
+enum flag_kind {
+  FLAG_PATH,   /* a value of 1.. characters into a node_cfg field */
+  FLAG_VALUE,  /* a value of 0.. characters (--nvidia-visible-devices "") */
+  FLAG_SLOTS,  /* 1..NODE_MAX_SLOTS_PER_GPU */
+  FLAG_NO_API, /* --no-api-server */
+  FLAG_KEY,    /* --signing-key, at most K8S_SIGN_MAX_KEYS */
+  FLAG_HELP,
+};
+#define CFG(field) offsetof(struct node_cfg, field), sizeof(((struct node_cfg *)0)->field)
+static const struct flag {
+  const char *name;
+  enum flag_kind kind;
+  size_t off, size;
+} flags[] = {
+    {"kubelet-dir", FLAG_PATH, CFG(kubelet_dir)},
+    {"slots-per-gpu", FLAG_SLOTS, 0, 0},
+    {"kubeconfig", FLAG_PATH, CFG(kubeconfig)},
+    {"node-name", FLAG_PATH, CFG(node_name)},
+    {"socket", FLAG_PATH, CFG(socket)},
+    {"state-dir", FLAG_PATH, CFG(state_dir)},
+    {"hook", FLAG_PATH, CFG(hook)},
+    {"pod-resources-socket", FLAG_PATH, CFG(pod_resources)},
+    {"nvidia-visible-devices", FLAG_VALUE, CFG(nvidia_visible)},
+    {"no-api-server", FLAG_NO_API, 0, 0},
+    {"daemon-state-dir", FLAG_PATH, CFG(daemon_state)},
+    {"signing-key", FLAG_KEY, 0, 0},
+    {"help", FLAG_HELP, 0, 0},
+};
+#undef CFG
+#define NFLAGS (sizeof(flags) / sizeof(flags[0]))
+
+/* Sets what flag f says from value v: 0, 1 (--help: exit 0) or 2 (a usage error, said). */
+static int flag_set(const struct flag *f, const char *v, struct node_cfg *c) {
+  char *dst = (char *)c + f->off, *end;
+
+  switch (f->kind) {
+  case FLAG_PATH:
+    if (strlen(v) >= f->size || !*v) {
+      fprintf(stderr, "gslice-node: --%s wants a value of 1..%zu characters\n", f->name,
+              f->size - 1);
+      return 2;
+    }
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+  case FLAG_VALUE:
+    if (strlen(v) >= f->size) {
+      fprintf(stderr, "gslice-node: --%s is too long\n", f->name);
+      return 2;
+    }
+    memcpy(dst, v, strlen(v) + 1);
+    return 0;
+  case FLAG_SLOTS: {
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (errno || *end || end == v || v[0] == '-' || n < 1 || n > NODE_MAX_SLOTS_PER_GPU) {
+      fprintf(stderr, "gslice-node: --slots-per-gpu wants 1..%d, not \"%s\"\n",
+              NODE_MAX_SLOTS_PER_GPU, v);
+      return 2;
+    }
+    c->slots_per_gpu = (unsigned)n;
+    return 0;
   }
-  snprintf(dst, len, "%s", v);
-  return 0;
+  case FLAG_NO_API: c->no_api = true; return 0;
+  case FLAG_KEY:
+    if (nkey_paths == K8S_SIGN_MAX_KEYS) {
+      fprintf(stderr, "gslice-node: at most two --signing-key (the new key, then the old)\n");
+      return 2;
+    }
+    key_paths[nkey_paths++] = v;
+    return 0;
+  case FLAG_HELP: usage(stdout); return 1;
+  }
+  return 2;
 }
 
-static int parse_args(int argc, char **argv, struct node_cfg *c) {
-  static const struct option opts[] = {{"kubelet-dir", required_argument, NULL, 'k'},
-                                       {"slots-per-gpu", required_argument, NULL, 's'},
-                                       {"kubeconfig", required_argument, NULL, 'c'},
-                                       {"node-name", required_argument, NULL, 'n'},
-                                       {"socket", required_argument, NULL, 'S'},
-                                       {"state-dir", required_argument, NULL, 'd'},
-                                       {"hook", required_argument, NULL, 'H'},
-                                       {"pod-resources-socket", required_argument, NULL, 'p'},
-                                       {"nvidia-visible-devices", required_argument, NULL, 'v'},
-                                       {"no-api-server", no_argument, NULL, 'N'},
-                                       {"daemon-state-dir", required_argument, NULL, 'D'},
-                                       {"signing-key", required_argument, NULL, 'K'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+static void cfg_defaults(struct node_cfg *c) {
   const char *env_node = secure_getenv("NODE_NAME");
   char self[PATH_MAX];
-  int o;
 
   memset(c, 0, sizeof(*c));
   snprintf(c->kubelet_dir, sizeof(c->kubelet_dir), "/var/lib/kubelet/device-plugins");
@@ -118,83 +171,18 @@ static int parse_args(int argc, char **argv, struct node_cfg *c) {
     snprintf(c->hook, sizeof(c->hook), "%.*s/../lib/libgslice.so", (int)(sizeof(c->hook) - 32),
              self);
   }
-  optind = 1;
-  while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (o) {
-    case 'k':
-      if (copy_opt(c->kubelet_dir, sizeof(c->kubelet_dir), optarg, "kubelet-dir") < 0)
-        return 2;
-      break;
-    case 's': {
-      char *end;
-      errno = 0;
-      unsigned long v = strtoul(optarg, &end, 10);
-      if (errno || *end || end == optarg || optarg[0] == '-' || v < 1 ||
-          v > NODE_MAX_SLOTS_PER_GPU) {
-        fprintf(stderr, "gslice-node: --slots-per-gpu wants 1..%d, not \"%s\"\n",
-                NODE_MAX_SLOTS_PER_GPU, optarg);
-        return 2;
-      }
-      c->slots_per_gpu = (unsigned)v;
-      break;
-    }
-    case 'c':
-      if (copy_opt(c->kubeconfig, sizeof(c->kubeconfig), optarg, "kubeconfig") < 0)
-        return 2;
-      break;
-    case 'n':
-      if (copy_opt(c->node_name, sizeof(c->node_name), optarg, "node-name") < 0)
-        return 2;
-      break;
-    case 'S':
-      if (copy_opt(c->socket, sizeof(c->socket), optarg, "socket") < 0)
-        return 2;
-      break;
-    case 'd':
-      if (copy_opt(c->state_dir, sizeof(c->state_dir), optarg, "state-dir") < 0)
-        return 2;
-      break;
-    case 'H':
-      if (copy_opt(c->hook, sizeof(c->hook), optarg, "hook") < 0)
-        return 2;
-      break;
-    case 'p':
-      if (copy_opt(c->pod_resources, sizeof(c->pod_resources), optarg, "pod-resources-socket") < 0)
-        return 2;
-      break;
-    case 'v':
-      if (strlen(optarg) >= sizeof(c->nvidia_visible)) {
-        fprintf(stderr, "gslice-node: --nvidia-visible-devices is too long\n");
-        return 2;
-      }
-      snprintf(c->nvidia_visible, sizeof(c->nvidia_visible), "%s", optarg);
-      break;
-    case 'D':
-      if (copy_opt(c->daemon_state, sizeof(c->daemon_state), optarg, "daemon-state-dir") < 0)
-        return 2;
-      break;
-    case 'N': c->no_api = true; break;
-    case 'K':
-      if (nkey_paths == K8S_SIGN_MAX_KEYS) {
-        fprintf(stderr, "gslice-node: at most two --signing-key (the new key, then the old)\n");
-        return 2;
-      }
-      key_paths[nkey_paths++] = optarg;
-      break;
-    case 'h': usage(stdout); return 1;
-    default: usage(stderr); return 2;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "gslice-node: unexpected argument \"%s\" (see --help)\n", argv[optind]);
-    return 2;
-  }
+}
+
+/* What the flags give together: a node name, the hook there, absolute directories. 0 or 2. */
+static int cfg_check(struct node_cfg *c) {
+  char real[PATH_MAX];
+  struct stat st;
+
   if (!c->node_name[0] && !c->no_api) {
     fprintf(stderr, "gslice-node: no node name: set NODE_NAME (the DaemonSet passes "
                     "spec.nodeName) or give --node-name\n");
     return 2;
   }
-  char real[PATH_MAX];
   if (!realpath(c->hook, real) || access(real, R_OK) < 0) {
     fprintf(stderr, "gslice-node: the hook %s is not there: give --hook /path/to/libgslice.so\n",
             c->hook);
@@ -215,17 +203,47 @@ static int parse_args(int argc, char **argv, struct node_cfg *c) {
     }
     memcpy(dirs[i], abs, (size_t)al + 1);
   }
-  for (const char *p = c->kubelet_dir; p; p = NULL) {
-    struct stat st;
-    if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
-      fprintf(stderr,
-              "gslice-node: --kubelet-dir %s is not a directory (the kubelet's "
-              "device-plugins directory, mounted from the host)\n",
-              p);
-      return 2;
-    }
+  if (stat(c->kubelet_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr,
+            "gslice-node: --kubelet-dir %s is not a directory (the kubelet's "
+            "device-plugins directory, mounted from the host)\n",
+            c->kubelet_dir);
+    return 2;
   }
   return 0;
+}
+
+/* 0, 1 (--help: exit 0) or 2 (a usage error, said). */
+static int parse_args(int argc, char **argv, struct node_cfg *c) {
+  struct option opts[NFLAGS + 1];
+  int o, r;
+
+  for (size_t i = 0; i < NFLAGS; i++)
+    opts[i] = (struct option){flags[i].name,
+                              flags[i].kind == FLAG_NO_API || flags[i].kind == FLAG_HELP
+                                  ? no_argument
+                                  : required_argument,
+                              NULL, 256 + (int)i};
+  opts[NFLAGS] = (struct option){NULL, 0, NULL, 0};
+  cfg_defaults(c);
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    if (o == 'h') {
+      usage(stdout);
+      return 1;
+    }
+    if (o < 256 || o >= 256 + (int)NFLAGS) {
+      usage(stderr);
+      return 2;
+    }
+    if ((r = flag_set(&flags[o - 256], optarg, c)))
+      return r;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "gslice-node: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+    return 2;
+  }
+  return cfg_check(c);
 }
 
 /* ---- gsliced ---- */
@@ -425,89 +443,115 @@ static void housekeeping_stop(struct housekeeping *h) {
   pthread_join(h->thread, NULL);
 }
 
-int main(int argc, char **argv) {
-  static struct node n;
-  static struct housekeeping hk;
-  uint64_t next_inv = 0;
-  char err[512], path[PATH_MAX + 32];
-  int r;
-
-  gs_log_open("gslice-node", GS_LOG_INFO);
-  r = parse_args(argc, argv, &n.cfg);
-  if (r)
-    return r == 1 ? 0 : r;
-  /* Only assignments gslice-extender signed are honoured: no key, no slices. */
+/* Only assignments gslice-extender signed are honoured: no key, no slices. */
+static int keys_load(struct node *n) {
   static struct k8s_keys keys;
-  if (!n.cfg.no_api || nkey_paths) {
-    r = k8s_keys_load(key_paths, nkey_paths, &keys, err, sizeof(err));
-    if (r) {
-      gs_log(GS_LOG_ERROR,
-             "%s: assignments are signed by gslice-extender: mount its signing Secret at "
-             "/etc/gslice/signing (deploy/gslice-node.yaml) or give --signing-key FILE",
-             err);
-      return 1;
-    }
-    n.keys = &keys;
+  char err[512];
+
+  if (n->cfg.no_api && !nkey_paths)
+    return 0;
+  if (k8s_keys_load(key_paths, nkey_paths, &keys, err, sizeof(err))) {
+    gs_log(GS_LOG_ERROR,
+           "%s: assignments are signed by gslice-extender: mount its signing Secret at "
+           "/etc/gslice/signing (deploy/gslice-node.yaml) or give --signing-key FILE",
+           err);
+    return -EINVAL;
   }
-  n.dfd = -1;
+  n->keys = &keys;
+  return 0;
+}
+
+static void process_init(struct node *n) {
   pthread_mutexattr_t ma;
+  struct sigaction sa = {.sa_handler = on_stop};
+
+  n->dfd = -1;
   pthread_mutexattr_init(&ma);
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
-  pthread_mutex_init(&n.lock, &ma);
+  pthread_mutex_init(&n->lock, &ma);
   pthread_mutexattr_destroy(&ma);
   signal(SIGPIPE, SIG_IGN);
-  struct sigaction sa = {.sa_handler = on_stop};
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+}
 
-  if (node_state_open(&n, err, sizeof(err)) < 0) {
+/* The state directory, the API server, the records, gsliced's GPUs and the threads. */
+static int node_start(struct node *n, struct housekeeping *hk) {
+  char err[512];
+  int r;
+
+  if (node_state_open(n, err, sizeof(err)) < 0) {
     gs_log(GS_LOG_ERROR, "%s", err);
-    return 1;
+    return -1;
   }
   rpc_global_init();
-  if (!n.cfg.no_api && node_kube_init(&n, err, sizeof(err)) < 0) {
+  if (!n->cfg.no_api && node_kube_init(n, err, sizeof(err)) < 0) {
     gs_log(GS_LOG_ERROR, "%s", err);
-    return 1;
+    return -1;
   }
-  r = node_recs_load(&n);
+  r = node_recs_load(n);
   if (r < 0)
-    gs_log(GS_LOG_WARNING, "cannot read all records in %s/records: %s", n.cfg.state_dir,
+    gs_log(GS_LOG_WARNING, "cannot read all records in %s/records: %s", n->cfg.state_dir,
            strerror(-r));
   gs_log(GS_LOG_INFO,
          "starting: node %s, kubelet dir %s, gsliced %s, %u slots per GPU, %u record(s)",
-         n.cfg.node_name[0] ? n.cfg.node_name : "(none)", n.cfg.kubelet_dir, n.cfg.socket,
-         n.cfg.slots_per_gpu, n.nrecs);
-  inventory(&n);
-  if (!n.cfg.no_api && (r = node_kube_start(&n, err, sizeof(err))) < 0) {
+         n->cfg.node_name[0] ? n->cfg.node_name : "(none)", n->cfg.kubelet_dir, n->cfg.socket,
+         n->cfg.slots_per_gpu, n->nrecs);
+  inventory(n);
+  if (!n->cfg.no_api && node_kube_start(n, err, sizeof(err)) < 0) {
     gs_log(GS_LOG_ERROR, "%s", err);
-    return 1;
+    return -1;
   }
-  if ((r = housekeeping_start(&n, &hk)) < 0) {
+  if ((r = housekeeping_start(n, hk)) < 0) {
     gs_log(GS_LOG_ERROR, "cannot start a thread: %s", strerror(-r));
-    return 1;
+    return -1;
   }
+  return 0;
+}
+
+/* Until a signal: gsliced's GPUs published, crash leftovers reconciled, the kubelet checked. */
+static void main_loop(struct node *n) {
+  uint64_t next_inv = 0;
+
   while (!stop_sig) {
     uint64_t now = node_now();
     if (now >= next_inv) {
-      int c = inventory(&n);
-      if (c == 2 && n.registered) {
+      int c = inventory(n);
+      if (c == 2 && n->registered) {
         /* A gsliced restart may bring other GPUs: the kubelet hears of them from scratch. */
-        server_restart(&n, "gsliced restarted");
+        server_restart(n, "gsliced restarted");
       } else if (c) {
-        publish(&n);
+        publish(n);
       }
-      next_inv = now + (n.daemon_up ? INVENTORY_NS : INVENTORY_NS / 5);
+      next_inv = now + (n->daemon_up ? INVENTORY_NS : INVENTORY_NS / 5);
     }
     /* Slices a crash left without a record: once gsliced answers after the start. */
-    if (n.daemon_up && !n.daemon_reconciled) {
-      pthread_mutex_lock(&n.lock); /* the records: housekeeping and the plugin's too */
-      node_recs_reconcile_daemon(&n);
-      pthread_mutex_unlock(&n.lock);
+    if (n->daemon_up && !n->daemon_reconciled) {
+      pthread_mutex_lock(&n->lock); /* the records: housekeeping and the plugin's too */
+      node_recs_reconcile_daemon(n);
+      pthread_mutex_unlock(&n->lock);
     }
-    kubelet_check(&n);
+    kubelet_check(n);
     usleep(100000);
   }
+}
+
+int main(int argc, char **argv) {
+  static struct node n;
+  static struct housekeeping hk;
+  char path[PATH_MAX + 32];
+
+  gs_log_open("gslice-node", GS_LOG_INFO);
+  int r = parse_args(argc, argv, &n.cfg);
+  if (r)
+    return r == 1 ? 0 : r;
+  if (keys_load(&n) < 0)
+    return 1;
+  process_init(&n);
+  if (node_start(&n, &hk) < 0)
+    return 1;
+  main_loop(&n);
   gs_log(GS_LOG_INFO, "stopping (signal %d); slices stay with gsliced for the next gslice-node",
          (int)stop_sig);
   if (n.srv)
@@ -516,5 +560,6 @@ int main(int argc, char **argv) {
   node_kube_stop(&n);
   snprintf(path, sizeof(path), "%s/%s", n.cfg.kubelet_dir, NODE_ENDPOINT);
   unlink(path);
+  gs_log_flush();
   return 0;
 }

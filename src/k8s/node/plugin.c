@@ -183,6 +183,81 @@ out:
   return st;
 }
 
+/* One container's answer to Allocate, and the storage its message points into. */
+enum { ALLOC_NENV = 7, ALLOC_NMNT = 5 };
+struct alloc_ctr {
+  V1beta1__ContainerAllocateResponse r;
+  V1beta1__ContainerAllocateResponse__EnvsEntry env[ALLOC_NENV];
+  V1beta1__ContainerAllocateResponse__EnvsEntry *envp[ALLOC_NENV];
+  V1beta1__Mount mnt[ALLOC_NMNT];
+  V1beta1__Mount *mntp[ALLOC_NMNT];
+  char slots[NODE_MAX_CONTAINER_SLOTS * (NODE_SLOT_ID_MAX + 1)], key[NODE_SLOT_ID_MAX];
+  char dir[PATH_MAX], region[PATH_MAX], sock[PATH_MAX + 64];
+};
+
+/* What every container's answer shares: the hook socket's directory and name, ld.so.preload. */
+struct alloc_common {
+  const char *sdir, *sbase;
+  char preload[PATH_MAX + 32];
+};
+
+/* The container's environment and mounts, for the slots q asks for. */
+static int alloc_container(const struct node *n, const struct alloc_common *k,
+                           const V1beta1__ContainerAllocateRequest *q, struct alloc_ctr *t) {
+  if (node_slots_join(q->devices_ids, q->n_devices_ids, t->slots, sizeof(t->slots), t->key,
+                      sizeof(t->key)) < 0)
+    return -EINVAL;
+  node_alloc_dir(n, t->key, t->dir, sizeof(t->dir));
+  node_alloc_region(n, t->key, t->region, sizeof(t->region));
+  snprintf(t->sock, sizeof(t->sock), "%s/%s", NODE_CTR_DAEMON_DIR, k->sbase);
+  const char *env[ALLOC_NENV][2] = {
+      {"GSLICE_K8S_SLOTS", t->slots},
+      {"GSLICE_K8S_DIR", NODE_CTR_SLICE_DIR},
+      {"GSLICE_STATE_DIR", NODE_CTR_SLICE_DIR},
+      {"GSLICE_SOCKET", t->sock},
+      {"NVIDIA_VISIBLE_DEVICES", n->cfg.nvidia_visible},
+      {"NVIDIA_DRIVER_CAPABILITIES", "compute,utility"},
+      {NULL, NULL},
+  };
+  size_t ne = 0;
+  for (size_t i = 0; env[i][0]; i++) {
+    if (!strncmp(env[i][0], "NVIDIA_", 7) && !n->cfg.nvidia_visible[0])
+      continue;
+    V1beta1__ContainerAllocateResponse__EnvsEntry e =
+        V1BETA1__CONTAINER_ALLOCATE_RESPONSE__ENVS_ENTRY__INIT;
+    e.key = (char *)env[i][0];
+    e.value = (char *)env[i][1];
+    t->env[ne] = e;
+    t->envp[ne] = &t->env[ne];
+    ne++;
+  }
+  /* The runtimes (containerd, CRI-O) mount in order of destination depth, so the region's
+   * file mount goes over the placeholder once its read-only directory is there. */
+  const struct {
+    const char *ctr, *host;
+    bool ro;
+  } mnt[ALLOC_NMNT] = {
+      {NODE_CTR_HOOK, n->cfg.hook, true},   {NODE_CTR_PRELOAD, k->preload, true},
+      {NODE_CTR_DAEMON_DIR, k->sdir, true}, {NODE_CTR_SLICE_DIR, t->dir, true},
+      {NODE_CTR_REGION, t->region, false},
+  };
+  for (size_t i = 0; i < ALLOC_NMNT; i++) {
+    V1beta1__Mount m = V1BETA1__MOUNT__INIT;
+    m.container_path = (char *)mnt[i].ctr;
+    m.host_path = (char *)mnt[i].host;
+    m.read_only = mnt[i].ro;
+    t->mnt[i] = m;
+    t->mntp[i] = &t->mnt[i];
+  }
+  V1beta1__ContainerAllocateResponse r = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+  r.n_envs = ne;
+  r.envs = t->envp;
+  r.n_mounts = ALLOC_NMNT;
+  r.mounts = t->mntp;
+  t->r = r;
+  return 0;
+}
+
 /* What every container of gslice.io/gpu gets, whatever pod it turns out to be: the hook (and
  * /etc/ld.so.preload naming it), the directory of gsliced's hook socket, and its slice directory
  * with the region's file mount inside it, all read-only but the region: the host paths are links
@@ -196,19 +271,11 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
     return GRPC_STATUS_INVALID_ARGUMENT;
   }
   size_t nc = in->n_container_requests;
-  enum { NENV = 7, NMNT = 5 };
-  struct ctr {
-    V1beta1__ContainerAllocateResponse r;
-    V1beta1__ContainerAllocateResponse__EnvsEntry env[NENV];
-    V1beta1__ContainerAllocateResponse__EnvsEntry *envp[NENV];
-    V1beta1__Mount mnt[NMNT];
-    V1beta1__Mount *mntp[NMNT];
-    char slots[NODE_MAX_CONTAINER_SLOTS * (NODE_SLOT_ID_MAX + 1)], key[NODE_SLOT_ID_MAX];
-    char dir[PATH_MAX], region[PATH_MAX], sock[PATH_MAX + 64];
-  } *c = calloc(nc ? nc : 1, sizeof(*c));
+  struct alloc_ctr *c = calloc(nc ? nc : 1, sizeof(*c));
   V1beta1__ContainerAllocateResponse **cp = calloc(nc ? nc : 1, sizeof(*cp));
   V1beta1__AllocateResponse out = V1BETA1__ALLOCATE_RESPONSE__INIT;
-  char hook_sock[PATH_MAX], sockdir[PATH_MAX], sockbase[PATH_MAX], preload[PATH_MAX + 32];
+  char hook_sock[PATH_MAX], sockdir[PATH_MAX], sockbase[PATH_MAX];
+  struct alloc_common k;
   int st = 0;
 
   if (!c || !cp) {
@@ -226,67 +293,17 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
   /* dirname and basename may write into their argument: each gets its own copy, once. */
   snprintf(sockdir, sizeof(sockdir), "%s", hook_sock);
   snprintf(sockbase, sizeof(sockbase), "%s", hook_sock);
-  const char *sdir = dirname(sockdir), *sbase = basename(sockbase);
-  snprintf(preload, sizeof(preload), "%s/%s", n->cfg.state_dir, NODE_PRELOAD);
+  k.sdir = dirname(sockdir);
+  k.sbase = basename(sockbase);
+  snprintf(k.preload, sizeof(k.preload), "%s/%s", n->cfg.state_dir, NODE_PRELOAD);
   for (size_t i = 0; i < nc; i++) {
-    struct ctr *t = &c[i];
-    V1beta1__ContainerAllocateRequest *q = in->container_requests[i];
-    if (node_slots_join(q->devices_ids, q->n_devices_ids, t->slots, sizeof(t->slots), t->key,
-                        sizeof(t->key)) < 0) {
+    if (alloc_container(n, &k, in->container_requests[i], &c[i]) < 0) {
       snprintf(err, err_len, "Allocate: container %zu: %zu device ids, not ids of %s", i,
-               q->n_devices_ids, NODE_RESOURCE);
+               in->container_requests[i]->n_devices_ids, NODE_RESOURCE);
       st = GRPC_STATUS_INVALID_ARGUMENT;
       goto out;
     }
-    node_alloc_dir(n, t->key, t->dir, sizeof(t->dir));
-    node_alloc_region(n, t->key, t->region, sizeof(t->region));
-    snprintf(t->sock, sizeof(t->sock), "%s/%s", NODE_CTR_DAEMON_DIR, sbase);
-    const char *env[NENV][2] = {
-        {"GSLICE_K8S_SLOTS", t->slots},
-        {"GSLICE_K8S_DIR", NODE_CTR_SLICE_DIR},
-        {"GSLICE_STATE_DIR", NODE_CTR_SLICE_DIR},
-        {"GSLICE_SOCKET", t->sock},
-        {"NVIDIA_VISIBLE_DEVICES", n->cfg.nvidia_visible},
-        {"NVIDIA_DRIVER_CAPABILITIES", "compute,utility"},
-        {NULL, NULL},
-    };
-    size_t ne = 0;
-    for (size_t k = 0; env[k][0]; k++) {
-      if (!strncmp(env[k][0], "NVIDIA_", 7) && !n->cfg.nvidia_visible[0])
-        continue;
-      V1beta1__ContainerAllocateResponse__EnvsEntry e =
-          V1BETA1__CONTAINER_ALLOCATE_RESPONSE__ENVS_ENTRY__INIT;
-      e.key = (char *)env[k][0];
-      e.value = (char *)env[k][1];
-      t->env[ne] = e;
-      t->envp[ne] = &t->env[ne];
-      ne++;
-    }
-    /* The runtimes (containerd, CRI-O) mount in order of destination depth, so the region's
-     * file mount goes over the placeholder once its read-only directory is there. */
-    const struct {
-      const char *ctr, *host;
-      bool ro;
-    } mnt[NMNT] = {
-        {NODE_CTR_HOOK, n->cfg.hook, true},  {NODE_CTR_PRELOAD, preload, true},
-        {NODE_CTR_DAEMON_DIR, sdir, true},   {NODE_CTR_SLICE_DIR, t->dir, true},
-        {NODE_CTR_REGION, t->region, false},
-    };
-    for (size_t k = 0; k < NMNT; k++) {
-      V1beta1__Mount m = V1BETA1__MOUNT__INIT;
-      m.container_path = (char *)mnt[k].ctr;
-      m.host_path = (char *)mnt[k].host;
-      m.read_only = mnt[k].ro;
-      t->mnt[k] = m;
-      t->mntp[k] = &t->mnt[k];
-    }
-    V1beta1__ContainerAllocateResponse r = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
-    r.n_envs = ne;
-    r.envs = t->envp;
-    r.n_mounts = NMNT;
-    r.mounts = t->mntp;
-    t->r = r;
-    cp[i] = &t->r;
+    cp[i] = &c[i].r;
   }
   /* The slots are a new container's from now on: a record of them is an earlier container's. */
   for (size_t i = 0; i < nc; i++) {

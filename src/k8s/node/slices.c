@@ -728,271 +728,349 @@ static int restart(struct node *n, struct node_rec *r, char *why, size_t why_len
   return 0;
 }
 
-int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err_len) {
-  struct node_rec *r = calloc(1, sizeof(*r));
-  V1__ListPodResourcesResponse *pl = NULL;
-  struct k8s_assigned as = {0};
-  bool have_as = false, as_ok = false;
-  char why[1024], why_as[1024] = "", perr[512] = "";
-  const char *ns = NULL, *pod = NULL, *ctr = NULL;
-  json_t *pj = NULL;
-  int e, ret = 0, fd = -1;
+/* PreStartContainer's steps for one container, what each found and what it owns. */
+struct prestart {
+  struct node *n;
+  struct node_rec *r; /* the new record: freed at the end unless it went into n->recs */
+  V1__ListPodResourcesResponse *pl;
+  const char *ns, *pod, *ctr; /* into pl; ctr into r->container once the starting one is known */
+  json_t *pj;
+  struct k8s_assigned as;
+  bool have_as, as_ok;
+  struct gs_slice_spec spec;
+  struct gs_msg_registered reg;
+  int fd;            /* gsliced, from REGISTER on */
+  char why[1024];    /* the refusal the start directory says */
+  char why_as[1024]; /* why the assignment is not honoured */
+  char *err;         /* a failed call's reason */
+  size_t err_len;
+};
 
-  if (!r)
-    return -ENOMEM;
-  if (node_slots_join(ids, nids, r->slots, sizeof(r->slots), r->key, sizeof(r->key)) < 0) {
-    snprintf(err, err_len, "PreStartContainer: %zu device ids, not ids of %s", nids, NODE_RESOURCE);
-    free(r);
-    return -EINVAL;
-  }
+/* A step's answer besides 0 (next step) and -errno (the call fails, err says why). */
+enum { PRESTART_REFUSE = 1, PRESTART_DONE = 2 };
+
+static bool recs_full(const struct node *n) {
+  return n->nrecs >= sizeof(n->recs) / sizeof(n->recs[0]);
+}
+
+/* Find the pod: the container PodResources lists with these slots, and its pod in the cache. */
+static int prestart_find_pod(struct prestart *ps) {
+  struct node *n = ps->n;
+  struct node_rec *r = ps->r;
+  char perr[512] = "";
+  int e;
+
   /* Slices a crash left without a record go before any new one is made. */
   if (!n->daemon_reconciled && (e = node_recs_reconcile_daemon(n)) < 0) {
-    snprintf(err, err_len, "gsliced on %s does not answer: %s (the kubelet tries again)",
+    snprintf(ps->err, ps->err_len, "gsliced on %s does not answer: %s (the kubelet tries again)",
              n->cfg.socket, strerror(-e));
-    ret = -EAGAIN;
-    goto out;
+    return -EAGAIN;
   }
   /* The kubelet records an allocation when Allocate returns, so by PreStartContainer its
    * PodResources lists the container with these slots. Asked without n->lock (held by the
    * caller: serve_unary), so that Allocate and ListAndWatch's updates never wait on it;
    * nothing of the records is looked at before. */
   pthread_mutex_unlock(&n->lock);
-  e = pod_resources(n, &pl, perr, sizeof(perr));
+  e = pod_resources(n, &ps->pl, perr, sizeof(perr));
   pthread_mutex_lock(&n->lock);
   if (e < 0) {
-    snprintf(err, err_len, "the kubelet's PodResources API did not answer: %s", perr);
-    ret = -EAGAIN;
-    goto out;
+    snprintf(ps->err, ps->err_len, "the kubelet's PodResources API did not answer: %s", perr);
+    return -EAGAIN;
   }
-  if (find_container(pl, r->slots, &ns, &pod, &ctr) < 0) {
-    snprintf(why, sizeof(why), "the kubelet's PodResources lists no container with slots %.512s",
-             r->slots);
-    goto refused;
+  if (find_container(ps->pl, r->slots, &ps->ns, &ps->pod, &ps->ctr) < 0) {
+    snprintf(ps->why, sizeof(ps->why),
+             "the kubelet's PodResources lists no container with slots %.512s", r->slots);
+    return PRESTART_REFUSE;
   }
-  snprintf(r->ns, sizeof(r->ns), "%s", ns);
-  snprintf(r->pod, sizeof(r->pod), "%s", pod);
-  snprintf(r->container, sizeof(r->container), "%s", ctr);
+  snprintf(r->ns, sizeof(r->ns), "%s", ps->ns);
+  snprintf(r->pod, sizeof(r->pod), "%s", ps->pod);
+  snprintf(r->container, sizeof(r->container), "%s", ps->ctr);
   if (n->cfg.no_api) {
-    snprintf(why, sizeof(why), "gslice-node runs without an API server (--no-api-server)");
-    goto refused;
+    snprintf(ps->why, sizeof(ps->why), "gslice-node runs without an API server (--no-api-server)");
+    return PRESTART_REFUSE;
   }
   /* The pod cache (pods.c) lets n->lock go while it waits: records are looked up after. */
-  e = node_pods_get(n, ns, pod, NODE_POD_WAIT_MS, &pj, perr, sizeof(perr));
+  e = node_pods_get(n, ps->ns, ps->pod, NODE_POD_WAIT_MS, &ps->pj, perr, sizeof(perr));
   if (e == -ENOENT || e == -EINVAL) {
-    snprintf(why, sizeof(why), "pod %s/%s is not in the API server: %s", ns, pod, perr);
+    snprintf(ps->why, sizeof(ps->why), "pod %s/%s is not in the API server: %s", ps->ns, ps->pod,
+             perr);
     /* The uid these slots were started for stays known: a pod made again under the name later
      * is still not this container's. */
     struct node_rec *was = rec_find(n, r->key, NULL);
-    if (was && !strcmp(was->ns, ns) && !strcmp(was->pod, pod) && !was->superseded)
+    if (was && !strcmp(was->ns, ps->ns) && !strcmp(was->pod, ps->pod) && !was->superseded)
       snprintf(r->pod_uid, sizeof(r->pod_uid), "%s", was->pod_uid);
-    goto refused;
+    return PRESTART_REFUSE;
   }
   if (e < 0) {
-    snprintf(err, err_len,
-             "cannot read pod %s/%s from the API server: %s (the kubelet tries "
-             "again)",
-             ns, pod, perr);
-    ret = -EAGAIN;
-    goto out;
+    snprintf(ps->err, ps->err_len,
+             "cannot read pod %s/%s from the API server: %s (the kubelet tries again)", ps->ns,
+             ps->pod, perr);
+    return -EAGAIN;
   }
-  const char *uid = kube_meta_str(pj, "uid");
+  const char *uid = kube_meta_str(ps->pj, "uid");
   snprintf(r->pod_uid, sizeof(r->pod_uid), "%s", uid ? uid : "");
-  as_ok =
-      assignment_trusted(n, pj, ns, pod, r->pod_uid, &as, &have_as, why_as, sizeof(why_as)) == 0;
+  return 0;
+}
+
+/* Check the pod: whether its assignment is honoured, and which container starts (for init
+ * containers the pod's status decides, read from an assignment only when it is the extender's). */
+static int prestart_check(struct prestart *ps) {
+  struct node *n = ps->n;
+  struct node_rec *r = ps->r, *old = rec_find(n, r->key, NULL);
+  char prev[NODE_NAME_MAX] = "", which[NODE_NAME_MAX], perr[512] = "";
+
+  ps->as_ok = assignment_trusted(n, ps->pj, ps->ns, ps->pod, r->pod_uid, &ps->as, &ps->have_as,
+                                 ps->why_as, sizeof(ps->why_as)) == 0;
+  if (old && !strcmp(old->ns, ps->ns) && !strcmp(old->pod, ps->pod) &&
+      !strcmp(old->pod_uid, r->pod_uid))
+    snprintf(prev, sizeof(prev), "%s", old->container);
+  if (!ps->as_ok)
+    return 0;
+  if (node_kube_which(n, ps->ns, ps->pod, &ps->as, ps->ctr, prev, which, sizeof(which), perr,
+                      sizeof(perr)) < 0) {
+    snprintf(ps->err, ps->err_len, "cannot read pod %s/%s from the API server: %s", ps->ns, ps->pod,
+             perr);
+    return -EAGAIN;
+  }
+  if (strcmp(which, ps->ctr)) {
+    gs_log(GS_LOG_INFO,
+           "slots %s of %s/%s: listed under container %s, started for init container %s", r->slots,
+           ps->ns, ps->pod, ps->ctr, which);
+    snprintf(r->container, sizeof(r->container), "%s", which);
+    ps->ctr = r->container;
+  }
+  return 0;
+}
+
+/* What was recorded for these slots: a restart of the container it was made for keeps its slice
+ * (PRESTART_DONE); anything else recorded goes. */
+static int prestart_old_record(struct prestart *ps) {
+  struct node *n = ps->n;
+  struct node_rec *r = ps->r;
   uint32_t old_i;
   struct node_rec *old = rec_find(n, r->key, &old_i);
-  char prev[NODE_NAME_MAX] = "";
-  if (old && !strcmp(old->ns, ns) && !strcmp(old->pod, pod) && !strcmp(old->pod_uid, r->pod_uid))
-    snprintf(prev, sizeof(prev), "%s", old->container);
-  /* Which container starts: for init containers the pod's status decides, read from an
-   * assignment only when it is the extender's. */
-  if (as_ok) {
-    char which[NODE_NAME_MAX];
-    e = node_kube_which(n, ns, pod, &as, ctr, prev, which, sizeof(which), perr, sizeof(perr));
-    if (e < 0) {
-      snprintf(err, err_len, "cannot read pod %s/%s from the API server: %s", ns, pod, perr);
-      ret = -EAGAIN;
-      goto out;
-    }
-    if (strcmp(which, ctr)) {
-      gs_log(GS_LOG_INFO,
-             "slots %s of %s/%s: listed under container %s, started for init container %s",
-             r->slots, ns, pod, ctr, which);
-      snprintf(r->container, sizeof(r->container), "%s", which);
-      ctr = r->container;
-    }
-  }
-  old = rec_find(n, r->key, &old_i);
-  bool same_pod = old && !strcmp(old->ns, ns) && !strcmp(old->pod, pod);
-  bool same_uid = same_pod && !strcmp(old->pod_uid, r->pod_uid);
+  bool same_pod = old && !strcmp(old->ns, ps->ns) && !strcmp(old->pod, ps->pod);
+
   /* No Allocate since the record: this is a restart of the container it was made for (a
    * record without a uid, of a pod the API server did not know then, tells nothing). */
   if (old && !old->superseded && !old->pending && same_pod && old->pod_uid[0]) {
-    if (!same_uid) {
+    if (strcmp(old->pod_uid, r->pod_uid)) {
       /* The pod was deleted and made again under its name: the old one's container restarting
        * must not take the new one's assignment (nor keep its own slice: its pod is gone). */
-      snprintf(why, sizeof(why),
+      snprintf(ps->why, sizeof(ps->why),
                "slots %.200s were given to pod %.100s/%.200s with uid %s; the API server's pod "
                "of that name is uid %s (deleted and made again): this is the old pod's container",
-               r->slots, ns, pod, old->pod_uid, r->pod_uid);
+               r->slots, ps->ns, ps->pod, old->pod_uid, r->pod_uid);
       snprintf(r->pod_uid, sizeof(r->pod_uid), "%s", old->pod_uid);
-      goto refused;
+      return PRESTART_REFUSE;
     }
-    if (old->slice_id && old->name[0] && old->slice_dir[0] && !strcmp(old->container, ctr)) {
-      e = restart(n, old, why, sizeof(why));
-      if (e == 0)
-        goto out;
+    if (old->slice_id && old->name[0] && old->slice_dir[0] && !strcmp(old->container, ps->ctr)) {
+      if (restart(n, old, ps->why, sizeof(ps->why)) == 0)
+        return PRESTART_DONE;
       gs_log(GS_LOG_WARNING, "slots %s: the recorded slice %u cannot be reused (%s): made anew",
-             r->slots, old->slice_id, why);
+             r->slots, old->slice_id, ps->why);
     }
   }
-  /* A first start: whatever was recorded for these slots goes. */
   if (old) {
     rec_remove(n, old_i, "its slots start another container");
     if (rec_find(n, r->key, NULL)) {
-      snprintf(err, err_len, "the previous slice of slots %s cannot be removed yet (gsliced?)",
-               r->slots);
-      ret = -EAGAIN;
-      goto out;
+      snprintf(ps->err, ps->err_len,
+               "the previous slice of slots %s cannot be removed yet (gsliced?)", r->slots);
+      return -EAGAIN;
     }
   }
-  if (!as_ok) {
-    snprintf(why, sizeof(why), "%s", why_as);
-    goto refused;
-  }
+  return 0;
+}
+
+/* The slice the assignment's entry for this container asks for, into ps->spec. */
+static int prestart_spec(struct prestart *ps) {
   const struct k8s_assigned_container *ac = NULL;
-  for (uint32_t i = 0; i < as.ncontainers; i++)
-    if (!strcmp(as.containers[i].name, ctr))
-      ac = &as.containers[i];
+  char perr[512];
+
+  if (!ps->as_ok) {
+    snprintf(ps->why, sizeof(ps->why), "%s", ps->why_as);
+    return PRESTART_REFUSE;
+  }
+  for (uint32_t i = 0; i < ps->as.ncontainers; i++)
+    if (!strcmp(ps->as.containers[i].name, ps->ctr))
+      ac = &ps->as.containers[i];
   if (!ac) {
-    snprintf(why, sizeof(why), "pod %s/%s: gslice.io/assigned has no entry for container %s", ns,
-             pod, ctr);
-    goto refused;
+    snprintf(ps->why, sizeof(ps->why),
+             "pod %s/%s: gslice.io/assigned has no entry for container %s", ps->ns, ps->pod,
+             ps->ctr);
+    return PRESTART_REFUSE;
   }
-  struct gs_slice_spec spec = {0};
-  char perr2[512];
-  e = make_spec(n, ac, &spec, r, perr2, sizeof(perr2));
-  if (e < 0) {
-    snprintf(why, sizeof(why), "pod %s/%s container %s: %s", ns, pod, ctr, perr2);
-    goto refused;
+  if (make_spec(ps->n, ac, &ps->spec, ps->r, perr, sizeof(perr)) < 0) {
+    snprintf(ps->why, sizeof(ps->why), "pod %s/%s container %s: %s", ps->ns, ps->pod, ps->ctr,
+             perr);
+    return PRESTART_REFUSE;
   }
-  if (n->nrecs >= sizeof(n->recs) / sizeof(n->recs[0])) {
-    snprintf(err, err_len, "gslice-node holds %u containers' slices, its most", n->nrecs);
-    ret = -ENOSPC;
-    goto out;
+  return 0;
+}
+
+/* Make the slice: the record first, pending, naming the slice (a crash after REGISTER leaves a
+ * slice the next start finds by its name and removes), then REGISTER. */
+static int prestart_make_slice(struct prestart *ps) {
+  struct node *n = ps->n;
+  struct node_rec *r = ps->r;
+  char derr[GS_PROTO_TEXT_MAX] = "";
+  int e;
+
+  if (recs_full(n)) {
+    snprintf(ps->err, ps->err_len, "gslice-node holds %u containers' slices, its most", n->nrecs);
+    return -ENOSPC;
   }
-  /* The record first, pending, naming the slice: a crash after REGISTER leaves a slice the next
-   * start finds by its name and removes. */
-  slice_name(r->name, sizeof(r->name), next_seq(n), ns, pod, ctr);
-  snprintf(spec.name, sizeof(spec.name), "%s", r->name);
+  slice_name(r->name, sizeof(r->name), next_seq(n), ps->ns, ps->pod, ps->ctr);
+  snprintf(ps->spec.name, sizeof(ps->spec.name), "%s", r->name);
   r->pending = true;
   if ((e = rec_save(n, r)) < 0) {
-    snprintf(err, err_len, "cannot write the record of slots %s: %s", r->slots, strerror(-e));
-    ret = e;
-    goto out;
+    snprintf(ps->err, ps->err_len, "cannot write the record of slots %s: %s", r->slots,
+             strerror(-e));
+    return e;
   }
   n->recs[n->nrecs++] = r;
-  struct node_rec *mine = r;
-  r = NULL;
-  struct gs_msg_registered reg;
-  char derr[GS_PROTO_TEXT_MAX] = "";
-  e = node_daemon_connect(n, &fd);
+  ps->r = NULL;
+  e = node_daemon_connect(n, &ps->fd);
   if (e < 0) {
-    snprintf(err, err_len, "gsliced on %s does not answer: %s (the kubelet tries again)",
+    snprintf(ps->err, ps->err_len, "gsliced on %s does not answer: %s (the kubelet tries again)",
              n->cfg.socket, strerror(-e));
     rec_remove(n, n->nrecs - 1, "gsliced did not answer");
-    ret = -EAGAIN;
-    goto out;
+    return -EAGAIN;
   }
-  e = gs_client_register_flags(fd, &spec, GS_REGISTER_HELD | GS_REGISTER_ANY_UID, &reg, derr,
-                               sizeof(derr));
+  e = gs_client_register_flags(ps->fd, &ps->spec, GS_REGISTER_HELD | GS_REGISTER_ANY_UID, &ps->reg,
+                               derr, sizeof(derr));
   if (e < 0 && !derr[0] && e != -EPROTONOSUPPORT) {
     /* No answer: the slice may be made or not. The pending record stays; the next start
      * reconciles with gsliced first. */
-    snprintf(err, err_len, "gsliced did not answer REGISTER: %s (the kubelet tries again)",
+    snprintf(ps->err, ps->err_len, "gsliced did not answer REGISTER: %s (the kubelet tries again)",
              strerror(-e));
     n->daemon_reconciled = false;
-    ret = -EAGAIN;
-    goto out;
+    return -EAGAIN;
   }
-  r = mine;
+  ps->r = r;
   n->recs[--n->nrecs] = NULL;
   if (e < 0) {
     unlinkat(n->records_fd, r->key, 0);
     r->pending = false;
-    snprintf(why, sizeof(why), "gsliced refused the slice of %s/%s container %s: %s", ns, pod, ctr,
-             derr[0] ? derr : strerror(-e));
-    goto refused;
+    snprintf(ps->why, sizeof(ps->why), "gsliced refused the slice of %s/%s container %s: %s",
+             ps->ns, ps->pod, ps->ctr, derr[0] ? derr : strerror(-e));
+    return PRESTART_REFUSE;
   }
-  /* GSLICE_NODE_TEST_CRASH_AT=registered (tests only: node_attack_crash.sh): gslice-node dies
+  /* GSLICE_NODE_TEST_CRASH_AT=registered (tests only: node_attack_restart.sh): gslice-node dies
    * here, between REGISTER and its record, the worst moment for a leak. */
   const char *crash = secure_getenv("GSLICE_NODE_TEST_CRASH_AT");
   if (crash && !strcmp(crash, "registered")) {
     gs_log(GS_LOG_WARNING, "GSLICE_NODE_TEST_CRASH_AT=registered: exiting after REGISTER (test)");
     _exit(99);
   }
-  r->slice_id = reg.slice_id;
-  r->nonce = reg.slice_nonce;
-  snprintf(r->slice_dir, sizeof(r->slice_dir), "%s", reg.state_dir);
+  return 0;
+}
+
+/* A slice REGISTER made that this container does not get after all: gone, and its record. */
+static void prestart_undo(struct prestart *ps) {
+  gs_client_unregister(ps->fd, ps->reg.slice_id, ps->reg.slice_nonce, NULL, 0);
+  unlinkat(ps->n->records_fd, ps->r->key, 0);
+  ps->r->pending = false;
+}
+
+/* Write its directory: the slice's region checked, the start directory and the record. */
+static int prestart_write_dir(struct prestart *ps) {
+  struct node *n = ps->n;
+  struct node_rec *r = ps->r;
   char region[PATH_MAX], env[START_ENV_MAX];
-  e = slice_region(n, reg.state_dir, region, sizeof(region), why, sizeof(why));
-  if (e < 0) {
-    gs_client_unregister(fd, reg.slice_id, reg.slice_nonce, NULL, 0);
-    unlinkat(n->records_fd, r->key, 0);
-    r->pending = false;
-    goto refused;
+  int e;
+
+  r->slice_id = ps->reg.slice_id;
+  r->nonce = ps->reg.slice_nonce;
+  snprintf(r->slice_dir, sizeof(r->slice_dir), "%s", ps->reg.state_dir);
+  if (slice_region(n, ps->reg.state_dir, region, sizeof(region), ps->why, sizeof(ps->why)) < 0) {
+    prestart_undo(ps);
+    return PRESTART_REFUSE;
   }
   r->pending = false;
   slice_env(r, env, sizeof(env));
   if ((e = start_dir_make(n, r, env, region)) < 0 || (e = rec_save(n, r)) < 0) {
-    snprintf(err, err_len, "cannot write the start directory of slots %s: %s", r->slots,
+    snprintf(ps->err, ps->err_len, "cannot write the start directory of slots %s: %s", r->slots,
              strerror(-e));
-    gs_client_unregister(fd, reg.slice_id, reg.slice_nonce, NULL, 0);
-    unlinkat(n->records_fd, r->key, 0);
-    ret = e;
-    goto out;
+    prestart_undo(ps);
+    return e;
   }
   gs_log(GS_LOG_INFO,
          "slice %" PRIu32 " '%s' for %s/%s container %s (slots %s): gpus 0x%x memory %s "
          "compute %u%%..%u%% priority %d weight %u",
-         reg.slice_id, r->name, ns, pod, ctr, r->slots, spec.gpu_mask, r->memory,
-         spec.compute_request, spec.compute_limit, spec.priority, spec.weight);
+         ps->reg.slice_id, r->name, ps->ns, ps->pod, ps->ctr, r->slots, ps->spec.gpu_mask,
+         r->memory, ps->spec.compute_request, ps->spec.compute_limit, ps->spec.priority,
+         ps->spec.weight);
   n->recs[n->nrecs++] = r;
   r->checked = node_now();
-  r = NULL;
-  goto out;
-refused:
+  ps->r = NULL;
+  return 0;
+}
+
+/* A refusal: the key's records go, and the start directory says why. */
+static int prestart_refuse(struct prestart *ps) {
+  struct node *n = ps->n;
+  struct node_rec *r = ps->r;
+
   for (uint32_t oi; rec_find(n, r->key, &oi);) {
     uint32_t before = n->nrecs;
     rec_remove(n, oi, "its slots start a container again");
     if (n->nrecs == before) {
-      snprintf(err, err_len, "the previous slice of slots %s cannot be removed yet (gsliced?)",
-               r->slots);
-      ret = -EAGAIN;
-      goto out;
+      snprintf(ps->err, ps->err_len,
+               "the previous slice of slots %s cannot be removed yet (gsliced?)", r->slots);
+      return -EAGAIN;
     }
   }
   if (!r->container[0])
     snprintf(r->container, sizeof(r->container), "?");
-  e = refuse(n, r, why);
+  int e = refuse(n, r, ps->why);
   if (e < 0) {
-    snprintf(err, err_len, "cannot write the container's start directory: %s", strerror(-e));
-    ret = e;
-  } else if (n->nrecs < sizeof(n->recs) / sizeof(n->recs[0])) {
+    snprintf(ps->err, ps->err_len, "cannot write the container's start directory: %s",
+             strerror(-e));
+    return e;
+  }
+  if (!recs_full(n)) {
     n->recs[n->nrecs++] = r;
     r->checked = node_now();
-    r = NULL;
+    ps->r = NULL;
   }
-out:
-  if (fd >= 0)
-    close(fd);
-  if (have_as)
-    k8s_assigned_free(&as);
-  json_decref(pj);
-  if (pl)
-    v1__list_pod_resources_response__free_unpacked(pl, NULL);
-  free(r);
-  return ret;
+  return 0;
+}
+
+int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err_len) {
+  struct prestart ps = {.n = n, .fd = -1, .err = err, .err_len = err_len};
+  int e;
+
+  if (!(ps.r = calloc(1, sizeof(*ps.r))))
+    return -ENOMEM;
+  if (node_slots_join(ids, nids, ps.r->slots, sizeof(ps.r->slots), ps.r->key, sizeof(ps.r->key)) <
+      0) {
+    snprintf(err, err_len, "PreStartContainer: %zu device ids, not ids of %s", nids, NODE_RESOURCE);
+    free(ps.r);
+    return -EINVAL;
+  }
+  e = prestart_find_pod(&ps);
+  if (e == 0)
+    e = prestart_check(&ps);
+  if (e == 0)
+    e = prestart_old_record(&ps);
+  if (e == 0)
+    e = prestart_spec(&ps);
+  if (e == 0)
+    e = prestart_make_slice(&ps);
+  if (e == 0)
+    e = prestart_write_dir(&ps);
+  if (e == PRESTART_REFUSE)
+    e = prestart_refuse(&ps);
+  if (ps.fd >= 0)
+    close(ps.fd);
+  if (ps.have_as)
+    k8s_assigned_free(&ps.as);
+  json_decref(ps.pj);
+  if (ps.pl)
+    v1__list_pod_resources_response__free_unpacked(ps.pl, NULL);
+  free(ps.r);
+  return e < 0 ? e : 0;
 }
 
 void node_reconcile(struct node *n) {
