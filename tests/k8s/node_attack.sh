@@ -5,9 +5,8 @@
 # Allocate returned (tests/k8s/kubelet.py). As the container's root: gsliced's socket cannot be
 # deleted or replaced (read-only), REGISTER through it is refused; nothing can be planted in the
 # slice directory (read-only), and a refused container that tried restarts cleanly with no host
-# file changed (before: a symlink slice.env.tmp made gslice-node's root overwrite a host file,
-# a directory slice.env failed PreStartContainer for good); the memory region is the one file
-# it may write. A node-local user (nobody) reads no slice.env and no region. An assignment not
+# file changed (a link slice.env.tmp is not followed, a directory slice.env does not fail
+# PreStartContainer); the memory region is the one file it may write. A node-local user (nobody) reads no slice.env and no region. An assignment not
 # signed for the pod is refused; an uneven split over two GPUs is registered per GPU exactly.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_node.sh"

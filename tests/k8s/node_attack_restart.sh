@@ -2,10 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # A container restart reuses the slice recorded for it (issue 16 items 3, 9, 11): a running pod
 # that edits its own gslice.io/assigned (the namespace edit role may) and restarts its container
-# keeps its slice (before: it got what it wrote); the container of a pod deleted and made again
-# under its name, restarted, gets no GPU (before: the new pod's assignment, recorded under the
-# new uid); a gslice-node killed between REGISTER and its record leaves no slice behind once it
-# is back (before: the slice stayed, committed for good). The crash is made with
+# keeps its slice, not what it wrote; the container of a pod deleted and made again under its
+# name, restarted, gets no GPU (not the new pod's assignment: the record holds the old uid); a
+# gslice-node killed between REGISTER and its record leaves no slice behind once it is back. The crash is made with
 # GSLICE_NODE_TEST_CRASH_AT=registered (test only: gslice-node exits right after REGISTERED, the
 # pending record written, the final one not).
 source "$GSLICE_SRC/tests/k8s/lib.sh"

@@ -6,8 +6,7 @@
 # container before it may have started on the same slots. gslice-node gives each container its
 # own entry: the sidecar's slots start the regular init containers before it, then the sidecar;
 # the app container's slots start the app container, never the sidecar (which never "terminates
-# with exit 0"). Before: the pod declared side 8Gi/50% + app 1Gi/1% (quota: 9Gi, 51%) and got
-# two slices of 8GiB/50% (16 GiB, 100%), the app container holding the sidecar's entry.
+# with exit 0"), so a pod gets the slices it declared (and quota counted), no more.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_node.sh"
 [ -x "$BIN/gslice-extender" ] || { echo "SKIP: no gslice-extender in this build"; exit 77; }

@@ -454,8 +454,7 @@ static void rec_remove(struct node *n, uint32_t i, const char *why) {
   unlinkat(n->alloc_fd, rname, 0);
   starts_remove(n, r->key, "");
   unlinkat(n->records_fd, r->key, 0);
-  /* Said once it is done: the record and the container's directory are gone by then (a reader
-   * of the log that looked at once found the record still there). */
+  /* Said once it is done: whoever reads the line finds the record and the directories gone. */
   gs_log(GS_LOG_INFO, "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id, r->ns,
          r->pod, r->container, r->slots, why);
   free(r);
