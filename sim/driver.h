@@ -163,8 +163,9 @@ struct sim_driver {
   struct sim_pool default_pool[SIM_MAX_DEVICES];
   struct sim_pool *cur_pool[SIM_MAX_DEVICES];
   struct sim_pool *pools; /* created with cuMemPoolCreate */
-  /* Under mu: per device, the latest kernel this process found complete and its end, so
-   * a synchronize or event query of work already known done needs no machine lock. */
+  /* Under mu: per device, the kernel this process last found complete and its end, so a
+   * synchronize or event query of work already known done needs no machine lock, and an event
+   * recorded behind it needs no end time. */
   uint64_t done_seq[SIM_MAX_DEVICES], done_end[SIM_MAX_DEVICES];
   /* Capture sequences in progress (capture.c), under mu; ncaptures is read without it. */
   struct sim_capture *captures;

@@ -86,10 +86,10 @@ int sim_mark_done(int dev, const struct sim_mark *mk, uint64_t *ret_t) {
       t = e2;
     if (done && mk->seq && !mk->wait) {
       pthread_mutex_lock(&sim.mu);
-      if (mk->seq > sim.done_seq[dev]) {
-        sim.done_seq[dev] = mk->seq;
-        sim.done_end[dev] = e1;
-      }
+      /* The latest found, not the largest: an event recorded behind it next (stream.c) then
+       * needs no end time. */
+      sim.done_seq[dev] = mk->seq;
+      sim.done_end[dev] = e1;
       pthread_mutex_unlock(&sim.mu);
     }
   }
