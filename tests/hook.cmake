@@ -50,3 +50,5 @@ gslice_script_test(hook_fulldisk hook_fulldisk.sh TIMEOUT 30)
 gslice_script_test(hook_huge hook_huge.sh TIMEOUT 60)
 # A Kubernetes container's slice.env, read by the hook before main (src/hook/k8s.c).
 gslice_script_test(hook_k8s_env hook_k8s_env.sh TIMEOUT 60)
+# tests/gpu/run.sh's exit status (its GPU parts stubbed, the sim for the device).
+gslice_script_test(hook_gpu_status hook_gpu_status.sh TIMEOUT 180)
