@@ -5,7 +5,8 @@ deploy/overlays/managed, deploy/overlays/kubeadm and deploy/monitoring, and the 
 are what an operator relies on: the kinds and names, everything in gslice-system, images from
 a registry with a tag, requests and limits, probes on ports the containers declare, the node
 agent's OnDelete update, PriorityClass, tolerations and node affinity, least-privilege RBAC
-(the verbs the programs call, no wildcard), the second scheduler's profile gslice-scheduler,
+(the verbs the programs call, no wildcard; every API resource named in src/k8s/node and
+src/k8s/extender has a rule in its ClusterRole and every rule a call), the second scheduler's profile gslice-scheduler,
 its lease and its extender on loopback, the kubeadm path's kubeconfig and loopback URL, a
 PDB, and the monitoring objects. Skipped (77) without kubectl or python3-yaml."""
 import json
@@ -456,7 +457,40 @@ def check_monitoring(objs, where):
         check(("PodMonitor", name) in objs, "%s: no PodMonitor %s" % (where, name))
 
 
+def api_resources(program):
+    """The (API group, resource) pairs a program's sources name in API paths: "/api/v1/...",
+    "/apis/GROUP/VERSION/...", and a subresource appended to an object's path ("%s/binding")."""
+    import glob
+    import re
+    out = set()
+    for f in glob.glob(os.path.join(SRC, "src", "k8s", program, "*.c")):
+        text = open(f).read()
+        for path in re.findall(r'"(/apis?/[^"?]*)', text):
+            parts = path.strip("/").split("/")
+            group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+            if rest[:1] == ["namespaces"] and len(rest) > 2:
+                rest = rest[2:]
+            if rest:
+                out.add((group, rest[0] + ("/" + rest[2] if len(rest) > 2 else "")))
+        for sub in re.findall(r'"%s/(binding|status|eviction)"', text):
+            out.add(("", "pods/" + sub))
+    return out
+
+
+def check_rbac_against_sources(objs):
+    """What each program calls has a rule, and each rule is for something it calls."""
+    for program, role in (("node", "gslice-node"), ("extender", "gslice-extender")):
+        called = api_resources(program)
+        granted = {(g, r) for g, r, _ in rules_of(objs[("ClusterRole", role)])}
+        check(called, "no API paths found in src/k8s/%s" % program)
+        check(called <= granted, "src/k8s/%s calls %s, which ClusterRole %s does not grant" %
+              (program, sorted(called - granted), role))
+        check(granted <= called, "ClusterRole %s grants %s, which src/k8s/%s never calls" %
+              (role, sorted(granted - called), program))
+
+
 managed = index(render("overlays/managed"))
+check_rbac_against_sources(managed)
 check_managed(managed, "overlays/managed")
 default = index(render("."))
 check(default == managed, "deploy/ (the default) does not render as overlays/managed")
