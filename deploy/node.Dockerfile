@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The node image: gsliced, gslice-node, the gslice CLI and the hook libgslice.so.
-#   docker build -f deploy/node.Dockerfile -t gslice/node:dev .
+#   docker build -f deploy/node.Dockerfile -t REGISTRY/gslice-node:TAG .
+# (then set it as the image gslice-node in deploy/common/kustomization.yaml).
 # Only cuda.h is taken from the CUDA image (the hook is built against the driver API's
 # declarations); the GPU's own libcuda/libnvidia-ml come from the NVIDIA container toolkit at
 # run time, never from this image.
@@ -25,5 +26,6 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/gslice /opt/gslice
 ENV PATH=/opt/gslice/bin:$PATH
-# The DaemonSet runs gsliced and gslice-node from this image (deploy/gslice-node.yaml).
+# The DaemonSet runs gsliced and gslice-node from this image (deploy/base/node.yaml), and the
+# scheduler's pod gslice-extender (deploy/overlays/*).
 CMD ["gslice-node", "--help"]
