@@ -380,7 +380,7 @@ void sim_event_record_locked(struct sim_event *e, struct sim_stream *s) {
   sim_mark_merge(&e->mk, &now);
   e->recorded++;
   e->resolved = 0;
-  e->captured = 0;
+  __atomic_store_n(&e->captured, 0, __ATOMIC_RELAXED);
 }
 
 /* Into a capturing stream an event record is a node of the capture (cuStreamBeginCapture:
@@ -407,7 +407,7 @@ static CUresult event_record(CUevent hEvent, CUstream h, unsigned int flags, int
     struct sim_node node = {.type = SIM_NODE_EVENT, .event = e};
     rc = sim_capture_add_locked(s, &node);
   } else if (s->cap) {
-    e->captured = s->cap->id;
+    __atomic_store_n(&e->captured, s->cap->id, __ATOMIC_RELAXED);
   } else if (flags & CU_EVENT_RECORD_EXTERNAL) {
     rc = CUDA_ERROR_INVALID_VALUE;
   } else {
