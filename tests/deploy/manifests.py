@@ -6,9 +6,9 @@ are what an operator relies on: the kinds and names, everything in gslice-system
 a registry with a tag, requests and limits, probes on ports the containers declare, the node
 agent's OnDelete update, PriorityClass, tolerations and node affinity, least-privilege RBAC
 (the verbs the programs call, no wildcard; every API resource named in src/k8s/node and
-src/k8s/extender has a rule in its ClusterRole and every rule a call), the second scheduler's profile gslice-scheduler,
-its lease and its extender on loopback, the kubeadm path's kubeconfig and loopback URL, a
-PDB, and the monitoring objects. Skipped (77) without kubectl or python3-yaml."""
+src/k8s/extender has a rule in its ClusterRole and every rule a call), the node agent's host
+paths, the second scheduler's profile gslice-scheduler, its lease and its extender on
+loopback, the kubeadm path's kubeconfig and loopback URL, a PDB, and the monitoring objects. Skipped (77) without kubectl or python3-yaml."""
 import json
 import os
 import shutil
@@ -200,6 +200,7 @@ def check_common(objs, where):
               % where)
         names = [c["name"] for c in spec["containers"]]
         check(names == ["gsliced", "gslice-node"], "%s: node containers %s" % (where, names))
+        check_node_paths(where, spec)
         for c in spec["containers"]:
             if c["name"] == "gsliced":
                 check("livenessProbe" in c and "readinessProbe" in c,
@@ -241,6 +242,41 @@ def check_common(objs, where):
     check(rq and {"system-node-critical", "system-cluster-critical"} <=
           set(rq["spec"]["scopeSelector"]["matchExpressions"][0]["values"]),
           "%s: no quota admitting the critical priority classes in %s" % (where, NS))
+
+
+def check_node_paths(where, spec):
+    """gslice-node hands host paths to the kubelet: every hostPath is mounted at its own path,
+    and the socket, state dirs and hook the two programs name are on those mounts."""
+    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    for c in containers(spec):
+        for m in c.get("volumeMounts", []):
+            if m["name"] in host:
+                check(m["mountPath"] == host[m["name"]],
+                      "%s: %s mounts host %s at %s: gslice-node's paths must be the host's" %
+                      (where, c["name"], host[m["name"]], m["mountPath"]))
+    cs = {c["name"]: c for c in spec["containers"]}
+    d, n = cs.get("gsliced"), cs.get("gslice-node")
+    if not (d and n):
+        return
+
+    def on_host_mount(c, path):
+        return path and any(path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/")
+                            for m in c.get("volumeMounts", []) if m["name"] in host)
+    sock = arg_after(d, "--socket")
+    check(sock == arg_after(n, "--socket") and on_host_mount(d, sock) and on_host_mount(n, sock),
+          "%s: gsliced's socket %s and gslice-node's --socket %s: the same host path" %
+          (where, sock, arg_after(n, "--socket")))
+    state = arg_after(d, "--state-dir")
+    check(state == (arg_after(n, "--daemon-state-dir") or "/var/lib/gslice") and
+          on_host_mount(n, state), "%s: gsliced's --state-dir %s is not gslice-node's "
+          "--daemon-state-dir" % (where, state))
+    for flag in ("--state-dir", "--hook"):
+        check(on_host_mount(n, arg_after(n, flag)), "%s: gslice-node's %s %s is on no host path"
+              % (where, flag, arg_after(n, flag)))
+    init = " ".join(" ".join(c.get("command", [])) for c in spec.get("initContainers", []))
+    check(arg_after(n, "--hook") and arg_after(n, "--hook") in init,
+          "%s: no init container installs the hook gslice-node names (%s)" %
+          (where, arg_after(n, "--hook")))
 
 
 def check_container(where, what, c, init):
