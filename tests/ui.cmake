@@ -4,6 +4,9 @@
 gslice_unit_test(test_render SOURCES unit/test_render.c ${CMAKE_SOURCE_DIR}/src/cli/render.c
                  LIBS m)
 target_include_directories(test_render PRIVATE ${CMAKE_SOURCE_DIR}/src/cli)
+# The flag table of gslice run and gslice set.
+gslice_unit_test(test_cli_flags SOURCES unit/test_cli_flags.c ${CMAKE_SOURCE_DIR}/src/cli/flags.c)
+target_include_directories(test_cli_flags PRIVATE ${CMAKE_SOURCE_DIR}/src/cli)
 gslice_unit_test(test_metrics SOURCES unit/test_metrics.c ${CMAKE_SOURCE_DIR}/src/daemon/metrics.c
                  LIBS PkgConfig::MHD m)
 # -iquote, not -I: src/daemon/sched.h must not stand in for <sched.h> under <pthread.h>.

@@ -234,7 +234,7 @@ int cli_flags_parse(unsigned cmd, int argc, char **argv, struct cli_slice_flags 
   opts[no] = (struct option){NULL, 0, NULL, 0};
 
   set_defaults(cmd, ret);
-  optind = 1;
+  optind = 0; /* 0, not 1: glibc then reads the '+' (or its absence) of this optstring again */
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
