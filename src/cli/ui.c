@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "words.h"
 
 /* A connected, greeted CLI connection, or -errno with the reason in err. */
 static int ui_connect(int *ret_fd, char *err, size_t errlen) {
@@ -93,10 +94,8 @@ int gs_ui_find_slice(const struct gs_status *st, const char *which, char *err, s
     return -EEXIST;
   }
   /* Not a name: an id? */
-  char *end;
-  errno = 0;
-  unsigned long id = strtoul(which, &end, 10);
-  if (!errno && end != which && !*end) {
+  uint64_t id;
+  if (gs_uint_parse(which, 1, UINT32_MAX, &id) == 0) {
     for (uint32_t i = 0; i < st->nslices; i++)
       if (st->slices[i].id == id)
         return (int)i;

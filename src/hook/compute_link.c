@@ -15,6 +15,7 @@
 #include "client.h"
 #include "clock.h"
 #include "compute_state.h"
+#include "words.h"
 
 struct compute gs_compute_state = {.init_mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake_fd = -1};
 
@@ -269,13 +270,11 @@ static void compute_setup(void) {
   pthread_cond_init(&C.cv, &ca);
   pthread_condattr_destroy(&ca);
   C.mode = MODE_OFF;
-  C.limit_pct = 100;
-  if (limit && *limit) {
-    unsigned long v = strtoul(limit, NULL, 10);
-    if (v >= 1 && v <= 100)
-      C.limit_pct = (uint32_t)v;
-  }
-  if (!slice || !*slice || strtoul(slice, NULL, 10) == 0) {
+  C.limit_pct = GS_PERCENT_MAX;
+  if (limit && *limit && gs_percent_parse(limit, 1, GS_PERCENT_MAX, &C.limit_pct) < 0)
+    C.limit_pct = GS_PERCENT_MAX;
+  uint64_t id;
+  if (!slice || gs_uint_parse(slice, 1, UINT32_MAX, &id) < 0) {
     /* Worth a warning only where someone set gslice up for this process
      * (a memory cap, a state dir) and may expect compute limits too. */
     bool configured = secure_getenv("GSLICE_MEMORY_LIMIT") || secure_getenv("GSLICE_STATE_DIR");
@@ -284,7 +283,7 @@ static void compute_setup(void) {
            "limited; memory caps still hold");
     return;
   }
-  C.slice_id = (uint32_t)strtoul(slice, NULL, 10);
+  C.slice_id = (uint32_t)id;
   const char *nonce = secure_getenv("GSLICE_SLICE_NONCE");
   C.slice_nonce = nonce ? strtoull(nonce, NULL, 16) : 0;
   C.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
