@@ -272,6 +272,7 @@ struct args {
   json_t **node_objs; /* Nodes mode (not nodeCacheCapable): the objects, to answer with */
   size_t n;
   bool by_name;
+  bool plain_names; /* the fast path's: printable ASCII without '"' or '\\' */
   char id[2 * K8S_NAME_MAX + 2];
 };
 
@@ -593,6 +594,7 @@ static int args_fast(const char *body, size_t len, struct args *a) {
     return -EAGAIN;
   a->pod = a->root;
   a->by_name = true;
+  a->plain_names = true;
   return 0;
 }
 
@@ -772,12 +774,24 @@ static bool eval_passes(const struct eval *e, size_t i) {
   return e->req_rc > 0 || (e->req_rc == 0 && e->v[i].fits);
 }
 
+/* Node i's name as a JSON string: the fast path's need no escaping (and are most of what a
+ * filter writes), the full parser's are escaped. */
+static void put_name(struct gs_buf *o, const struct args *a, size_t i) {
+  if (!a->plain_names) {
+    gs_buf_json_str(o, a->names[i]);
+    return;
+  }
+  gs_buf_putc(o, '"');
+  gs_buf_puts(o, a->names[i]);
+  gs_buf_putc(o, '"');
+}
+
 /* HostPriorityList: every node asked about, 0 where the pod does not fit. */
 static void answer_prioritize(const struct eval *e, struct gs_buf *o) {
   gs_buf_putc(o, '[');
   for (size_t i = 0; i < e->a.n; i++) {
     gs_buf_puts(o, i ? ",{\"Host\":" : "{\"Host\":");
-    gs_buf_json_str(o, e->a.names[i]);
+    put_name(o, &e->a, i);
     /* 0..10 whatever placement says: kube-scheduler refuses the whole list for one score
      * outside (and a hostile pod must not make one). */
     int score = e->req_rc == 0 && e->v[i].fits ? e->v[i].score : 0;
@@ -796,7 +810,7 @@ static void answer_passed(const struct eval *e, struct gs_buf *o) {
         continue;
       if (!first)
         gs_buf_putc(o, ',');
-      gs_buf_json_str(o, e->a.names[i]);
+      put_name(o, &e->a, i);
       first = false;
     }
     gs_buf_puts(o, "],\"Nodes\":null");
@@ -869,7 +883,7 @@ static void answer_filter(struct verbs *vs, const struct eval *e, uint64_t now_m
         continue;
       if (!first)
         gs_buf_putc(o, ',');
-      gs_buf_json_str(o, e->a.names[i]);
+      put_name(o, &e->a, i);
       gs_buf_putc(o, ':');
       answer_reason(vs, e, i, brief, now_ms, &same, o);
       first = false;
