@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # tests/gpu/run.sh's exit status, on the simulated GPU with its two isolation parts stubbed out:
 # 0 only when everything ran and passed, 77 when a part did not run (no gsliced built, a partial
-# memory run) and nothing failed, 1 when a part failed. Before, a run without gsliced passed.
+# memory run) and nothing failed, 1 when a part failed.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 G="$T/tree/tests/gpu"
 mkdir -p "$G" "$T/tree/src" "$T/with/bin" "$T/without/bin"
