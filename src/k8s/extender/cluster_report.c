@@ -13,6 +13,7 @@
 
 #include "kube.h"
 #include "prom.h"
+#include "proto.h"
 
 struct ns_sum {
   char ns[K8S_NAME_MAX];
@@ -75,7 +76,7 @@ void cluster_gpu_stats(struct cluster *c, uint64_t fit_mem, uint32_t fit_compute
       t.compute_used = place_sat_add(t.compute_used, g->compute_used);
       if (g->slices == 0)
         t.whole_free++;
-      if ((uint64_t)g->compute_used + fit_compute > 100) {
+      if ((uint64_t)g->compute_used + fit_compute > GS_PERCENT_MAX) {
         t.stranded = place_sat_add(t.stranded, free_mem);
         t.stranded_compute_full = place_sat_add(t.stranded_compute_full, free_mem);
       } else if (free_mem < fit_mem || g->slices >= g->slots || !g->healthy) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "podcheck.h"
+#include "proto.h"
 #include "size.h"
 
 /* ---- small helpers -------------------------------------------------------------------- */
@@ -114,22 +115,22 @@ int place_pod_check(const struct place_pod *pod, char *err, size_t errlen) {
                K8S_RES_MEMORY);
       return -EINVAL;
     }
-    if (c->compute > 100 * c->ngpus) {
-      snprintf(err, errlen, "container %s: %s is %u, more than 100 per GPU over %u GPU(s)", c->name,
-               K8S_RES_COMPUTE, c->compute, c->ngpus);
+    if (c->compute > GS_PERCENT_MAX * c->ngpus) {
+      snprintf(err, errlen, "container %s: %s is %u, more than %u per GPU over %u GPU(s)", c->name,
+               K8S_RES_COMPUTE, c->compute, GS_PERCENT_MAX, c->ngpus);
       return -EINVAL;
     }
     if (c->sidecar && !c->init) {
       snprintf(err, errlen, "container %s: a sidecar is an init container", c->name);
       return -EINVAL;
     }
-    if (c->compute_limit < 1 || c->compute_limit > 100 ||
+    if (c->compute_limit < 1 || c->compute_limit > GS_PERCENT_MAX ||
         c->compute_limit < place_split_u32(c->compute, c->ngpus, 0)) {
       snprintf(err, errlen,
                "container %s: %s %u%% (the annotation, or its priority class's limit) is "
-               "below the %u%% of each GPU it asks for (or outside 1..100)",
+               "below the %u%% of each GPU it asks for (or outside 1..%u)",
                c->name, K8S_ANNOT_COMPUTE_LIMIT, c->compute_limit,
-               place_split_u32(c->compute, c->ngpus, 0));
+               place_split_u32(c->compute, c->ngpus, 0), GS_PERCENT_MAX);
       return -EINVAL;
     }
     shares += c->ngpus;
@@ -154,7 +155,7 @@ struct usage {
 static bool gpu_fits(const struct place_gpu *g, const struct usage *u, uint64_t mem,
                      uint32_t compute) {
   return g->healthy && u->mem <= g->memory && g->memory - u->mem >= mem &&
-         (uint64_t)u->compute + compute <= 100 && u->slices < g->slots;
+         (uint64_t)u->compute + compute <= GS_PERCENT_MAX && u->slices < g->slots;
 }
 
 static void gpu_why(struct text *t, const struct place_gpu *g, const struct usage *u, uint64_t mem,
@@ -172,8 +173,8 @@ static void gpu_why(struct text *t, const struct place_gpu *g, const struct usag
     add(t, " free, ");
     add_size(t, mem);
     add(t, " asked");
-  } else if ((uint64_t)u->compute + compute > 100) {
-    add_u(t, u->compute < 100 ? 100 - u->compute : 0);
+  } else if ((uint64_t)u->compute + compute > GS_PERCENT_MAX) {
+    add_u(t, u->compute < GS_PERCENT_MAX ? GS_PERCENT_MAX - u->compute : 0);
     add(t, "% of compute free, ");
     add_u(t, compute);
     add(t, "% asked");
@@ -189,7 +190,7 @@ static void gpu_why(struct text *t, const struct place_gpu *g, const struct usag
 static int64_t gpu_key(enum place_policy policy, const struct place_gpu *g, const struct usage *u,
                        uint64_t mem, uint32_t compute) {
   int64_t mem_free = (int64_t)((double)(g->memory - u->mem - mem) / (double)g->memory * 1e6);
-  int64_t cpu_free = (int64_t)(100 - u->compute - compute) * 10000;
+  int64_t cpu_free = (int64_t)(GS_PERCENT_MAX - u->compute - compute) * 10000;
   int64_t free_after = mem_free + cpu_free; /* 0 .. 2e6 */
   switch (policy) {
   case PLACE_BINPACK: return free_after; /* the tightest fit first */
@@ -461,7 +462,7 @@ static bool fits_empty(const struct place_node *node, const struct place_pod *po
     uint32_t compute = place_split_u32(c->compute, c->ngpus, 0), n = 0;
     for (uint32_t i = 0; i < node->ngpus; i++) {
       const struct place_gpu *g = &node->gpus[i];
-      if (g->healthy && g->memory >= mem && compute <= 100 && g->slots > 0)
+      if (g->healthy && g->memory >= mem && compute <= GS_PERCENT_MAX && g->slots > 0)
         n++;
     }
     return n >= c->ngpus;
