@@ -59,3 +59,17 @@ if(TARGET gslice_extender_core)
   gslice_unit_test(test_k8s_verbs SOURCES unit/test_k8s_verbs.c LIBS gslice_extender_core)
   target_link_options(test_k8s_verbs PRIVATE -Wl,--wrap=kube_get -Wl,--wrap=kube_post)
 endif()
+# gslice-webhook: the AdmissionReview codec on crafted bodies, and tests/k8s/webhook_*.py, the
+# program over HTTPS.
+if(TARGET gslice_webhook_review)
+  gslice_unit_test(test_k8s_webhook SOURCES unit/test_k8s_webhook.c LIBS gslice_webhook_review)
+endif()
+if(TARGET gslice-webhook)
+  file(GLOB GSLICE_WEBHOOK_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/k8s/webhook_*.py)
+  foreach(script ${GSLICE_WEBHOOK_TESTS})
+    get_filename_component(name ${script} NAME_WE)
+    add_test(NAME k8s.${name} COMMAND /usr/bin/python3 ${script})
+    set_tests_properties(k8s.${name} PROPERTIES LABELS k8s TIMEOUT 240 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "${GSLICE_TEST_ENV}")
+  endforeach()
+endif()
