@@ -107,7 +107,11 @@ MANAGED = BASE | {
     ("RoleBinding", "gslice-scheduler-authentication-reader"),
     ("ClusterRoleBinding", "gslice-scheduler-as-kube-scheduler"),
     ("ClusterRoleBinding", "gslice-scheduler-as-volume-scheduler"),
-    ("ClusterRoleBinding", "gslice-scheduler-as-extender")}
+    ("ClusterRoleBinding", "gslice-scheduler-as-extender"),
+    ("ServiceAccount", "gslice-webhook"), ("Deployment", "gslice-webhook"),
+    ("Service", "gslice-webhook"), ("PodDisruptionBudget", "gslice-webhook"),
+    ("MutatingWebhookConfiguration", "gslice-webhook"),
+    ("Issuer", "gslice-webhook-selfsigned"), ("Certificate", "gslice-webhook")}
 KUBEADM = BASE | {
     ("ServiceAccount", "gslice-extender"), ("ClusterRoleBinding", "gslice-extender"),
     ("DaemonSet", "gslice-extender"), ("PodDisruptionBudget", "gslice-extender")}
@@ -133,7 +137,8 @@ def check_common(objs, where):
               "%s: the namespace's PodSecurity enforce level is %s; the node agent needs privileged"
               % (where, labels.get("pod-security.kubernetes.io/enforce")))
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding",
-                      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+                      "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                      "MutatingWebhookConfiguration"}
     for (kind, name), o in objs.items():
         ns = o["metadata"].get("namespace")
         if kind in cluster_scoped:
@@ -164,7 +169,7 @@ def check_common(objs, where):
                                 init=c in spec.get("initContainers", []))
             for v in spec.get("volumes", []):
                 if "secret" in v:
-                    check(v["secret"]["secretName"] == "gslice-signing",
+                    check(v["secret"]["secretName"] in ("gslice-signing", "gslice-webhook-tls"),
                           "%s: %s mounts Secret %s" % (where, name, v["secret"]["secretName"]))
                 if "configMap" in v:
                     check(("ConfigMap", v["configMap"]["name"]) in objs,
