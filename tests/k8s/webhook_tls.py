@@ -8,7 +8,9 @@ for none is allowed unchanged, a malformed gslice request is denied at creation 
 and value, request.uid echoed each time. GET /healthz is ok. Garbage gets 400, a body over
 4 MiB 413 (declared) or a cut connection (chunked), plain HTTP no answer, a peer dripping its
 headers is cut at --request-timeout, a peer over --max-connections-per-ip is refused, and
-after each the webhook still answers. Without --tls-cert/--tls-key it refuses to start.
+after each the webhook still answers. A renewed certificate and key (files replaced, as the
+kubelet updates a Secret volume) are served without a restart; a broken one is logged and the
+old one kept. Without --tls-cert/--tls-key it refuses to start.
 Skipped (77) without openssl."""
 import base64
 import json
@@ -331,6 +333,48 @@ def test_bounds(port):
     passed("40 reviews on 4 connections at a time: each answered for its own uid")
 
 
+def served_cert(port):
+    s = tls_socket(port)
+    try:
+        return s.getpeercert(binary_form=True)
+    finally:
+        s.close()
+
+
+def put(name, data):
+    """Replaces a file in one rename, as the kubelet swaps a Secret volume's files."""
+    tmp = os.path.join(D, "." + name + ".new")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.rename(tmp, os.path.join(D, name))
+
+
+def test_renewal(port):
+    old = served_cert(port)
+    good_cert = open(os.path.join(D, "tls.crt"), "rb").read()
+    put("tls.crt", b"-----BEGIN CERTIFICATE-----\nnot one\n-----END CERTIFICATE-----\n")
+    wait_for("the webhook to see the broken certificate",
+             lambda: "still serving the certificate read before" in logtext(), timeout=20)
+    check(served_cert(port) == old, "a broken certificate replaced the served one")
+    alive(port, "a broken certificate file")
+    put("tls.crt", good_cert)
+    # A renewal: a new key and certificate from the same CA, the key first.
+    sh("openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "new.key", "-subj",
+       "/CN=" + SVC, "-out", "new.csr")
+    sh("openssl", "x509", "-req", "-in", "new.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+       "-CAcreateserial", "-days", "2", "-extfile", "tls.ext", "-out", "new.crt")
+    new = ssl.PEM_cert_to_DER_cert(open(os.path.join(D, "new.crt")).read())
+    put("tls.key", open(os.path.join(D, "new.key"), "rb").read())
+    put("tls.crt", open(os.path.join(D, "new.crt"), "rb").read())
+    wait_for("the renewed certificate to be served", lambda: served_cert(port) == new, timeout=30)
+    r = mutate(port, "after-renewal", pod({"limits": {"gslice.io/gpu": "1",
+                                                      "gslice.io/gpu-memory": "1Gi"}}))
+    check("patch" in r, r)
+    alive(port, "a renewal")
+    passed("a broken certificate file: the old one kept; a renewed pair: served within seconds, "
+           "no restart")
+
+
 def http_ok(port):
     try:
         return http(port, "GET", "/healthz")[0] == 200
@@ -348,6 +392,7 @@ def main():
         test_reviews(port)
         test_bad_peers(port)
         test_bounds(port)
+        test_renewal(port)
         check(p.poll() is None, "gslice-webhook died: %s" % logtext())
         p.send_signal(signal.SIGTERM)
         check(p.wait(timeout=10) == 0, "SIGTERM: exit %s" % p.returncode)

@@ -2,7 +2,10 @@
 /* gslice-webhook's HTTPS server (serve.h). A few epoll threads serve every connection: an
  * answer is computed from the body alone, at once, so no request waits on another. A reaper
  * cuts a connection whose request (headers and body) or idle wait runs past the deadline:
- * libmicrohttpd's own timeout is an idle one, which a byte every few seconds resets. */
+ * libmicrohttpd's own timeout is an idle one, which a byte every few seconds resets. The same
+ * thread looks at the certificate files now and then: a renewed pair (cert-manager's, through
+ * the Secret volume) is served by a new libmicrohttpd daemon on the same listening socket,
+ * started before the old one stops taking connections, so no caller sees a refusal. */
 #include "serve.h"
 
 #include <errno.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +29,7 @@
 #include "server.h" /* gslice-extender's: ext_listen_parse, one reading of [HOST:]PORT */
 
 /* Last: it expects the system headers it builds on to be in already. */
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
 /* Bytes of request bodies held over all connections at once. */
@@ -34,6 +39,7 @@
 #define THREADS 4
 #define REQUEST_TIMEOUT_S 10
 #define REAP_EVERY_MS 200
+#define RELOAD_EVERY_MS 5000
 #define PEM_MAX (1u << 20)
 
 /* A connection, from accept to close (libmicrohttpd's socket context). */
@@ -44,9 +50,24 @@ struct conn {
   bool cut;
 };
 
+/* What a certificate or key file is now: a renewal changes one of these (the kubelet swaps
+ * a Secret volume's files by renaming a directory, so the inode changes). */
+struct file_id {
+  dev_t dev;
+  ino_t ino;
+  struct timespec mtime;
+  off_t size;
+};
+
 struct wh_server {
   struct MHD_Daemon *mhd;
+  int fd; /* the listening socket, ours: each daemon serves a dup of it */
+  bool v6;
   uint16_t port;
+  unsigned per_ip;
+  char *cert_path, *key_path;
+  struct file_id cert_id, key_id; /* of the pair last tried */
+  uint64_t reload_at_ms;
   const struct wh_cfg *review;
   bool log;
   uint64_t timeout_ms;
@@ -262,6 +283,8 @@ static void reap(struct wh_server *s, uint64_t now) {
   pthread_mutex_unlock(&s->lock);
 }
 
+static void reload(struct wh_server *s); /* "starting" below */
+
 static void *reaper(void *arg) {
   struct wh_server *s = arg;
   pthread_mutex_lock(&s->stop_lock);
@@ -275,7 +298,12 @@ static void *reaper(void *arg) {
     if (s->stopping)
       break;
     pthread_mutex_unlock(&s->stop_lock);
-    reap(s, gs_mono_ms());
+    uint64_t now = gs_mono_ms();
+    reap(s, now);
+    if (now >= s->reload_at_ms) {
+      reload(s);
+      s->reload_at_ms = now + RELOAD_EVERY_MS;
+    }
     pthread_mutex_lock(&s->stop_lock);
   }
   pthread_mutex_unlock(&s->stop_lock);
@@ -336,42 +364,101 @@ static int open_listener(const char *text, int *ret_fd, bool *ret_v6, uint16_t *
   return rc;
 }
 
-static int start_mhd(struct wh_server *s, const struct wh_server_cfg *cfg, char *err,
-                     size_t errlen) {
-  unsigned flags =
-      MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_USE_TLS;
-  bool v6 = false;
-  int fd = -1, rc = open_listener(cfg->listen, &fd, &v6, &s->port, err, errlen);
-  if (rc)
-    return rc;
-  if (v6)
-    flags |= MHD_USE_IPv6;
+/* Whether GnuTLS takes cert and key as a pair (what libmicrohttpd would refuse at start). */
+static bool pair_ok(const char *cert, const char *key) {
+  gnutls_certificate_credentials_t cred;
+  gnutls_datum_t c = {(unsigned char *)cert, (unsigned)strlen(cert)};
+  gnutls_datum_t k = {(unsigned char *)key, (unsigned)strlen(key)};
+  if (gnutls_certificate_allocate_credentials(&cred) != GNUTLS_E_SUCCESS)
+    return false;
+  int rc = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM);
+  gnutls_certificate_free_credentials(cred);
+  return rc == GNUTLS_E_SUCCESS;
+}
+
+/* A daemon serving a dup of the socket: libmicrohttpd closes its own when it stops (or fails
+ * to start), never ours. */
+static struct MHD_Daemon *start_mhd(struct wh_server *s, const char *cert, const char *key) {
+  /* ITC: MHD_quiesce_daemon, when a renewed certificate takes over. */
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                   MHD_USE_TLS | MHD_USE_ITC | (s->v6 ? MHD_USE_IPv6 : 0);
+  int fd = pair_ok(cert, key) ? fcntl(s->fd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (fd < 0)
+    return NULL;
   struct MHD_OptionItem opts[] = {
       {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s},
       {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
       {MHD_OPTION_THREAD_POOL_SIZE, THREADS, NULL},
       {MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS, NULL},
-      {MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-       cfg->per_ip_connections ? (intptr_t)cfg->per_ip_connections : PER_IP_CONNECTIONS, NULL},
+      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->per_ip, NULL},
       {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)(s->timeout_ms / 1000), NULL},
       {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify, s},
       {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)done, s},
-      {MHD_OPTION_HTTPS_MEM_KEY, 0, s->key},
-      {MHD_OPTION_HTTPS_MEM_CERT, 0, s->cert},
+      {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key},
+      {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert},
       {MHD_OPTION_HTTPS_PRIORITIES, 0, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
       {MHD_OPTION_END, 0, NULL},
   };
-  s->mhd =
-      MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
-  if (!s->mhd) {
-    close(fd);
-    snprintf(err, errlen,
-             "cannot serve TLS on %s: is --tls-cert a PEM certificate, --tls-key its PEM "
-             "private key?",
-             cfg->listen);
-    return -EINVAL;
+  return MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+}
+
+static struct file_id file_id_of(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return (struct file_id){0};
+  return (struct file_id){st.st_dev, st.st_ino, st.st_mtim, st.st_size};
+}
+
+static bool file_id_eq(const struct file_id *a, const struct file_id *b) {
+  return a->dev == b->dev && a->ino == b->ino && a->mtime.tv_sec == b->mtime.tv_sec &&
+         a->mtime.tv_nsec == b->mtime.tv_nsec && a->size == b->size;
+}
+
+/* The certificate and key read, and their files' identities as they were before. */
+static int read_pair(struct wh_server *s, char **ret_cert, char **ret_key, char *err,
+                     size_t errlen) {
+  s->cert_id = file_id_of(s->cert_path);
+  s->key_id = file_id_of(s->key_path);
+  int rc = read_pem("--tls-cert", s->cert_path, ret_cert, err, errlen);
+  if (!rc && (rc = read_pem("--tls-key", s->key_path, ret_key, err, errlen))) {
+    free(*ret_cert);
+    *ret_cert = NULL;
   }
-  return 0;
+  return rc;
+}
+
+/* A renewed pair of files: served by a new daemon on the same socket, and the old one stops
+ * taking connections only once the new one does. A pair that cannot be read or served is
+ * logged once (until the files change again), and the old one is kept. */
+static void reload(struct wh_server *s) {
+  struct file_id c = file_id_of(s->cert_path), k = file_id_of(s->key_path);
+  struct MHD_Daemon *d = NULL;
+  char *cert = NULL, *key = NULL, err[512];
+
+  if (file_id_eq(&c, &s->cert_id) && file_id_eq(&k, &s->key_id))
+    return;
+  if (read_pair(s, &cert, &key, err, sizeof err))
+    gs_log(GS_LOG_WARNING, "%s; still serving the certificate read before", err);
+  else if (!(d = start_mhd(s, cert, key)))
+    gs_log(GS_LOG_WARNING,
+           "the changed --tls-cert %s and --tls-key %s cannot be served (not a PEM certificate "
+           "and its key?); still serving the certificate read before",
+           s->cert_path, s->key_path);
+  if (!d) {
+    free(cert);
+    free(key);
+    return;
+  }
+  MHD_socket old_fd = MHD_quiesce_daemon(s->mhd); /* no more connections for it */
+  MHD_stop_daemon(s->mhd);
+  if (old_fd != MHD_INVALID_SOCKET)
+    close(old_fd); /* its dup, left to us by the quiesce */
+  s->mhd = d;
+  free(s->cert);
+  free(s->key);
+  s->cert = cert;
+  s->key = key;
+  gs_log(GS_LOG_INFO, "serving the renewed certificate %s", s->cert_path);
 }
 
 int wh_server_start(const struct wh_server_cfg *cfg, struct wh_server **ret, char *err,
@@ -382,9 +469,12 @@ int wh_server_start(const struct wh_server_cfg *cfg, struct wh_server **ret, cha
 
   if (!s)
     return -ENOMEM;
+  s->fd = -1;
   s->review = cfg->review;
   s->log = cfg->log;
   s->timeout_ms = 1000ull * (cfg->request_timeout_s ? cfg->request_timeout_s : REQUEST_TIMEOUT_S);
+  s->per_ip = cfg->per_ip_connections ? cfg->per_ip_connections : PER_IP_CONNECTIONS;
+  s->reload_at_ms = gs_mono_ms() + RELOAD_EVERY_MS;
   pthread_mutex_init(&s->lock, NULL);
   pthread_mutex_init(&s->stop_lock, NULL);
   pthread_condattr_init(&ca);
@@ -400,9 +490,16 @@ int wh_server_start(const struct wh_server_cfg *cfg, struct wh_server **ret, cha
   } else if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
     snprintf(err, errlen, "this libmicrohttpd was built without TLS");
     rc = -EINVAL;
-  } else if (!(rc = read_pem("--tls-cert", cfg->tls_cert, &s->cert, err, errlen)) &&
-             !(rc = read_pem("--tls-key", cfg->tls_key, &s->key, err, errlen))) {
-    rc = start_mhd(s, cfg, err, errlen);
+  } else if (!(s->cert_path = strdup(cfg->tls_cert)) || !(s->key_path = strdup(cfg->tls_key))) {
+    rc = -ENOMEM;
+  } else if (!(rc = read_pair(s, &s->cert, &s->key, err, errlen)) &&
+             !(rc = open_listener(cfg->listen, &s->fd, &s->v6, &s->port, err, errlen)) &&
+             !(s->mhd = start_mhd(s, s->cert, s->key))) {
+    snprintf(err, errlen,
+             "cannot serve TLS on %s: is --tls-cert a PEM certificate, --tls-key its PEM "
+             "private key?",
+             cfg->listen);
+    rc = -EINVAL;
   }
   if (!rc && pthread_create(&s->reaper, NULL, reaper, s) != 0) {
     snprintf(err, errlen, "cannot start a thread");
@@ -432,7 +529,11 @@ void wh_server_stop(struct wh_server *s) {
     pthread_join(s->reaper, NULL);
   }
   if (s->mhd)
-    MHD_stop_daemon(s->mhd);
+    MHD_stop_daemon(s->mhd); /* and closes its dup of the socket */
+  if (s->fd >= 0)
+    close(s->fd);
+  free(s->cert_path);
+  free(s->key_path);
   free(s->cert);
   free(s->key);
   free(s);
