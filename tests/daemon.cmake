@@ -21,6 +21,15 @@ if(TARGET gslice_sim_cuda)
   set_target_properties(compute_ptsz PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
                         SKIP_BUILD_RPATH TRUE)
 endif()
+# CUDA graphs under the gate (integration/compute_graph_*.sh): the capture pattern of PyTorch and
+# vLLM, and graph replays measured like compute_spin.
+if(TARGET gslice_sim_cuda)
+  add_executable(compute_graph progs/compute_graph.c)
+  target_include_directories(compute_graph PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(compute_graph PRIVATE gslice_sim_cuda Threads::Threads)
+  set_target_properties(compute_graph PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
+                        SKIP_BUILD_RPATH TRUE)
+endif()
 if(TARGET gslice_daemon_core)
   gslice_unit_test(test_registry SOURCES unit/test_registry.c LIBS gslice_daemon_core)
   gslice_unit_test(test_loop SOURCES unit/test_loop.c LIBS gslice_daemon_core)

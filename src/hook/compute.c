@@ -136,8 +136,17 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
   struct burst *b = &C.b[dev];
 
   pthread_mutex_lock(&C.mu);
+  int mode = gs_burst_relax(false);
+  if (atomic_load(&C.captures) && gs_burst_stream_captured(stream)) {
+    /* It began capturing since the look before the fast path (under mu it cannot now). */
+    gs_burst_unrelax(mode);
+    pthread_mutex_unlock(&C.mu);
+    return CUDA_SUCCESS;
+  }
   for (;;) {
     uint64_t now = gs_mono_ns();
+    if (mode < 0)
+      mode = gs_burst_relax(false); /* a capture began while this thread waited */
     if (burst_takes(b, ctx, now)) {
       join_burst(b, stream);
       break;
@@ -165,6 +174,7 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
       pace_self(b, ctx, stream, now);
     }
   }
+  gs_burst_unrelax(mode);
   pthread_mutex_unlock(&C.mu);
   tl_gated = dev;
   return CUDA_SUCCESS;
@@ -177,6 +187,11 @@ CUresult gs_compute_before_launch(CUstream stream) {
   if (atomic_load_explicit(&C.state, memory_order_acquire) == 0)
     gs_link_ensure_setup();
   if (C.mode == MODE_OFF)
+    return CUDA_SUCCESS;
+  /* Into a capture, a launch only adds a node to the program's graph: nothing runs, nothing is
+   * gated or counted (its replay is, by cuGraphLaunch). One load while nothing captures. */
+  if (__builtin_expect(atomic_load_explicit(&C.captures, memory_order_relaxed) != 0, 0) &&
+      gs_burst_stream_captured(stream))
     return CUDA_SUCCESS;
   dev = gs_burst_current_dev(&ctx);
   if (dev < 0)
@@ -216,11 +231,13 @@ uint64_t gs_compute_before_sync(void) {
   if (atomic_load(&b->valid_until) == 0)
     return 0; /* no burst open: nothing to mark */
   pthread_mutex_lock(&C.mu);
+  int mode = gs_burst_relax(false);
   if (b->open && b->handoff_set && !b->released && !b->handing && b->ctx == ctx &&
       LAUNCHES(b) >= atomic_load(&b->budget)) {
     /* Its budget spent, the thread waits for the burst's work: it hands the token off as the
      * tail runs, and the close measures the burst (no segment mark needed). */
     gs_burst_handoff(dev);
+    gs_burst_unrelax(mode);
     pthread_mutex_unlock(&C.mu);
     return 0;
   }
@@ -236,6 +253,7 @@ uint64_t gs_compute_before_sync(void) {
       mark = (++b->sync_seq << 8) | (uint64_t)(dev + 1);
     }
   }
+  gs_burst_unrelax(mode);
   pthread_mutex_unlock(&C.mu);
   return mark;
 }
@@ -248,6 +266,7 @@ void gs_compute_after_sync(uint64_t mark) {
     return;
   struct burst *b = &C.b[dev];
   pthread_mutex_lock(&C.mu);
+  int mode = gs_burst_relax(false);
   if (b->open && b->seg_open && !b->thread_local_stream && b->sync_seq == mark >> 8 &&
       LAUNCHES(b) == b->mark_launches) {
     /* Launches from here on take the slow path (no stream is known), which opens the next
@@ -279,5 +298,38 @@ void gs_compute_after_sync(uint64_t mark) {
       atomic_store(&b->nstreams, n);
     }
   }
+  gs_burst_unrelax(mode);
   pthread_mutex_unlock(&C.mu);
+}
+
+/* ---- stream capture ---- */
+
+int gs_compute_capture_begin(void) {
+  if (atomic_load_explicit(&C.state, memory_order_acquire) == 0)
+    gs_link_ensure_setup();
+  atomic_fetch_add(&C.captures, 1);
+  /* A close already in its context synchronize finishes first (close_ctx_sync); later ones see
+   * the capture and synchronize nothing. */
+  while (atomic_load(&C.ctx_syncing))
+    sched_yield();
+  if (C.mode == MODE_OFF)
+    return 0;
+  pthread_mutex_lock(&C.mu);
+  return 1;
+}
+
+void gs_compute_capture_begun(int token, CUresult rc) {
+  if (rc != CUDA_SUCCESS)
+    atomic_fetch_sub(&C.captures, 1);
+  if (token)
+    pthread_mutex_unlock(&C.mu);
+}
+
+void gs_compute_capture_ended(CUresult rc) {
+  unsigned n = atomic_load(&C.captures);
+  if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    return; /* not capturing, another stream or thread: the capture (if any) goes on */
+  /* Never below 0: a capture begun where the hook did not see it. */
+  while (n && !atomic_compare_exchange_weak(&C.captures, &n, n - 1))
+    ;
 }

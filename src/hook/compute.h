@@ -19,3 +19,13 @@ uint64_t gs_compute_before_sync(void);
 /* After the real synchronize returned CUDA_SUCCESS: if everything the burst queued up to the
  * mark has run (and nothing was launched since), the burst's segment ends at that mark. */
 void gs_compute_after_sync(uint64_t mark);
+
+/* Around the real cuStreamBeginCapture* (every variant): the capture is counted and begins with
+ * C.mu held, so that no event of the gate is recorded into its stream; returns what to give
+ * gs_compute_capture_begun with the real call's result. */
+int gs_compute_capture_begin(void);
+void gs_compute_capture_begun(int token, CUresult rc);
+
+/* After the real cuStreamEndCapture: a capture that ended (its graph, or invalidated) is no
+ * longer counted. */
+void gs_compute_capture_ended(CUresult rc);

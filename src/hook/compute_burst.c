@@ -69,9 +69,40 @@ static int make_events(struct burst *b, CUcontext ctx) {
   return 0;
 }
 
+bool gs_burst_stream_captured(CUstream s) {
+  const struct gs_real *r = gs_real();
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+
+  if (!r->cuStreamIsCapturing)
+    return false; /* a driver without capture */
+  return r->cuStreamIsCapturing(s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 CUresult gs_burst_record(CUevent ev, CUstream s) {
   const struct gs_real *r = gs_real();
-  return r->cuEventRecord ? r->cuEventRecord(ev, s) : CUDA_ERROR_NOT_FOUND;
+  if (!r->cuEventRecord)
+    return CUDA_ERROR_NOT_FOUND;
+  if (atomic_load(&C.captures) && gs_burst_stream_captured(s))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return r->cuEventRecord(ev, s);
+}
+
+int gs_burst_relax(bool always) {
+  const struct gs_real *r = gs_real();
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+  if ((!always && !atomic_load(&C.captures)) || !r->cuThreadExchangeStreamCaptureMode ||
+      r->cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+    return -1;
+  return (int)m;
+}
+
+void gs_burst_unrelax(int saved) {
+  const struct gs_real *r = gs_real();
+  CUstreamCaptureMode m = (CUstreamCaptureMode)saved;
+
+  if (saved >= 0)
+    r->cuThreadExchangeStreamCaptureMode(&m);
 }
 
 bool gs_burst_elapsed_ms(float *ret_ms, CUevent from, CUevent to) {
@@ -167,9 +198,28 @@ struct close_view {
   uint64_t seg_used, seg_span;
 };
 
+/* The end events behind each stream's queue, recorded under mu (a capture begins only under mu,
+ * so none can begin on a stream between the look and the record), in the burst's context (the
+ * helper's is another). False when one failed. */
+static bool close_record_ends(struct burst *b, const struct close_view *v, bool from_helper) {
+  const struct gs_real *r = gs_real();
+  CUcontext saved = NULL;
+  bool ok = true;
+
+  if (from_helper) {
+    r->cuCtxGetCurrent(&saved);
+    r->cuCtxSetCurrent(b->ctx);
+  }
+  for (unsigned i = 0; i < v->n && ok; i++)
+    ok = gs_burst_record(b->end[i], v->streams[i]) == CUDA_SUCCESS;
+  if (from_helper)
+    r->cuCtxSetCurrent(saved);
+  return ok;
+}
+
 /* Stops the burst's launches (the ones past the gate get in first) and marks it closing: its
  * events are this close's until it ends. */
-static void close_begin(struct burst *b, struct close_view *v) {
+static void close_begin(struct burst *b, struct close_view *v, bool from_helper) {
   b->sync_seq++;
   atomic_store(&b->valid_until, 0);
   while (INFLIGHT(b) > 0)
@@ -185,6 +235,8 @@ static void close_begin(struct burst *b, struct close_view *v) {
   v->use_probe = b->probe_set && b->probe_launches == v->launches;
   v->seg_used = b->seg_used_ns;
   v->seg_span = b->seg_span_ns;
+  if (v->timed && v->seg_open && !v->use_probe && !close_record_ends(b, v, from_helper))
+    v->timed = false;
 }
 
 /* The device time of the open segment from the events on each stream (the helper's last probe
@@ -199,9 +251,7 @@ static bool close_time_events(struct burst *b, const struct close_view *v, uint6
   for (unsigned i = 0; i < v->n && ok; i++) {
     CUevent e = v->use_probe ? b->probe[i] : b->end[i];
     float a, z;
-    if (!v->use_probe)
-      ok = gs_burst_record(e, v->streams[i]) == CUDA_SUCCESS;
-    ok = ok && r->cuEventSynchronize(e) == CUDA_SUCCESS;
+    ok = r->cuEventSynchronize(e) == CUDA_SUCCESS;
     ok = ok && gs_burst_elapsed_ms(&a, b->seg_start, e) && gs_burst_elapsed_ms(&z, b->start, e);
     if (ok && a > seg_ms)
       seg_ms = a;
@@ -217,12 +267,25 @@ static bool close_time_events(struct burst *b, const struct close_view *v, uint6
   return true;
 }
 
+/* A context synchronize for a burst without events, unless a capture is in progress (any mode
+ * prohibits it then, and it would invalidate the capture): then the burst's wall time so far is
+ * what it ran. A capture begins only once no close is here (gs_compute_capture_begin). */
+static void close_ctx_sync(void) {
+  const struct gs_real *r = gs_real();
+
+  atomic_fetch_add(&C.ctx_syncing, 1);
+  if (atomic_load(&C.captures) == 0 && r->cuCtxSynchronize)
+    r->cuCtxSynchronize();
+  atomic_fetch_sub(&C.ctx_syncing, 1);
+}
+
 /* Waits for the burst's work to end (mu dropped) and measures it: by its events, or by the
  * wall clock after a context synchronize when it has none (then v->timed is cleared). */
 static void close_measure(struct burst *b, struct close_view *v, bool from_helper, uint64_t *used,
                           uint64_t *span) {
   const struct gs_real *r = gs_real();
   CUcontext saved = NULL;
+  int mode = gs_burst_relax(true);
 
   if (from_helper && r->cuCtxGetCurrent && r->cuCtxSetCurrent) {
     r->cuCtxGetCurrent(&saved);
@@ -236,13 +299,13 @@ static void close_measure(struct burst *b, struct close_view *v, bool from_helpe
     v->timed = false;
   }
   if (!v->timed) {
-    if (r->cuCtxSynchronize)
-      r->cuCtxSynchronize();
+    close_ctx_sync();
     *used = gs_mono_ns() - b->opened_at;
     *span = *used;
   }
   if (from_helper && r->cuCtxSetCurrent)
     r->cuCtxSetCurrent(saved);
+  gs_burst_unrelax(mode);
 }
 
 /* A burst's time per launch errs high, never low: its start event goes before its first kernel
@@ -298,7 +361,7 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
 
   if (!b->open)
     return;
-  close_begin(b, &v);
+  close_begin(b, &v, from_helper);
   pthread_mutex_unlock(&C.mu);
   close_measure(b, &v, from_helper, &used, &span);
   pthread_mutex_lock(&C.mu);
@@ -380,8 +443,10 @@ void gs_burst_handoff(int dev) {
   /* The events are this burst's while `handing`: a close waits for nothing of ours. */
   b->handing = true;
   pthread_mutex_unlock(&C.mu);
+  int mode = gs_burst_relax(true);
   for (unsigned i = 0; i < n; i++)
     r->cuEventSynchronize(b->handoff[i]);
+  gs_burst_unrelax(mode);
   pthread_mutex_lock(&C.mu);
   b->handing = false;
   uint64_t now = gs_mono_ns();

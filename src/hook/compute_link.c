@@ -201,6 +201,9 @@ static void read_daemon(void) {
 
 static void *helper(void *arg) {
   (void)arg;
+  /* The helper never captures: its event queries and records must not be prohibited by a
+   * program's global capture, in any mode (cuThreadExchangeStreamCaptureMode). */
+  gs_burst_relax(true);
   pthread_mutex_lock(&C.mu);
   for (;;) {
     uint64_t now = gs_mono_ns(), wake = UINT64_MAX;
@@ -249,6 +252,10 @@ static void child_after_fork(void) {
     close(C.wake_fd);
   C.fd = C.wake_fd = -1;
   memset(C.b, 0, sizeof(C.b));
+  /* The parent's captures and closes are not the child's (one in a context synchronize at the
+   * fork would hold the child's first capture forever). */
+  atomic_store(&C.captures, 0);
+  atomic_store(&C.ctx_syncing, 0);
   pthread_mutex_init(&C.init_mu, NULL);
   atomic_store(&C.state, 0);
 }

@@ -118,6 +118,13 @@ struct compute {
   _Atomic int state; /* 0: not set up, 1: set up */
   pthread_mutex_t init_mu;
   _Atomic int mode; /* enum mode: the fast path reads it, the helper changes it */
+  /* Stream captures begun through the hook and not ended: while there are any, a launch into a
+   * capturing stream passes ungated (it only becomes a graph node), the gate records no event
+   * into a stream that captures, and no context synchronize (compute_burst.c). Changed only with
+   * mu held during the real begin, so that an event record under mu never races a capture
+   * beginning on its stream. */
+  _Atomic unsigned captures;
+  _Atomic unsigned ctx_syncing; /* closes in a context synchronize: a capture begins after them */
   uint32_t slice_id;
   uint64_t slice_nonce; /* GSLICE_SLICE_NONCE: the slice's identity beyond its id */
   bool stale;           /* the daemon's slice of this id is another one: never reconnect */
@@ -148,7 +155,20 @@ void gs_link_ensure_setup(void);
 
 /* compute_burst.c: bursts (mu held, except the stream lookup of the fast path). */
 int gs_burst_current_dev(CUcontext *ret_ctx);
+/* Whether s takes part in a capture (or cannot be used while one goes on: the legacy stream
+ * beside a blocking capture), or the driver cannot say: no launch there is gated, no event of
+ * the gate recorded there. Any thread, any time. */
+bool gs_burst_stream_captured(CUstream s);
+/* cuEventRecord, refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) into a stream that captures:
+ * the record would be a node of the program's graph, and the gate's look at it the call that
+ * invalidates the capture. mu held. */
 CUresult gs_burst_record(CUevent ev, CUstream s);
+/* The calling thread in relaxed capture mode for the gate's own calls (event queries and
+ * synchronizes, which a global capture of another thread prohibits to a thread in global mode):
+ * returns what to give gs_burst_unrelax, -1 when nothing changed. `always`: even while no
+ * capture is counted (for calls made with mu dropped, where one may begin meanwhile). */
+int gs_burst_relax(bool always);
+void gs_burst_unrelax(int saved);
 bool gs_burst_elapsed_ms(float *ret_ms, CUevent from, CUevent to);
 bool gs_burst_stream_known(struct burst *b, CUstream s);
 void gs_burst_add_stream(struct burst *b, CUstream s);

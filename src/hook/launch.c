@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Every kernel launch path: the compute gate (compute.c) before and after the real launch. */
+/* Every kernel launch path: the compute gate (compute.c) before and after the real launch; the
+ * synchronizes that end a burst's segment; the captures the gate passes launches through in. */
 #include "hook.h"
 
 #include "compute.h"
@@ -71,6 +72,68 @@ GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
 
 GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   GATED_LAUNCH(cuGraphLaunch_ptsz, PTSZ(hStream), r->cuGraphLaunch_ptsz(hGraphExec, hStream));
+}
+
+/* Stream capture: work launched into a capturing stream only becomes graph nodes, so the gate
+ * passes it through; it must know while a capture goes on (compute.h). */
+#define CAPTURE_BEGIN(name, call)                                                                  \
+  const struct gs_real *r = gs_real();                                                             \
+  if (!r->name)                                                                                    \
+    return CUDA_ERROR_NOT_FOUND;                                                                   \
+  int token = gs_compute_capture_begin();                                                          \
+  CUresult rc = call;                                                                              \
+  gs_compute_capture_begun(token, rc);                                                             \
+  return rc
+
+GS_EXPORT CUresult cuStreamBeginCapture(CUstream hStream) {
+  CAPTURE_BEGIN(cuStreamBeginCapture, r->cuStreamBeginCapture(hStream));
+}
+
+GS_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) {
+  CAPTURE_BEGIN(cuStreamBeginCapture_ptsz, r->cuStreamBeginCapture_ptsz(hStream));
+}
+
+GS_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  CAPTURE_BEGIN(cuStreamBeginCapture_v2, r->cuStreamBeginCapture_v2(hStream, mode));
+}
+
+GS_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) {
+  CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz, r->cuStreamBeginCapture_v2_ptsz(hStream, mode));
+}
+
+GS_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                               const CUgraphNode *dependencies,
+                                               const CUgraphEdgeData *dependencyData,
+                                               size_t numDependencies, CUstreamCaptureMode mode) {
+  CAPTURE_BEGIN(cuStreamBeginCaptureToGraph,
+                r->cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData,
+                                               numDependencies, mode));
+}
+
+GS_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                    const CUgraphNode *dependencies,
+                                                    const CUgraphEdgeData *dependencyData,
+                                                    size_t numDependencies,
+                                                    CUstreamCaptureMode mode) {
+  CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz,
+                r->cuStreamBeginCaptureToGraph_ptsz(hStream, hGraph, dependencies, dependencyData,
+                                                    numDependencies, mode));
+}
+
+#define CAPTURE_END(name, call)                                                                    \
+  const struct gs_real *r = gs_real();                                                             \
+  if (!r->name)                                                                                    \
+    return CUDA_ERROR_NOT_FOUND;                                                                   \
+  CUresult rc = call;                                                                              \
+  gs_compute_capture_ended(rc);                                                                    \
+  return rc
+
+GS_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  CAPTURE_END(cuStreamEndCapture, r->cuStreamEndCapture(hStream, phGraph));
+}
+
+GS_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
+  CAPTURE_END(cuStreamEndCapture_ptsz, r->cuStreamEndCapture_ptsz(hStream, phGraph));
 }
 
 /* Synchronizes: where the process waits for what it queued. The gate marks the end of its queue

@@ -61,7 +61,15 @@
   X(cuCtxSynchronize)                                                                              \
   X(cuStreamSynchronize)                                                                           \
   X(cuStreamSynchronize_ptsz)                                                                      \
-  X(cuEventSynchronize)
+  X(cuEventSynchronize)                                                                            \
+  X(cuStreamBeginCapture)                                                                          \
+  X(cuStreamBeginCapture_ptsz)                                                                     \
+  X(cuStreamBeginCapture_v2)                                                                       \
+  X(cuStreamBeginCapture_v2_ptsz)                                                                  \
+  X(cuStreamBeginCaptureToGraph)                                                                   \
+  X(cuStreamBeginCaptureToGraph_ptsz)                                                              \
+  X(cuStreamEndCapture)                                                                            \
+  X(cuStreamEndCapture_ptsz)
 
 /* Real entry points the hook (and the compute gate) call but do not wrap. */
 #define GS_CUDA_CALLED(X)                                                                          \
@@ -82,6 +90,8 @@
   X(cuStreamGetDevice)                                                                             \
   X(cuStreamQuery)                                                                                 \
   X(cuStreamQuery_ptsz)                                                                            \
+  X(cuStreamIsCapturing)                                                                           \
+  X(cuThreadExchangeStreamCaptureMode)                                                             \
   X(cuEventCreate)                                                                                 \
   X(cuEventDestroy_v2)                                                                             \
   X(cuEventRecord)                                                                                 \
