@@ -52,3 +52,5 @@ gslice_script_test(hook_huge hook_huge.sh TIMEOUT 60)
 gslice_script_test(hook_k8s_env hook_k8s_env.sh TIMEOUT 60)
 # tests/gpu/run.sh's exit status (its GPU parts stubbed, the sim for the device).
 gslice_script_test(hook_gpu_status hook_gpu_status.sh TIMEOUT 180)
+# libgslice.so's glibc symbol versions: at most 2.17, so it loads into older images.
+gslice_script_test(hook_glibc hook_glibc.sh TIMEOUT 30)

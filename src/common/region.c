@@ -5,6 +5,7 @@
  * the entry hint after a holder died. */
 #include "region_layout.h"
 
+#include "clock.h"
 #include "proc.h"
 
 #include <errno.h>
@@ -51,7 +52,7 @@ static uint32_t header_check(const struct region_layout *l) {
  * hooks held off, adding a device entry, takes the lock word itself: one compare-and-swap of the
  * futex word from 0 to an owner no thread can be (DAEMON_OWNER), released with an exchange and a
  * FUTEX_WAKE if a hook waits. That is the robust-futex word protocol glibc's own robust mutexes
- * follow (a hook waiting in pthread_mutex_clocklock gets it next), without the robust list: the
+ * follow (a hook waiting in pthread_mutex_timedlock gets it next), without the robust list: the
  * daemon reads and writes the futex word and nothing else of the mutex, all within its own
  * mapping of a fixed size. What it gives up: a daemon killed inside that section (a handful of
  * stores) leaves the word set with no kernel cleanup; the next daemon open of the region (each
@@ -92,17 +93,36 @@ static int word_trylock(struct region_layout *l) {
              : -EBUSY;
 }
 
+/* Waits for the lock until a CLOCK_MONOTONIC deadline. pthread_mutex_clocklock would wait on that
+ * clock, but it is glibc 2.30's and the hook loads into older images (src/hook/glibc_compat.h):
+ * pthread_mutex_timedlock waits until a CLOCK_REALTIME deadline, taken here from the wall clock
+ * and the monotonic time left, again after each timeout until the monotonic deadline passes. A
+ * wall clock set forward cannot cut the wait short; one set back during a wait lengthens it by as
+ * much. EOWNERDEAD comes back as from any lock of a robust mutex. */
+static int lock_until(pthread_mutex_t *m, uint64_t deadline_ns) {
+  for (;;) {
+    uint64_t now = gs_mono_ns();
+    if (now >= deadline_ns)
+      return ETIMEDOUT;
+    uint64_t left = deadline_ns - now;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t nsec = (uint64_t)until.tv_nsec + left % 1000000000ull;
+    until.tv_sec += (time_t)(left / 1000000000ull + nsec / 1000000000ull);
+    until.tv_nsec = (long)(nsec % 1000000000ull);
+    int e = pthread_mutex_timedlock(m, &until);
+    if (e != ETIMEDOUT)
+      return e;
+  }
+}
+
 int region_lock(struct gs_region *r) {
   struct region_layout *l = r->map;
   if (r->nowait)
     return word_trylock(l);
   int old;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-  /* Monotonic: a wall clock set back or forward neither lengthens nor cuts the wait. */
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_sec += GS_REGION_LOCK_TIMEOUT_S;
-  int e = pthread_mutex_clocklock(&l->lock, CLOCK_MONOTONIC, &until);
+  int e = lock_until(&l->lock, gs_mono_ns() + GS_REGION_LOCK_TIMEOUT_S * 1000000000ull);
   if (e != 0 && e != EOWNERDEAD) {
     pthread_setcancelstate(old, NULL);
     return -e;
