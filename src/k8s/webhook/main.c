@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cabundle.h"
 #include "log.h"
 #include "proto.h"
 #include "serve.h"
@@ -18,6 +19,7 @@
 static const char usage[] =
     "usage: gslice-webhook [--listen [HOST:]PORT] --tls-cert FILE --tls-key FILE\n"
     "                      [--kubeconfig FILE] [--request-timeout SECS]\n"
+    "                      [--ca-bundle-from FILE --webhook-config NAME]\n"
     "                      [--max-connections-per-ip N]\n"
     "                      [--priority-class NAME=high|normal|low[:weight=N][:limit=P]]...\n"
     "\n"
@@ -36,7 +38,14 @@ static const char usage[] =
     "                        by the caBundle of the MutatingWebhookConfiguration) and key;\n"
     "                        required: the API server calls webhooks over HTTPS only.\n"
     "                        Read again when they change (a renewal), checked every 5 s\n"
-    "  --kubeconfig FILE     accepted for a later use (writing the caBundle); unused now\n"
+    "  --ca-bundle-from FILE, --webhook-config NAME\n"
+    "                        keep the caBundle of every webhook of the\n"
+    "                        MutatingWebhookConfiguration NAME equal to FILE (the PEM CA\n"
+    "                        that signed --tls-cert), written at start and when FILE\n"
+    "                        changes (checked every 5 s): for certificates that are not\n"
+    "                        cert-manager's. Needs get and update of that object\n"
+    "  --kubeconfig FILE     reach the API server for that write as FILE says (default:\n"
+    "                        in-cluster service account); unused without it\n"
     "  --request-timeout SECS\n"
     "                        a peer sends a request's headers and body, or waits idle,\n"
     "                        within SECS or is cut (default 10, 1..300)\n"
@@ -68,7 +77,7 @@ struct flags {
   struct wh_cfg review;
   struct podspec_cfg pcfg;
   struct podspec_class classes[64];
-  const char *kubeconfig;
+  const char *kubeconfig, *ca_file, *config_name;
 };
 
 static int flag(struct flags *f, int opt, char *arg) {
@@ -84,6 +93,8 @@ static int flag(struct flags *f, int opt, char *arg) {
   case 'C': f->scfg.tls_cert = arg; return 0;
   case 'Y': f->scfg.tls_key = arg; return 0;
   case 'k': f->kubeconfig = arg; return 0;
+  case 'F': f->ca_file = arg; return 0;
+  case 'W': f->config_name = arg; return 0;
   case 'T':
     return whole(arg, 1, 300, &f->scfg.request_timeout_s)
                ? 0
@@ -109,6 +120,8 @@ static int parse(int argc, char **argv, struct flags *f) {
                                        {"tls-cert", required_argument, NULL, 'C'},
                                        {"tls-key", required_argument, NULL, 'Y'},
                                        {"kubeconfig", required_argument, NULL, 'k'},
+                                       {"ca-bundle-from", required_argument, NULL, 'F'},
+                                       {"webhook-config", required_argument, NULL, 'W'},
                                        {"request-timeout", required_argument, NULL, 'T'},
                                        {"max-connections-per-ip", required_argument, NULL, 'N'},
                                        {"priority-class", required_argument, NULL, 'P'},
@@ -135,7 +148,29 @@ static int parse(int argc, char **argv, struct flags *f) {
     return bad("%s: --tls-cert FILE and --tls-key FILE are required (the API server calls "
                "admission webhooks over HTTPS only)",
                f->scfg.tls_cert ? "--tls-key" : "--tls-cert");
+  if (!f->ca_file != !f->config_name)
+    return bad("%s: --ca-bundle-from FILE and --webhook-config NAME go together",
+               f->ca_file ? "--ca-bundle-from" : "--webhook-config");
   return -1;
+}
+
+/* One look at the CA file: the caBundle written when it changed. A failure is logged once
+ * until its message changes, and tried again at the next look. */
+static void ca_sync(struct wh_ca_sync *cs, const char *name, char *last_err, size_t errlen) {
+  char err[512] = "";
+  bool wrote = false;
+  if (!cs)
+    return;
+  if (wh_ca_sync_run(cs, &wrote, err, sizeof err)) {
+    if (strcmp(err, last_err) != 0)
+      gs_log(GS_LOG_WARNING, "the caBundle of %s is not written: %s (tried again every 5 s)", name,
+             err);
+    snprintf(last_err, errlen, "%s", err);
+    return;
+  }
+  last_err[0] = 0;
+  if (wrote)
+    gs_log(GS_LOG_INFO, "wrote the caBundle of MutatingWebhookConfiguration %s", name);
 }
 
 int main(int argc, char **argv) {
@@ -143,6 +178,8 @@ int main(int argc, char **argv) {
                            .pcfg = {.policy = PLACE_BINPACK}};
   char err[512];
   struct wh_server *s = NULL;
+  struct wh_ca_sync *cs = NULL;
+  char last_err[512] = "";
   sigset_t sigs;
   int rc, sig;
 
@@ -157,16 +194,26 @@ int main(int argc, char **argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* before any thread: they inherit the mask */
   signal(SIGPIPE, SIG_IGN);
-  if ((rc = wh_server_start(&f.scfg, &s, err, sizeof err))) {
+  if (f.ca_file &&
+      (rc = wh_ca_sync_new(f.kubeconfig, f.ca_file, f.config_name, &cs, err, sizeof err))) {
     gs_log(GS_LOG_ERROR, "%s", err);
     return 1;
   }
-  gs_log(GS_LOG_INFO, "listening on port %u (https), scheduler %s, %zu priority class(es)%s",
-         wh_server_port(s), WH_SCHEDULER, f.pcfg.nclasses,
-         f.kubeconfig ? "; --kubeconfig is not used yet" : "");
-  sigwait(&sigs, &sig);
+  if ((rc = wh_server_start(&f.scfg, &s, err, sizeof err))) {
+    gs_log(GS_LOG_ERROR, "%s", err);
+    wh_ca_sync_free(cs);
+    return 1;
+  }
+  gs_log(GS_LOG_INFO, "listening on port %u (https), scheduler %s, %zu priority class(es)%s%s",
+         wh_server_port(s), WH_SCHEDULER, f.pcfg.nclasses, cs ? ", caBundle of " : "",
+         cs ? f.config_name : "");
+  const struct timespec every = {5, 0};
+  do
+    ca_sync(cs, f.config_name, last_err, sizeof last_err);
+  while ((sig = sigtimedwait(&sigs, NULL, &every)) < 0);
   gs_log(GS_LOG_INFO, "%s, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   wh_server_stop(s);
+  wh_ca_sync_free(cs);
   gs_log_flush();
   return 0;
 }
