@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """A Kubernetes API server stand-in for gslice's tests: the Python standard library only.
 
-It holds nodes, pods and events in memory and answers the parts of the core/v1
-API that gslice-node and gslice-extender use, as the API documents them:
+It holds nodes, pods, events and leases in memory and answers the parts of the
+core/v1 and coordination.k8s.io/v1 API that gslice-node and gslice-extender use, as
+the API documents them:
 
   GET    /api/v1/nodes, /api/v1/pods, /api/v1/namespaces/NS/pods  (lists)
          ?limit=N&continue=T   pages; metadata.resourceVersion is the list's
@@ -17,7 +18,14 @@ API that gslice-node and gslice-extender use, as the API documents them:
              does; fault "watch410http" answers HTTP 410 instead.
              A selector change makes MODIFIED into ADDED/DELETED for that watch.
   GET    /api/v1/nodes/NAME, /api/v1/namespaces/NS/pods/NAME
-  POST   the collections (create; 409 AlreadyExists), namespaces/NS/events
+  GET    /api/v1/events, /api/v1/namespaces/NS/events[/NAME]  core/v1 Events
+  GET    /apis/coordination.k8s.io/v1/leases, .../namespaces/NS/leases[/NAME]  (lists,
+         watches and gets as above)
+  POST   the collections (create; 409 AlreadyExists; metadata.generateName: a name made
+         from it). An Event's involvedObject.namespace must be the Event's namespace and
+         its type Normal or Warning (422 otherwise, as the API's validation says); a
+         Lease's spec.leaseDurationSeconds is positive and its acquireTime/renewTime
+         MicroTimes (RFC 3339; 422 otherwise)
   PUT    an object (replace; 409 Conflict if metadata.resourceVersion is stale)
   PATCH  an object, Content-Type application/merge-patch+json (RFC 7386);
          415 for other patch types; 409 if the patch carries a stale
@@ -43,7 +51,9 @@ as the API server's --client-ca-file authenticates users).
 Test control interface (no auth), under /_test/:
   GET  /_test/state            {"resourceVersion": rv, "nodes": [..], "pods": [..]}
   GET  /_test/requests         [{"method","path","status"}, ...] every request so far
-  GET  /_test/events           the Event objects posted
+  GET  /_test/events           the Event objects created
+  GET  /_test/writes           {"METHOD PATH": count} of the writes (not GET) answered 2xx,
+                               PATH without its query: how many API writes a program made
   POST /_test/compact          forget the watch history: resuming any older RV gets 410
   POST /_test/close-watches    end every open watch stream now (as a server restart)
   POST /_test/fault            {"method":"POST","path":"regex","status":500,
@@ -66,6 +76,33 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+
+API_VERSION = {"Lease": "coordination.k8s.io/v1"}  # every other kind: "v1"
+MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)")
+
+
+def validate(kind, ns, obj):
+    """The API's validation of the fields gslice writes (ValidateEvent, ValidateLease)."""
+    if kind == "Event":
+        inv = obj.get("involvedObject") or {}
+        if inv.get("namespace", ns) != ns:
+            raise ApiError(422, "Invalid", 'Event "%s" is invalid: involvedObject.namespace: '
+                           "Invalid value: %r: does not match event.namespace"
+                           % (obj["metadata"].get("name"), inv.get("namespace")))
+        if obj.get("type") not in (None, "", "Normal", "Warning"):
+            raise ApiError(422, "Invalid", "type: Unsupported value: %r: supported values: "
+                           '"Normal", "Warning"' % obj.get("type"))
+    if kind == "Lease":
+        spec = obj.get("spec") or {}
+        d = spec.get("leaseDurationSeconds")
+        if d is not None and (not isinstance(d, int) or d <= 0):
+            raise ApiError(422, "Invalid", "spec.leaseDurationSeconds: Invalid value: %r: must "
+                           "be greater than 0" % d)
+        for f in ("acquireTime", "renewTime"):
+            if spec.get(f) is not None and not (isinstance(spec[f], str) and
+                                                MICRO_TIME.fullmatch(spec[f])):
+                raise ApiError(400, "BadRequest", "spec.%s: %r is not a MicroTime" % (f, spec[f]))
 
 
 class Gone(Exception):
@@ -140,6 +177,7 @@ class Store:
         self.oldest = 1  # resuming from rv < oldest - 1... is Gone
         self.requests = []
         self.events = []
+        self.writes = {}
         self.faults = []
         self.watch_gen = 0
 
@@ -157,8 +195,11 @@ class Store:
 
     def create(self, kind, ns, obj):
         meta = obj.get("metadata")
+        if isinstance(meta, dict) and not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise ApiError(422, "Invalid", "%s: metadata.name: Required value" % kind)
+        validate(kind, ns, obj)
         if ns is not None:
             if meta.get("namespace", ns) != ns:
                 raise ApiError(400, "BadRequest",
@@ -171,7 +212,7 @@ class Store:
                 raise ApiError(409, "AlreadyExists",
                                '%ss "%s" already exists' % (kind.lower(), meta["name"]))
             obj = copy.deepcopy(obj)
-            obj["kind"], obj["apiVersion"] = kind, "v1"
+            obj["kind"], obj["apiVersion"] = kind, API_VERSION.get(kind, "v1")
             obj["metadata"]["uid"] = str(uuid.uuid4())
             obj["metadata"]["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                  time.gmtime())
@@ -211,11 +252,12 @@ class Store:
                 raise ApiError(400, "BadRequest", "the name of the object (%s) does not match "
                                "the name on the URL (%s)" % (meta and meta.get("name"), name))
             self._check_rv(old, meta.get("resourceVersion"), name)
+            validate(kind, ns, obj)
             new = copy.deepcopy(obj)
             for k in ("uid", "creationTimestamp", "namespace"):
                 if k in old["metadata"]:
                     new["metadata"][k] = old["metadata"][k]
-            new["kind"], new["apiVersion"] = kind, "v1"
+            new["kind"], new["apiVersion"] = kind, API_VERSION.get(kind, "v1")
             return self._replace(key, old, new)
 
     def patch(self, kind, ns, name, patch):
@@ -305,7 +347,8 @@ class Store:
             items = items[start:start + limit]
         else:
             items = items[start:]
-        return {"kind": kind + "List", "apiVersion": "v1", "metadata": meta, "items": items}
+        return {"kind": kind + "List", "apiVersion": API_VERSION.get(kind, "v1"), "metadata": meta,
+                "items": items}
 
 
 STORE = None
@@ -335,6 +378,9 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         with STORE.lock:
             STORE.requests.append({"method": self.command, "path": self.path, "status": code})
+            if self.command != "GET" and code // 100 == 2 and not self.path.startswith("/_test/"):
+                key = "%s %s" % (self.command, urlsplit(self.path).path)
+                STORE.writes[key] = STORE.writes.get(key, 0) + 1
 
     def send_error_status(self, e):
         self.send_json(e.code, status_obj(e.code, e.reason, e.message))
@@ -368,9 +414,18 @@ class Handler(BaseHTTPRequestHandler):
         u = urlsplit(self.path)
         q = {k: v[-1] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
         parts = [p for p in u.path.split("/") if p]
+        if parts[:3] == ["apis", "coordination.k8s.io", "v1"]:
+            p = parts[3:]
+            if p == ["leases"]:
+                return "Lease", None, None, None, q
+            if len(p) in (3, 4) and p[0] == "namespaces" and p[2] == "leases":
+                return "Lease", p[1], p[3] if len(p) == 4 else None, None, q
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if parts[:2] != ["api", "v1"]:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         p = parts[2:]
+        if p == ["events"]:
+            return "Event", None, None, None, q
         if p[:1] == ["nodes"] and len(p) <= 2:
             return "Node", None, p[1] if len(p) == 2 else None, None, q
         if p[:1] == ["pods"] and len(p) == 1:
@@ -430,11 +485,13 @@ class Handler(BaseHTTPRequestHandler):
             body = self.read_body()
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "the body must be a JSON object")
+            if ns is None and kind in ("Event", "Lease"):
+                raise ApiError(405, "MethodNotAllowed", "create %ss in a namespace" % kind.lower())
+            made = STORE.create(kind, ns, body)
             if kind == "Event":
                 with STORE.lock:
-                    STORE.events.append(body)
-                return self.send_json(201, body)
-            return self.send_json(201, STORE.create(kind, ns, body))
+                    STORE.events.append(copy.deepcopy(made))
+            return self.send_json(201, made)
         if m == "POST" and kind == "Pod" and sub == "binding":
             return self.send_json(201, STORE.bind(ns, name, self.read_body()))
         if sub is not None:
@@ -526,7 +583,7 @@ class Handler(BaseHTTPRequestHandler):
                         out.append({"type": typ, "object": new})
                     if not out and bookmarks and time.monotonic() >= next_bookmark:
                         out.append({"type": "BOOKMARK", "object": {
-                            "kind": kind, "apiVersion": "v1",
+                            "kind": kind, "apiVersion": API_VERSION.get(kind, "v1"),
                             "metadata": {"resourceVersion": str(max(last, 1))}}})
                         next_bookmark = time.monotonic() + ARGS.bookmark_s
                 for ev in out:
@@ -548,14 +605,18 @@ class Handler(BaseHTTPRequestHandler):
             with STORE.lock:
                 nodes = [v for k, v in sorted(STORE.objs.items()) if k[0] == "Node"]
                 pods = [v for k, v in sorted(STORE.objs.items()) if k[0] == "Pod"]
+                leases = [v for k, v in sorted(STORE.objs.items()) if k[0] == "Lease"]
                 return self.send_json(200, {"resourceVersion": str(STORE.rv), "nodes": nodes,
-                                            "pods": pods})
+                                            "pods": pods, "leases": leases})
         if self.command == "GET" and p == "/_test/requests":
             with STORE.lock:
                 return self.send_json(200, list(STORE.requests))
         if self.command == "GET" and p == "/_test/events":
             with STORE.lock:
                 return self.send_json(200, list(STORE.events))
+        if self.command == "GET" and p == "/_test/writes":
+            with STORE.lock:
+                return self.send_json(200, dict(STORE.writes))
         if self.command == "POST" and p == "/_test/compact":
             self.read_body()
             with STORE.lock:
