@@ -317,6 +317,11 @@ int kube_post(struct kube *k, const char *path, const json_t *body, json_t **ret
   return call(k, "POST", path, "application/json", body, ret_body, err, errlen);
 }
 
+int kube_put(struct kube *k, const char *path, const json_t *body, json_t **ret_body, char *err,
+             size_t errlen) {
+  return call(k, "PUT", path, "application/json", body, ret_body, err, errlen);
+}
+
 int kube_merge_patch(struct kube *k, const char *path, const json_t *patch, json_t **ret_body,
                      char *err, size_t errlen) {
   return call(k, "PATCH", path, "application/merge-patch+json", patch, ret_body, err, errlen);

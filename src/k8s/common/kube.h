@@ -65,6 +65,10 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
 int kube_get(struct kube *k, const char *path, json_t **ret_body, char *err, size_t errlen);
 int kube_post(struct kube *k, const char *path, const json_t *body, json_t **ret_body, char *err,
               size_t errlen);
+/* PUT: replaces the object (its metadata.resourceVersion given: 409 -EEXIST when the object
+ * changed since). */
+int kube_put(struct kube *k, const char *path, const json_t *body, json_t **ret_body, char *err,
+             size_t errlen);
 /* application/merge-patch+json (RFC 7386). */
 int kube_merge_patch(struct kube *k, const char *path, const json_t *patch, json_t **ret_body,
                      char *err, size_t errlen);
