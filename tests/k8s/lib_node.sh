@@ -67,6 +67,14 @@ until_true() {
   for ((i = 0; i < secs * 20; i++)); do "$@" && return 0; sleep 0.05; done
   fail "timed out after ${secs}s waiting for: $*"
 }
+# until_secs SECONDS CMD...: the same by the clock, for a CMD that takes its own while (an API
+# query through Python): it fails after SECONDS of wall time, however slow each try.
+until_secs() {
+  local secs=$1 end=$((SECONDS + $1))
+  shift
+  while ((SECONDS < end)); do "$@" && return 0; sleep 0.2; done
+  fail "timed out after ${secs}s waiting for: $*"
+}
 # kstate EXPR: a Python expression over the kubelet's /state `d`.
 kstate() { jget "$(kl GET /state)" "$1"; }
 healthy() { [ "$(kstate "sum(v == 'Healthy' for v in d['devices'].values())")" = "$1" ]; }

@@ -16,7 +16,6 @@ node_up
 # The inventory: gslice.io/gpus on the node, as the contract shapes it.
 expect_eq "inventory" "$(jget "$inv" "(d['version'], d['slotsPerGpu'], len(d['gpus']), [g['index'] for g in d['gpus']], [g['memory'] for g in d['gpus']], all(g['healthy'] and g['slots'] == 16 for g in d['gpus']))")" \
   "(1, 16, 2, [0, 1], [8589934592, 8589934592], True)"
-hb1=$(jget "$inv" "d['heartbeat']")
 pass "inventory: 2 GPUs x 16 slots, $U0 $U1"
 
 GiB=1073741824
@@ -142,9 +141,11 @@ until_true 20 four
 grep -q "removed: its pod finished" "$T/node.log" || fail "no word of the finished pod"
 pass "a finished pod's slice is removed"
 
-# The heartbeat moves on (every 10 s).
-hb_moved() { [ "$(jget "$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")" "d['heartbeat']")" != "$hb1" ]; }
-until_true 15 hb_moved
+# The liveness moves on: the node's Lease is renewed every 10 s (node_lease.sh has the rest).
+LEASE=/apis/coordination.k8s.io/v1/namespaces/gslice-system/leases/gslice-node-node-a
+renew1=$(jget "$(api GET "$LEASE")" "d['spec']['renewTime']")
+renewed() { [ "$(jget "$(api GET "$LEASE")" "d['spec']['renewTime']")" != "$renew1" ]; }
+until_true 15 renewed
 
 # Pods deleted: their slices go.
 for p in a b c none other bad done; do kl DELETE /pods/default/$p >/dev/null; done

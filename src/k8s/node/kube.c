@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gslice-node and the API server (src/k8s/common/kube.h): its pods' assignments, and the node's
- * inventory annotation gslice.io/gpus with its heartbeat. */
+/* gslice-node and the API server (src/k8s/common/kube.h): its pods' assignments; the heartbeat
+ * thread's writes: the node's Lease (lease.c), the inventory annotation gslice.io/gpus when it
+ * changes, and Events on pods. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "annot.h"
+#include "event.h"
 #include "kube.h"
 #include "log.h"
 #include "node.h"
@@ -62,25 +64,29 @@ int node_kube_pod(struct node *n, const char *ns, const char *name, char **ret_a
   return r;
 }
 
-int node_kube_heartbeat(struct node *n, char *err, size_t err_len) {
-  static struct k8s_node_gpus g; /* its one caller is the heartbeat thread */
-  char path[NODE_NAME_MAX + 32], *text = NULL;
-
-  memset(&g, 0, sizeof(g));
-  g.version = K8S_ANNOT_VERSION;
-  g.heartbeat = time(NULL);
-  g.slots_per_gpu = n->cfg.slots_per_gpu;
+/* The inventory now (heartbeat 0: the time goes in when it is written). */
+static void inventory(struct node *n, struct k8s_node_gpus *g) {
+  memset(g, 0, sizeof(*g));
+  g->version = K8S_ANNOT_VERSION;
+  g->slots_per_gpu = n->cfg.slots_per_gpu;
   pthread_mutex_lock(&n->lock);
-  g.ngpus = n->ngpus < K8S_MAX_GPUS ? n->ngpus : K8S_MAX_GPUS;
-  for (uint32_t i = 0; i < g.ngpus; i++) {
-    g.gpus[i].index = n->gpus[i].index;
-    snprintf(g.gpus[i].uuid, sizeof(g.gpus[i].uuid), "%s", n->gpus[i].uuid);
-    g.gpus[i].memory = n->gpus[i].memory;
-    g.gpus[i].healthy = n->daemon_up;
-    g.gpus[i].slots = n->cfg.slots_per_gpu;
+  g->ngpus = n->ngpus < K8S_MAX_GPUS ? n->ngpus : K8S_MAX_GPUS;
+  for (uint32_t i = 0; i < g->ngpus; i++) {
+    g->gpus[i].index = n->gpus[i].index;
+    snprintf(g->gpus[i].uuid, sizeof(g->gpus[i].uuid), "%s", n->gpus[i].uuid);
+    g->gpus[i].memory = n->gpus[i].memory;
+    g->gpus[i].healthy = n->daemon_up;
+    g->gpus[i].slots = n->cfg.slots_per_gpu;
   }
   pthread_mutex_unlock(&n->lock);
-  int r = k8s_node_gpus_encode(&g, &text);
+}
+
+static int annotation_write(struct node *n, struct k8s_node_gpus *g, char *err, size_t err_len) {
+  char path[NODE_NAME_MAX + 32], *text = NULL;
+
+  g->heartbeat = time(NULL);
+  int r = k8s_node_gpus_encode(g, &text);
+  g->heartbeat = 0;
   if (r < 0) {
     snprintf(err, err_len, "cannot encode %s: %s", K8S_ANNOT_GPUS, strerror(-r));
     return r;
@@ -100,6 +106,12 @@ int node_kube_heartbeat(struct node *n, char *err, size_t err_len) {
   return r;
 }
 
+int node_kube_heartbeat(struct node *n, char *err, size_t err_len) {
+  static struct k8s_node_gpus g; /* its one caller is the heartbeat thread */
+  inventory(n, &g);
+  return annotation_write(n, &g, err, err_len);
+}
+
 /* ---- the API server's thread for the node's own writes ---- */
 
 #define HEARTBEAT_NS 10000000000ull
@@ -108,34 +120,90 @@ struct node_api {
   pthread_t thread;
   pthread_cond_t wake; /* with n->lock */
   bool stop;           /* under n->lock */
+  /* The heartbeat thread's own: */
+  json_t *lease;                /* the Lease last read or written */
+  struct k8s_node_gpus written; /* the inventory last written (heartbeat 0) */
+  bool have_written;
+  unsigned lease_fails, annot_fails, event_fails;
 };
+
+/* One heartbeat: the Lease renewed; the annotation written when the inventory changed, or
+ * every time while the Lease cannot be written (an older RBAC, no namespace: the extender
+ * then judges the node by the annotation's heartbeat, as before Leases). 0 when the node's
+ * liveness went out one way or the other and the annotation is as it should be (the next
+ * beat in 10 s), else the error (a retry sooner). */
+static int beat(struct node *n, struct node_api *a) {
+  static struct k8s_node_gpus g; /* the heartbeat thread's */
+  char err[KUBE_ERR_MAX];
+  int lr = node_lease_renew(n, &a->lease, err, sizeof(err));
+
+  if (lr < 0 && a->lease_fails++ % 30 == 0)
+    gs_log(GS_LOG_WARNING,
+           "cannot renew the node's Lease %s%s in namespace %s: %s (retrying; until it works the "
+           "%s annotation carries the heartbeat)",
+           NODE_LEASE_PREFIX, n->cfg.node_name, n->cfg.lease_namespace, err, K8S_ANNOT_GPUS);
+  if (lr == 0 && a->lease_fails) {
+    gs_log(GS_LOG_INFO, "renewed the node's Lease %s%s again", NODE_LEASE_PREFIX, n->cfg.node_name);
+    a->lease_fails = 0;
+  }
+  inventory(n, &g);
+  if (lr == 0 && a->have_written && !memcmp(&g, &a->written, sizeof(g)))
+    return 0;
+  int r = annotation_write(n, &g, err, sizeof(err));
+  if (r < 0 && a->annot_fails++ % 30 == 0)
+    gs_log(GS_LOG_WARNING, "cannot write the node's %s annotation: %s (retrying every %llu s)",
+           K8S_ANNOT_GPUS, err, HEARTBEAT_NS / 5 / 1000000000ull);
+  if (r == 0) {
+    if (a->annot_fails)
+      gs_log(GS_LOG_INFO, "wrote the node's %s annotation again", K8S_ANNOT_GPUS);
+    a->annot_fails = 0;
+    a->written = g;
+    a->have_written = true;
+  }
+  return r;
+}
+
+void node_kube_refused(struct node *n, const struct node_rec *r, const char *why) {
+  if (!n->events || !r->ns[0] || !r->pod[0])
+    return;
+  char msg[KUBE_EVENT_MESSAGE_MAX];
+  snprintf(msg, sizeof msg, "container %s gets no GPU: %s", r->container[0] ? r->container : "?",
+           why);
+  int e = kube_events_add(n->events, "Warning", NODE_EVENT_REFUSED, r->ns, r->pod, r->pod_uid, msg,
+                          time(NULL));
+  if (e >= 0 && n->api)
+    pthread_cond_signal(&n->api->wake);
+}
+
+static void post_events(struct node *n, struct node_api *a) {
+  char err[KUBE_ERR_MAX + 512] = "";
+  kube_events_flush(n->events, n->kube, err, sizeof(err));
+  if (err[0] && a->event_fails++ % 100 == 0)
+    gs_log(GS_LOG_WARNING, "%s (Events not posted are counted, not retried)", err);
+}
 
 static void *heartbeat_run(void *arg) {
   struct node *n = arg;
   struct node_api *a = n->api;
   uint64_t next = 0;
-  unsigned fails = 0;
-  char err[KUBE_ERR_MAX];
 
   pthread_mutex_lock(&n->lock);
   while (!a->stop) {
-    if (node_now() < next || !n->daemon_up) {
+    bool events = n->events && kube_events_pending(n->events);
+    bool due = n->daemon_up && node_now() >= next;
+    if (!events && !due) {
       uint64_t at = n->daemon_up ? next : node_now() + 200000000ull;
       struct timespec ts = {(time_t)(at / 1000000000ull), (long)(at % 1000000000ull)};
       pthread_cond_timedwait(&a->wake, &n->lock, &ts);
       continue;
     }
     pthread_mutex_unlock(&n->lock);
-    int r = node_kube_heartbeat(n, err, sizeof(err));
-    if (r < 0 && fails++ % 30 == 0)
-      gs_log(GS_LOG_WARNING, "cannot write the node's %s annotation: %s (retrying every %llu s)",
-             K8S_ANNOT_GPUS, err, HEARTBEAT_NS / 5 / 1000000000ull);
-    if (r == 0) {
-      if (fails)
-        gs_log(GS_LOG_INFO, "wrote the node's %s annotation again", K8S_ANNOT_GPUS);
-      fails = 0;
+    if (events)
+      post_events(n, a);
+    if (due) {
+      int r = beat(n, a);
+      next = node_now() + (r < 0 ? HEARTBEAT_NS / 5 : HEARTBEAT_NS);
     }
-    next = node_now() + (r < 0 ? HEARTBEAT_NS / 5 : HEARTBEAT_NS);
     pthread_mutex_lock(&n->lock);
   }
   pthread_mutex_unlock(&n->lock);
@@ -149,6 +217,10 @@ int node_kube_start(struct node *n, char *err, size_t err_len) {
 
   if (!a)
     return -ENOMEM;
+  if (kube_events_new("gslice-node", n->cfg.node_name, &n->events) < 0) {
+    free(a);
+    return -ENOMEM;
+  }
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&a->wake, &ca);
@@ -161,6 +233,8 @@ int node_kube_start(struct node *n, char *err, size_t err_len) {
     n->api = NULL;
     pthread_cond_destroy(&a->wake);
     free(a);
+    kube_events_free(n->events);
+    n->events = NULL;
     snprintf(err, err_len, "cannot start a thread: %s", strerror(-r));
     return r;
   }
@@ -182,8 +256,14 @@ void node_kube_stop(struct node *n) {
   kube_cancel(n->kube);
   pthread_join(a->thread, NULL);
   pthread_cond_destroy(&a->wake);
+  json_decref(a->lease);
   free(a);
   n->api = NULL;
+  pthread_mutex_lock(&n->lock);
+  struct kube_events *ev = n->events;
+  n->events = NULL;
+  pthread_mutex_unlock(&n->lock);
+  kube_events_free(ev);
 }
 
 /* The state of init container `name` in the pod's status: 1 finished with exit 0, 2 finished

@@ -45,7 +45,8 @@ static void usage(FILE *out) {
       "usage: gslice-node [--kubelet-dir DIR] [--slots-per-gpu N] [--kubeconfig FILE]\n"
       "                   [--node-name NAME] [--socket PATH] [--state-dir DIR] [--hook FILE]\n"
       "                   [--pod-resources-socket PATH] [--nvidia-visible-devices VALUE]\n"
-      "                   [--no-api-server] [--signing-key FILE [--signing-key FILE]]\n"
+      "                   [--lease-namespace NS] [--no-api-server]\n"
+      "                   [--signing-key FILE [--signing-key FILE]]\n"
       "  --kubelet-dir        the kubelet's device plugin directory\n"
       "                       (default /var/lib/kubelet/device-plugins)\n"
       "  --slots-per-gpu      gslice.io/gpu slots advertised per GPU, the most slices one GPU\n"
@@ -62,6 +63,9 @@ static void usage(FILE *out) {
       "                       (default /var/lib/kubelet/pod-resources/kubelet.sock)\n"
       "  --nvidia-visible-devices  NVIDIA_VISIBLE_DEVICES for containers (default all; \"\"\n"
       "                       to leave it to the runtime)\n"
+      "  --lease-namespace    the namespace of the node's liveness Lease " NODE_LEASE_PREFIX
+      "<node>,\n"
+      "                       renewed every 10 s (default " NODE_LEASE_NAMESPACE ")\n"
       "  --no-api-server      no API server: no inventory, every container is refused\n"
       "  --signing-key FILE   a key that verifies gslice.io/assigned-signature (the Secret\n"
       "                       gslice-extender signs with); twice while a rotation is under\n"
@@ -95,6 +99,7 @@ static const struct flag {
     {"hook", FLAG_PATH, CFG(hook)},
     {"pod-resources-socket", FLAG_PATH, CFG(pod_resources)},
     {"nvidia-visible-devices", FLAG_VALUE, CFG(nvidia_visible)},
+    {"lease-namespace", FLAG_PATH, CFG(lease_namespace)},
     {"no-api-server", FLAG_NO_API, 0, 0},
     {"daemon-state-dir", FLAG_PATH, CFG(daemon_state)},
     {"signing-key", FLAG_KEY, 0, 0},
@@ -159,6 +164,7 @@ static void cfg_defaults(struct node_cfg *c) {
   snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/gslice/k8s");
   snprintf(c->daemon_state, sizeof(c->daemon_state), "%s", NODE_DAEMON_STATE_DEFAULT);
   snprintf(c->nvidia_visible, sizeof(c->nvidia_visible), "all");
+  snprintf(c->lease_namespace, sizeof(c->lease_namespace), "%s", NODE_LEASE_NAMESPACE);
   if (env_node)
     snprintf(c->node_name, sizeof(c->node_name), "%s", env_node);
   c->slots_per_gpu = 16;
@@ -181,6 +187,12 @@ static int cfg_check(struct node_cfg *c) {
   if (!c->node_name[0] && !c->no_api) {
     fprintf(stderr, "gslice-node: no node name: set NODE_NAME (the DaemonSet passes "
                     "spec.nodeName) or give --node-name\n");
+    return 2;
+  }
+  size_t nsl = strlen(c->lease_namespace);
+  if (nsl > 63 || strspn(c->lease_namespace, "abcdefghijklmnopqrstuvwxyz0123456789-") != nsl) {
+    fprintf(stderr, "gslice-node: --lease-namespace \"%s\" is not a namespace name\n",
+            c->lease_namespace);
     return 2;
   }
   if (!realpath(c->hook, real) || access(real, R_OK) < 0) {

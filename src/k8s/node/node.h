@@ -34,17 +34,25 @@
 #define NODE_CTR_REGION NODE_CTR_SLICE_DIR "/memory.region"
 #define NODE_REGION_FILE "memory.region"
 #define NODE_DAEMON_STATE_DEFAULT "/var/lib/gslice"
+/* The node's liveness Lease (coordination.k8s.io/v1): NODE_LEASE_PREFIX<node name> in
+ * --lease-namespace, renewed every heartbeat, held for NODE_LEASE_DURATION_S. */
+#define NODE_LEASE_PREFIX "gslice-node-"
+#define NODE_LEASE_NAMESPACE "gslice-system"
+#define NODE_LEASE_DURATION_S 40
+/* The Event reason of a container refused its GPU. */
+#define NODE_EVENT_REFUSED "GSliceRefused"
 
 struct node_cfg {
   char kubelet_dir[PATH_MAX];
   char pod_resources[PATH_MAX]; /* the kubelet's PodResources socket */
   char kubeconfig[PATH_MAX];    /* "" : in-cluster */
   char node_name[NODE_NAME_MAX];
-  char socket[PATH_MAX];       /* gsliced's */
-  char state_dir[PATH_MAX];    /* gslice-node's records and per-container directories */
-  char hook[PATH_MAX];         /* libgslice.so on the host */
-  char daemon_state[PATH_MAX]; /* gsliced's state root: slice directories only below it */
-  char nvidia_visible[64];     /* NVIDIA_VISIBLE_DEVICES given to containers, "" none */
+  char socket[PATH_MAX];               /* gsliced's */
+  char state_dir[PATH_MAX];            /* gslice-node's records and per-container directories */
+  char hook[PATH_MAX];                 /* libgslice.so on the host */
+  char daemon_state[PATH_MAX];         /* gsliced's state root: slice directories only below it */
+  char nvidia_visible[64];             /* NVIDIA_VISIBLE_DEVICES given to containers, "" none */
+  char lease_namespace[NODE_NAME_MAX]; /* the liveness Lease's namespace */
   unsigned slots_per_gpu;
   bool no_api; /* --no-api-server: tests of the device plugin alone */
 };
@@ -76,6 +84,7 @@ struct node_rec {
 
 struct rpc_server;
 struct kube;
+struct kube_events;
 struct k8s_keys;
 
 struct node {
@@ -106,6 +115,9 @@ struct node {
   pthread_mutex_t lock;
   struct node_pods *pods;
   struct node_api *api;
+  /* Events on pods (GSliceRefused), posted by the heartbeat thread; NULL without an API server.
+   * Its own lock: added to with n->lock held or not. */
+  struct kube_events *events;
   /* gslice-node's state directory and its subdirectories, opened once (node_state_open):
    * everything it writes for containers goes through these. */
   int state_fd, records_fd, alloc_fd, starts_fd;
@@ -181,9 +193,21 @@ int node_kube_which(struct node *n, const char *ns, const char *name, const stru
                     size_t err_len);
 /* Writes gslice.io/gpus on the node (takes n->lock for the copy: call without it). */
 int node_kube_heartbeat(struct node *n, char *err, size_t err_len);
+/* A GSliceRefused Event (type Warning) on the container's pod saying why, queued for the
+ * heartbeat thread: no I/O, never waits (n->lock held or not). Repeats within a window and
+ * a storm are left out (event.h). */
+void node_kube_refused(struct node *n, const struct node_rec *r, const char *why);
 /* The heartbeat thread and the pod cache (node_pods_start); node_kube_stop ends both. */
 int node_kube_start(struct node *n, char *err, size_t err_len);
 void node_kube_stop(struct node *n);
+
+/* lease.c: renews (creating when missing) the node's Lease; *cache holds the Lease last read or
+ * written (json_decref it at the end). 0 or -errno with err. */
+int node_lease_renew(struct node *n, json_t **cache, char *err, size_t err_len);
+/* NODE_LEASE_PREFIX<node>: 0, or -ENAMETOOLONG over 253 characters. */
+int node_lease_name(const struct node *n, char *out, size_t len);
+/* Now as the API's MicroTime ("2026-12-01T10:00:00.123456Z"); out >= 28 bytes. */
+void node_micro_time(char *out, size_t len);
 
 /* ---- pods.c: this node's pods (list + watch, fieldSelector spec.nodeName=<node>) ---- */
 /* How long PreStartContainer waits for a pod the watch has not brought yet. */

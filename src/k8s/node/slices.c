@@ -1028,6 +1028,7 @@ static int prestart_refuse(struct prestart *ps) {
              strerror(-e));
     return e;
   }
+  node_kube_refused(n, r, ps->why);
   if (!recs_full(n)) {
     n->recs[n->nrecs++] = r;
     r->checked = node_now();
