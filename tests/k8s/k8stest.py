@@ -49,6 +49,14 @@ def now_rfc3339():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def now_micro():
+    """The API's MicroTime, as gslice-node writes a Lease's renewTime."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases"
+
+
 def wait_for(what, fn, timeout=10.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -70,6 +78,8 @@ class Cluster:
         self.hb_nodes = {}  # name -> gpus annotation dict (heartbeat refreshed)
         self.hb_changed = {}  # name -> monotonic time its heartbeat value last changed
         self.hb_stop = threading.Event()
+        self.lease_nodes = {}  # node -> (namespace, holderIdentity): Leases renewed
+        self.lease_changed = {}  # node -> monotonic time its renewTime last changed
         self.hb_lock = threading.Lock()
         atexit.register(self.close)
         port_file = os.path.join(self.dir, "api.port")
@@ -134,12 +144,46 @@ class Cluster:
         with self.hb_lock:
             self.hb_nodes.pop(name, None)
 
+    def renew_lease(self, node, ns="gslice-system", holder=None):
+        """Creates or renews Lease gslice-node-<node> as gslice-node does (holder: the node)."""
+        path = LEASES % ns
+        name = "gslice-node-" + node
+        st, cur = scheduler.http("GET", self.api + path + "/" + name)
+        spec = {"holderIdentity": node if holder is None else holder,
+                "leaseDurationSeconds": 40, "renewTime": now_micro()}
+        if st == 404:
+            st, _ = scheduler.http("POST", self.api + path, {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": ns}, "spec": spec})
+        elif st == 200:
+            cur["spec"] = spec
+            st, _ = scheduler.http("PUT", self.api + path + "/" + name, cur)
+        if st in (200, 201):
+            self.lease_changed[node] = time.monotonic()
+        return st
+
+    def keep_lease(self, node, ns="gslice-system", holder=None):
+        """Renews the node's Lease every 0.5 s from now (stop_lease ends it)."""
+        self.renew_lease(node, ns, holder)
+        with self.hb_lock:
+            self.lease_nodes[node] = (ns, holder)
+
+    def stop_lease(self, node):
+        with self.hb_lock:
+            self.lease_nodes.pop(node, None)
+
     def _heartbeats(self):
         # gslice-node refreshes the heartbeat every 10 s; the tests use a short
         # --node-timeout, so every 0.5 s here (a new value each second).
         while not self.hb_stop.wait(0.5):
             with self.hb_lock:
                 todo = list(self.hb_nodes.items())
+                leases = list(self.lease_nodes.items())
+            for node, (ns, holder) in leases:
+                try:
+                    self.renew_lease(node, ns, holder)
+                except OSError:
+                    pass
             for name, inv in todo:
                 old = inv["heartbeat"]
                 inv["heartbeat"] = now_rfc3339()

@@ -157,6 +157,15 @@ static void node_recount(struct xnode *n) {
 
 /* ---- nodes ------------------------------------------------------------------------------- */
 
+uint64_t xnode_first_beat(uint64_t now_ms, time_t wall, time_t at) {
+  uint64_t age_ms = wall > at ? (uint64_t)(wall - at) * 1000 : 0;
+  return now_ms > age_ms ? now_ms - age_ms : 0;
+}
+
+void xnode_liveness(struct xnode *n) {
+  n->pn.heartbeat_ms = n->lease ? n->lease_ms : n->annot_ms;
+}
+
 static bool same_gpus(const struct xnode *n, const struct k8s_node_gpus *g) {
   if (n->pn.ngpus != g->ngpus || !n->gpus)
     return false;
@@ -219,13 +228,12 @@ static void node_update(struct cluster *c, const json_t *obj, uint64_t now_ms, t
   }
   /* Heartbeat age: by the node's clock once, when first seen; afterwards by
    * when this process saw the value change, so clock skew cannot age a node. */
-  if (!n->hb || n->unusable[0]) {
-    uint64_t age_ms = wall > g->heartbeat ? (uint64_t)(wall - g->heartbeat) * 1000 : 0;
-    n->pn.heartbeat_ms = now_ms > age_ms ? now_ms - age_ms : 0;
-  } else if (g->heartbeat != n->hb) {
-    n->pn.heartbeat_ms = now_ms;
-  }
+  if (!n->hb || n->unusable[0])
+    n->annot_ms = xnode_first_beat(now_ms, wall, g->heartbeat);
+  else if (g->heartbeat != n->hb)
+    n->annot_ms = now_ms;
   n->hb = g->heartbeat;
+  xnode_liveness(n);
   n->unusable[0] = 0;
   n->pn.unusable = NULL;
   if (!same_gpus(n, g)) {
@@ -519,7 +527,7 @@ void cluster_set_synced(struct cluster *c, bool nodes, bool pods) {
 bool cluster_synced(struct cluster *c) {
   bool s;
   pthread_rwlock_rdlock(&c->lock);
-  s = c->synced_nodes && c->synced_pods;
+  s = c->synced_nodes && c->synced_pods && (c->synced_leases || !c->cfg.lease_namespace);
   pthread_rwlock_unlock(&c->lock);
   return s;
 }

@@ -24,6 +24,10 @@ struct cluster_cfg {
    * for the pod's uid and node (and it agrees with the pod). NULL: assignments are taken
    * as written, for the bench's in-process cluster only; gslice-extender always has keys. */
   const struct k8s_keys *keys;
+  /* --lease-namespace: the nodes' Leases are watched there (cluster_lease_event), and the view
+   * is synced once they have been listed too. NULL: no Leases, every node judged by its
+   * annotation's heartbeat (the bench). */
+  const char *lease_namespace;
 };
 
 /* A node record that is gone (deleted, or a name only pods pointed at) and holds no pod is
@@ -61,8 +65,26 @@ void cluster_node_relist_item(struct cluster *c, const json_t *node, uint64_t no
 void cluster_pod_relist_item(struct cluster *c, const json_t *pod, bool log);
 void cluster_relist_end(struct cluster *c, bool nodes, uint64_t since_ms);
 
-/* /filter answers 503 until both lists have been read once. */
+/* A node's liveness Lease (coordination.k8s.io/v1) in cfg.lease_namespace, as a watch event
+ * (ADDED, MODIFIED, DELETED) or relist (begin, items, end) brings it. A Lease named
+ * CLUSTER_LEASE_PREFIX<node> whose spec.holderIdentity is that node and whose spec.renewTime is
+ * a time gslice-node can have written is believed: the node's liveness is its renewTime (aged by
+ * the wall clock when first seen, then by when it changes). Any other Lease in the namespace
+ * claims nothing: one for a node that does not exist stays on a placeholder, out of placement
+ * like any such name; a node without a believed Lease is judged by its annotation's heartbeat,
+ * as before Leases (gslice-node older than Leases, or one that cannot write its Lease). */
+#define CLUSTER_LEASE_PREFIX "gslice-node-"
+void cluster_lease_event(struct cluster *c, const char *type, const json_t *lease, uint64_t now_ms,
+                         time_t wall, bool log);
+void cluster_lease_relist_begin(struct cluster *c);
+void cluster_lease_relist_item(struct cluster *c, const json_t *lease, uint64_t now_ms, time_t wall,
+                               bool log);
+void cluster_lease_relist_end(struct cluster *c);
+
+/* /filter answers 503 until the lists (nodes, pods, and Leases when watched) have been read
+ * once. */
 void cluster_set_synced(struct cluster *c, bool nodes, bool pods);
+void cluster_set_leases_synced(struct cluster *c);
 bool cluster_synced(struct cluster *c);
 
 /* ---- the verbs ---------------------------------------------------------------------------- */

@@ -20,6 +20,14 @@ struct xnode {
   bool seen_relist;   /* during a relist */
   char unusable[256]; /* "" when usable */
   time_t hb;          /* heartbeat value last seen */
+  /* Liveness: from the node's Lease when one is believed (cluster_lease.c), else from the
+   * annotation's heartbeat; each the view's clock when its time last changed (the first one
+   * seen aged by the wall clock). pn.heartbeat_ms is the one that counts (xnode_liveness). */
+  uint64_t annot_ms, lease_ms;
+  bool lease;              /* a Lease believed */
+  bool lease_seen_relist;  /* during a relist of Leases */
+  char lease_renew[40];    /* its spec.renewTime last seen */
+  char lease_refused[128]; /* why the Lease last seen is not believed (said once) */
   struct place_node pn;
   struct place_gpu *gpus;
   struct xpod *pods; /* held on this node */
@@ -64,7 +72,7 @@ struct cluster {
   int *memo_scores;
   size_t memo_n, memo_cap;
   struct smap nodes, pods;
-  bool synced_nodes, synced_pods;
+  bool synced_nodes, synced_pods, synced_leases;
   /* The view's clock: the latest now_ms a node event brought (pod events bring none). */
   uint64_t now_ms;
   /* Node records out of the map, freed CLUSTER_NODE_GRACE_MS later (a verb may still hold
@@ -84,3 +92,7 @@ struct xpod *xpod_get(struct cluster *c, const struct pod_id *id, bool create);
 void xpod_hold(struct xpod *p, struct xnode *n, struct k8s_assigned *a);
 /* p holds nothing any more; its node's usage drops by what it held. */
 void xpod_unhold(struct xpod *p);
+/* Under wrlock: n's pn.heartbeat_ms from its Lease when one is believed, else its annotation. */
+void xnode_liveness(struct xnode *n);
+/* Under wrlock: the time of a first heartbeat `at` (wall clock) on the view's clock now_ms. */
+uint64_t xnode_first_beat(uint64_t now_ms, time_t wall, time_t at);

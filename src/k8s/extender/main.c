@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include "cluster.h"
+#include "event.h"
 #include "log.h"
 #include "proto.h"
 #include "server.h"
@@ -21,6 +22,7 @@
 static const char usage[] =
     "usage: gslice-extender [--listen [HOST:]PORT] [--kubeconfig FILE]\n"
     "                       [--policy binpack|spread] [--node-timeout SECS]\n"
+    "                       [--lease-namespace NS]\n"
     "                       [--tls-cert FILE --tls-key FILE [--client-ca FILE]]\n"
     "                       [--insecure-listen] [--metrics-listen [HOST:]PORT|off]\n"
     "                       [--scheduler-name NAME[,NAME]]... [--request-timeout SECS]\n"
@@ -60,6 +62,9 @@ static const char usage[] =
     "                        with the annotation gslice.io/policy\n"
     "  --node-timeout SECS   a node whose gslice-node heartbeat is older is out of\n"
     "                        placement (default 60)\n"
+    "  --lease-namespace NS  where gslice-node renews each node's liveness Lease\n"
+    "                        gslice-node-<node> (default gslice-system); a node without\n"
+    "                        one is judged by its gslice.io/gpus heartbeat\n"
     "  --signing-key FILE    the key that signs each assignment (HMAC-SHA256, the\n"
     "                        gslice.io/assigned-signature annotation); given twice, the\n"
     "                        first signs and both verify (rotation). Default\n"
@@ -100,7 +105,7 @@ static int bad(const char *fmt, const char *what) {
 struct flags {
   struct cluster_cfg ccfg;
   struct ext_server_cfg scfg;
-  const char *listen_at, *kubeconfig, *metrics_at;
+  const char *listen_at, *kubeconfig, *metrics_at, *lease_ns;
   const char *key_paths[K8S_SIGN_MAX_KEYS];
   size_t nkeys;
   struct podspec_class classes[64];
@@ -160,6 +165,12 @@ static int flag(struct flags *f, int opt, char *arg) {
     f->key_paths[f->nkeys++] = arg;
     return 0;
   case 'P': return flag_priority_class(f, arg);
+  case 'L':
+    if (!*arg || strlen(arg) > 63 ||
+        strspn(arg, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(arg))
+      return bad("--lease-namespace \"%s\" is not a namespace name", arg);
+    f->lease_ns = arg;
+    return 0;
   case 'C': f->scfg.tls_cert = arg; return 0;
   case 'Y': f->scfg.tls_key = arg; return 0;
   case 'A': f->scfg.client_ca = arg; return 0;
@@ -188,6 +199,7 @@ static int parse(int argc, char **argv, struct flags *f) {
                                        {"kubeconfig", required_argument, NULL, 'k'},
                                        {"policy", required_argument, NULL, 'p'},
                                        {"node-timeout", required_argument, NULL, 't'},
+                                       {"lease-namespace", required_argument, NULL, 'L'},
                                        {"signing-key", required_argument, NULL, 'K'},
                                        {"priority-class", required_argument, NULL, 'P'},
                                        {"tls-cert", required_argument, NULL, 'C'},
@@ -269,6 +281,8 @@ static void process_setup(sigset_t *ret_sigs) {
 struct parts {
   struct k8s_keys keys;
   struct kube *k;
+  struct kube *ek; /* the Events' own connection */
+  struct kube_events *events;
   struct cluster *c;
   struct ext_watch *w;
   struct verbs *v;
@@ -276,7 +290,7 @@ struct parts {
 };
 
 static int start(struct flags *f, struct parts *p) {
-  char err[KUBE_ERR_MAX];
+  char err[KUBE_ERR_MAX] = "out of memory";
   int rc;
 
   if ((rc = kube_open(f->kubeconfig, &p->k, err, sizeof err))) {
@@ -293,15 +307,25 @@ static int start(struct flags *f, struct parts *p) {
     return rc;
   }
   f->ccfg.keys = &p->keys;
+  f->ccfg.lease_namespace = f->lease_ns;
   if ((rc = cluster_new(&f->ccfg, &p->c)))
     return rc;
-  if ((rc = ext_watch_start(p->c, f->kubeconfig, &p->w, err, sizeof err))) {
+  if ((rc = ext_watch_start(p->c, f->kubeconfig, f->lease_ns, &p->w, err, sizeof err))) {
+    gs_log(GS_LOG_ERROR, "%s", err);
+    return rc;
+  }
+  /* Events go out on a thread and connection of their own: a slow API server never holds up
+   * a bind for its Event. */
+  if ((rc = kube_open(f->kubeconfig, &p->ek, err, sizeof err)) ||
+      (rc = kube_events_new("gslice-extender", "", &p->events)) ||
+      (rc = kube_events_start(p->events, p->ek, err, sizeof err))) {
     gs_log(GS_LOG_ERROR, "%s", err);
     return rc;
   }
   struct verbs_cfg vcfg = {.cluster = p->c,
                            .kube = p->k,
                            .log = true,
+                           .events = p->events,
                            .scheduler_names = f->nsched ? f->sched_names : NULL,
                            .nscheduler_names = f->nsched};
   if ((rc = verbs_new(&vcfg, &p->v)))
@@ -320,6 +344,9 @@ static int start(struct flags *f, struct parts *p) {
 static void stop(struct parts *p) {
   ext_server_stop(p->s);
   verbs_free(p->v);
+  kube_events_stop(p->events);
+  kube_events_free(p->events);
+  kube_close(p->ek);
   ext_watch_stop(p->w);
   cluster_free(p->c);
   kube_close(p->k);
@@ -328,7 +355,8 @@ static void stop(struct parts *p) {
 
 int main(int argc, char **argv) {
   static struct flags f = {.ccfg = {.policy = PLACE_BINPACK, .node_timeout_ms = 60000},
-                           .metrics_at = "8766"};
+                           .metrics_at = "8766",
+                           .lease_ns = "gslice-system"};
   static struct parts p;
   sigset_t sigs;
   int rc, sig;

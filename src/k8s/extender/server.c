@@ -23,6 +23,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "event.h"
 #include "log.h"
 #include "prom.h"
 
@@ -251,6 +252,19 @@ static void metrics(struct ext_server *s, struct gs_buf *b) {
                  "Bytes held now for request bodies not yet answered (bounded in all).");
   gs_prom_sample_u64(b, "gslice_extender_request_body_bytes", NULL, NULL,
                      __atomic_load_n(&s->body_held, __ATOMIC_RELAXED));
+  struct kube_events *ev = verbs_events(s->v);
+  if (ev) {
+    struct kube_event_stats es;
+    kube_events_stats(ev, &es);
+    counter(b, "gslice_extender_events_total",
+            "GSliceAssigned Events by outcome: posted, failed (the API server refused or was "
+            "not reached), repeated (the same within 10 min, not posted), dropped (queue full, "
+            "or over the bound per minute).",
+            "outcome",
+            (const char *const[]){"posted", "failed", "repeated", "dropped_full", "dropped_rate"},
+            (const uint64_t[]){es.posted, es.failed, es.repeated, es.dropped_full, es.dropped_rate},
+            5);
+  }
   gs_prom_family(b, "gslice_extender_ready", "gauge",
                  "Whether the first list of nodes and pods is done.");
   gs_prom_sample_u64(b, "gslice_extender_ready", NULL, NULL, cluster_synced(c) ? 1 : 0);

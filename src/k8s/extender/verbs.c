@@ -9,12 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "annot.h"
 #include "buf.h"
+#include "event.h"
 #include "log.h"
 #include "podspec.h"
 #include "sign.h"
+#include "size.h"
 #include "smap.h"
 
 /* Failing nodes up to which each gets its per-GPU figures (docs/kubernetes.md). */
@@ -128,6 +131,10 @@ void verbs_free(struct verbs *v) {
   smap_clear(&v->passes);
   pthread_mutex_destroy(&v->pass_lock);
   free(v);
+}
+
+struct kube_events *verbs_events(struct verbs *v) {
+  return v->cfg.events;
 }
 
 struct cluster *verbs_cluster(struct verbs *v) {
@@ -1187,6 +1194,39 @@ static int bind_commit(struct verbs *v, struct bind *b, uint64_t now_ms, char *e
   return rc;
 }
 
+/* "assigned to node N: container c GPU 0 (GPU-...) 4GiB 30% (limit 50%); ...", cut to fit. */
+static void assigned_message(const struct bind *b, char *out, size_t len) {
+  size_t at = 0;
+  int l = snprintf(out, len, "assigned to node %s:", b->node);
+  at = l > 0 && (size_t)l < len ? (size_t)l : len - 1;
+  for (uint32_t i = 0; i < b->a.ncontainers && at + 1 < len; i++) {
+    const struct k8s_assigned_container *ac = &b->a.containers[i];
+    l = snprintf(out + at, len - at, "%s %scontainer %s", i ? ";" : "", ac->init ? "init " : "",
+                 ac->name);
+    at += l > 0 && (size_t)l < len - at ? (size_t)l : len - at - 1;
+    for (uint32_t j = 0; j < ac->ngpus && at + 1 < len; j++) {
+      char mem[32];
+      gs_size_format(ac->gpus[j].memory, mem, sizeof mem);
+      l = snprintf(out + at, len - at, "%s GPU %u (%s) %s %u%%", j ? "," : "", ac->gpus[j].index,
+                   ac->gpus[j].uuid, mem, ac->gpus[j].compute);
+      at += l > 0 && (size_t)l < len - at ? (size_t)l : len - at - 1;
+    }
+    if (at + 1 < len) {
+      l = snprintf(out + at, len - at, " (limit %u%%)", ac->compute_limit);
+      at += l > 0 && (size_t)l < len - at ? (size_t)l : len - at - 1;
+    }
+  }
+}
+
+static void bound_event(struct verbs *v, const struct bind *b) {
+  char msg[KUBE_EVENT_MESSAGE_MAX];
+  if (!v->cfg.events)
+    return;
+  assigned_message(b, msg, sizeof msg);
+  kube_events_add(v->cfg.events, "Normal", VERB_EVENT_ASSIGNED, b->ns, b->name, b->uid, msg,
+                  time(NULL));
+}
+
 int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, char **ret_body,
               size_t *ret_len) {
   struct verb_stats *st = &v->stats;
@@ -1218,8 +1258,10 @@ int verb_bind(struct verbs *v, const char *body, size_t len, uint64_t now_ms, ch
     count(&st->bind_errors);
     if (v->cfg.log)
       gs_log(GS_LOG_WARNING, "bind %s/%s: %s", b.ns ? b.ns : "?", b.name ? b.name : "?", err);
-  } else if (v->cfg.log) {
-    gs_log(GS_LOG_INFO, "bound %s/%s to %s: %s", b.ns, b.name, b.node, b.text);
+  } else {
+    if (v->cfg.log)
+      gs_log(GS_LOG_INFO, "bound %s/%s to %s: %s", b.ns, b.name, b.node, b.text);
+    bound_event(v, &b);
   }
   bind_free(&b);
   return error_body(status, rc ? err : "", ret_body, ret_len);

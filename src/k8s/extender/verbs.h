@@ -15,6 +15,10 @@
 #include "cluster.h"
 #include "kube.h"
 
+/* The reason of the Event on each pod bound (type Normal; the message names the GPUs). */
+#define VERB_EVENT_ASSIGNED "GSliceAssigned"
+struct kube_events;
+
 /* What one call may carry, sized for 15,000 nodes (docs/kubernetes.md, "Limits"): names
  * in NodeNames (or Nodes.items), and the bytes of an answer. A request beyond them is
  * refused (400), an answer beyond them is an Error (500): never gigabytes for one call. */
@@ -40,6 +44,8 @@ struct verbs_cfg {
   struct cluster *cluster;
   struct kube *kube; /* for /bind; NULL: every bind fails with an Error (bench) */
   bool log;          /* whether to gs_log refusals and binds (false: silent, as in bench/) */
+  /* A GSliceAssigned Event on each pod bound, queued here (NULL: none). */
+  struct kube_events *events;
   /* /bind takes only pods whose spec.schedulerName is one of these (NULL: the one
    * "default-scheduler"). The strings must outlive the verbs. */
   const char *const *scheduler_names;
@@ -54,6 +60,8 @@ void verbs_free(struct verbs *v);
 /* A snapshot of the counters, each read atomically (the verbs run on many threads). */
 void verbs_stats_read(struct verbs *v, struct verb_stats *ret);
 struct cluster *verbs_cluster(struct verbs *v);
+/* cfg.events (NULL: none). */
+struct kube_events *verbs_events(struct verbs *v);
 
 /* Each returns the HTTP status and a malloc'd body (*ret_body, *ret_len). A
  * malformed body is 400 with a JSON Error saying what was wrong. /filter remembers

@@ -20,8 +20,8 @@
 
 struct watcher {
   struct ext_watch *w;
-  const char *kind; /* "nodes" | "pods" */
-  const char *path;
+  const char *kind; /* "nodes" | "pods" | "leases" */
+  char path[128];
   struct kube *k;
   pthread_t thread;
   bool started;
@@ -30,8 +30,10 @@ struct watcher {
 struct ext_watch {
   struct cluster *c;
   atomic_int stop;
-  struct watcher nodes, pods;
+  struct watcher nodes, pods, leases;
 };
+
+#define NWATCHERS 3
 
 static void nap(struct ext_watch *w, unsigned ms) {
   for (unsigned t = 0; t < ms && !atomic_load(&w->stop); t += 50)
@@ -44,6 +46,8 @@ static int on_event(const char *type, json_t *obj, void *user) {
     return 0;
   if (x == &x->w->nodes)
     cluster_node_event(x->w->c, type, obj, gs_mono_ms(), time(NULL), true);
+  else if (x == &x->w->leases)
+    cluster_lease_event(x->w->c, type, obj, gs_mono_ms(), time(NULL), true);
   else
     cluster_pod_event(x->w->c, type, obj, true);
   return atomic_load(&x->w->stop) ? -ECANCELED : 0;
@@ -60,6 +64,8 @@ static int relist_item(json_t *obj, void *user) {
   struct ext_watch *w = r->x->w;
   if (r->x == &w->nodes)
     cluster_node_relist_item(w->c, obj, gs_mono_ms(), time(NULL), true);
+  else if (r->x == &w->leases)
+    cluster_lease_relist_item(w->c, obj, gs_mono_ms(), time(NULL), true);
   else
     cluster_pod_relist_item(w->c, obj, true);
   r->n++;
@@ -76,8 +82,11 @@ static void *run(void *arg) {
     struct relist r = {x, 0};
     char *rv = NULL;
     uint64_t since = gs_mono_ms();
-    bool nodes = x == &w->nodes;
-    cluster_relist_begin(w->c, nodes);
+    bool nodes = x == &w->nodes, leases = x == &w->leases;
+    if (leases)
+      cluster_lease_relist_begin(w->c);
+    else
+      cluster_relist_begin(w->c, nodes);
     int rc = kube_list_each(x->k, x->path, relist_item, &r, &rv, err, sizeof err);
     if (rc) {
       if (!atomic_load(&w->stop))
@@ -86,8 +95,13 @@ static void *run(void *arg) {
       backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
       continue;
     }
-    cluster_relist_end(w->c, nodes, since);
-    cluster_set_synced(w->c, nodes, !nodes);
+    if (leases) {
+      cluster_lease_relist_end(w->c);
+      cluster_set_leases_synced(w->c);
+    } else {
+      cluster_relist_end(w->c, nodes, since);
+      cluster_set_synced(w->c, nodes, !nodes);
+    }
     gs_log(GS_LOG_INFO, "listed %zu %s at resourceVersion %s", r.n, x->kind, rv);
     backoff = 100;
     while (!atomic_load(&w->stop)) {
@@ -114,8 +128,8 @@ void ext_watch_stop(struct ext_watch *w) {
   if (!w)
     return;
   atomic_store(&w->stop, 1);
-  struct watcher *xs[2] = {&w->nodes, &w->pods};
-  for (int i = 0; i < 2; i++) {
+  struct watcher *xs[NWATCHERS] = {&w->nodes, &w->pods, &w->leases};
+  for (int i = 0; i < NWATCHERS; i++) {
     if (xs[i]->k)
       kube_cancel(xs[i]->k);
     if (xs[i]->started)
@@ -125,8 +139,8 @@ void ext_watch_stop(struct ext_watch *w) {
   free(w);
 }
 
-int ext_watch_start(struct cluster *c, const char *kubeconfig, struct ext_watch **ret, char *err,
-                    size_t errlen) {
+int ext_watch_start(struct cluster *c, const char *kubeconfig, const char *lease_ns,
+                    struct ext_watch **ret, char *err, size_t errlen) {
   struct ext_watch *w = calloc(1, sizeof(*w));
   int rc;
 
@@ -136,14 +150,19 @@ int ext_watch_start(struct cluster *c, const char *kubeconfig, struct ext_watch 
   atomic_init(&w->stop, 0);
   w->nodes = (struct watcher){.w = w, .kind = "nodes", .path = "/api/v1/nodes"};
   w->pods = (struct watcher){.w = w, .kind = "pods", .path = "/api/v1/pods"};
-  struct watcher *xs[2] = {&w->nodes, &w->pods};
-  for (int i = 0; i < 2; i++) {
+  w->leases = (struct watcher){.w = w, .kind = "leases"};
+  if (lease_ns)
+    snprintf(w->leases.path, sizeof w->leases.path,
+             "/apis/coordination.k8s.io/v1/namespaces/%s/leases", lease_ns);
+  struct watcher *xs[NWATCHERS] = {&w->nodes, &w->pods, &w->leases};
+  size_t nx = lease_ns ? NWATCHERS : 2;
+  for (size_t i = 0; i < nx; i++) {
     rc = kube_open(kubeconfig, &xs[i]->k, err, errlen);
     if (rc)
       goto fail;
     kube_set_timeout(xs[i]->k, 60000); /* a list of many pods takes a while */
   }
-  for (int i = 0; i < 2; i++) {
+  for (size_t i = 0; i < nx; i++) {
     rc = -pthread_create(&xs[i]->thread, NULL, run, xs[i]);
     if (rc) {
       snprintf(err, errlen, "cannot start a thread: %s", strerror(-rc));
