@@ -95,6 +95,7 @@ BASE = {("Namespace", NS), ("ResourceQuota", "gslice-critical-pods"),
         ("ServiceAccount", "gslice-node"), ("ClusterRole", "gslice-node"),
         ("ClusterRoleBinding", "gslice-node"), ("DaemonSet", "gslice-node"),
         ("ClusterRole", "gslice-extender"),
+        ("Role", "gslice-node"), ("RoleBinding", "gslice-node"), ("Role", "gslice-extender"),
         ("ValidatingAdmissionPolicy", "gslice-assignment-guard"),
         ("ValidatingAdmissionPolicyBinding", "gslice-assignment-guard"),
         ("ValidatingAdmissionPolicy", "gslice-node-guard"),
@@ -108,13 +109,14 @@ MANAGED = BASE | {
     ("ClusterRoleBinding", "gslice-scheduler-as-kube-scheduler"),
     ("ClusterRoleBinding", "gslice-scheduler-as-volume-scheduler"),
     ("ClusterRoleBinding", "gslice-scheduler-as-extender"),
+    ("RoleBinding", "gslice-scheduler-as-extender"),
     ("ServiceAccount", "gslice-webhook"), ("Deployment", "gslice-webhook"),
     ("Service", "gslice-webhook"), ("PodDisruptionBudget", "gslice-webhook"),
     ("MutatingWebhookConfiguration", "gslice-webhook"),
     ("Issuer", "gslice-webhook-selfsigned"), ("Certificate", "gslice-webhook")}
 KUBEADM = BASE | {
     ("ServiceAccount", "gslice-extender"), ("ClusterRoleBinding", "gslice-extender"),
-    ("DaemonSet", "gslice-extender"), ("PodDisruptionBudget", "gslice-extender")}
+    ("RoleBinding", "gslice-extender"), ("DaemonSet", "gslice-extender"), ("PodDisruptionBudget", "gslice-extender")}
 
 
 def check_names(objs, want, where):
@@ -217,14 +219,28 @@ def check_common(objs, where):
                 check("readinessProbe" in c, "%s: gslice-node without a readiness probe" % where)
     role = objs.get(("ClusterRole", "gslice-node"))
     if check(role, "%s: no ClusterRole gslice-node" % where):
-        want = {("", "nodes", ()): {"patch"}, ("", "pods", ()): {"list", "watch"}}
+        want = {("", "nodes", ()): {"patch"}, ("", "pods", ()): {"list", "watch"},
+                ("", "events", ()): {"create"}}
         check(rules_of(role) == want, "%s: gslice-node's rights %s, want %s (what src/k8s/node "
-              "calls: PATCH its node, list+watch pods of its node)" % (where, rules_of(role), want))
+              "calls: PATCH its node, list+watch pods of its node, create Events)"
+              % (where, rules_of(role), want))
+    role = objs.get(("Role", "gslice-node"))
+    if check(role, "%s: no Role gslice-node" % where):
+        want = {("coordination.k8s.io", "leases", ()): {"get", "create", "update"}}
+        check(rules_of(role) == want and role["metadata"]["namespace"] == NS,
+              "%s: gslice-node's Lease rights %s, want %s in %s (its liveness Lease)"
+              % (where, rules_of(role), want, NS))
+    role = objs.get(("Role", "gslice-extender"))
+    if check(role, "%s: no Role gslice-extender" % where):
+        want = {("coordination.k8s.io", "leases", ()): {"list", "watch"}}
+        check(rules_of(role) == want and role["metadata"]["namespace"] == NS,
+              "%s: gslice-extender's Lease rights %s, want %s in %s (the nodes' Leases)"
+              % (where, rules_of(role), want, NS))
     role = objs.get(("ClusterRole", "gslice-extender"))
     if check(role, "%s: no ClusterRole gslice-extender" % where):
         want = {("", "nodes", ()): {"get", "list", "watch"},
                 ("", "pods", ()): {"get", "list", "watch"},
-                ("", "pods/binding", ()): {"create"}}
+                ("", "pods/binding", ()): {"create"}, ("", "events", ()): {"create"}}
         check(rules_of(role) == want, "%s: gslice-extender's rights %s, want %s" %
               (where, rules_of(role), want))
     crb = objs.get(("ClusterRoleBinding", "gslice-node"))
@@ -515,14 +531,26 @@ def api_resources(program):
                 out.add((group, rest[0] + ("/" + rest[2] if len(rest) > 2 else "")))
         for sub in re.findall(r'"%s/(binding|status|eviction)"', text):
             out.add(("", "pods/" + sub))
+        if "kube_events_add(" in text:  # src/k8s/common/event.c posts them
+            out.add(("", "events"))
     return out
 
 
 def check_rbac_against_sources(objs):
-    """What each program calls has a rule, and each rule is for something it calls."""
+    """What each program calls has a rule (its ClusterRole's, or for the Leases its Role's in
+    gslice-system), and each rule is for something it calls."""
     for program, role in (("node", "gslice-node"), ("extender", "gslice-extender")):
         called = api_resources(program)
         granted = {(g, r) for g, r, _ in rules_of(objs[("ClusterRole", role)])}
+        ns_role = objs.get(("Role", role))
+        if check(ns_role, "no Role %s (the Leases in gslice-system)" % role):
+            check(ns_role["metadata"].get("namespace") == "gslice-system" and
+                  {(g, r) for g, r, _ in rules_of(ns_role)} == {("coordination.k8s.io", "leases")},
+                  "Role %s: only the Leases, in gslice-system: %s" % (role, ns_role))
+            granted |= {(g, r) for g, r, _ in rules_of(ns_role)}
+            check(any(k[0] == "RoleBinding" and o["roleRef"] == {
+                "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}
+                for k, o in objs.items()), "no RoleBinding of Role %s" % role)
         check(called, "no API paths found in src/k8s/%s" % program)
         check(called <= granted, "src/k8s/%s calls %s, which ClusterRole %s does not grant" %
               (program, sorted(called - granted), role))
