@@ -99,7 +99,9 @@ BASE = {("Namespace", NS), ("ResourceQuota", "gslice-critical-pods"),
         ("ValidatingAdmissionPolicy", "gslice-assignment-guard"),
         ("ValidatingAdmissionPolicyBinding", "gslice-assignment-guard"),
         ("ValidatingAdmissionPolicy", "gslice-node-guard"),
-        ("ValidatingAdmissionPolicyBinding", "gslice-node-guard")}
+        ("ValidatingAdmissionPolicyBinding", "gslice-node-guard"),
+        ("ValidatingAdmissionPolicy", "gslice-lease-guard"),
+        ("ValidatingAdmissionPolicyBinding", "gslice-lease-guard")}
 MANAGED = BASE | {
     ("ServiceAccount", "gslice-scheduler"), ("Deployment", "gslice-scheduler"),
     ("ConfigMap", "gslice-scheduler-config"), ("PodDisruptionBudget", "gslice-scheduler"),
@@ -216,7 +218,13 @@ def check_common(objs, where):
                 check(m and any(p["containerPort"] == port_of(m) for p in c.get("ports", [])),
                       "%s: gsliced's --metrics %s is not a port it declares" % (where, m))
             if c["name"] == "gslice-node":
-                check("readinessProbe" in c, "%s: gslice-node without a readiness probe" % where)
+                check("livenessProbe" in c and "readinessProbe" in c,
+                      "%s: gslice-node without liveness and readiness probes" % where)
+                h = arg_after(c, "--health-listen")
+                check(h and any(p["containerPort"] == port_of(h) for p in c.get("ports", [])),
+                      "%s: gslice-node's --health-listen %s is not a port it declares" % (where, h))
+                check(c.get("readinessProbe", {}).get("httpGet", {}).get("path") == "/readyz",
+                      "%s: gslice-node's readiness is not its /readyz" % where)
     role = objs.get(("ClusterRole", "gslice-node"))
     if check(role, "%s: no ClusterRole gslice-node" % where):
         want = {("", "nodes", ()): {"patch"}, ("", "pods", ()): {"list", "watch"},
@@ -247,7 +255,7 @@ def check_common(objs, where):
     check(crb and crb["roleRef"]["name"] == "gslice-node" and
           [(s["name"], s["namespace"]) for s in crb["subjects"]] == [("gslice-node", NS)],
           "%s: ClusterRoleBinding gslice-node %s" % (where, crb))
-    for pol in ("gslice-assignment-guard", "gslice-node-guard"):
+    for pol in ("gslice-assignment-guard", "gslice-node-guard", "gslice-lease-guard"):
         check(("ValidatingAdmissionPolicy", pol) in objs and
               objs.get(("ValidatingAdmissionPolicyBinding", pol), {}).get("spec", {}).get(
                   "policyName") == pol, "%s: policy %s or its binding missing" % (where, pol))
