@@ -18,6 +18,7 @@
 
 #include "client.h"
 #include "clock.h"
+#include "health.h"
 #include "log.h"
 #include "node.h"
 #include "rpc.h"
@@ -45,7 +46,7 @@ static void usage(FILE *out) {
       "usage: gslice-node [--kubelet-dir DIR] [--slots-per-gpu N] [--kubeconfig FILE]\n"
       "                   [--node-name NAME] [--socket PATH] [--state-dir DIR] [--hook FILE]\n"
       "                   [--pod-resources-socket PATH] [--nvidia-visible-devices VALUE]\n"
-      "                   [--lease-namespace NS] [--no-api-server]\n"
+      "                   [--lease-namespace NS] [--no-api-server] [--health-listen [HOST:]PORT]\n"
       "                   [--signing-key FILE [--signing-key FILE]]\n"
       "  --kubelet-dir        the kubelet's device plugin directory\n"
       "                       (default /var/lib/kubelet/device-plugins)\n"
@@ -67,6 +68,9 @@ static void usage(FILE *out) {
       "<node>,\n"
       "                       renewed every 10 s (default " NODE_LEASE_NAMESPACE ")\n"
       "  --no-api-server      no API server: no inventory, every container is refused\n"
+      "  --health-listen [HOST:]PORT  GET /healthz and /readyz (200 once registered with\n"
+      "                       the kubelet and the pod cache synced, else 503); no host:\n"
+      "                       127.0.0.1 (default: off)\n"
       "  --signing-key FILE   a key that verifies gslice.io/assigned-signature (the Secret\n"
       "                       gslice-extender signs with); twice while a rotation is under\n"
       "                       way. Default /etc/gslice/signing/key, and\n"
@@ -100,6 +104,7 @@ static const struct flag {
     {"pod-resources-socket", FLAG_PATH, CFG(pod_resources)},
     {"nvidia-visible-devices", FLAG_VALUE, CFG(nvidia_visible)},
     {"lease-namespace", FLAG_PATH, CFG(lease_namespace)},
+    {"health-listen", FLAG_PATH, CFG(health_listen)},
     {"no-api-server", FLAG_NO_API, 0, 0},
     {"daemon-state-dir", FLAG_PATH, CFG(daemon_state)},
     {"signing-key", FLAG_KEY, 0, 0},
@@ -402,7 +407,7 @@ static void kubelet_check(struct node *n) {
     n->register_at = node_now() + 200000000ull;
     return;
   }
-  n->registered = true;
+  __atomic_store_n(&n->registered, true, __ATOMIC_RELAXED); /* read by /readyz */
   n->register_fails = 0;
   n->kubelet_ino = st.st_ino;
   n->kubelet_dev = st.st_dev;
@@ -552,6 +557,7 @@ static void main_loop(struct node *n) {
 int main(int argc, char **argv) {
   static struct node n;
   static struct housekeeping hk;
+  struct node_health *health = NULL;
   char path[PATH_MAX + 32];
 
   gs_log_open("gslice-node", GS_LOG_INFO);
@@ -563,9 +569,15 @@ int main(int argc, char **argv) {
   process_init(&n);
   if (node_start(&n, &hk) < 0)
     return 1;
+  if (n.cfg.health_listen[0] &&
+      !(health = node_health_start(&n, n.cfg.health_listen, path, sizeof(path)))) {
+    gs_log(GS_LOG_ERROR, "%s", path);
+    return 1;
+  }
   main_loop(&n);
   gs_log(GS_LOG_INFO, "stopping (signal %d); slices stay with gsliced for the next gslice-node",
          (int)stop_sig);
+  node_health_stop(health);
   if (n.srv)
     rpc_server_stop(n.srv);
   housekeeping_stop(&hk);

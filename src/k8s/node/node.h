@@ -53,6 +53,7 @@ struct node_cfg {
   char daemon_state[PATH_MAX];         /* gsliced's state root: slice directories only below it */
   char nvidia_visible[64];             /* NVIDIA_VISIBLE_DEVICES given to containers, "" none */
   char lease_namespace[NODE_NAME_MAX]; /* the liveness Lease's namespace */
+  char health_listen[280];             /* --health-listen [HOST:]PORT, "" : no probes */
   unsigned slots_per_gpu;
   bool no_api; /* --no-api-server: tests of the device plugin alone */
 };
@@ -229,3 +230,6 @@ int node_pods_get(struct node *n, const char *ns, const char *name, int wait_ms,
  * pass; 0 (changed, *gen updated) or -ETIMEDOUT. */
 uint64_t node_pods_gen(struct node *n);
 int node_pods_wait(struct node *n, uint64_t *gen, int wait_ms);
+/* Without n->lock held (taken here): the cache has a whole list and heard from the server of
+ * late (what node_pods_get needs to answer). */
+bool node_pods_synced(struct node *n);

@@ -379,3 +379,10 @@ int node_pods_wait(struct node *n, uint64_t *gen, int wait_ms) {
 uint64_t node_pods_gen(struct node *n) {
   return n->pods ? n->pods->gen : 0;
 }
+
+bool node_pods_synced(struct node *n) {
+  pthread_mutex_lock(&n->lock);
+  bool ok = n->pods && synced(n->pods);
+  pthread_mutex_unlock(&n->lock);
+  return ok;
+}
