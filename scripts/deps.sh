@@ -38,7 +38,7 @@ for tp in jq:jq curl:curl tmux:tmux clang-format:clang-format protoc:protobuf-co
 done
 # The Kubernetes stand-ins (tests/k8s/) run on Debian's python3 (/usr/bin/python3),
 # which is where python3-grpcio and python3-protobuf install.
-for mp in grpc:python3-grpcio google.protobuf:python3-protobuf; do
+for mp in grpc:python3-grpcio google.protobuf:python3-protobuf yaml:python3-yaml; do
   /usr/bin/python3 -c "import ${mp%%:*}" >/dev/null 2>&1 || test_pkgs="$test_pkgs ${mp#*:}"
 done
 if [ -n "$test_pkgs" ]; then
@@ -64,3 +64,6 @@ if [ ! -f "$CUDA_HOME/include/cuda.h" ]; then
   echo "        Install the CUDA toolkit (headers are enough) or set CUDA_HOME." >&2
   exit 1
 fi
+# The admission policies' CEL evaluator for the tests (npm; optional: without it those tests
+# skip their CEL part and say so). Fetched once into the cache dir CMake looks in.
+sh "$(dirname "$0")/celjs.sh" >/dev/null 2>&1 || true
