@@ -63,13 +63,40 @@ Test control interface (no auth), under /_test/:
                                watches; "status":"hang" holds the request delay_s then
                                closes the connection without an answer.
   POST /_test/clear-faults
+  POST /_test/webhooks         a MutatingWebhookConfiguration (admissionregistration.k8s.io/v1)
+                               replaces the one held (none at start: no admission at all);
+                               {"webhooks": []} removes it. See "Admission" below.
+  GET  /_test/webhooks         the one held, and "calls": [{"webhook","uid","outcome"}, ..]
+
+Admission (only once a test has POSTed /_test/webhooks): each create (POST of a collection)
+is sent, before it is stored, to every webhook of the configuration in order whose rules
+match (operations CREATE or *, apiGroups ""/*, apiVersions v1/*, resources the plural or *)
+and whose namespaceSelector (matchLabels, matchExpressions In/NotIn/Exists/DoesNotExist)
+matches the namespace's labels, which here are only kubernetes.io/metadata.name=NS, the label
+the API server sets on every namespace. The call is an AdmissionReview admission.k8s.io/v1
+POSTed to clientConfig.url?timeout=Ns over HTTPS, the server's certificate verified against
+clientConfig.caBundle (base64 PEM) and the URL's host (clientConfig.service is not modelled:
+nothing resolves Service names here; nor are matchConditions, which are refused). request:
+uid, kind, resource, requestKind, requestResource, operation CREATE, namespace, name (empty
+for a generateName), object, oldObject null, userInfo, dryRun false, options. The response:
+admissionReviewVersions must hold v1; response.uid must equal request.uid; allowed true with patchType JSONPatch and patch (base64
+of an RFC 6902 array: add, remove, replace, move, copy, test) applied to the object the next
+webhook sees and that is stored; allowed false refuses the create with the webhook's
+status (code under 400 made 400) and message 'admission webhook "NAME" denied the request:
+MESSAGE' (or its reason, or "without explanation"). A webhook that cannot be called, answers
+after timeoutSeconds (default 10), answers other than 200 or with no AdmissionReview (or a
+wrong uid or patchType) applies its failurePolicy (default Fail): Fail refuses with 500
+InternalError 'Internal error occurred: failed calling webhook "NAME": ...', Ignore goes
+on as if it were not configured. A patch that cannot be applied is 500 whatever the policy.
 """
 
 import argparse
 import base64
 import copy
+import http.client
 import json
 import re
+import ssl
 import sys
 import threading
 import time
@@ -351,6 +378,234 @@ class Store:
                 "items": items}
 
 
+# ---- admission (off until a test configures a MutatingWebhookConfiguration) ---------------
+PLURAL = {"Pod": "pods", "Node": "nodes", "Event": "events", "Lease": "leases"}
+WEBHOOKS = {"config": None, "calls": []}
+WEBHOOKS_LOCK = threading.Lock()
+
+
+class CallError(Exception):
+    """A webhook that could not be called or answered no usable AdmissionReview: its
+    failurePolicy applies (the API server's ErrCallingWebhook)."""
+
+
+def check_webhooks(cfg):
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("webhooks", []), list):
+        raise ApiError(400, "BadRequest", "a MutatingWebhookConfiguration with webhooks: [..]")
+    for w in cfg.get("webhooks", []):
+        if not isinstance(w, dict) or not w.get("name"):
+            raise ApiError(422, "Invalid", "webhooks[].name: Required value")
+        cc = w.get("clientConfig") or {}
+        if not isinstance(cc.get("url"), str) or not cc["url"].startswith("https://"):
+            raise ApiError(422, "Invalid", "webhooks[].clientConfig.url: an https:// URL (service "
+                           "is not modelled by the stand-in)")
+        if w.get("matchConditions"):
+            raise ApiError(422, "Invalid", "webhooks[].matchConditions: not modelled (no CEL)")
+        if w.get("failurePolicy", "Fail") not in ("Fail", "Ignore"):
+            raise ApiError(422, "Invalid", "failurePolicy: Unsupported value: %r"
+                           % w.get("failurePolicy"))
+        t = w.get("timeoutSeconds", 10)
+        if not isinstance(t, int) or not 1 <= t <= 30:
+            raise ApiError(422, "Invalid", "timeoutSeconds: Invalid value: %r: the timeout value "
+                           "must be between 1 and 30 seconds" % t)
+
+
+def rule_matches(w, kind):
+    def has(lst, v):
+        return isinstance(lst, list) and ("*" in lst or v in lst)
+    return any(has(r.get("operations"), "CREATE") and has(r.get("apiGroups"), API_VERSION.get(
+        kind, "v1").rpartition("/")[0]) and has(r.get("apiVersions"), "v1") and
+        has(r.get("resources"), PLURAL.get(kind, "")) for r in w.get("rules") or [])
+
+
+def namespace_matches(w, ns):
+    """The namespaceSelector on the labels every namespace has; a cluster-scoped object
+    always matches, as the API server documents."""
+    sel = w.get("namespaceSelector") or {}
+    if ns is None:
+        return True
+    labels = {"kubernetes.io/metadata.name": ns}
+    for k, v in (sel.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.get("matchExpressions") or []:
+        k, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
+        ok = {"In": k in labels and labels[k] in vals,
+              "NotIn": k not in labels or labels[k] not in vals,
+              "Exists": k in labels, "DoesNotExist": k not in labels}.get(op)
+        if not ok:
+            return False
+    return True
+
+
+def pointer(doc, path):
+    """(parent, key) of an RFC 6901 pointer; key an int for an array (or "-")."""
+    if not path.startswith("/"):
+        raise ValueError("path %r does not start with /" % path)
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+    parent = doc
+    for p in parts[:-1]:
+        parent = parent[int(p)] if isinstance(parent, list) else parent[p]
+    last = parts[-1]
+    if isinstance(parent, list) and last != "-":
+        last = int(last)
+    elif not isinstance(parent, (list, dict)):
+        raise ValueError("%s: the parent is not an object or array" % path)
+    return parent, last
+
+
+def json_patch(doc, ops):
+    """RFC 6902 on a copy of doc."""
+    doc = copy.deepcopy(doc)
+    if not isinstance(ops, list):
+        raise ValueError("a JSONPatch is an array")
+
+    def add(path, value):
+        parent, key = pointer(doc, path)
+        if isinstance(parent, list):
+            if key != "-" and not 0 <= key <= len(parent):
+                raise ValueError("%s: index out of range" % path)
+            parent.insert(len(parent) if key == "-" else key, value)
+        else:
+            parent[key] = value
+
+    def remove(path):
+        parent, key = pointer(doc, path)
+        return parent.pop(key)
+
+    def get(path):
+        parent, key = pointer(doc, path)
+        return parent[key]
+    for op in ops:
+        o, path = op.get("op"), op.get("path", "")
+        if path == "" and o in ("add", "replace"):
+            doc = copy.deepcopy(op["value"])
+        elif o == "add":
+            add(path, copy.deepcopy(op["value"]))
+        elif o == "remove":
+            remove(path)
+        elif o == "replace":
+            get(path)  # must exist
+            remove(path)
+            add(path, copy.deepcopy(op["value"]))
+        elif o == "move":
+            add(path, remove(op["from"]))
+        elif o == "copy":
+            add(path, copy.deepcopy(get(op["from"])))
+        elif o == "test":
+            if get(path) != op.get("value"):
+                raise ValueError("test of %s failed" % path)
+        else:
+            raise ValueError("unknown op %r" % o)
+    return doc
+
+
+def call_webhook(w, review):
+    """The webhook's AdmissionReview response, or CallError."""
+    cc = w["clientConfig"]
+    timeout = w.get("timeoutSeconds", 10)
+    u = urlsplit(cc["url"])
+    try:
+        ctx = ssl.create_default_context(cadata=base64.b64decode(cc.get("caBundle", "")).decode()
+                                         if cc.get("caBundle") else None)
+    except (ValueError, ssl.SSLError) as e:
+        raise CallError("bad caBundle: %s" % e)
+    path = (u.path or "/") + "?" + ((u.query + "&") if u.query else "") + "timeout=%ds" % timeout
+    url = cc["url"].split("?")[0] + "?timeout=%ds" % timeout
+    body = json.dumps(review).encode()
+    conn = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=timeout, context=ctx)
+    deadline = time.monotonic() + timeout
+    try:
+        conn.request("POST", path, body, {"Content-Type": "application/json",
+                                          "Accept": "application/json"})
+        r = conn.getresponse()
+        data = r.read()
+    except (TimeoutError, OSError, http.client.HTTPException) as e:
+        if isinstance(e, TimeoutError) or "timed out" in str(e):
+            data, r = None, None
+        else:
+            raise CallError('failed to call webhook: Post "%s": %s' % (url, e))
+    finally:
+        conn.close()
+    if r is None or time.monotonic() > deadline:
+        raise CallError('failed to call webhook: Post "%s": context deadline exceeded' % url)
+    if r.status != 200:
+        raise CallError("received invalid webhook response: HTTP %d: %s" % (r.status, data[:200]))
+    try:
+        ans = json.loads(data)
+        resp = ans["response"]
+        if ans.get("apiVersion") != "admission.k8s.io/v1" or ans.get("kind") != "AdmissionReview":
+            raise ValueError("apiVersion/kind %s/%s" % (ans.get("apiVersion"), ans.get("kind")))
+    except (ValueError, KeyError, TypeError) as e:
+        raise CallError("received invalid webhook response: %s" % e)
+    if resp.get("uid") != review["request"]["uid"]:
+        raise CallError("expected response.uid=%r, got %r" % (review["request"]["uid"],
+                                                            resp.get("uid")))
+    return resp
+
+
+def admission_review(kind, ns, obj, user):
+    group, _, ver = API_VERSION.get(kind, "v1").rpartition("/")
+    gvk = {"group": group, "version": ver, "kind": kind}
+    gvr = {"group": group, "version": ver, "resource": PLURAL.get(kind, "")}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": gvk, "resource": gvr, "requestKind": gvk,
+        "requestResource": gvr, "operation": "CREATE", "namespace": ns or "",
+        "name": (obj.get("metadata") or {}).get("name", ""), "object": obj, "oldObject": None,
+        "userInfo": user, "dryRun": False,
+        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}}}
+
+
+def admit(kind, ns, obj, user):
+    """The object after the configured webhooks, or ApiError as the API server refuses it."""
+    with WEBHOOKS_LOCK:
+        cfg = WEBHOOKS["config"]
+    for w in (cfg or {}).get("webhooks", []):
+        if not rule_matches(w, kind) or not namespace_matches(w, ns):
+            continue
+        review = admission_review(kind, ns, obj, user)
+        uid = review["request"]["uid"]
+        try:
+            if "v1" not in w.get("admissionReviewVersions", ["v1"]):
+                raise CallError("webhook does not accept v1 AdmissionReview")
+            resp = call_webhook(w, review)
+            if resp.get("allowed") is True and resp.get("patch") is not None and \
+                    resp.get("patchType") != "JSONPatch":
+                raise CallError("unsupported patch type %r" % resp.get("patchType"))
+        except CallError as e:
+            policy = w.get("failurePolicy", "Fail")
+            log_call(w, uid, "error (%s): %s" % (policy, e))
+            if policy == "Ignore":
+                continue
+            raise ApiError(500, "InternalError", 'Internal error occurred: failed calling '
+                           'webhook "%s": %s' % (w["name"], e))
+        if resp.get("allowed") is not True:
+            log_call(w, uid, "denied")
+            st = dict(resp.get("status") or {})
+            code = st.get("code") if isinstance(st.get("code"), int) else 0
+            denied = 'admission webhook "%s" denied the request' % w["name"]
+            msg = ("%s: %s" % (denied, st["message"]) if st.get("message") else
+                   "%s: %s" % (denied, st["reason"]) if st.get("reason") else
+                   denied + " without explanation")
+            raise ApiError(max(code, 400), st.get("reason", ""), msg)
+        if resp.get("patch") is not None:
+            try:
+                obj = json_patch(obj, json.loads(base64.b64decode(resp["patch"])))
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                log_call(w, uid, "bad patch: %s" % e)
+                raise ApiError(500, "InternalError", "Internal error occurred: JSON patch of "
+                               'webhook "%s": %s' % (w["name"], e))
+            log_call(w, uid, "patched")
+        else:
+            log_call(w, uid, "allowed")
+    return obj
+
+
+def log_call(w, uid, outcome):
+    with WEBHOOKS_LOCK:
+        WEBHOOKS["calls"].append({"webhook": w["name"], "uid": uid, "outcome": outcome})
+
+
 STORE = None
 ARGS = None
 
@@ -436,6 +691,12 @@ class Handler(BaseHTTPRequestHandler):
                 return kind, p[1], p[3] if len(p) >= 4 else None, p[4] if len(p) == 5 else None, q
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
+    def user_info(self):
+        """The AdmissionReview's userInfo: the stand-in knows one user per token."""
+        if ARGS.token:
+            return {"username": "gslice-test", "groups": ["system:authenticated"]}
+        return {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
+
     def authorized(self):
         if not ARGS.token:
             return True
@@ -487,6 +748,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, "BadRequest", "the body must be a JSON object")
             if ns is None and kind in ("Event", "Lease"):
                 raise ApiError(405, "MethodNotAllowed", "create %ss in a namespace" % kind.lower())
+            if WEBHOOKS["config"] is not None:
+                body = admit(kind, ns, body, self.user_info())
             made = STORE.create(kind, ns, body)
             if kind == "Event":
                 with STORE.lock:
@@ -637,6 +900,16 @@ class Handler(BaseHTTPRequestHandler):
             with STORE.lock:
                 STORE.faults.append(f)
             return self.send_json(200, f)
+        if self.command == "POST" and p == "/_test/webhooks":
+            cfg = self.read_body()
+            check_webhooks(cfg)
+            with WEBHOOKS_LOCK:
+                WEBHOOKS["config"] = cfg if cfg.get("webhooks") else None
+            return self.send_json(200, cfg)
+        if self.command == "GET" and p == "/_test/webhooks":
+            with WEBHOOKS_LOCK:
+                return self.send_json(200, {"config": WEBHOOKS["config"],
+                                            "calls": list(WEBHOOKS["calls"])})
         if self.command == "POST" and p == "/_test/clear-faults":
             self.read_body()
             with STORE.lock:
