@@ -5,6 +5,7 @@ NodeNames (nodeCacheCapable) and whole Nodes, scores 0..10 for every node asked 
 a pod with a malformed quantity fails everywhere with the field and value named; a pod
 asking for no gslice GPU passes; malformed bodies get 400 with a reason; /healthz."""
 import json
+import re
 import urllib.request
 
 from k8stest import GiB, check, passed, run
@@ -25,14 +26,37 @@ def raw_post(url, data):
         return e.code, json.loads(e.read())
 
 
+def durations(c, verb):
+    """gslice_extender_request_duration_seconds of verb: (count, sum, [(le, cumulative)])."""
+    text, name = c.metrics(), "gslice_extender_request_duration_seconds"
+    buckets = [(float(le), float(v)) for le, v in re.findall(
+        r'^%s_bucket\{verb="%s",le="([^"]+)"\} (\S+)$' % (name, verb), text, re.M)]
+    return (c.metric(name + "_count", '{verb="%s"}' % verb) or 0,
+            c.metric(name + "_sum", '{verb="%s"}' % verb) or 0, buckets)
+
+
+def check_durations(c, verb, count):
+    n, total, buckets = durations(c, verb)
+    check(n == count, "%s: %s durations counted, want %s" % (verb, n, count))
+    check(len(buckets) == 17 and buckets[0][0] == 0.0001 and buckets[-2][0] == 10
+          and buckets[-1] == (float("inf"), n), "%s buckets: %s" % (verb, buckets))
+    check(all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), "not cumulative: %s" % buckets)
+    check(count == 0 or 0 < total < 10 * count, "%s: sum %s over %s" % (verb, total, count))
+
+
 def test(c):
     c.add_node("n1", [16 * GiB, 16 * GiB])
     c.add_node("n2", [8 * GiB])
     c.start_extender("--node-timeout", "5")
     pod = c.add_pod("v", "p", [("main", 1, "12Gi", 30)])
 
+    for verb in ("filter", "prioritize", "bind"):
+        check_durations(c, verb, 0)
     st, r = post(c, "filter", {"Pod": pod, "NodeNames": ["n1", "n2", "ghost"]})
     check(st == 200 and r["NodeNames"] == ["n1"], "filter: %s %s" % (st, r))
+    check_durations(c, "filter", 1)
+    check_durations(c, "prioritize", 0)
+    passed("gslice_extender_request_duration_seconds: a filter counted, in cumulative buckets")
     check("12GiB asked" in r["FailedAndUnresolvableNodes"]["n2"], r)
     check("no such node" in r["FailedAndUnresolvableNodes"]["ghost"], r)
     check(r["Error"] == "" and r["FailedNodes"] == {}, r)
@@ -84,6 +108,9 @@ def test(c):
     with urllib.request.urlopen(c.metrics_url + "/healthz", timeout=5) as h:
         check(h.status == 200 and h.read() == b"ok\n", "healthz")
     check(c.metric("gslice_extender_bad_requests_total") == 5, c.metrics())
+    for verb in ("filter", "prioritize", "bind"):
+        n = c.metric("gslice_extender_requests_total", '{verb="%s"}' % verb)
+        check_durations(c, verb, n)
     passed("malformed bodies: 400 with reasons; /healthz")
 
 

@@ -79,8 +79,21 @@ struct listener {
   unsigned nconns;
 };
 
+/* gslice_extender_request_duration_seconds: each verb's time from its body read to its answer
+ * made, 0.1 ms .. 10 s. Counts per bucket (not cumulative) and the sum, atomic. */
+#define DUR_BUCKETS 16
+static const double dur_bounds[DUR_BUCKETS] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                               0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                               1,      2.5,     5,      10};
+enum { VERB_FILTER, VERB_PRIORITIZE, VERB_BIND, VERB_KINDS };
+struct duration {
+  uint64_t bucket[DUR_BUCKETS + 1]; /* the last: over 10 s */
+  uint64_t sum_ns;
+};
+
 struct ext_server {
   struct listener verbs, metrics;
+  struct duration dur[VERB_KINDS];
   struct verbs *v;
   bool log;
   uint64_t timeout_ms;
@@ -210,6 +223,29 @@ static void counter(struct gs_buf *b, const char *name, const char *help, const 
                        n[i]);
 }
 
+/* Cumulative buckets, _sum and _count (the +Inf bucket) of each verb's durations. */
+static void durations(struct ext_server *s, struct gs_buf *b) {
+  static const char *const verbs[VERB_KINDS] = {"filter", "prioritize", "bind"};
+  const char *name = "gslice_extender_request_duration_seconds";
+
+  gs_prom_family(b, name, "histogram",
+                 "Time each verb took, from its body read to its answer made, by verb.");
+  for (int v = 0; v < VERB_KINDS; v++) {
+    uint64_t cum = 0;
+    for (int i = 0; i <= DUR_BUCKETS; i++) {
+      char le[32] = "+Inf";
+      if (i < DUR_BUCKETS)
+        snprintf(le, sizeof(le), "%g", dur_bounds[i]);
+      cum += __atomic_load_n(&s->dur[v].bucket[i], __ATOMIC_RELAXED);
+      gs_prom_sample_u64(b, name, "_bucket",
+                         (const char *const[]){"verb", verbs[v], "le", le, NULL}, cum);
+    }
+    const char *const *l = (const char *const[]){"verb", verbs[v], NULL};
+    gs_prom_sample(b, name, "_sum", l, __atomic_load_n(&s->dur[v].sum_ns, __ATOMIC_RELAXED) / 1e9);
+    gs_prom_sample_u64(b, name, "_count", l, cum);
+  }
+}
+
 /* The server's and the verbs' figures, after the cluster view's. */
 static void metrics(struct ext_server *s, struct gs_buf *b) {
   struct verb_stats st;
@@ -220,6 +256,7 @@ static void metrics(struct ext_server *s, struct gs_buf *b) {
   counter(b, "gslice_extender_requests_total", "Extender calls by verb.", "verb",
           (const char *const[]){"filter", "prioritize", "bind"},
           (const uint64_t[]){st.filter, st.prioritize, st.bind}, 3);
+  durations(s, b);
   counter(b, "gslice_extender_bind_errors_total", "Binds answered with an Error.", NULL, NULL,
           &st.bind_errors, 1);
   counter(b, "gslice_extender_bind_refused_total",
@@ -402,6 +439,14 @@ static enum MHD_Result verbs_upload(struct ext_server *s, struct req *r, const c
   return MHD_YES;
 }
 
+static void duration_add(struct duration *d, uint64_t ns) {
+  int i = 0;
+  while (i < DUR_BUCKETS && (double)ns > dur_bounds[i] * 1e9)
+    i++;
+  __atomic_add_fetch(&d->bucket[i], 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&d->sum_ns, ns, __ATOMIC_RELAXED);
+}
+
 static enum MHD_Result handle_verbs(void *cls, struct MHD_Connection *conn, const char *url,
                                     const char *method, const char *version, const char *upload,
                                     size_t *upload_size, void **req_cls) {
@@ -422,14 +467,18 @@ static enum MHD_Result handle_verbs(void *cls, struct MHD_Connection *conn, cons
   }
   struct conn *c = conn_of(conn);
   conn_busy(c, true);
-  uint64_t now = gs_mono_ms();
+  uint64_t t0 = gs_mono_ns(), now = t0 / 1000000;
   const char *b = r->body.p ? r->body.p : "";
-  if (strcmp(url, "/filter") == 0)
+  int verb = !strcmp(url, "/filter")       ? VERB_FILTER
+             : !strcmp(url, "/prioritize") ? VERB_PRIORITIZE
+                                           : VERB_BIND;
+  if (verb == VERB_FILTER)
     status = verb_filter(s->v, b, r->body.len, now, &body, &len);
-  else if (strcmp(url, "/prioritize") == 0)
+  else if (verb == VERB_PRIORITIZE)
     status = verb_prioritize(s->v, b, r->body.len, now, &body, &len);
   else
     status = verb_bind(s->v, b, r->body.len, now, &body, &len);
+  duration_add(&s->dur[verb], gs_mono_ns() - t0);
   conn_busy(c, false);
   if (!body)
     return MHD_NO;
