@@ -362,7 +362,7 @@ static void server_restart(struct node *n, const char *why) {
     rpc_server_stop(n->srv);
     n->srv = NULL;
   }
-  n->registered = false;
+  __atomic_store_n(&n->registered, false, __ATOMIC_RELAXED);
   snprintf(path, sizeof(path), "%s/%s", n->cfg.kubelet_dir, NODE_ENDPOINT);
   if (rpc_server_start(path, "/v1beta1.DevicePlugin/ListAndWatch", M_PRESTART, serve_unary, n,
                        &n->srv, err, sizeof(err)) < 0) {
@@ -388,7 +388,7 @@ static void kubelet_check(struct node *n) {
     if (n->registered)
       gs_log(GS_LOG_WARNING, "%s is gone: the kubelet stopped; registering again when it is back",
              path);
-    n->registered = false;
+    __atomic_store_n(&n->registered, false, __ATOMIC_RELAXED);
     return;
   }
   if (n->registered && (st.st_ino != n->kubelet_ino || st.st_dev != n->kubelet_dev)) {
