@@ -15,8 +15,12 @@
 
 #include "node.h"
 
-#define HEALTH_CONNS 8
-#define HEALTH_TIMEOUT_S 5
+/* The kubelet probes from the node's one address, a connection a probe, liveness and readiness
+ * possibly at once: a few per address, so that a pod filling the listener from its own address
+ * (or a few) cannot take every slot and fail the probes, and a slow peer is cut in 2 s. */
+#define HEALTH_CONNS 64
+#define HEALTH_CONNS_PER_IP 4
+#define HEALTH_TIMEOUT_S 2
 
 struct node_health {
   struct node *n;
@@ -142,7 +146,8 @@ struct node_health *node_health_start(struct node *n, const char *at, char *err,
   h->n = n;
   h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handle,
                             h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)HEALTH_CONNS, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)HEALTH_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned)HEALTH_CONNS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)HEALTH_TIMEOUT_S, MHD_OPTION_END);
   if (!h->mhd) {
     snprintf(err, err_len, "--health-listen %s: cannot start the server", at);
