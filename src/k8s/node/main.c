@@ -47,7 +47,9 @@ static void usage(FILE *out) {
       "                   [--node-name NAME] [--socket PATH] [--state-dir DIR] [--hook FILE]\n"
       "                   [--pod-resources-socket PATH] [--nvidia-visible-devices VALUE]\n"
       "                   [--lease-namespace NS] [--no-api-server] [--health-listen [HOST:]PORT]\n"
-      "                   [--signing-key FILE [--signing-key FILE]]\n"
+      "                   [--signing-key FILE [--signing-key FILE]] [--mode device-plugin|dra]\n"
+      "                   [--plugins-registry DIR] [--plugin-dir DIR] [--cdi-dir DIR]\n"
+      "                   [--allocate-cdi]\n"
       "  --kubelet-dir        the kubelet's device plugin directory\n"
       "                       (default /var/lib/kubelet/device-plugins)\n"
       "  --slots-per-gpu      gslice.io/gpu slots advertised per GPU, the most slices one GPU\n"
@@ -75,7 +77,17 @@ static void usage(FILE *out) {
       "                       gslice-extender signs with); twice while a rotation is under\n"
       "                       way. Default /etc/gslice/signing/key, and\n"
       "                       /etc/gslice/signing/previous when it exists. Needed unless\n"
-      "                       --no-api-server\n",
+      "                       --no-api-server\n"
+      "  --mode               device-plugin (default: gslice.io/gpu slots, placed by\n"
+      "                       gslice-extender) or dra (the kubelet plugin of DRA driver\n"
+      "                       " NODE_DRA_DRIVER ", placed by kube-scheduler); one mode per node\n"
+      "  --plugins-registry   dra: the kubelet's plugin registration directory, where\n"
+      "                       " NODE_DRA_REG_SOCK " goes (default " NODE_DRA_REGISTRY_DEFAULT ")\n"
+      "  --plugin-dir         dra: where the service socket " NODE_DRA_SOCK " goes\n"
+      "                       (default " NODE_DRA_PLUGIN_DIR_DEFAULT ")\n"
+      "  --cdi-dir            the CDI specs gslice-node writes (default " NODE_CDI_DIR_DEFAULT ")\n"
+      "  --allocate-cdi       device-plugin: Allocate answers CDI device names (specs in\n"
+      "                       --cdi-dir) instead of mounts, for runtimes with CDI on\n",
       GS_DEFAULT_SOCKET);
 }
 
@@ -86,6 +98,8 @@ enum flag_kind {
   FLAG_SLOTS,  /* 1..NODE_MAX_SLOTS_PER_GPU */
   FLAG_NO_API, /* --no-api-server */
   FLAG_KEY,    /* --signing-key, at most K8S_SIGN_MAX_KEYS */
+  FLAG_MODE,   /* --mode device-plugin|dra */
+  FLAG_CDI,    /* --allocate-cdi */
   FLAG_HELP,
 };
 #define CFG(field) offsetof(struct node_cfg, field), sizeof(((struct node_cfg *)0)->field)
@@ -108,6 +122,11 @@ static const struct flag {
     {"no-api-server", FLAG_NO_API, 0, 0},
     {"daemon-state-dir", FLAG_PATH, CFG(daemon_state)},
     {"signing-key", FLAG_KEY, 0, 0},
+    {"mode", FLAG_MODE, 0, 0},
+    {"plugins-registry", FLAG_PATH, CFG(plugins_registry)},
+    {"plugin-dir", FLAG_PATH, CFG(plugin_dir)},
+    {"cdi-dir", FLAG_PATH, CFG(cdi_dir)},
+    {"allocate-cdi", FLAG_CDI, 0, 0},
     {"help", FLAG_HELP, 0, 0},
 };
 #undef CFG
@@ -152,6 +171,14 @@ static int flag_set(const struct flag *f, const char *v, struct node_cfg *c) {
     }
     key_paths[nkey_paths++] = v;
     return 0;
+  case FLAG_MODE:
+    if (strcmp(v, "device-plugin") && strcmp(v, "dra")) {
+      fprintf(stderr, "gslice-node: --mode wants device-plugin or dra, not \"%s\"\n", v);
+      return 2;
+    }
+    c->dra = !strcmp(v, "dra");
+    return 0;
+  case FLAG_CDI: c->allocate_cdi = true; return 0;
   case FLAG_HELP: usage(stdout); return 1;
   }
   return 2;
@@ -170,6 +197,9 @@ static void cfg_defaults(struct node_cfg *c) {
   snprintf(c->daemon_state, sizeof(c->daemon_state), "%s", NODE_DAEMON_STATE_DEFAULT);
   snprintf(c->nvidia_visible, sizeof(c->nvidia_visible), "all");
   snprintf(c->lease_namespace, sizeof(c->lease_namespace), "%s", NODE_LEASE_NAMESPACE);
+  snprintf(c->plugins_registry, sizeof(c->plugins_registry), "%s", NODE_DRA_REGISTRY_DEFAULT);
+  snprintf(c->plugin_dir, sizeof(c->plugin_dir), "%s", NODE_DRA_PLUGIN_DIR_DEFAULT);
+  snprintf(c->cdi_dir, sizeof(c->cdi_dir), "%s", NODE_CDI_DIR_DEFAULT);
   if (env_node)
     snprintf(c->node_name, sizeof(c->node_name), "%s", env_node);
   c->slots_per_gpu = 16;
@@ -237,7 +267,8 @@ static int parse_args(int argc, char **argv, struct node_cfg *c) {
 
   for (size_t i = 0; i < NFLAGS; i++)
     opts[i] = (struct option){flags[i].name,
-                              flags[i].kind == FLAG_NO_API || flags[i].kind == FLAG_HELP
+                              flags[i].kind == FLAG_NO_API || flags[i].kind == FLAG_HELP ||
+                                      flags[i].kind == FLAG_CDI
                                   ? no_argument
                                   : required_argument,
                               NULL, 256 + (int)i};

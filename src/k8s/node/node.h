@@ -39,6 +39,16 @@
 #define NODE_LEASE_PREFIX "gslice-node-"
 #define NODE_LEASE_NAMESPACE "gslice-system"
 #define NODE_LEASE_DURATION_S 40
+/* --mode dra: driver name, sockets and CDI kind (../shared/K8S.md, "Dynamic Resource
+ * Allocation"). */
+#define NODE_DRA_DRIVER "gslice.io"
+#define NODE_DRA_REG_SOCK "gslice.io-reg.sock"
+#define NODE_DRA_SOCK "dra.sock"
+#define NODE_DRA_REGISTRY_DEFAULT "/var/lib/kubelet/plugins_registry"
+#define NODE_DRA_PLUGIN_DIR_DEFAULT "/var/lib/kubelet/plugins/gslice.io"
+#define NODE_CDI_DIR_DEFAULT "/var/run/cdi"
+#define NODE_CDI_KIND_CLAIM "gslice.io/claim"
+#define NODE_CDI_KIND_SLOT "gslice.io/slot"
 /* The Event reason of a container refused its GPU. */
 #define NODE_EVENT_REFUSED "GSliceRefused"
 
@@ -54,8 +64,15 @@ struct node_cfg {
   char nvidia_visible[64];             /* NVIDIA_VISIBLE_DEVICES given to containers, "" none */
   char lease_namespace[NODE_NAME_MAX]; /* the liveness Lease's namespace */
   char health_listen[280];             /* --health-listen [HOST:]PORT, "" : no probes */
+  /* --mode dra (docs/kubernetes.md, "DRA"): the kubelet plugin of driver gslice.io, its
+   * registration socket in plugins_registry, its service socket in plugin_dir. */
+  char plugins_registry[PATH_MAX]; /* --plugins-registry: registration socket NODE_DRA_REG_SOCK */
+  char plugin_dir[PATH_MAX];       /* --plugin-dir: service socket NODE_DRA_SOCK */
+  char cdi_dir[PATH_MAX];          /* --cdi-dir: the CDI specs gslice-node writes */
   unsigned slots_per_gpu;
-  bool no_api; /* --no-api-server: tests of the device plugin alone */
+  bool no_api;       /* --no-api-server: tests of the device plugin alone */
+  bool dra;          /* --mode dra (default: device-plugin) */
+  bool allocate_cdi; /* --allocate-cdi: Allocate answers CDI device names, not mounts */
 };
 
 struct node_gpu {
