@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gslice-node --mode dra and the API server (resource.k8s.io/v1): the node's ResourceSlice
+ * (one device per GPU, published again when missing or different) and the ResourceClaims the
+ * kubelet asks us to prepare, turned into the numbers of gsliced slices. The builders and the
+ * parser are pure (jansson only) so that unit tests hold every rule; the rest goes through
+ * src/k8s/common/kube.h. */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define DRA_MAX_SHARES 32
+/* A request name is a DNS label, or "<request>/<subrequest>" (firstAvailable). */
+#define DRA_REQUEST_MAX 128
+#define DRA_POOL_MAX 256
+#define DRA_DEVICE_MAX 64
+#define DRA_SHARE_ID_MAX 64
+#define DRA_UID_MAX 64
+/* The most shares (slices) one GPU takes: the value of the capacity "shares" every share
+ * consumes one of (dra_api.c says why this bound). */
+#define DRA_SHARES_PER_GPU 32
+/* Memory is handed out in multiples of this (the hook reserves in 2 MiB granules). */
+#define DRA_MEMORY_STEP (2ull << 20)
+
+/* The SliceConfig of one share, opaque config of driver gslice.io: the class's first, then the
+ * claim's, which may only lower what the class sets. */
+struct dra_slice_cfg {
+  uint32_t compute_limit; /* percent; 0: none given (the caller's default) */
+  int32_t priority;       /* enum gs_priority; GS_PRIORITY_NORMAL when none given */
+  uint32_t weight;        /* GS_WEIGHT_MIN..GS_WEIGHT_MAX; 1 when none given */
+};
+
+/* One allocated result of driver gslice.io on this node's pool. */
+struct dra_share {
+  char request[DRA_REQUEST_MAX], pool[DRA_POOL_MAX], device[DRA_DEVICE_MAX];
+  char share_id[DRA_SHARE_ID_MAX]; /* "" when the allocator gave none */
+  uint32_t gpu_index;              /* from the device name gpu-<index> */
+  uint64_t memory;                 /* consumedCapacity.memory, bytes, > 0 */
+  uint32_t compute;                /* consumedCapacity.compute, 1..100: the request */
+  struct dra_slice_cfg cfg;        /* the configs whose requests[] name this share's request */
+};
+
+struct dra_claim {
+  char ns[64], name[256], uid[DRA_UID_MAX];
+  size_t nshares;
+  struct dra_share shares[DRA_MAX_SHARES];
+};
+
+/* Pure: a ResourceClaim object into c. metadata.uid must be uid (else -ESTALE: the claim was
+ * replaced, err names both uids); status.allocation must be there (-EAGAIN: not allocated);
+ * results of other drivers or pools are skipped; the opaque configs of driver gslice.io must be
+ * SliceConfigs (an unknown field, kind or apiVersion: -EINVAL naming it). pool is this node's
+ * (its name). 0 or -errno with err. */
+int dra_claim_parse(const json_t *claim, const char *uid, const char *pool, struct dra_claim *c,
+                    char *err, size_t err_len);
+
+struct node;
+/* GET /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name>, then dra_claim_parse with
+ * the node's pool. Call without n->lock. 0 or -errno with err. */
+int dra_claim_read(struct node *n, const char *ns, const char *name, const char *uid,
+                   struct dra_claim *c, char *err, size_t err_len);
+
+/* One GPU as the ResourceSlice shows it. */
+struct dra_gpu {
+  uint32_t index;
+  char uuid[GS_UUID_MAX * 2];
+  char product[GS_NAME_MAX]; /* "" : attribute productName left out */
+  uint64_t memory;           /* bytes */
+};
+
+/* Pure: the ResourceSlice of node `node` (name "<node>-gslice.io", pool "<node>") with these
+ * GPUs (none: no devices) at pool generation `generation`. NULL on ENOMEM. */
+json_t *dra_slice_build(const char *node, const struct dra_gpu *gpus, size_t ngpus,
+                        int64_t generation);
+/* Pure: whether the slice `have` (as the API server returned it) already says what `want` says
+ * (spec only, ignoring pool.generation). */
+bool dra_slice_same(const json_t *have, const json_t *want);
+
+/* The node's ResourceSlice from n->gpus (none while gsliced is down: a GPU whose gsliced is gone
+ * is not offered): created when missing (the kubelet wipes its node's slices when it starts),
+ * updated with the resourceVersion read when it differs, pool.generation one more than the one
+ * read or last written. *cache holds the slice last read or written (json_decref it at the
+ * end; NULL at first). Call every 10 s and at once after registration, without n->lock. 0 or
+ * -errno with err. */
+int dra_publish(struct node *n, json_t **cache, char *err, size_t err_len);
+/* Deletes this node's ResourceSlices of driver gslice.io (at a clean stop); none is success. */
+int dra_unpublish(struct node *n, char *err, size_t err_len);
