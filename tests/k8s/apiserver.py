@@ -21,6 +21,8 @@ the API documents them:
   GET    /api/v1/events, /api/v1/namespaces/NS/events[/NAME]  core/v1 Events
   GET    /apis/coordination.k8s.io/v1/leases, .../namespaces/NS/leases[/NAME]  (lists,
          watches and gets as above)
+  *      /apis/resource.k8s.io/v1/...  ResourceSlices, ResourceClaims (and their /status),
+         DeviceClasses: apiserver_resource.py says what is modelled
   POST   the collections (create; 409 AlreadyExists; metadata.generateName: a name made
          from it). An Event's involvedObject.namespace must be the Event's namespace and
          its type Normal or Warning (422 otherwise, as the API's validation says); a
@@ -104,8 +106,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+import apiserver_resource
+
 
 API_VERSION = {"Lease": "coordination.k8s.io/v1"}  # every other kind: "v1"
+API_VERSION.update(apiserver_resource.API_VERSION)  # resource.k8s.io/v1: apiserver_resource.py
 MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)")
 
 
@@ -730,6 +735,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---- the API ----------------------------------------------------------------------
     def serve_api(self):
+        if self.path.startswith("/apis/resource.k8s.io/"):
+            return apiserver_resource.serve(self, sys.modules[__name__])
         kind, ns, name, sub, q = self.route()
         m = self.command
         if m == "GET" and name is None:
