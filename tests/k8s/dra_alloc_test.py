@@ -1,0 +1,371 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Unit tests of the allocator stand-in (dra_alloc.py) against the rules of KEP-5075 and the
+resource.k8s.io/v1 reference it is written from, and of the API server stand-in's
+resource.k8s.io validation (apiserver_resource.py)."""
+
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import apiserver_resource as res  # noqa: E402
+import dra_alloc as A  # noqa: E402
+from apiserver_resource import quantity as q  # noqa: E402
+
+GiB = 2**30
+CLASS = {"gslice.io": {"metadata": {"name": "gslice.io"}, "spec": {
+    "selectors": [{"cel": {"expression": "device.driver == 'gslice.io'"}}],
+    "config": [{"opaque": {"driver": "gslice.io", "parameters": {
+        "apiVersion": "gslice.io/v1", "kind": "SliceConfig", "priority": "high"}}}]}}}
+
+
+def gpu(name, multi=True, mem="8Gi", mem_policy=None, compute_policy=None, extra=None):
+    caps = {"memory": {"value": mem}, "compute": {"value": "100"}}
+    if mem_policy:
+        caps["memory"]["requestPolicy"] = mem_policy
+    if compute_policy:
+        caps["compute"]["requestPolicy"] = compute_policy
+    caps.update(extra or {})
+    d = {"name": name, "attributes": {"index": {"int": int(name.split("-")[1])}}, "capacity": caps}
+    if multi:
+        d["allowMultipleAllocations"] = True
+    return d
+
+
+def rslice(devices, node="node-a", driver="gslice.io", name=None, gen=1):
+    return {"metadata": {"name": name or "%s-%s" % (node, driver)}, "spec": {
+        "driver": driver, "nodeName": node, "devices": devices,
+        "pool": {"name": node, "generation": gen, "resourceSliceCount": 1}}}
+
+
+def claim(requests, config=None, name="c", status=None):
+    reqs = []
+    for i, r in enumerate(requests):
+        ex = {"deviceClassName": "gslice.io"}
+        ex.update(r)
+        reqs.append({"name": "r%d" % i, "exactly": ex})
+    c = {"metadata": {"name": name, "namespace": "default", "uid": str(uuid.uuid4())},
+         "spec": {"devices": {"requests": reqs}}}
+    if config:
+        c["spec"]["devices"]["config"] = config
+    if status:
+        c["status"] = status
+    return c
+
+
+def cap(memory=None, compute=None):
+    r = {}
+    if memory is not None:
+        r["memory"] = memory
+    if compute is not None:
+        r["compute"] = compute
+    return {"capacity": {"requests": r}}
+
+
+MEM_RANGE = {"default": "256Mi", "validRange": {"min": "256Mi", "step": "256Mi"}}
+COMPUTE_RANGE = {"default": "1", "validRange": {"min": "1", "max": "100", "step": "1"}}
+
+
+class Rounding(unittest.TestCase):
+    def test_range_rounds_up_to_step(self):
+        c = {"value": "8Gi", "requestPolicy": MEM_RANGE}
+        self.assertEqual(A.consumed_amount(c, q("300Mi")), q("512Mi"))
+        self.assertEqual(A.consumed_amount(c, q("512Mi")), q("512Mi"))
+
+    def test_range_below_min_is_min(self):
+        c = {"value": "8Gi", "requestPolicy": MEM_RANGE}
+        self.assertEqual(A.consumed_amount(c, q("1Mi")), q("256Mi"))
+
+    def test_range_over_max_does_not_fit(self):
+        c = {"value": "100", "requestPolicy": {"default": "1", "validRange": {
+            "min": "1", "max": "50", "step": "1"}}}
+        self.assertIsNone(A.consumed_amount(c, q("51")))
+        self.assertEqual(A.consumed_amount(c, q("50")), 50)
+
+    def test_range_rounding_past_max_does_not_fit(self):
+        c = {"value": "100", "requestPolicy": {"default": "10", "validRange": {
+            "min": "10", "max": "90", "step": "20"}}}
+        self.assertEqual(A.consumed_amount(c, q("11")), 30)
+        self.assertIsNone(A.consumed_amount(c, q("91")))  # 91 -> 110 > 90
+
+    def test_range_without_step_is_as_is(self):
+        c = {"value": "100", "requestPolicy": {"default": "5", "validRange": {"min": "5"}}}
+        self.assertEqual(A.consumed_amount(c, q("37")), 37)
+
+    def test_valid_values_next_up(self):
+        c = {"value": "100", "requestPolicy": {"default": "25", "validValues": ["25", "50", "100"]}}
+        self.assertEqual(A.consumed_amount(c, q("26")), 50)
+        self.assertEqual(A.consumed_amount(c, q("50")), 50)
+        self.assertEqual(A.consumed_amount(c, q("1")), 25)
+        self.assertIsNone(A.consumed_amount(c, q("101")))
+
+    def test_unrequested_default_or_whole(self):
+        self.assertEqual(A.consumed_amount({"value": "8Gi", "requestPolicy": MEM_RANGE}, None),
+                         q("256Mi"))
+        self.assertEqual(A.consumed_amount({"value": "8Gi"}, None), 8 * GiB)
+        self.assertEqual(A.consumed_amount({"value": "8Gi"}, q("3Gi")), 3 * GiB)
+
+
+class Allocate(unittest.TestCase):
+    def one(self, c, slices, claims=()):
+        return A.allocate(c, slices, CLASS, list(claims), "node-a")
+
+    def test_result_shape(self):
+        s = [rslice([gpu("gpu-0", mem_policy=MEM_RANGE, compute_policy=COMPUTE_RANGE)])]
+        cl = claim([cap("1Gi", "60")], config=[{"requests": ["r0"], "opaque": {
+            "driver": "gslice.io", "parameters": {"apiVersion": "gslice.io/v1",
+                                                  "kind": "SliceConfig", "computeLimit": 60}}}])
+        a = self.one(cl, s)
+        r = a["devices"]["results"]
+        self.assertEqual(len(r), 1)
+        self.assertEqual((r[0]["request"], r[0]["driver"], r[0]["pool"], r[0]["device"]),
+                         ("r0", "gslice.io", "node-a", "gpu-0"))
+        self.assertRegex(r[0]["shareID"], res.UUID)
+        self.assertEqual(r[0]["consumedCapacity"], {"compute": "60", "memory": "1Gi"})
+        self.assertEqual([c["source"] for c in a["devices"]["config"]], ["FromClass", "FromClaim"])
+        self.assertEqual(a["devices"]["config"][0]["requests"], ["r0"])
+        self.assertEqual(a["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"],
+                         ["node-a"])
+
+    def test_every_capacity_consumed_including_unrequested(self):
+        extra = {"shares": {"value": "4", "requestPolicy": {"default": "1", "validRange": {
+            "min": "1", "max": "4", "step": "1"}}}}
+        s = [rslice([gpu("gpu-0", mem_policy=MEM_RANGE, compute_policy=COMPUTE_RANGE,
+                         extra=extra)])]
+        r = self.one(claim([cap(memory="1Gi")]), s)["devices"]["results"][0]
+        self.assertEqual(r["consumedCapacity"], {"compute": "1", "memory": "1Gi", "shares": "1"})
+
+    def test_no_policy_unrequested_takes_whole(self):
+        s = [rslice([gpu("gpu-0"), gpu("gpu-1")])]
+        first = claim([cap(memory="1Gi")], name="a")
+        first["status"] = {"allocation": self.one(first, s)}
+        r = first["status"]["allocation"]["devices"]["results"][0]
+        self.assertEqual(r["consumedCapacity"]["compute"], "100")  # whole: no policy
+        nxt = self.one(claim([cap(memory="1Gi")]), s, [first])
+        self.assertEqual(nxt["devices"]["results"][0]["device"], "gpu-1")
+
+    def test_sum_of_shares_bounded_first_fit(self):
+        s = [rslice([gpu("gpu-0", compute_policy=COMPUTE_RANGE, mem_policy=MEM_RANGE),
+                     gpu("gpu-1", compute_policy=COMPUTE_RANGE, mem_policy=MEM_RANGE)])]
+        held = []
+        for want, where in (("60", "gpu-0"), ("30", "gpu-0"), ("20", "gpu-1"), ("10", "gpu-0"),
+                            ("80", "gpu-1"), ("1", None)):
+            c = claim([cap("256Mi", want)])
+            if where is None:
+                with self.assertRaises(A.Unschedulable):
+                    self.one(c, s, held)
+                continue
+            c["status"] = {"allocation": self.one(c, s, held)}
+            self.assertEqual(c["status"]["allocation"]["devices"]["results"][0]["device"], where)
+            held.append(c)
+
+    def test_memory_bounded(self):
+        s = [rslice([gpu("gpu-0", mem="2Gi", mem_policy=MEM_RANGE, compute_policy=COMPUTE_RANGE)])]
+        a = claim([cap("1536Mi", "1")])
+        a["status"] = {"allocation": self.one(a, s)}
+        self.assertEqual(a["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"]
+                         ["memory"], "1536Mi")
+        with self.assertRaises(A.Unschedulable):
+            self.one(claim([cap("600Mi", "1")]), s, [a])  # 1536 + 768 > 2048
+        self.one(claim([cap("500Mi", "1")]), s, [a])  # 1536 + 512 = 2048
+
+    def test_share_ids_distinct(self):
+        s = [rslice([gpu("gpu-0", compute_policy=COMPUTE_RANGE, mem_policy=MEM_RANGE)])]
+        a = self.one(claim([cap("1Gi", "10"), cap("1Gi", "10")]), s)
+        ids = [r["shareID"] for r in a["devices"]["results"]]
+        self.assertEqual([r["device"] for r in a["devices"]["results"]], ["gpu-0", "gpu-0"])
+        self.assertEqual(len(set(ids)), 2)
+
+    def test_exclusive_device_once_no_share(self):
+        s = [rslice([gpu("gpu-0", multi=False)])]
+        a = claim([cap("1Gi")])
+        a["status"] = {"allocation": self.one(a, s)}
+        r = a["status"]["allocation"]["devices"]["results"][0]
+        self.assertNotIn("shareID", r)
+        self.assertNotIn("consumedCapacity", r)
+        with self.assertRaises(A.Unschedulable):
+            self.one(claim([{}]), s, [a])
+
+    def test_capacity_filter_missing_or_short(self):
+        s = [rslice([gpu("gpu-0", multi=False, mem="4Gi")])]
+        with self.assertRaises(A.Unschedulable):
+            self.one(claim([cap("5Gi")]), s)
+        with self.assertRaises(A.Unschedulable):
+            self.one(claim([{"capacity": {"requests": {"bandwidth": "1"}}}]), s)
+
+    def test_policy_violation_skips_device(self):
+        tight = {"default": "1", "validRange": {"min": "1", "max": "50", "step": "1"}}
+        s = [rslice([gpu("gpu-0", compute_policy=tight, mem_policy=MEM_RANGE),
+                     gpu("gpu-1", compute_policy=COMPUTE_RANGE, mem_policy=MEM_RANGE)])]
+        a = self.one(claim([cap("1Gi", "60")]), s)
+        self.assertEqual(a["devices"]["results"][0]["device"], "gpu-1")
+
+    def test_count_and_all(self):
+        s = [rslice([gpu("gpu-0", multi=False), gpu("gpu-1", multi=False)])]
+        a = self.one(claim([{"count": 2}]), s)
+        self.assertEqual([r["device"] for r in a["devices"]["results"]], ["gpu-0", "gpu-1"])
+        with self.assertRaises(A.Unschedulable):
+            self.one(claim([{"count": 3}]), s)
+        held = claim([{}])
+        held["status"] = {"allocation": self.one(held, s)}
+        with self.assertRaises(A.Unschedulable):
+            self.one(claim([{"allocationMode": "All"}]), s, [held])
+
+    def test_selectors_and_other_nodes_and_generations(self):
+        s = [rslice([gpu("gpu-0")], driver="other.io"),
+             rslice([gpu("gpu-5")], node="node-b"),
+             rslice([gpu("gpu-1")], name="old", gen=1), rslice([gpu("gpu-2")], name="new", gen=2)]
+        a = self.one(claim([{}]), s)
+        self.assertEqual(a["devices"]["results"][0]["device"], "gpu-2")
+        c = claim([{"selectors": [{"cel": {"expression": "device.attributes['gslice.io'].index"
+                                                         " == 7"}}]}])
+        with self.assertRaises(A.Unschedulable):
+            self.one(c, s)
+        with self.assertRaises(ValueError):
+            self.one(claim([{"selectors": [{"cel": {"expression": "device.x > 1"}}]}]), s)
+
+    def test_missing_class(self):
+        with self.assertRaises(A.Unschedulable):
+            self.one(claim([{"deviceClassName": "nope"}]), [rslice([gpu("gpu-0")])])
+
+    def test_written_allocation_is_valid(self):
+        s = [rslice([gpu("gpu-0", mem_policy=MEM_RANGE, compute_policy=COMPUTE_RANGE)])]
+        res.validate("ResourceSlice", s[0], None)
+        c = claim([cap("1Gi", "30")])
+        res.validate("ResourceClaim", c, None)
+        c2 = copy.deepcopy(c)
+        c2["status"] = {"allocation": self.one(c, s), "reservedFor": [
+            {"resource": "pods", "name": "p", "uid": "u"}]}
+        res.validate("ResourceClaim", c2, c)
+
+
+class Validation(unittest.TestCase):
+    def bad(self, kind, obj, field, old=None):
+        with self.assertRaises(res.Invalid) as e:
+            res.validate(kind, obj, old)
+        self.assertEqual(e.exception.args[0], field)
+
+    def test_slice(self):
+        ok = rslice([gpu("gpu-0", mem_policy=MEM_RANGE, compute_policy=COMPUTE_RANGE)])
+        res.validate("ResourceSlice", ok, None)
+        b = copy.deepcopy(ok)
+        b["spec"]["devices"][0]["name"] = "GPU_0"
+        self.bad("ResourceSlice", b, "spec.devices[0].name")
+        b = copy.deepcopy(ok)
+        b["spec"]["allNodes"] = True
+        self.bad("ResourceSlice", b, "spec")
+        b = copy.deepcopy(ok)
+        del b["spec"]["devices"][0]["allowMultipleAllocations"]
+        self.bad("ResourceSlice", b, "spec.devices[0].capacity[memory].requestPolicy")
+        b = copy.deepcopy(ok)
+        b["spec"]["devices"][0]["capacity"]["compute"]["requestPolicy"]["default"] = "0"
+        self.bad("ResourceSlice", b, "spec.devices[0].capacity[compute].requestPolicy.default")
+        b = copy.deepcopy(ok)
+        del b["spec"]["devices"][0]["capacity"]["memory"]["requestPolicy"]["default"]
+        self.bad("ResourceSlice", b, "spec.devices[0].capacity[memory].requestPolicy.default")
+        b = copy.deepcopy(ok)
+        b["spec"]["devices"][0]["capacity"]["compute"]["requestPolicy"] = {
+            "default": "30", "validValues": ["50", "30"]}
+        self.bad("ResourceSlice", b, "spec.devices[0].capacity[compute].requestPolicy.validValues")
+        b = copy.deepcopy(ok)
+        b["spec"]["nodeName"] = "node-b"
+        self.bad("ResourceSlice", b, "spec.nodeName", old=ok)
+
+    def test_claim(self):
+        ok = claim([cap("1Gi", "30")])
+        res.validate("ResourceClaim", ok, None)
+        b = copy.deepcopy(ok)
+        b["spec"]["devices"]["requests"][0]["exactly"]["count"] = 0
+        self.bad("ResourceClaim", b, "spec.devices.requests[0].exactly.count")
+        b = copy.deepcopy(ok)
+        b["spec"]["devices"]["config"] = [{"requests": ["nope"], "opaque": {
+            "driver": "gslice.io", "parameters": {}}}]
+        self.bad("ResourceClaim", b, "spec.devices.config[0].requests")
+        b = copy.deepcopy(ok)
+        b["status"] = {"allocation": {"devices": {"results": [{
+            "request": "r0", "driver": "gslice.io", "pool": "node-a", "device": "gpu-0",
+            "shareID": "share-1"}]}}}
+        self.bad("ResourceClaim", b, "status.allocation.devices.results[0].shareID", old=ok)
+        b = copy.deepcopy(ok)
+        b["status"] = {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}
+        self.bad("ResourceClaim", b, "status.reservedFor", old=ok)
+
+    def test_quantities(self):
+        self.assertEqual(q("1Gi"), GiB)
+        self.assertEqual(q("1.5Gi"), 3 * GiB // 2)
+        self.assertEqual(q("500M"), 500 * 10**6)
+        self.assertEqual(q("2e3"), 2000)
+        self.assertEqual(q("100m") * 10, 1)
+        with self.assertRaises(res.Invalid):
+            q("1 GiB")
+        self.assertEqual(res.quantity_str(1536 * 2**20, True), "1536Mi")
+        self.assertEqual(res.quantity_str(60, False), "60")
+        self.assertEqual(res.quantity_str(0, True), "0")
+
+
+class ThroughTheApiServer(unittest.TestCase):
+    """The allocator as the e2e tests run it: against apiserver.py, through /status."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="dra-alloc-test.")
+        pf = os.path.join(cls.dir, "port")
+        cls.proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "apiserver.py"), "--port-file", pf],
+            stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if os.path.exists(pf):
+                break
+            time.sleep(0.05)
+        cls.api = A.Api("http://127.0.0.1:%s" % open(pf).read().strip())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.kill()
+        cls.proc.wait()
+
+    def post(self, path, obj, want=201):
+        code, out = self.api.call("POST", A.R + path, obj)
+        self.assertEqual(code, want, out)
+        return out
+
+    def test_allocate_reserve_release(self):
+        self.post("/deviceclasses", CLASS["gslice.io"])
+        self.post("/resourceslices", rslice([gpu("gpu-0", mem_policy=MEM_RANGE,
+                                                 compute_policy=COMPUTE_RANGE)]))
+        c = claim([cap("1Gi", "60")], name="one")
+        del c["metadata"]["uid"]
+        self.post("/namespaces/default/resourceclaims", c)
+        out = A.allocate_claim(self.api, "default", "one", "node-a", [("p1", "u1")])
+        out = A.allocate_claim(self.api, "default", "one", "node-a", [("p2", "u2")])
+        st = out["status"]
+        self.assertEqual([r["uid"] for r in st["reservedFor"]], ["u1", "u2"])
+        self.assertEqual(st["allocation"]["devices"]["results"][0]["consumedCapacity"],
+                         {"compute": "60", "memory": "1Gi"})
+        c2 = claim([cap("1Gi", "50")], name="two")
+        del c2["metadata"]["uid"]
+        self.post("/namespaces/default/resourceclaims", c2)
+        with self.assertRaises(A.Unschedulable):  # 60 + 50 > 100
+            A.allocate_claim(self.api, "default", "two", "node-a", [("p3", "u3")])
+        A.release_claim(self.api, "default", "one", "u1")
+        out = A.release_claim(self.api, "default", "one", "u2")
+        self.assertNotIn("allocation", out.get("status") or {})
+        out = A.allocate_claim(self.api, "default", "two", "node-a", [("p3", "u3")])
+        self.assertEqual(out["status"]["allocation"]["devices"]["results"][0]["device"], "gpu-0")
+        # The kubelet's wipe: deletecollection by node.
+        code, gone = self.api.call("DELETE", A.R + "/resourceslices?fieldSelector=spec.nodeName="
+                                   "node-a")
+        self.assertEqual((code, len(gone["items"])), (200, 1))
+        self.assertEqual(self.api.get(A.R + "/resourceslices")["items"], [])
+        code, _ = self.api.call("GET", A.R + "/resourceslices?fieldSelector=spec.devices=x")
+        self.assertEqual(code, 400)
+
+
+if __name__ == "__main__":
+    unittest.main()
