@@ -35,7 +35,7 @@ struct cdi_device {
   struct cdi_edits edits;
 };
 
-/* The CDI version a spec's fields need, and the highest this writer knows. */
+/* The cdiVersion of a spec that needs no newer field (the earliest the library takes). */
 #define CDI_VERSION_MIN "0.3.0"
 #define CDI_NAME_MAX 128 /* our own bound on a device name (CDI sets none) */
 
