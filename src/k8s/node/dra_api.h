@@ -19,9 +19,6 @@
 #define DRA_DEVICE_MAX 64
 #define DRA_SHARE_ID_MAX 64
 #define DRA_UID_MAX 64
-/* The most shares (slices) one GPU takes: the value of the capacity "shares" every share
- * consumes one of (dra_api.c says why this bound). */
-#define DRA_SHARES_PER_GPU 32
 /* Memory is handed out in multiples of this (the hook reserves in 2 MiB granules). */
 #define DRA_MEMORY_STEP (2ull << 20)
 
@@ -72,19 +69,24 @@ struct dra_gpu {
 };
 
 /* Pure: the ResourceSlice of node `node` (name "<node>-gslice.io", pool "<node>") with these
- * GPUs (none: no devices) at pool generation `generation`. NULL on ENOMEM. */
+ * GPUs (none: no devices) at pool generation `generation`; `shares` is the value of each
+ * device's capacity "shares" (every share consumes one: the most slices one GPU takes).
+ * NULL on ENOMEM. The request policies and why: dra_api.c. */
 json_t *dra_slice_build(const char *node, const struct dra_gpu *gpus, size_t ngpus,
-                        int64_t generation);
+                        int64_t generation, uint32_t shares);
+/* "<node>-gslice.io" into out: 0, or -EINVAL (err says why) when node is not a DNS subdomain
+ * or the name would be over 253. */
+int dra_slice_name(const char *node, char *out, size_t len, char *err, size_t err_len);
 /* Pure: whether the slice `have` (as the API server returned it) already says what `want` says
  * (spec only, ignoring pool.generation). */
 bool dra_slice_same(const json_t *have, const json_t *want);
 
-/* The node's ResourceSlice from n->gpus (none while gsliced is down: a GPU whose gsliced is gone
- * is not offered): created when missing (the kubelet wipes its node's slices when it starts),
- * updated with the resourceVersion read when it differs, pool.generation one more than the one
- * read or last written. *cache holds the slice last read or written (json_decref it at the
- * end; NULL at first). Call every 10 s and at once after registration, without n->lock. 0 or
- * -errno with err. */
+/* The node's ResourceSlice from n->gpus, shares = n->cfg.slots_per_gpu (none while gsliced is down:
+ * a GPU whose gsliced is gone is not offered): created when missing (the kubelet wipes its node's
+ * slices when it starts), updated with the resourceVersion read when it differs, pool.generation
+ * one more than the one read or last written. *cache holds the slice last read or written
+ * (json_decref it at the end; NULL at first). Call every 10 s and at once after registration,
+ * without n->lock. 0 or -errno with err. */
 int dra_publish(struct node *n, json_t **cache, char *err, size_t err_len);
 /* Deletes this node's ResourceSlices of driver gslice.io (at a clean stop); none is success. */
 int dra_unpublish(struct node *n, char *err, size_t err_len);
