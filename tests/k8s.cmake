@@ -74,3 +74,11 @@ if(TARGET gslice-webhook)
                          ENVIRONMENT "${GSLICE_TEST_ENV}")
   endforeach()
 endif()
+# The DRA stand-ins' own rules (tests/k8s/dra_alloc_test.py: the KEP-5075 allocator, the
+# resource.k8s.io/v1 validation of the API server stand-in); Python only, no target needed.
+add_test(NAME k8s.dra_alloc_test COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/k8s/dra_alloc_test.py)
+set_tests_properties(k8s.dra_alloc_test PROPERTIES LABELS k8s TIMEOUT 60 SKIP_RETURN_CODE 77)
+# The DRA kubelet stand-in against a minimal plugin of its own (registration, batches, wipe).
+add_test(NAME k8s.dra_kubelet_test COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/k8s/dra_kubelet_test.py)
+set_tests_properties(k8s.dra_kubelet_test PROPERTIES LABELS k8s TIMEOUT 120 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${GSLICE_TEST_ENV}")
