@@ -384,6 +384,125 @@ SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
   return running(device, infoCount, infos, 1);
 }
 
+/* Graphics and MPS clients: the sim runs CUDA contexts only, without an MPS server, so both
+ * lists are empty (the compute list's protocol: SUCCESS and a count of 0). */
+static nvmlReturn_t no_clients(nvmlDevice_t device, unsigned int *count, void *infos) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!count || (*count && !infos))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *count = 0;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
+                                                              unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos) {
+  return no_clients(device, infoCount, infos);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device,
+                                                              unsigned int *infoCount,
+                                                              nvmlProcessInfo_v2_t *infos) {
+  return no_clients(device, infoCount, infos);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device,
+                                                           unsigned int *infoCount,
+                                                           nvmlProcessInfo_v1_t *infos) {
+  return no_clients(device, infoCount, infos);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                unsigned int *infoCount,
+                                                                nvmlProcessInfo_t *infos) {
+  return no_clients(device, infoCount, infos);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                                unsigned int *infoCount,
+                                                                nvmlProcessInfo_v2_t *infos) {
+  return no_clients(device, infoCount, infos);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device,
+                                                             unsigned int *infoCount,
+                                                             nvmlProcessInfo_v1_t *infos) {
+  return no_clients(device, infoCount, infos);
+}
+
+/* As NVML does it, from the caller's own /proc (the first word of the command line, else the
+ * kernel's name for it): a pid NVML listed from another namespace names nothing here (NOT_FOUND)
+ * or someone else. Truncated to length. */
+SIM_API nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length) {
+  if (!machine())
+    return NVML_ERROR_UNINITIALIZED;
+  if (!name || length == 0 || pid == 0)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  char path[64], buf[256] = {0};
+  snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
+  FILE *f = fopen(path, "re");
+  size_t got = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+  if (f)
+    fclose(f);
+  if (got == 0 || buf[0] == 0) {
+    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+    f = fopen(path, "re");
+    got = f && fgets(buf, sizeof(buf), f) ? strlen(buf) : 0;
+    if (f)
+      fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+    if (got == 0)
+      return NVML_ERROR_NOT_FOUND;
+  }
+  snprintf(name, length, "%s", buf);
+  return NVML_SUCCESS;
+}
+
+/* The rest of nvidia-smi's default view: fixed figures of a data-center GPU at work (passively
+ * cooled, so no fan: NOT_SUPPORTED, which nvidia-smi shows as N/A). */
+#define SIM_DEVICE_QUERY(fn, type, value)                                                          \
+  SIM_API nvmlReturn_t fn(nvmlDevice_t device, type *out) {                                        \
+    REQUIRE_MACHINE(m);                                                                            \
+    unsigned d;                                                                                    \
+    nvmlReturn_t rc = dev_arg(m, device, &d);                                                      \
+    if (rc == NVML_SUCCESS && !out)                                                                \
+      rc = NVML_ERROR_INVALID_ARGUMENT;                                                            \
+    if (rc == NVML_SUCCESS)                                                                        \
+      *out = (value);                                                                              \
+    return rc;                                                                                     \
+  }
+SIM_DEVICE_QUERY(nvmlDeviceGetPowerUsage, unsigned int, 350000u)         /* mW */
+SIM_DEVICE_QUERY(nvmlDeviceGetEnforcedPowerLimit, unsigned int, 700000u) /* mW */
+SIM_DEVICE_QUERY(nvmlDeviceGetPerformanceState, nvmlPstates_t, NVML_PSTATE_0)
+SIM_DEVICE_QUERY(nvmlDeviceGetComputeMode, nvmlComputeMode_t, NVML_COMPUTEMODE_DEFAULT)
+SIM_DEVICE_QUERY(nvmlDeviceGetPersistenceMode, nvmlEnableState_t, NVML_FEATURE_ENABLED)
+
+SIM_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
+                                              nvmlTemperatureSensors_t sensorType,
+                                              unsigned int *temp) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && (!temp || sensorType != NVML_TEMPERATURE_GPU))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *temp = 40;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && !speed)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
+}
+
 static uint64_t realtime_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

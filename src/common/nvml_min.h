@@ -105,6 +105,8 @@ typedef struct nvmlProcessInfo_st {
 typedef nvmlProcessInfo_t nvmlProcessInfo_v2_t;
 
 #define NVML_VALUE_NOT_AVAILABLE (-1)
+/* gpuInstanceId / computeInstanceId of a process on a GPU not in MIG mode. */
+#define NVML_NO_INSTANCE 0xFFFFFFFFu
 
 typedef struct nvmlProcessUtilizationSample_st {
   unsigned int pid;
@@ -124,6 +126,21 @@ typedef struct nvmlPciInfo_st {
   unsigned int pciSubSystemId;
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:01:00.0" */
 } nvmlPciInfo_t;
+
+/* What nvidia-smi's default view reads beside memory, processes and utilization (the values are
+ * NVML's ABI). */
+typedef enum nvmlTemperatureSensors_enum { NVML_TEMPERATURE_GPU = 0 } nvmlTemperatureSensors_t;
+typedef enum nvmlEnableState_enum {
+  NVML_FEATURE_DISABLED = 0,
+  NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+typedef enum nvmlComputeMode_enum {
+  NVML_COMPUTEMODE_DEFAULT = 0,
+  NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+  NVML_COMPUTEMODE_PROHIBITED = 2,
+  NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3
+} nvmlComputeMode_t;
+typedef enum nvmlPStates_enum { NVML_PSTATE_0 = 0, NVML_PSTATE_UNKNOWN = 32 } nvmlPstates_t;
 
 /* Prototypes under their ABI (exported) names. nvml.h maps the unsuffixed names to
  * the newest versions with macros; we do the same unless the includer defines
@@ -152,6 +169,28 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
                                                      nvmlProcessInfo_t *infos);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_v2_t *infos);
+/* Graphics and MPS clients: the same protocol as the compute list. */
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_t *infos);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_v2_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                        unsigned int *infoCount,
+                                                        nvmlProcessInfo_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                        unsigned int *infoCount,
+                                                        nvmlProcessInfo_v2_t *infos);
+/* The name of a process by pid, read from the caller's own /proc (so a host pid means nothing
+ * inside a container's namespace): NVML_ERROR_NOT_FOUND when there is no such process. */
+nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length);
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                      unsigned int *temp);
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power); /* milliwatts */
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit);
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed);
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState);
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode);
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
 /* Call first with utilization NULL: NVML_ERROR_INSUFFICIENT_SIZE and *processSamplesCount = the
  * entries to allocate (NVML's sample buffer, not the number of processes); a smaller count
  * later is refused the same way. NVML_ERROR_NOT_FOUND: no sample since lastSeenTimeStamp. */
@@ -160,18 +199,26 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              unsigned int *processSamplesCount,
                                              unsigned long long lastSeenTimeStamp);
 
-#ifdef NVML_NO_UNVERSIONED_FUNC_DEFS
+/* The hook (built with __CUDA_API_VERSION_INTERNAL, every ABI name as itself) wraps the v1 entry
+ * points too, so it sees them as the sim defines them. */
+#if defined(NVML_NO_UNVERSIONED_FUNC_DEFS) || defined(__CUDA_API_VERSION_INTERNAL)
 /* The original (v1) entry points, still exported by every libnvidia-ml.so.1. */
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                   nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_v1_t *infos);
 #else
 #define nvmlInit nvmlInit_v2
 #define nvmlDeviceGetCount nvmlDeviceGetCount_v2
 #define nvmlDeviceGetHandleByIndex nvmlDeviceGetHandleByIndex_v2
 #define nvmlDeviceGetComputeRunningProcesses nvmlDeviceGetComputeRunningProcesses_v3
+#define nvmlDeviceGetGraphicsRunningProcesses nvmlDeviceGetGraphicsRunningProcesses_v3
+#define nvmlDeviceGetMPSComputeRunningProcesses nvmlDeviceGetMPSComputeRunningProcesses_v3
 #define nvmlDeviceGetPciInfo nvmlDeviceGetPciInfo_v3
 #endif
 
