@@ -1,3 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # NVML as the hook meets it on real machines: process lists it cannot give (containers).
 gslice_script_test(hook_nvml_pids hook_nvml_pids.sh TIMEOUT 60)
+# nvidia-smi inside a slice (docs/nvml.md): its NVML calls, made by nvml_smi through the hook,
+# answer for the slice (its processes by its pids, its memory, its share of the device, its GPUs).
+if(TARGET gslice_sim_nvml)
+  add_executable(nvml_smi progs/nvml_smi.c)
+  target_include_directories(nvml_smi PRIVATE ${CMAKE_SOURCE_DIR}/src/common)
+  target_link_libraries(nvml_smi PRIVATE gslice_sim_nvml)
+  set_target_properties(nvml_smi PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  gslice_script_test(nvml_slices nvml_slices.sh TIMEOUT 120)
+endif()

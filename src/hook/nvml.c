@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* NVML's memory queries show the slice: total = cap, used = the slice's, free = what is left. */
-#include "hook.h"
+/* NVML's memory and utilization queries show the slice: total = cap, used = the slice's, free =
+ * what is left; utilization is the slice's own processes' share of the device. */
+#include "nvml_slice.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "region.h"
+#include "slice.h"
 
-/* The slice's figures for an NVML device; 0 if it has a cap (and they were filled in). */
+/* The slice's figures for an NVML device; 0 if it has a cap (and they were filled in). Without
+ * a cap the device's total and free stay, and used is the slice's alone (1). */
 static int slice_figures(nvmlDevice_t device, unsigned long long real_free,
                          unsigned long long *total, unsigned long long *used,
                          unsigned long long *free_bytes) {
@@ -15,7 +21,24 @@ static int slice_figures(nvmlDevice_t device, unsigned long long real_free,
   uint8_t uuid[GS_REGION_UUID_LEN];
   uint64_t limit, slice_used;
   if (!r->nvmlDeviceGetUUID || r->nvmlDeviceGetUUID(device, text, sizeof(text)) != NVML_SUCCESS ||
-      gs_uuid_parse(text, uuid) < 0 || gs_memory_slice_view(uuid, &limit, &slice_used) < 0)
+      gs_uuid_parse(text, uuid) < 0)
+    return -1;
+  int e = gs_memory_slice_view(uuid, &limit, &slice_used);
+  if (e == -ENOENT) {
+    struct gs_region_device_info info;
+    unsigned slot;
+    int s = gs_nvml_slot(device, &slot);
+    if (s == -ENOENT) { /* the slice never used the device */
+      *used = 0;
+      return 1;
+    }
+    gs_reclaim_for_view();
+    if (s < 0 || gs_region_device_info(gs_slice_region(), slot, &info) < 0)
+      return -1;
+    *used = info.used < *total ? info.used : *total;
+    return 1;
+  }
+  if (e < 0)
     return -1;
   uint64_t left = limit > slice_used ? limit - slice_used : 0;
   if (limit < *total)
@@ -46,4 +69,135 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
       slice_figures(device, memory->free, &memory->total, &memory->used, &memory->free) == 0)
     memory->reserved = 0; /* the driver's own reservation is no slice's; contexts are in used */
   return rc;
+}
+
+/* NVML's sample period for utilization: the last second (nvmlUtilization_t). */
+#define UTIL_PERIOD_US 1000000ull
+
+static unsigned long long realtime_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+/* NVML's per-process samples for `device` since `since` (CPU time, us): malloc'd, *ret_n of
+ * them; NULL with *ret_rc = what NVML said when it gave none (NOT_FOUND: no process ran). */
+static nvmlProcessUtilizationSample_t *real_samples(nvmlDevice_t device, unsigned long long since,
+                                                    unsigned *ret_n, nvmlReturn_t *ret_rc) {
+  const struct gs_real *r = gs_real();
+  unsigned need = 0;
+  *ret_n = 0;
+  *ret_rc = NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (!r->nvmlDeviceGetProcessUtilization)
+    return NULL;
+  *ret_rc = r->nvmlDeviceGetProcessUtilization(device, NULL, &need, since);
+  if (*ret_rc != NVML_ERROR_INSUFFICIENT_SIZE || need == 0)
+    return NULL;
+  nvmlProcessUtilizationSample_t *s = calloc(need, sizeof(*s));
+  if (!s) {
+    *ret_rc = NVML_ERROR_MEMORY;
+    return NULL;
+  }
+  *ret_rc = r->nvmlDeviceGetProcessUtilization(device, s, &need, since);
+  if (*ret_rc != NVML_SUCCESS) {
+    free(s);
+    return NULL;
+  }
+  *ret_n = need;
+  return s;
+}
+
+/* The slice's share of the device over the last second: for each of its processes the mean of
+ * NVML's samples of it (a process can have several in the period), summed over them. */
+static nvmlReturn_t slice_util(nvmlDevice_t device, const struct gs_nvml_proc *procs, unsigned n,
+                               nvmlUtilization_t *u) {
+  unsigned ns;
+  nvmlReturn_t rc;
+  nvmlProcessUtilizationSample_t *s =
+      real_samples(device, realtime_us() - UTIL_PERIOD_US, &ns, &rc);
+  u->gpu = u->memory = 0;
+  if (!s)
+    return rc == NVML_ERROR_NOT_FOUND ? NVML_SUCCESS : rc; /* none of them ran: 0 */
+  for (unsigned i = 0; i < n; i++) {
+    unsigned long long sm = 0, mem = 0, k = 0;
+    for (unsigned j = 0; j < ns; j++)
+      if (s[j].pid == procs[i].pid) {
+        sm += s[j].smUtil;
+        mem += s[j].memUtil;
+        k++;
+      }
+    if (k) {
+      u->gpu += (unsigned)((sm + k / 2) / k);
+      u->memory += (unsigned)((mem + k / 2) / k);
+    }
+  }
+  free(s);
+  u->gpu = u->gpu > 100 ? 100 : u->gpu;
+  u->memory = u->memory > 100 ? 100 : u->memory;
+  return NVML_SUCCESS;
+}
+
+/* gpu and memory: the slice's processes' share of the last second. A slice with no process on
+ * the device used none of it (0). Where NVML's pids are another namespace's (a container), the
+ * samples cannot be told apart: NVML_ERROR_NOT_SUPPORTED (nvidia-smi shows N/A), never the
+ * whole device's figure. */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                     nvmlUtilization_t *utilization) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetUtilizationRates)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  gs_setup();
+  nvmlReturn_t rc = r->nvmlDeviceGetUtilizationRates(device, utilization);
+  if (rc != NVML_SUCCESS || !utilization)
+    return rc;
+  struct gs_nvml_proc *procs = calloc(GS_NVML_MAX_PROCS, sizeof(*procs));
+  unsigned n = 0;
+  if (!procs)
+    return NVML_ERROR_MEMORY;
+  if (gs_nvml_slice_procs(device, procs, GS_NVML_MAX_PROCS, &n) < 0)
+    rc = NVML_ERROR_UNKNOWN;
+  else if (n == 0)
+    utilization->gpu = utilization->memory = 0;
+  else if (gs_nvml_pids_ours(device, procs, n))
+    rc = slice_util(device, procs, n, utilization);
+  else
+    rc = NVML_ERROR_NOT_SUPPORTED;
+  if (rc != NVML_SUCCESS)
+    utilization->gpu = utilization->memory = 0;
+  free(procs);
+  return rc;
+}
+
+/* The slice's processes' samples only (NVML's two-call protocol is NVML's own: the size call and
+ * a short buffer pass through). None of them since lastSeenTimeStamp, or NVML's pids not ours:
+ * NVML_ERROR_NOT_FOUND, *processSamplesCount as passed, as NVML says "no sample". */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                       nvmlProcessUtilizationSample_t *utilization,
+                                                       unsigned int *processSamplesCount,
+                                                       unsigned long long lastSeenTimeStamp) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetProcessUtilization)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  gs_setup();
+  unsigned passed = processSamplesCount ? *processSamplesCount : 0;
+  nvmlReturn_t rc = r->nvmlDeviceGetProcessUtilization(device, utilization, processSamplesCount,
+                                                       lastSeenTimeStamp);
+  if (rc != NVML_SUCCESS || !utilization || !processSamplesCount)
+    return rc;
+  struct gs_nvml_proc *procs = calloc(GS_NVML_MAX_PROCS, sizeof(*procs));
+  unsigned n = 0, kept = 0;
+  if (procs && gs_nvml_slice_procs(device, procs, GS_NVML_MAX_PROCS, &n) == 0 && n &&
+      gs_nvml_pids_ours(device, procs, n)) {
+    for (unsigned i = 0; i < *processSamplesCount && i < passed; i++)
+      if (gs_nvml_has_pid(procs, n, utilization[i].pid))
+        utilization[kept++] = utilization[i];
+  }
+  free(procs);
+  if (kept == 0) {
+    memset(utilization, 0, (size_t)passed * sizeof(*utilization));
+    *processSamplesCount = passed;
+    return NVML_ERROR_NOT_FOUND;
+  }
+  *processSamplesCount = kept;
+  return NVML_SUCCESS;
 }

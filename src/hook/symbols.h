@@ -103,13 +103,30 @@
   X(cuMemGetAllocationPropertiesFromHandle)                                                        \
   X(cuMemGetAddressRange_v2)
 
+/* NVML as nvidia-smi reads it (docs/nvml.md): memory, the device list, the process lists and
+ * utilization answer for the slice. */
 #define GS_NVML_WRAPPED(X)                                                                         \
   X(nvmlDeviceGetMemoryInfo)                                                                       \
-  X(nvmlDeviceGetMemoryInfo_v2)
+  X(nvmlDeviceGetMemoryInfo_v2)                                                                    \
+  X(nvmlDeviceGetCount)                                                                            \
+  X(nvmlDeviceGetCount_v2)                                                                         \
+  X(nvmlDeviceGetHandleByIndex)                                                                    \
+  X(nvmlDeviceGetHandleByIndex_v2)                                                                 \
+  X(nvmlDeviceGetHandleByUUID)                                                                     \
+  X(nvmlDeviceGetIndex)                                                                            \
+  X(nvmlDeviceGetComputeRunningProcesses)                                                          \
+  X(nvmlDeviceGetComputeRunningProcesses_v2)                                                       \
+  X(nvmlDeviceGetComputeRunningProcesses_v3)                                                       \
+  X(nvmlDeviceGetGraphicsRunningProcesses)                                                         \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v2)                                                      \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v3)                                                      \
+  X(nvmlDeviceGetMPSComputeRunningProcesses)                                                       \
+  X(nvmlDeviceGetMPSComputeRunningProcesses_v2)                                                    \
+  X(nvmlDeviceGetMPSComputeRunningProcesses_v3)                                                    \
+  X(nvmlDeviceGetUtilizationRates)                                                                 \
+  X(nvmlDeviceGetProcessUtilization)
 
 #define GS_NVML_CALLED(X)                                                                          \
   X(nvmlInit_v2)                                                                                   \
   X(nvmlShutdown)                                                                                  \
-  X(nvmlDeviceGetHandleByUUID)                                                                     \
-  X(nvmlDeviceGetUUID)                                                                             \
-  X(nvmlDeviceGetComputeRunningProcesses_v3)
+  X(nvmlDeviceGetUUID)

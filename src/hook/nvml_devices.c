@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* NVML's device list as the slice sees it: the GPUs CUDA shows this process (CUDA_VISIBLE_DEVICES:
+ * `gslice run --gpu` sets it to the slice's GPUs), in NVML's order, numbered from 0 as CUDA
+ * numbers them. Without CUDA_VISIBLE_DEVICES every GPU is the slice's to see, as for CUDA. */
+#include "nvml_slice.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uuid.h"
+
+#define MAX_SHOWN 64
+
+static struct {
+  pthread_mutex_t mu;
+  bool built;
+  bool filter;                  /* false: NVML's list as it is */
+  unsigned n;                   /* devices shown */
+  unsigned real_idx[MAX_SHOWN]; /* shown device i is NVML's device real_idx[i] */
+} V = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* The UUIDs of the devices CUDA shows this process: 0 and *ret_n, or -1 when CUDA cannot say
+ * (no driver, an error): then nothing is hidden. CUDA_VISIBLE_DEVICES naming no device (empty,
+ * -1) shows none. */
+static int cuda_uuids(uint8_t (*out)[GS_UUID_LEN], unsigned max, unsigned *ret_n) {
+  const struct gs_real *r = gs_real();
+  int count = 0;
+  *ret_n = 0;
+  if (!secure_getenv("CUDA_VISIBLE_DEVICES"))
+    return -1;
+  if (!r->cuInit || !r->cuDeviceGetCount || !r->cuDeviceGet || !r->cuDeviceGetUuid_v2)
+    return -1;
+  CUresult rc = r->cuInit(0);
+  if (rc == CUDA_ERROR_NO_DEVICE)
+    return 0;
+  if (rc != CUDA_SUCCESS || r->cuDeviceGetCount(&count) != CUDA_SUCCESS)
+    return -1;
+  for (int i = 0; i < count && *ret_n < max; i++) {
+    CUdevice dev;
+    CUuuid uuid;
+    if (r->cuDeviceGet(&dev, i) != CUDA_SUCCESS ||
+        r->cuDeviceGetUuid_v2(&uuid, dev) != CUDA_SUCCESS)
+      return -1;
+    memcpy(out[(*ret_n)++], uuid.bytes, GS_UUID_LEN);
+  }
+  return 0;
+}
+
+static bool listed(uint8_t (*uuids)[GS_UUID_LEN], unsigned n, const uint8_t *uuid) {
+  for (unsigned i = 0; i < n; i++)
+    if (memcmp(uuids[i], uuid, GS_UUID_LEN) == 0)
+      return true;
+  return false;
+}
+
+/* Builds the list once NVML answers (after the program's nvmlInit); NVML's error until then. */
+static nvmlReturn_t build_locked(void) {
+  const struct gs_real *r = gs_real();
+  uint8_t uuids[MAX_SHOWN][GS_UUID_LEN];
+  unsigned count = 0, nu = 0;
+  if (!r->nvmlDeviceGetCount_v2 || !r->nvmlDeviceGetHandleByIndex_v2)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  nvmlReturn_t rc = r->nvmlDeviceGetCount_v2(&count);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  V.filter = cuda_uuids(uuids, MAX_SHOWN, &nu) == 0;
+  V.n = 0;
+  for (unsigned i = 0; V.filter && i < count && V.n < MAX_SHOWN; i++) {
+    nvmlDevice_t d;
+    char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    uint8_t uuid[GS_UUID_LEN];
+    if (r->nvmlDeviceGetHandleByIndex_v2(i, &d) == NVML_SUCCESS &&
+        r->nvmlDeviceGetUUID(d, text, sizeof(text)) == NVML_SUCCESS &&
+        gs_uuid_parse(text, uuid) == 0 && listed(uuids, nu, uuid))
+      V.real_idx[V.n++] = i;
+  }
+  V.built = true;
+  return NVML_SUCCESS;
+}
+
+static nvmlReturn_t shown(void) {
+  nvmlReturn_t rc = NVML_SUCCESS;
+  gs_setup();
+  pthread_mutex_lock(&V.mu);
+  if (!V.built)
+    rc = build_locked();
+  pthread_mutex_unlock(&V.mu);
+  return rc;
+}
+
+/* The position of NVML's device `real` in the list shown; -1 when hidden. */
+static int shown_index(unsigned real) {
+  for (unsigned i = 0; i < V.n; i++)
+    if (V.real_idx[i] == real)
+      return (int)i;
+  return -1;
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
+  const struct gs_real *r = gs_real();
+  nvmlReturn_t rc = shown();
+  if (rc != NVML_SUCCESS || !V.filter)
+    return r->nvmlDeviceGetCount_v2 ? r->nvmlDeviceGetCount_v2(deviceCount) : rc;
+  if (!deviceCount)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *deviceCount = V.n;
+  return NVML_SUCCESS;
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount) {
+  return nvmlDeviceGetCount_v2(deviceCount);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetHandleByIndex_v2)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  nvmlReturn_t rc = shown();
+  if (rc != NVML_SUCCESS || !V.filter)
+    return r->nvmlDeviceGetHandleByIndex_v2(index, device);
+  if (index >= V.n)
+    return NVML_ERROR_INVALID_ARGUMENT; /* as NVML answers an index past its count */
+  return r->nvmlDeviceGetHandleByIndex_v2(V.real_idx[index], device);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
+  return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+/* The device's number in the list shown (as CUDA numbers it), not NVML's own. */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetIndex)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  unsigned real = 0;
+  nvmlReturn_t rc = r->nvmlDeviceGetIndex(device, &real);
+  if (rc != NVML_SUCCESS || shown() != NVML_SUCCESS || !V.filter) {
+    if (rc == NVML_SUCCESS && index)
+      *index = real;
+    return rc;
+  }
+  int i = shown_index(real);
+  if (i < 0)
+    return NVML_ERROR_INVALID_ARGUMENT; /* a device the slice does not see is no device */
+  *index = (unsigned)i;
+  return NVML_SUCCESS;
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetHandleByUUID)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  nvmlDevice_t d;
+  unsigned real;
+  nvmlReturn_t rc = r->nvmlDeviceGetHandleByUUID(uuid, &d);
+  if (rc == NVML_SUCCESS && shown() == NVML_SUCCESS && V.filter &&
+      (!r->nvmlDeviceGetIndex || r->nvmlDeviceGetIndex(d, &real) != NVML_SUCCESS ||
+       shown_index(real) < 0))
+    return NVML_ERROR_NOT_FOUND;
+  if (rc == NVML_SUCCESS && device)
+    *device = d;
+  return rc == NVML_SUCCESS && !device ? NVML_ERROR_INVALID_ARGUMENT : rc;
+}

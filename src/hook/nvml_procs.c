@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* NVML's process lists as the slice sees them: its own processes only, by the pids of its pid
+ * namespace, each with the memory the slice counts for it (the region's entries, which add up
+ * to the slice's used memory that nvmlDeviceGetMemoryInfo shows). */
+#include "nvml_slice.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slice.h"
+
+int gs_nvml_slot(nvmlDevice_t device, unsigned *ret_slot) {
+  const struct gs_real *r = gs_real();
+  char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  uint8_t uuid[GS_REGION_UUID_LEN];
+  if (!r->nvmlDeviceGetUUID || r->nvmlDeviceGetUUID(device, text, sizeof(text)) != NVML_SUCCESS ||
+      gs_uuid_parse(text, uuid) < 0)
+    return -ENODEV;
+  return gs_region_device(gs_slice_region(), uuid, 0, ret_slot);
+}
+
+int gs_nvml_slice_procs(nvmlDevice_t device, struct gs_nvml_proc *out, unsigned max,
+                        unsigned *ret_n) {
+  unsigned slot, all = 0, n = 0;
+  *ret_n = 0;
+  gs_setup();
+  int e = gs_nvml_slot(device, &slot);
+  if (e == -ENOENT)
+    return 0;
+  if (e < 0)
+    return e;
+  gs_reclaim_for_view(); /* a process that is gone is listed no more */
+  struct gs_region_proc_info *info = calloc(GS_REGION_MAX_PROCS, sizeof(*info));
+  if (!info)
+    return -ENOMEM;
+  e = gs_region_procs(gs_slice_region(), info, GS_REGION_MAX_PROCS, &all);
+  uint64_t ns = gs_proc_pidns();
+  for (unsigned i = 0; e == 0 && i < all && n < max; i++) {
+    const struct gs_region_proc_info *p = &info[i];
+    if (p->pid <= 0 || p->used[slot] == 0 || (p->pidns && ns && p->pidns != ns))
+      continue;
+    out[n].pid = (unsigned)p->pid;
+    out[n].used = p->used[slot];
+    n++;
+  }
+  free(info);
+  if (e == 0)
+    *ret_n = n;
+  return e;
+}
+
+bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid) {
+  for (unsigned i = 0; i < n; i++)
+    if (procs[i].pid == pid)
+      return true;
+  return false;
+}
+
+/* NVML's own compute list for `device` (malloc'd, *ret_n entries), NULL when it gives none. */
+static nvmlProcessInfo_t *real_compute(nvmlDevice_t device, unsigned *ret_n) {
+  const struct gs_real *r = gs_real();
+  *ret_n = 0;
+  if (!r->nvmlDeviceGetComputeRunningProcesses_v3)
+    return NULL;
+  for (int attempt = 0; attempt < 3; attempt++) {
+    unsigned need = 0;
+    nvmlReturn_t rc = r->nvmlDeviceGetComputeRunningProcesses_v3(device, &need, NULL);
+    if (rc == NVML_SUCCESS || rc != NVML_ERROR_INSUFFICIENT_SIZE)
+      return NULL;
+    need += 8; /* room for processes that start between the two calls */
+    nvmlProcessInfo_t *infos = calloc(need, sizeof(*infos));
+    if (!infos)
+      return NULL;
+    rc = r->nvmlDeviceGetComputeRunningProcesses_v3(device, &need, infos);
+    if (rc == NVML_SUCCESS) {
+      *ret_n = need;
+      return infos;
+    }
+    free(infos);
+    if (rc != NVML_ERROR_INSUFFICIENT_SIZE)
+      return NULL;
+  }
+  return NULL;
+}
+
+/* The slice counts a process's context as measured and its allocations as asked, NVML shows
+ * what the driver holds: they agree within this (or a quarter of the figure) where the pids are
+ * the same processes' (the hook reconciles the two in that case, measure.c). */
+#define PID_MATCH_SLACK (64ull << 20)
+
+bool gs_nvml_pids_ours(nvmlDevice_t device, const struct gs_nvml_proc *procs, unsigned n) {
+  unsigned nr;
+  nvmlProcessInfo_t *real = real_compute(device, &nr);
+  bool ours = n > 0 && real;
+  for (unsigned i = 0; ours && i < n; i++) {
+    bool found = false;
+    for (unsigned j = 0; j < nr && !found; j++) {
+      if (real[j].pid != procs[i].pid)
+        continue;
+      uint64_t shown = real[j].usedGpuMemory, mine = procs[i].used;
+      uint64_t slack = mine / 4 > PID_MATCH_SLACK ? mine / 4 : PID_MATCH_SLACK;
+      found = shown == (unsigned long long)NVML_VALUE_NOT_AVAILABLE ||
+              (shown + slack >= mine && shown <= mine + slack);
+    }
+    ours = found;
+  }
+  free(real);
+  return ours;
+}
+
+/* The documented answer (NVML reference, nvmlDeviceGetComputeRunningProcesses): *count = 0 and
+ * infos NULL asks for the count (SUCCESS when none, else INSUFFICIENT_SIZE); too small a count
+ * is INSUFFICIENT_SIZE with *count = the entries needed; else the entries and their count. */
+static nvmlReturn_t answer(const struct gs_nvml_proc *procs, unsigned n, unsigned *count,
+                           void *infos, int v1) {
+  if (n > *count) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    if (v1) {
+      nvmlProcessInfo_v1_t *o = (nvmlProcessInfo_v1_t *)infos + i;
+      memset(o, 0, sizeof(*o));
+      o->pid = procs[i].pid;
+      o->usedGpuMemory = procs[i].used;
+    } else {
+      nvmlProcessInfo_t *o = (nvmlProcessInfo_t *)infos + i;
+      memset(o, 0, sizeof(*o));
+      o->pid = procs[i].pid;
+      o->usedGpuMemory = procs[i].used;
+      o->gpuInstanceId = NVML_NO_INSTANCE;
+      o->computeInstanceId = NVML_NO_INSTANCE;
+    }
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+enum list_kind { LIST_COMPUTE, LIST_GRAPHICS, LIST_MPS };
+
+/* The real list's call with a count of 0: what NVML says of the device and arguments (not
+ * initialized, not a device, not supported) stands; SUCCESS or INSUFFICIENT_SIZE go on. */
+static nvmlReturn_t real_probe(enum list_kind kind, int v1, nvmlDevice_t device) {
+  const struct gs_real *r = gs_real();
+  unsigned zero = 0;
+  nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
+#define GS_PROBE(fn)                                                                               \
+  if (r->fn)                                                                                       \
+    rc = r->fn(device, &zero, NULL);
+  switch (kind * 2 + v1) {
+  case LIST_COMPUTE * 2: GS_PROBE(nvmlDeviceGetComputeRunningProcesses_v3) break;
+  case LIST_COMPUTE * 2 + 1: GS_PROBE(nvmlDeviceGetComputeRunningProcesses) break;
+  case LIST_GRAPHICS * 2: GS_PROBE(nvmlDeviceGetGraphicsRunningProcesses_v3) break;
+  case LIST_GRAPHICS * 2 + 1: GS_PROBE(nvmlDeviceGetGraphicsRunningProcesses) break;
+  case LIST_MPS * 2: GS_PROBE(nvmlDeviceGetMPSComputeRunningProcesses_v3) break;
+  default: GS_PROBE(nvmlDeviceGetMPSComputeRunningProcesses) break;
+  }
+#undef GS_PROBE
+  return rc == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_SUCCESS : rc;
+}
+
+/* NVML's graphics or MPS list kept to the slice's processes (into out[], GS_NVML_MAX_PROCS),
+ * only where NVML's pids are ours: else nothing of it can be told apart, and none is shown. */
+static unsigned real_kept(enum list_kind kind, nvmlDevice_t device,
+                          const struct gs_nvml_proc *procs, unsigned n, struct gs_nvml_proc *out) {
+  const struct gs_real *r = gs_real();
+  if (n == 0 || !gs_nvml_pids_ours(device, procs, n))
+    return 0;
+  unsigned got = GS_NVML_MAX_PROCS, kept = 0;
+  nvmlProcessInfo_t *infos = calloc(got, sizeof(*infos));
+  nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (infos && kind == LIST_GRAPHICS && r->nvmlDeviceGetGraphicsRunningProcesses_v3)
+    rc = r->nvmlDeviceGetGraphicsRunningProcesses_v3(device, &got, infos);
+  else if (infos && kind == LIST_MPS && r->nvmlDeviceGetMPSComputeRunningProcesses_v3)
+    rc = r->nvmlDeviceGetMPSComputeRunningProcesses_v3(device, &got, infos);
+  for (unsigned i = 0; rc == NVML_SUCCESS && i < got && i < GS_NVML_MAX_PROCS; i++)
+    for (unsigned j = 0; j < n; j++)
+      if (procs[j].pid == infos[i].pid)
+        out[kept++] = procs[j]; /* with the slice's figure for it, as in the compute list */
+  free(infos);
+  return kept;
+}
+
+static nvmlReturn_t slice_list(enum list_kind kind, int v1, nvmlDevice_t device, unsigned *count,
+                               void *infos) {
+  gs_setup();
+  nvmlReturn_t rc = real_probe(kind, v1, device);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!count || (*count && !infos))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  struct gs_nvml_proc *procs = calloc(2 * GS_NVML_MAX_PROCS, sizeof(*procs));
+  struct gs_nvml_proc *shown = procs;
+  unsigned n = 0;
+  if (!procs)
+    return NVML_ERROR_MEMORY;
+  if (gs_nvml_slice_procs(device, procs, GS_NVML_MAX_PROCS, &n) < 0)
+    n = 0;
+  if (kind != LIST_COMPUTE) {
+    shown = procs + GS_NVML_MAX_PROCS;
+    n = real_kept(kind, device, procs, n, shown);
+  }
+  rc = answer(shown, n, count, infos, v1);
+  free(procs);
+  return rc;
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                               unsigned int *infoCount,
+                                                               nvmlProcessInfo_t *infos) {
+  return slice_list(LIST_COMPUTE, 0, device, infoCount, infos);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                               unsigned int *infoCount,
+                                                               nvmlProcessInfo_v2_t *infos) {
+  return slice_list(LIST_COMPUTE, 0, device, infoCount, infos);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                            unsigned int *infoCount,
+                                                            nvmlProcessInfo_v1_t *infos) {
+  return slice_list(LIST_COMPUTE, 1, device, infoCount, infos);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
+                                                                unsigned int *infoCount,
+                                                                nvmlProcessInfo_t *infos) {
+  return slice_list(LIST_GRAPHICS, 0, device, infoCount, infos);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device,
+                                                                unsigned int *infoCount,
+                                                                nvmlProcessInfo_v2_t *infos) {
+  return slice_list(LIST_GRAPHICS, 0, device, infoCount, infos);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device,
+                                                             unsigned int *infoCount,
+                                                             nvmlProcessInfo_v1_t *infos) {
+  return slice_list(LIST_GRAPHICS, 1, device, infoCount, infos);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                  unsigned int *infoCount,
+                                                                  nvmlProcessInfo_t *infos) {
+  return slice_list(LIST_MPS, 0, device, infoCount, infos);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                                  unsigned int *infoCount,
+                                                                  nvmlProcessInfo_v2_t *infos) {
+  return slice_list(LIST_MPS, 0, device, infoCount, infos);
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device,
+                                                               unsigned int *infoCount,
+                                                               nvmlProcessInfo_v1_t *infos) {
+  return slice_list(LIST_MPS, 1, device, infoCount, infos);
+}

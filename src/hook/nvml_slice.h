@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* What the hook's NVML wrappers share (nvml.c: memory and utilization; nvml_procs.c: process
+ * lists; nvml_devices.c: the device list): the slice's processes on an NVML device, as the
+ * slice's region lists them. docs/nvml.md says which call answers what. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hook.h"
+
+/* One process of the slice on a device: its pid in this process's pid namespace (what `ps` in
+ * the container shows) and the bytes the slice counts for it there. */
+struct gs_nvml_proc {
+  unsigned pid;
+  uint64_t used;
+};
+#define GS_NVML_MAX_PROCS 256 /* GS_REGION_MAX_PROCS: a region lists no more */
+
+/* The region slot of an NVML device: 0, -ENOENT (the slice never met the device), -ENODEV (NVML
+ * gives no UUID for the handle). */
+int gs_nvml_slot(nvmlDevice_t device, unsigned *ret_slot);
+/* The slice's processes holding memory on `device` (entries of other pid namespaces are left
+ * out: their pids mean nothing here). 0 and *ret_n (0 on a device the slice never used), or
+ * -errno. */
+int gs_nvml_slice_procs(nvmlDevice_t device, struct gs_nvml_proc *out, unsigned max,
+                        unsigned *ret_n);
+/* Whether the pids NVML gives for `device` are this namespace's: every process of the slice
+ * there is listed by NVML under its own pid, with about the memory the slice counts for it.
+ * Inside a container NVML gives the host's pids (NVIDIA/nvidia-docker#1483) or none: false. */
+bool gs_nvml_pids_ours(nvmlDevice_t device, const struct gs_nvml_proc *procs, unsigned n);
+/* procs[] holds pid. */
+bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid);

@@ -1,0 +1,133 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# nvidia-smi inside a slice tells the truth about the slice (docs/nvml.md). Two slices on one
+# simulated GPU, a hard 30% (1 GiB) and a 70% (2 GiB), each running compute_spin; inside each,
+# nvml_smi makes nvidia-smi's NVML calls through the hook:
+#  - the process lists (compute v3 and v1, the two-call protocol) hold only the slice's own
+#    process, with the memory the slice counts for it, under the pid its namespace sees;
+#  - memory total is the cap, used the slice's (v1 and v2);
+#  - utilization is the slice's share (about 30 and 70, not the device's 100), and
+#    nvmlDeviceGetProcessUtilization gives the slice's pids only;
+#  - with NVML's pids another namespace's (GSLICE_SIM_NVML_PID_OFFSET, as in a container) the
+#    list still shows the slice's processes by their own pids, and utilization says N/A (it
+#    cannot be told apart), never the device's;
+#  - with two GPUs and CUDA_VISIBLE_DEVICES=1, NVML shows the one GPU, numbered 0.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
+SMI="$TBIN/nvml_smi"
+[ -x "$SMI" ] || skip "nvml_smi not built"
+OFFSET=100000
+GiB=$((1 << 30))
+
+# inside SLICE: compute_spin in the background, nvidia-smi's calls once it is busy (plain, with
+# a pid offset), then the device as NVML sees it without the hook.
+inside() {
+  local s=$1 hold=${2:-0}
+  cat > "$T/$s.sh" << EOF
+"$TBIN/compute_spin" --start $START --warmup 1 --duration 5 --label $s > "$T/$s.spin" &
+echo \$! > "$T/$s.pid"
+if [ $hold != 0 ]; then
+  "$TBIN/sim_client_linked" hold $hold > "$T/$s.hold" 2>&1 &
+  echo \$! > "$T/$s.holdpid"
+fi
+sleep \$(awk -v s=$START -v n=\$(date +%s.%N) 'BEGIN { d = s + 3 - n; print (d > 0 ? d : 0) }')
+"$SMI" > "$T/$s.smi" 2> "$T/$s.smi.err"
+GSLICE_SIM_NVML_PID_OFFSET=$OFFSET "$SMI" > "$T/$s.off" 2> "$T/$s.off.err"
+LD_PRELOAD= "$SMI" > "$T/$s.raw" 2> "$T/$s.raw.err"
+[ $hold = 0 ] || kill \$(cat "$T/$s.holdpid")
+wait
+EOF
+}
+
+start_daemon
+START=$(at 1.5)
+inside a
+inside b $((512 << 20)) # and a second process, holding 512 MiB beside its context
+gsrun --compute 30 --compute-limit 30 --memory 1GiB --name a -- bash "$T/a.sh" &
+A=$!
+gsrun --compute 70 --memory 2GiB --name b -- bash "$T/b.sh" &
+B=$!
+wait $A || fail "slice a failed: $(cat "$T"/a.*err)"
+wait $B || fail "slice b failed: $(cat "$T"/b.*err)"
+cat "$T/a.smi" "$T/b.smi"
+PA=$(cat "$T/a.pid")
+PB=$(cat "$T/b.pid")
+
+# Without the hook NVML shows both processes (the fixture is what the checks assume).
+for s in a b; do
+  qgrep "^proc gpu=0 pid=$PA " "$T/$s.raw" && qgrep "^proc gpu=0 pid=$PB " "$T/$s.raw" ||
+    fail "NVML without the hook does not list both slices' processes: $(cat "$T/$s.raw")"
+done
+raw_util=$(sed -n 's/^gpu .* util=\([0-9]*\).*/\1/p' "$T/a.raw")
+echo "device utilization without the hook: $raw_util%"
+
+# check SLICE "OWN_PIDS" "OTHER_PIDS" CAP LO HI: OWN_PIDS' first runs the kernels.
+check() {
+  local s=$1 own=$2 other=$3 cap=$4 lo=$5 hi=$6 f="$T/$1.smi" gpu list used=0 util p u n
+  gpu=$(grep '^gpu ' "$f")
+  list=$(grep '^list ' "$f")
+  n=$(echo $own | wc -w)
+  expect_eq "$s: compute processes" "$(field <(echo "$list") compute)" "$n"
+  expect_eq "$s: v1 compute processes" "$(field <(echo "$list") compute_v1)" "$n"
+  expect_eq "$s: graphics processes" "$(field <(echo "$list") graphics)" 0
+  expect_eq "$s: a one-short buffer" "$(field <(echo "$list") short)" "7:$n"
+  for p in $own; do
+    qgrep "^proc gpu=0 pid=$p used=[1-9][0-9]* name=\(compute_spin\|sim_client_linked\)$" "$f" ||
+      fail "$s: its process $p is not listed with its memory and name: $(grep '^proc' "$f")"
+    u=$(sed -n "s/^proc gpu=0 pid=$p used=\([0-9]*\).*/\1/p" "$f")
+    used=$((used + u))
+    # NVML's pids shifted, as a container's pid namespace does: the slice's own pids still.
+    qgrep "^proc gpu=0 pid=$p used=$u name=" "$T/$s.off" ||
+      fail "$s, pid offset: its process $p is not shown by its own pid: $(grep '^proc' "$T/$s.off")"
+    ! qgrep "pid=$((p + OFFSET)) " "$T/$s.off" || fail "$s, pid offset: NVML's pid shown"
+  done
+  for p in $other; do
+    ! qgrep "pid=$p \|pid=$((p + OFFSET)) " "$f" "$T/$s.off" ||
+      fail "$s: the other slice's process $p is shown: $(cat "$f" "$T/$s.off")"
+  done
+  expect_eq "$s: memory total (the cap)" "$(field <(echo "$gpu") total)" "$cap"
+  expect_eq "$s: memory used (its processes')" "$(field <(echo "$gpu") used)" "$used"
+  expect_eq "$s: v2 total" "$(field <(echo "$gpu") total2)" "$cap"
+  expect_eq "$s: v2 used" "$(field <(echo "$gpu") used2)" "$used"
+  expect_eq "$s: v2 reserved" "$(field <(echo "$gpu") reserved2)" 0
+  expect_eq "$s: v2 used + free = total" \
+    $(($(field <(echo "$gpu") used2) + $(field <(echo "$gpu") free2))) "$cap"
+  util=$(field <(echo "$gpu") util)
+  within "$s: utilization (its share)" "$util" "$lo" "$hi"
+  set -- $own
+  qgrep "^putil gpu=0 pid=$1 sm=" "$f" || fail "$s: no utilization sample of its process"
+  for p in $other; do
+    ! qgrep "^putil gpu=0 pid=$p " "$f" || fail "$s: the other slice's sample is shown"
+  done
+  # Another namespace's pids: utilization cannot be told apart, so N/A, not the device's.
+  expect_eq "$s, pid offset: utilization" "$(field <(grep '^gpu ' "$T/$s.off") util)" na
+  qgrep "^putil gpu=0 none rc=6" "$T/$s.off" || fail "$s, pid offset: samples shown"
+}
+HB=$(cat "$T/b.holdpid")
+qgrep "^proc gpu=0 pid=$HB " "$T/b.raw" || fail "NVML without the hook does not list the holder"
+check a "$PA" "$PB $HB" "$GiB" 20 40
+check b "$PB $HB" "$PA" $((2 * GiB)) 58 82
+
+# Two GPUs, the slice given the second: NVML shows it alone, as CUDA does, numbered 0.
+export GSLICE_SIM_STATE="$T/sim2" GSLICE_SIM_DEVICES=2
+"$SMI" > "$T/two.raw" 2>&1 || fail "nvml_smi on two GPUs: $(cat "$T/two.raw")"
+uuid1=$(grep '^gpu ' "$T/two.raw" | sed -n 2p | sed 's/.* uuid=\([^ ]*\).*/\1/')
+CUDA_VISIBLE_DEVICES=1 LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice2" "$SMI" > "$T/two" 2>&1 ||
+  fail "nvml_smi with CUDA_VISIBLE_DEVICES=1: $(cat "$T/two")"
+expect_eq "CUDA_VISIBLE_DEVICES=1: devices" "$(sed -n 's/^devices=//p' "$T/two")" 1
+expect_eq "CUDA_VISIBLE_DEVICES=1: the GPU shown" \
+  "$(grep '^gpu ' "$T/two" | sed 's/.* uuid=\([^ ]*\).*/\1/')" "$uuid1"
+expect_eq "CUDA_VISIBLE_DEVICES=1: its index" "$(field <(grep '^gpu ' "$T/two") index)" 0
+LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice2" "$SMI" > "$T/two.all" 2>&1
+expect_eq "no CUDA_VISIBLE_DEVICES: devices" "$(sed -n 's/^devices=//p' "$T/two.all")" 2
+# No cap: NVML keeps the device's total, and used is the slice's (none here), not a stranger's
+# 768 MiB (a process without the hook, on GPU 0).
+"$TBIN/sim_client_linked" hold $((512 << 20)) > "$T/stranger" 2>&1 &
+for _ in $(seq 300); do grep -q holding "$T/stranger" && break; sleep 0.05; done
+LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice3" "$SMI" > "$T/nocap" 2>&1 ||
+  fail "nvml_smi without a cap: $(cat "$T/nocap")"
+gpu0=$(grep '^gpu ' "$T/nocap" | head -1)
+expect_eq "no cap: used (the slice's)" "$(field <(echo "$gpu0") used)" 0
+expect_eq "no cap: total (the device's)" "$(field <(echo "$gpu0") total)" $((16 * GiB))
+expect_eq "no cap: processes" "$(field <(grep '^list gpu=0' "$T/nocap") compute)" 0
+pass "each slice sees its own process, memory and share; container pids; its GPUs only"
