@@ -122,6 +122,18 @@ case $rc in
 *) record memory-isolation FAIL "exit status $rc (see its table)" ;;
 esac
 
+# nvidia-smi inside a slice (docs/nvml.md): the cap as memory.total, the slice's processes and
+# share only (tests/gpu/nvidia_smi.sh; 77 without nvidia-smi or a gslice build).
+echo
+echo "== nvidia-smi inside a slice (tests/gpu/nvidia_smi.sh)"
+rc=0
+GSLICE_BUILD=$BUILD bash "$SRC/tests/gpu/nvidia_smi.sh" "$BUILD" || rc=$?
+case $rc in
+0) record nvidia-smi PASS "memory total = cap, the slice's processes and share only" ;;
+77) record nvidia-smi SKIP "no nvidia-smi, GPU or gslice build (see above)" ;;
+*) record nvidia-smi FAIL "exit status $rc (see above)" ;;
+esac
+
 printf '\n%-22s %-5s %s\n' TEST RESULT NOTE
 fails=0 skips=0
 for i in "${!NAMES[@]}"; do
