@@ -6,7 +6,9 @@
  * message (podspec_request's, word for word); another scheduler named explicitly is denied. */
 #include <errno.h>
 #include <openssl/evp.h>
+#include <sys/resource.h>
 
+#include "buf.h"
 #include "review.h"
 #include "test.h"
 
@@ -169,11 +171,11 @@ static void test_malformed_reviews(void) {
       "\"uid\":\"u\",\"kind\":{\"group\":\"\",\"version\":\"v1\",\"kind\":\"Pod\"},"
       "\"operation\":\"CREATE\"}}";
   malformed(noobj, strlen(noobj), "request.object");
-  /* Deep nesting and NULs: refused by the parser, no crash. */
+  /* Deep nesting: refused before the parser; NULs: by the parser; no crash. */
   size_t n = 200000;
   char *deep = malloc(n);
   memset(deep, '[', n);
-  malformed(deep, n, "no JSON");
+  malformed(deep, n, "levels of nesting");
   free(deep);
   malformed("{\"a\":\"\0\"}", 9, "no JSON");
 }
@@ -276,7 +278,95 @@ static void test_denied(void) {
   patched(&plain, batch, WH_SCHEDULER);
 }
 
+static long peak_kib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+/* A Pod CREATE whose object carries `"x":[UNIT,UNIT,...]` of len bytes or so beside a gslice
+ * container, uid "big" (malloc'd). */
+static char *flood_review(const char *unit, size_t len) {
+  const char *pre = "{\"spec\":{\"containers\":[" GPU_CTR("") "]},\"x\":[";
+  size_t ul = strlen(unit), n = len / (ul + 1) + 1, at = strlen(pre);
+  char *pod = malloc(at + n * (ul + 1) + 3);
+  memcpy(pod, pre, at);
+  for (size_t i = 0; i < n; i++, at += ul + 1) {
+    memcpy(pod + at, unit, ul);
+    pod[at + ul] = ',';
+  }
+  memcpy(pod + at - 1, "]}", 3);
+  char *body = review_text("big", POD_CREATE, pod);
+  free(pod);
+  return body;
+}
+
+/* Security finding 1: a 4 MiB body of 1.4 million empty objects took gslice-webhook from 9 MB
+ * to 330 MB (jansson's tree), past its 256Mi limit. It is refused as no Pod's AdmissionReview
+ * (400) before any tree is built: the peak grows by less than the body. Runs first, while the
+ * process's peak is still low. */
+static void test_bounded(void) {
+  static const char *const units[] = {"{}", "[]", "1", "\"\"", "{\"a\":{}}"};
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    char *body = flood_review(units[i], (size_t)4 << 20);
+    long before = peak_kib();
+    malformed(body, strlen(body), "more than any Pod has");
+    long grew = peak_kib() - before;
+    if (grew > 8 * 1024)
+      fprintf(stderr, "a flood of %s: the peak grew by %ld KiB\n", units[i], grew);
+    CHECK(grew <= 8 * 1024);
+    free(body);
+  }
+  char *body = flood_review("{}", (size_t)4 << 20), err[512];
+  CHECK(strstr(body, "\"uid\":\"big\"") != NULL);
+  enum wh_verdict v = WH_ALLOWED;
+  char *out = NULL;
+  size_t olen = 0;
+  CHECK_EQ_INT(wh_review(body, strlen(body), &plain, &out, &olen, &v, err, sizeof err), -EINVAL);
+  CHECK(strstr(err, "objects and arrays") && strstr(err, "32768"));
+  free(body);
+  /* Under the bounds, however flat: read and judged as before (patched). */
+  body = flood_review("{}", 3 * (WH_JSON_CONTAINERS_MAX - 100));
+  CHECK_EQ_INT(wh_review(body, strlen(body), &plain, &out, &olen, &v, err, sizeof err), 0);
+  CHECK_EQ_INT(v, WH_PATCHED);
+  free(out);
+  free(body);
+}
+
+/* A Pod larger than any seen (3 containers of 1,000 environment variables each, and the
+ * managedFields the API server writes for them: ~42,000 values, 15,000 objects) is read and
+ * patched as a small one is. */
+static void test_large_pod(void) {
+  struct gs_buf b;
+  gs_buf_init(&b, 0);
+  gs_buf_puts(&b, "{\"metadata\":{\"name\":\"big\",\"managedFields\":[{\"manager\":\"kubectl\","
+                  "\"operation\":\"Update\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{"
+                  "\"f:spec\":{\"f:containers\":{");
+  for (int c = 0; c < 3; c++) {
+    gs_buf_printf(&b, "%s\"k:{\\\"name\\\":\\\"c%d\\\"}\":{\".\":{},\"f:env\":{", c ? "," : "", c);
+    for (int e = 0; e < 1000; e++)
+      gs_buf_printf(&b,
+                    "%s\"k:{\\\"name\\\":\\\"V%d\\\"}\":{\".\":{},\"f:name\":{},\"f:value\":{}}",
+                    e ? "," : "", e);
+    gs_buf_puts(&b, "}}");
+  }
+  gs_buf_puts(&b, "}}}}]},\"spec\":{\"containers\":[");
+  for (int c = 0; c < 3; c++) {
+    gs_buf_printf(&b, "%s{\"name\":\"c%d\",\"env\":[", c ? "," : "", c);
+    for (int e = 0; e < 1000; e++)
+      gs_buf_printf(&b, "%s{\"name\":\"V%d\",\"value\":\"value of V%d\"}", e ? "," : "", e, e);
+    gs_buf_printf(&b, "],\"resources\":{\"limits\":{\"gslice.io/gpu\":\"1\","
+                      "\"gslice.io/gpu-memory\":\"1Gi\"}}}");
+  }
+  gs_buf_puts(&b, "]}}");
+  CHECK_EQ_INT(b.err, 0);
+  patched(&plain, b.p, WH_SCHEDULER);
+  gs_buf_free(&b);
+}
+
 int main(void) {
+  test_bounded();
+  test_large_pod();
   test_malformed_reviews();
   test_patch();
   test_allowed();

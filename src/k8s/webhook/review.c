@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonbound.h"
+
 #define GSLICE_PREFIX "gslice.io/"
 
 /* request.kind is the core group's v1 Pod, as a CREATE of the pods resource itself (not a
@@ -184,16 +186,37 @@ static int envelope(const json_t *root, const json_t **ret_req, const char **ret
   return -EINVAL;
 }
 
+/* The bounds checked before parsing (review.h): a body over them is no Pod's AdmissionReview,
+ * and is refused as malformed (400) without a tree: its uid cannot be read to deny it. */
+static int bounded(const char *body, size_t len, char *err, size_t errlen) {
+  static const struct jsonbound max = {
+      .values = WH_JSON_VALUES_MAX,
+      .containers = WH_JSON_CONTAINERS_MAX,
+      .depth = WH_JSON_DEPTH_MAX,
+  };
+  char why[160];
+  if (!jsonbound_check(body, len, &max, NULL, why, sizeof why))
+    return 0;
+  snprintf(err, errlen,
+           "the body is no Pod's AdmissionReview: %s, more than any Pod has (gslice-webhook reads "
+           "none past %d values, %d objects and arrays, %d levels)",
+           why, WH_JSON_VALUES_MAX, WH_JSON_CONTAINERS_MAX, WH_JSON_DEPTH_MAX);
+  return -EINVAL;
+}
+
 int wh_review(const char *body, size_t len, const struct wh_cfg *cfg, char **ret, size_t *ret_len,
               enum wh_verdict *ret_verdict, char *err, size_t errlen) {
   json_error_t je;
-  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+  json_t *root = NULL;
   const json_t *req = NULL;
   const char *uid = NULL;
   enum wh_verdict v = WH_ALLOWED;
   int rc;
 
   err[0] = 0;
+  if (bounded(body, len, err, errlen))
+    return -EINVAL;
+  root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
     snprintf(err, errlen, "the body is no JSON: %s (line %d, column %d)", je.text, je.line,
              je.column);
