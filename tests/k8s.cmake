@@ -8,6 +8,7 @@ if(TARGET gslice_k8s_common)
   gslice_unit_test(test_k8s_kube SOURCES unit/test_k8s_kube.c LIBS gslice_k8s_common)
   gslice_unit_test(test_k8s_sign SOURCES unit/test_k8s_sign.c LIBS gslice_k8s_common)
   gslice_unit_test(test_k8s_event SOURCES unit/test_k8s_event.c LIBS gslice_k8s_common)
+  target_link_options(test_k8s_event PRIVATE -Wl,--wrap=kube_post -Wl,--wrap=kube_merge_patch)
   gslice_unit_test(test_k8s_jsonbound SOURCES unit/test_k8s_jsonbound.c LIBS gslice_k8s_common)
   # A client of the API server stand-in, driven by tests/k8s/kube_client.sh.
   add_executable(k8s_kube_client k8s/kube_client.c)

@@ -3,7 +3,10 @@
 """Each pod gslice-extender binds gets one core/v1 Event as `kubectl describe pod` lists it:
 reason GSliceAssigned, type Normal, involvedObject the pod (kind, namespace, name, uid),
 source gslice-extender, the message naming the node, each container's GPUs (index and
-UUID), memory and compute share; counted as posted in /metrics."""
+UUID), memory and compute share; counted as posted in /metrics. One namespace's flood of
+binds (70, more than the 60 a minute of the global bound) is held to its own bucket (20 at
+once), the rest counted as dropped, and a pod bound in another namespace right after still gets
+its Event."""
 from k8stest import GiB, check, passed, run, wait_for
 
 
@@ -37,6 +40,30 @@ def test(c):
     wait_for("the Event counted as posted",
              lambda: c.metric("gslice_extender_events_total", '{outcome="posted"}') == 1)
     passed("GSliceAssigned on ev/p: %s" % msg)
+
+    # A flood from one namespace does not use up another's Events.
+    c.add_node("n2", [16 * GiB] * 8)
+    for i in range(70):
+        c.add_pod("flood", "f%d" % i, [("main", 1, "128Mi", 1)])
+        r = c.schedule("flood", "f%d" % i)
+        check(r["result"] == "bound", r)
+    c.add_pod("quiet", "q", [("main", 1, "128Mi", 1)])
+    r = c.schedule("quiet", "q")
+    check(r["result"] == "bound", r)
+
+    def events_of(ns):
+        items = c.req("GET", "/api/v1/namespaces/%s/events" % ns)["items"]
+        return [e for e in items if e.get("reason") == "GSliceAssigned"]
+    wait_for("quiet/q's GSliceAssigned Event", lambda: len(events_of("quiet")) == 1)
+    flood = len(events_of("flood"))
+    # The bucket refills at 12 a minute while the 70 binds run: a few more than 20.
+    check(20 <= flood < 40, "%d Events in namespace flood, want its burst of 20 (and a few)" %
+          flood)
+    wait_for("the flood's drops counted",
+             lambda: c.metric("gslice_extender_events_total", '{outcome="dropped_rate"}') ==
+             70 - flood)
+    passed("70 binds in namespace flood: %d Events, %d dropped; quiet/q still has its Event" %
+           (flood, 70 - flood))
 
 
 run(test)

@@ -3,7 +3,8 @@
 # A refused container yields one Event on its pod, as `kubectl describe pod` lists them: core/v1,
 # reason GSliceRefused, type Warning, involvedObject the pod (kind, namespace, name, uid), the
 # why in the message, source gslice-node on node-a; the container started again (the same
-# refusal) adds none.
+# refusal) adds no Event but is counted into that one, as the kubelet's recorder does: ten
+# starts, one Event with count 10 (one POST, then PATCHes of its count and lastTimestamp).
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_node.sh"
 
@@ -20,11 +21,18 @@ msg=$(jget "$ev" "[e['message'] for e in d['items'] if e['reason'] == 'GSliceRef
 [[ "$msg" == *"container main gets no GPU: pod default/none has no gslice.io/assigned annotation"* ]] || fail "message: $msg"
 pass "GSliceRefused on default/none: $msg"
 
-# The same container started twice more, refused the same way: still one Event.
-kl POST /pods/default/none/restart '{"container":"main"}' >/dev/null
-kl POST /pods/default/none/restart '{"container":"main"}' >/dev/null
+# The same container started nine times more, refused the same way: still one Event, count 10.
+for _ in $(seq 9); do kl POST /pods/default/none/restart '{"container":"main"}' >/dev/null; done
 starts=$(jget "$(kl GET /pods/default/none)" "d['containers'][0]['starts']")
-[ "$starts" -ge 3 ] || fail "the container started $starts times, want 3"
-sleep 2
-expect_eq "GSliceRefused Events after 3 starts" "$(refused)" 1
-pass "3 starts with the same refusal: one Event"
+[ "$starts" -ge 10 ] || fail "the container started $starts times, want 10"
+counted() { jget "$(api GET /api/v1/namespaces/default/events)" "[e['count'] for e in d['items'] if e['reason'] == 'GSliceRefused']"; }
+ten() { [ "$(counted)" = "[10]" ]; }
+for _ in $(seq 75); do ten && break; sleep 0.2; done
+expect_eq "GSliceRefused Events' counts after 10 starts" "$(counted)" "[10]"
+ev=$(api GET /api/v1/namespaces/default/events)
+expect_eq "first before last" "$(jget "$ev" "[e['firstTimestamp'] <= e['lastTimestamp'] for e in d['items'] if e['reason'] == 'GSliceRefused']")" "[True]"
+writes=$(api GET /_test/writes)
+expect_eq "POSTs of Events" "$(jget "$writes" "d.get('POST /api/v1/namespaces/default/events', 0)")" 1
+patches=$(jget "$writes" "sum(n for k, n in d.items() if k.startswith('PATCH /api/v1/namespaces/default/events/'))")
+((patches >= 1 && patches <= 9)) || fail "$patches PATCHes of the Event, want 1..9"
+pass "10 starts with the same refusal: one Event, count 10 ($patches PATCHes)"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Events on pods (event.h): a ring of fixed-size entries under one mutex, a token bucket for
- * the bound per minute, a table of recent (pod uid, reason, message) hashes for repeats. */
+/* Events on pods (event.h): a ring of fixed-size writes under one mutex; a table of the Events
+ * posted (key hash, count, name) for aggregation; a token bucket for the global bound and one
+ * per namespace in a small LRU table. */
 #include "event.h"
 
 #include <errno.h>
@@ -13,16 +14,32 @@
 #include "annot.h"
 #include "log.h"
 
+/* One write waiting: the Event's text (a POST needs it whole, and a PATCH falls back to a POST
+ * when the Event is gone) and which remembered Event it is. */
 struct qevent {
   char type[16], reason[KUBE_EVENT_REASON_MAX];
   char ns[K8S_NAME_MAX], name[K8S_NAME_MAX], uid[64];
   char message[KUBE_EVENT_MESSAGE_MAX];
-  time_t at;
+  size_t agg;   /* index in aggs */
+  uint64_t gen; /* aggs[agg].gen when queued */
+  size_t nsb;   /* index in buckets */
 };
 
-struct recent {
-  uint64_t hash;
-  time_t at;
+/* An Event as the API server has it, or will once its write is sent. */
+struct agg {
+  uint64_t hash, gen; /* gen: 0 unused; new for each Event the slot holds */
+  time_t first, last; /* firstTimestamp, lastTimestamp */
+  uint32_t count;
+  char ename[K8S_NAME_MAX]; /* its name once created, "" before */
+  bool queued;              /* a write of it waits in the queue */
+};
+
+struct bucket {
+  uint64_t hash; /* of the namespace; 0 unused */
+  char ns[K8S_NAME_MAX];
+  double tokens;
+  time_t filled, used;
+  unsigned queued; /* its writes in the queue */
 };
 
 struct kube_events {
@@ -31,10 +48,11 @@ struct kube_events {
   char component[64], host[K8S_NAME_MAX];
   struct qevent q[KUBE_EVENT_QUEUE_MAX];
   size_t head, len;
-  struct recent recent[KUBE_EVENT_RECENT];
+  struct agg aggs[KUBE_EVENT_RECENT];
+  struct bucket buckets[KUBE_EVENT_NAMESPACES];
   double tokens;
   time_t filled; /* when tokens were last topped up */
-  uint64_t seq;
+  uint64_t seq, gen;
   struct kube_event_stats st;
   /* kube_events_start */
   struct kube *k;
@@ -63,7 +81,7 @@ void kube_events_free(struct kube_events *q) {
   free(q);
 }
 
-/* FNV-1a over the strings, each with its terminator. */
+/* FNV-1a over the strings, each with its terminator; never 0 (0 marks a free slot). */
 static uint64_t key_hash(const char *const *parts, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; i++)
@@ -72,46 +90,114 @@ static uint64_t key_hash(const char *const *parts, size_t n) {
       if (!*p)
         break;
     }
-  return h;
+  return h ? h : 1;
 }
 
-/* Under q->mu: whether the key was queued within KUBE_EVENT_REPEAT_S (a repeat does not renew
- * it: one Event a window, however often it comes). */
-static bool seen_recently(const struct kube_events *q, uint64_t h, time_t now) {
+/* Under q->mu: the Event of key h still open at now (its last occurrence within
+ * KUBE_EVENT_REPEAT_S), or NULL. */
+static struct agg *agg_find(struct kube_events *q, uint64_t h, time_t now) {
   for (size_t i = 0; i < KUBE_EVENT_RECENT; i++) {
-    const struct recent *r = &q->recent[i];
-    if (r->at && r->hash == h && now >= r->at && now - r->at < KUBE_EVENT_REPEAT_S)
-      return true;
+    struct agg *a = &q->aggs[i];
+    if (a->gen && a->hash == h && now >= a->first && now - a->last < KUBE_EVENT_REPEAT_S)
+      return a;
   }
-  return false;
+  return NULL;
 }
 
-/* Under q->mu: the key queued now, in the oldest slot. */
-static void remember(struct kube_events *q, uint64_t h, time_t now) {
-  struct recent *oldest = &q->recent[0];
-  for (size_t i = 1; i < KUBE_EVENT_RECENT && oldest->at; i++)
-    if (q->recent[i].at < oldest->at)
-      oldest = &q->recent[i];
-  oldest->hash = h;
-  oldest->at = now ? now : 1;
+/* Under q->mu: a slot for a new Event, the least recently seen one that has no write queued
+ * (there are more slots than places in the queue). */
+static struct agg *agg_new(struct kube_events *q, uint64_t h, time_t now) {
+  struct agg *pick = NULL;
+  for (size_t i = 0; i < KUBE_EVENT_RECENT; i++) {
+    struct agg *a = &q->aggs[i];
+    if (a->queued)
+      continue;
+    if (!a->gen) {
+      pick = a;
+      break;
+    }
+    if (!pick || a->last < pick->last)
+      pick = a;
+  }
+  *pick = (struct agg){.hash = h, .gen = ++q->gen, .first = now, .last = now, .count = 1};
+  return pick;
 }
 
-/* Under q->mu: one token, topped up at KUBE_EVENT_PER_MINUTE a minute. */
-static bool take_token(struct kube_events *q, time_t now) {
-  if (now > q->filled) {
-    q->tokens += (double)(now - q->filled) * KUBE_EVENT_PER_MINUTE / 60.0;
-    if (q->tokens > KUBE_EVENT_PER_MINUTE)
-      q->tokens = KUBE_EVENT_PER_MINUTE;
+/* Under q->mu: tokens topped up at per_min a minute, to at most burst, since *filled. */
+static void top_up(double *tokens, time_t *filled, time_t now, double per_min, double burst) {
+  if (now > *filled) {
+    *tokens += (double)(now - *filled) * per_min / 60.0;
+    if (*tokens > burst)
+      *tokens = burst;
   }
-  q->filled = now;
-  if (q->tokens < 1)
-    return false;
-  q->tokens -= 1;
-  return true;
+  if (now > *filled || !*filled)
+    *filled = now;
+}
+
+/* Under q->mu: namespace ns's bucket, made (full) in the least recently used place with no
+ * write queued when it has none. */
+static struct bucket *bucket_of(struct kube_events *q, const char *ns, time_t now) {
+  const char *parts[] = {ns};
+  uint64_t h = key_hash(parts, 1);
+  struct bucket *pick = NULL;
+  for (size_t i = 0; i < KUBE_EVENT_NAMESPACES; i++) {
+    struct bucket *b = &q->buckets[i];
+    if (b->hash == h && strcmp(b->ns, ns) == 0) {
+      b->used = now;
+      return b;
+    }
+    if (!b->queued && (!pick || (pick->hash && (!b->hash || b->used < pick->used))))
+      pick = b;
+  }
+  *pick = (struct bucket){.hash = h, .tokens = KUBE_EVENT_NS_BURST, .filled = now, .used = now};
+  snprintf(pick->ns, sizeof pick->ns, "%s", ns);
+  return pick;
+}
+
+/* Under q->mu: whether one more write of namespace b may be queued now; a token of b's and of
+ * the global bucket taken when it may. 0, -ENOSPC or -EAGAIN, counted. */
+static int admit(struct kube_events *q, struct bucket *b, time_t now) {
+  top_up(&q->tokens, &q->filled, now, KUBE_EVENT_PER_MINUTE, KUBE_EVENT_PER_MINUTE);
+  top_up(&b->tokens, &b->filled, now, KUBE_EVENT_NS_PER_MINUTE, KUBE_EVENT_NS_BURST);
+  int rc = 0;
+  bool ns = false;
+  if (b->queued >= KUBE_EVENT_NS_QUEUE_MAX || q->len == KUBE_EVENT_QUEUE_MAX) {
+    ns = q->len < KUBE_EVENT_QUEUE_MAX;
+    rc = -ENOSPC;
+    q->st.dropped_full++;
+  } else if (b->tokens < 1 || q->tokens < 1) {
+    ns = b->tokens < 1;
+    rc = -EAGAIN;
+    q->st.dropped_rate++;
+  } else {
+    b->tokens -= 1;
+    q->tokens -= 1;
+  }
+  q->st.dropped_ns += ns;
+  return rc;
 }
 
 static bool fits(const char *s, size_t max) {
   return s && strlen(s) < max;
+}
+
+/* Under q->mu: a write of a's Event, with its text. */
+static void enqueue(struct kube_events *q, struct agg *a, struct bucket *b, const char *type,
+                    const char *reason, const char *ns, const char *name, const char *uid,
+                    const char *message) {
+  struct qevent *e = &q->q[(q->head + q->len++) % KUBE_EVENT_QUEUE_MAX];
+  snprintf(e->type, sizeof e->type, "%s", type);
+  snprintf(e->reason, sizeof e->reason, "%s", reason);
+  snprintf(e->ns, sizeof e->ns, "%s", ns);
+  snprintf(e->name, sizeof e->name, "%s", name);
+  snprintf(e->uid, sizeof e->uid, "%s", uid);
+  snprintf(e->message, sizeof e->message, "%s", message);
+  e->agg = (size_t)(a - q->aggs);
+  e->gen = a->gen;
+  e->nsb = (size_t)(b - q->buckets);
+  a->queued = true;
+  b->queued++;
+  pthread_cond_signal(&q->wake);
 }
 
 int kube_events_add(struct kube_events *q, const char *type, const char *reason, const char *ns,
@@ -122,32 +208,32 @@ int kube_events_add(struct kube_events *q, const char *type, const char *reason,
       !fits(ns, K8S_NAME_MAX) || !*ns || !fits(name, K8S_NAME_MAX) || !*name ||
       !fits(uid, sizeof q->q[0].uid) || !message)
     return -EINVAL;
-  const char *parts[] = {ns, name, uid, reason, message};
-  uint64_t h = key_hash(parts, 5);
-  int rc = 0;
+  const char *parts[] = {ns, name, uid, type, reason, message};
+  uint64_t h = key_hash(parts, 6);
+  int rc;
 
   pthread_mutex_lock(&q->mu);
-  if (seen_recently(q, h, now)) {
+  struct agg *a = agg_find(q, h, now);
+  if (a) {
+    /* Counted into its Event whatever happens next: a refused PATCH leaves the count to the
+     * next write. */
+    a->count++;
+    if (now > a->last)
+      a->last = now;
     q->st.repeated++;
     rc = 1;
-  } else if (q->len == KUBE_EVENT_QUEUE_MAX) {
-    q->st.dropped_full++;
-    rc = -ENOSPC;
-  } else if (!take_token(q, now)) {
-    q->st.dropped_rate++;
-    rc = -EAGAIN;
+    if (!a->queued) {
+      struct bucket *b = bucket_of(q, ns, now);
+      if (!admit(q, b, now))
+        enqueue(q, a, b, type, reason, ns, name, uid, message);
+    }
   } else {
-    struct qevent *e = &q->q[(q->head + q->len++) % KUBE_EVENT_QUEUE_MAX];
-    snprintf(e->type, sizeof e->type, "%s", type);
-    snprintf(e->reason, sizeof e->reason, "%s", reason);
-    snprintf(e->ns, sizeof e->ns, "%s", ns);
-    snprintf(e->name, sizeof e->name, "%s", name);
-    snprintf(e->uid, sizeof e->uid, "%s", uid);
-    snprintf(e->message, sizeof e->message, "%s", message);
-    e->at = now;
-    remember(q, h, now);
-    q->st.queued++;
-    pthread_cond_signal(&q->wake);
+    struct bucket *b = bucket_of(q, ns, now);
+    rc = admit(q, b, now);
+    if (!rc) {
+      enqueue(q, agg_new(q, h, now), b, type, reason, ns, name, uid, message);
+      q->st.queued++;
+    }
   }
   pthread_mutex_unlock(&q->mu);
   return rc;
@@ -166,70 +252,163 @@ void kube_events_stats(struct kube_events *q, struct kube_event_stats *ret) {
   pthread_mutex_unlock(&q->mu);
 }
 
-/* Names are DNS subdomains: at most 253 characters, the pod's name and a unique suffix, as the
- * kubelet's recorder names them. */
-json_t *kube_event_json(const char *component, const char *host, const char *type,
-                        const char *reason, const char *ns, const char *name, const char *uid,
-                        const char *message, time_t now, uint64_t seq) {
-  char ename[K8S_NAME_MAX], ts[32];
+/* The Event as created: count occurrences from first to last. Names are DNS subdomains: at
+ * most 253 characters, the pod's name and a unique suffix, as the kubelet's recorder names
+ * them. */
+static json_t *event_json(const char *component, const char *host, const struct qevent *e,
+                          time_t first, time_t last, uint32_t count, uint64_t seq) {
+  char ename[K8S_NAME_MAX], ts0[32], ts1[32];
   struct timespec t;
 
   clock_gettime(CLOCK_REALTIME, &t);
   uint64_t suffix = ((uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec) ^ (seq << 48);
-  snprintf(ename, sizeof ename, "%.*s.%016llx", 253 - 17, name, (unsigned long long)suffix);
-  k8s_time_format(now, ts, sizeof ts);
+  snprintf(ename, sizeof ename, "%.*s.%016llx", 253 - 17, e->name, (unsigned long long)suffix);
+  k8s_time_format(first, ts0, sizeof ts0);
+  k8s_time_format(last, ts1, sizeof ts1);
   json_t *involved = json_pack("{s:s, s:s, s:s, s:s}", "kind", "Pod", "apiVersion", "v1",
-                               "namespace", ns, "name", name);
-  if (involved && uid && *uid)
-    json_object_set_new(involved, "uid", json_string(uid));
-  json_t *ev = json_pack(
-      "{s:s, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:i, s:s, s:s}",
-      "apiVersion", "v1", "kind", "Event", "metadata", "name", ename, "namespace", ns,
-      "involvedObject", involved, "reason", reason, "message", message, "type", type, "source",
-      "component", component, "host", host, "firstTimestamp", ts, "lastTimestamp", ts, "count", 1,
-      "reportingComponent", component, "reportingInstance", host);
-  return ev;
+                               "namespace", e->ns, "name", e->name);
+  if (involved && e->uid[0])
+    json_object_set_new(involved, "uid", json_string(e->uid));
+  return json_pack(
+      "{s:s, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:I, s:s, s:s}",
+      "apiVersion", "v1", "kind", "Event", "metadata", "name", ename, "namespace", e->ns,
+      "involvedObject", involved, "reason", e->reason, "message", e->message, "type", e->type,
+      "source", "component", component, "host", host, "firstTimestamp", ts0, "lastTimestamp", ts1,
+      "count", (json_int_t)count, "reportingComponent", component, "reportingInstance", host);
+}
+
+json_t *kube_event_json(const char *component, const char *host, const char *type,
+                        const char *reason, const char *ns, const char *name, const char *uid,
+                        const char *message, time_t now, uint64_t seq) {
+  struct qevent e = {0};
+  if (!fits(type, sizeof e.type) || !fits(reason, sizeof e.reason) || !fits(ns, sizeof e.ns) ||
+      !fits(name, sizeof e.name) || !fits(uid ? uid : "", sizeof e.uid) || !message)
+    return NULL;
+  snprintf(e.type, sizeof e.type, "%s", type);
+  snprintf(e.reason, sizeof e.reason, "%s", reason);
+  snprintf(e.ns, sizeof e.ns, "%s", ns);
+  snprintf(e.name, sizeof e.name, "%s", name);
+  snprintf(e.uid, sizeof e.uid, "%s", uid ? uid : "");
+  snprintf(e.message, sizeof e.message, "%s", message);
+  return event_json(component, host, &e, now, now, 1, seq);
+}
+
+/* What a write sends, read from its Event under q->mu when it leaves the queue. */
+struct write {
+  struct qevent e;
+  time_t first, last;
+  uint32_t count;
+  char ename[K8S_NAME_MAX];
+  uint64_t seq;
+  bool stale; /* its Event's slot was taken by another since (not sent) */
+};
+
+/* Under q->mu: the oldest write, taken out of the queue. */
+static void dequeue(struct kube_events *q, struct write *w) {
+  struct qevent *e = &q->q[q->head];
+  struct agg *a = &q->aggs[e->agg];
+  q->head = (q->head + 1) % KUBE_EVENT_QUEUE_MAX;
+  q->len--;
+  q->buckets[e->nsb].queued--;
+  w->e = *e;
+  w->seq = ++q->seq;
+  w->stale = a->gen != e->gen;
+  if (w->stale)
+    return;
+  a->queued = false; /* an occurrence from now on queues a write of its own */
+  w->first = a->first;
+  w->last = a->last;
+  w->count = a->count;
+  snprintf(w->ename, sizeof w->ename, "%s", a->ename);
+}
+
+/* The Event created (POST), its name kept for the PATCHes to come. */
+static int create(struct kube_events *q, struct kube *k, struct write *w, char *why,
+                  size_t whylen) {
+  char path[K8S_NAME_MAX + 48];
+  json_t *made = NULL,
+         *ev = event_json(q->component, q->host, &w->e, w->first, w->last, w->count, w->seq);
+  if (!ev)
+    return -ENOMEM;
+  snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", w->e.ns);
+  int rc = kube_post(k, path, ev, &made, why, whylen);
+  const char *name = json_string_value(json_object_get(json_object_get(made, "metadata"), "name"));
+  if (!rc && !name)
+    name = json_string_value(json_object_get(json_object_get(ev, "metadata"), "name"));
+  pthread_mutex_lock(&q->mu);
+  struct agg *a = &q->aggs[w->e.agg];
+  if (!rc && a->gen == w->e.gen)
+    snprintf(a->ename, sizeof a->ename, "%s", name);
+  pthread_mutex_unlock(&q->mu);
+  json_decref(made);
+  json_decref(ev);
+  return rc;
+}
+
+/* The count and last time written to the Event there (PATCH); -ENOENT when it is gone (the
+ * API server keeps Events an hour after their last write). */
+static int patch(struct kube *k, const struct write *w, char *why, size_t whylen) {
+  char path[2 * K8S_NAME_MAX + 48], ts[32];
+  k8s_time_format(w->last, ts, sizeof ts);
+  json_t *p = json_pack("{s:I, s:s}", "count", (json_int_t)w->count, "lastTimestamp", ts);
+  if (!p)
+    return -ENOMEM;
+  snprintf(path, sizeof path, "/api/v1/namespaces/%s/events/%s", w->e.ns, w->ename);
+  int rc = kube_merge_patch(k, path, p, NULL, why, whylen);
+  json_decref(p);
+  return rc;
+}
+
+/* One write sent: 0, or why not in why. */
+static int send_write(struct kube_events *q, struct kube *k, struct write *w, char *why,
+                      size_t whylen) {
+  int rc;
+  bool patched = false;
+  if (w->ename[0]) {
+    rc = patch(k, w, why, whylen);
+    patched = rc == 0;
+    if (rc == -ENOENT) {
+      why[0] = 0;
+      rc = create(q, k, w, why, whylen);
+    }
+  } else {
+    rc = create(q, k, w, why, whylen);
+  }
+  pthread_mutex_lock(&q->mu);
+  if (rc)
+    q->st.failed++;
+  else if (patched)
+    q->st.patched++;
+  else
+    q->st.posted++;
+  pthread_mutex_unlock(&q->mu);
+  return rc;
 }
 
 int kube_events_flush(struct kube_events *q, struct kube *k, char *err, size_t errlen) {
-  int posted = 0;
+  int sent = 0;
   bool said = false;
 
   for (;;) {
-    struct qevent e;
-    uint64_t seq;
+    struct write w;
     pthread_mutex_lock(&q->mu);
     if (!q->len) {
       pthread_mutex_unlock(&q->mu);
-      return posted;
+      return sent;
     }
-    e = q->q[q->head];
-    q->head = (q->head + 1) % KUBE_EVENT_QUEUE_MAX;
-    q->len--;
-    seq = ++q->seq;
+    dequeue(q, &w);
     pthread_mutex_unlock(&q->mu);
-
-    char path[K8S_NAME_MAX + 48], why[KUBE_ERR_MAX] = "";
-    json_t *ev = kube_event_json(q->component, q->host, e.type, e.reason, e.ns, e.name, e.uid,
-                                 e.message, e.at, seq);
-    int rc = -ENOMEM;
-    if (ev) {
-      snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", e.ns);
-      rc = kube_post(k, path, ev, NULL, why, sizeof why);
-      json_decref(ev);
-    }
-    pthread_mutex_lock(&q->mu);
-    if (rc)
-      q->st.failed++;
-    else
-      q->st.posted++;
-    pthread_mutex_unlock(&q->mu);
+    if (w.stale)
+      continue;
+    char why[KUBE_ERR_MAX] = "";
+    int rc = send_write(q, k, &w, why, sizeof why);
     if (rc && !said && err) {
-      snprintf(err, errlen, "cannot post the %s Event on pod %s/%s: %s", e.reason, e.ns, e.name,
+      snprintf(err, errlen, "cannot %s the %s Event on pod %s/%s: %s",
+               w.ename[0] ? "update" : "post", w.e.reason, w.e.ns, w.e.name,
                why[0] ? why : strerror(-rc));
       said = true;
     }
-    posted += rc == 0;
+    sent += rc == 0;
   }
 }
 
