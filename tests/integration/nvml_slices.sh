@@ -41,6 +41,7 @@ EOF
 
 start_daemon
 START=$(at 1.5)
+daemon_wait_over "$(at 2.5)" 5
 inside a
 inside b $((512 << 20)) # and a second process, holding 512 MiB beside its context
 gsrun --compute 30 --compute-limit 30 --memory 1GiB --name a -- bash "$T/a.sh" &
@@ -63,7 +64,7 @@ echo "device utilization without the hook: $raw_util%"
 
 # check SLICE "OWN_PIDS" "OTHER_PIDS" CAP LO HI: OWN_PIDS' first runs the kernels.
 check() {
-  local s=$1 own=$2 other=$3 cap=$4 lo=$5 hi=$6 f="$T/$1.smi" gpu list used=0 util p u n
+  local s=$1 own=$2 other=$3 cap=$4 lo=$5 hi=$6 f="$T/$1.smi" gpu list used=0 util raw p u n
   gpu=$(grep '^gpu ' "$f")
   list=$(grep '^list ' "$f")
   n=$(echo $own | wc -w)
@@ -93,8 +94,22 @@ check() {
   expect_eq "$s: v2 used + free = total" \
     $(($(field <(echo "$gpu") used2) + $(field <(echo "$gpu") free2))) "$cap"
   util=$(field <(echo "$gpu") util)
-  within "$s: utilization (its share)" "$util" "$lo" "$hi"
+  # What the device said of the slice's kernels a moment later (NVML without the hook: its
+  # process's sample): the slice's figure is that, whatever the host let the workloads run.
   set -- $own
+  raw=$(sed -n "s/^putil gpu=0 pid=$1 sm=\([0-9]*\)/\1/p" "$T/$s.raw")
+  [ -n "$raw" ] || fail "$s: NVML without the hook has no sample of $1"
+  [ $((util - raw)) -le 6 ] && [ $((raw - util)) -le 6 ] ||
+    fail "$s: utilization $util%, the device says $raw% for its process"
+  echo "ok: $s: utilization $util% (its process: $raw%, the device: $raw_util%)"
+  # And its share, unless the host kept the workloads from a CPU (then the device idled).
+  if [ "$util" -lt "$lo" ] || [ "$util" -gt "$hi" ]; then
+    if [ "$util" -le "$hi" ] && starved "$T/a.spin $T/b.spin" 2> "$T/starved"; then
+      skip_part "$s: utilization $util%, want $lo..$hi%: $(cat "$T/starved")"
+    else
+      fail "$s: utilization $util%, want $lo..$hi% (its share)"
+    fi
+  fi
   qgrep "^putil gpu=0 pid=$1 sm=" "$f" || fail "$s: no utilization sample of its process"
   for p in $other; do
     ! qgrep "^putil gpu=0 pid=$p " "$f" || fail "$s: the other slice's sample is shown"
