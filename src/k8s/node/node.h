@@ -139,11 +139,14 @@ struct node {
   /* gslice-node's state directory and its subdirectories, opened once (node_state_open):
    * everything it writes for containers goes through these. */
   int state_fd, records_fd, alloc_fd, starts_fd;
+  int claims_fd;          /* --mode dra: the prepared claims' records (dra.c) */
   uint64_t start_seq;     /* the last start directory's number */
   bool daemon_untrusted;  /* said once: gsliced's socket is served by another user */
   bool daemon_reconciled; /* node_recs_reconcile_daemon has run once since the start */
   /* The keys that verify gslice.io/assigned-signature (--signing-key); NULL: none loaded. */
   const struct k8s_keys *keys;
+  /* --mode dra: its servers and prepared claims (dra.c); NULL in device-plugin mode. */
+  struct node_dra *dra;
 };
 
 uint64_t node_now(void);
@@ -160,8 +163,8 @@ int node_plugin_register(struct node *n, char *err, size_t err_len);
 int node_slots_join(char **ids, size_t n, char *out, size_t out_len, char *key, size_t key_len);
 
 /* slices.c */
-/* Makes (0700) and opens the state directory and its records/, alloc/, starts/; writes
- * ld.so.preload. 0 or -errno with err. */
+/* Makes (0700) and opens the state directory and its records/, alloc/, starts/, claims/;
+ * writes ld.so.preload. 0 or -errno with err. */
 int node_state_open(struct node *n, char *err, size_t err_len);
 int node_recs_load(struct node *n);
 /* At start: held slices gslice-node made (named k8s.*) with no record, or only a pending one,
@@ -178,6 +181,29 @@ int node_hook_socket(const struct node *n, char *out, size_t len);
 int node_prestart(struct node *n, char **ids, size_t nids, char *err, size_t err_len);
 /* Slices of containers the kubelet no longer lists (or whose pod is gone) are removed. */
 void node_reconcile(struct node *n);
+/* What both modes make a slice with (the device plugin per container, DRA per claim):
+ * REGISTER of a held, any-user slice (connecting first when *fd < 0: a failed connect leaves it
+ * < 0); 0, or -errno with gsliced's refusal in derr (empty: no answer). */
+struct gs_slice_spec;
+struct gs_msg_registered;
+int node_slice_register(struct node *n, const struct gs_slice_spec *spec, int *fd,
+                        struct gs_msg_registered *reg, char *derr, size_t derr_len);
+/* The memory region of the slice whose directory gsliced named (REGISTERED.state_dir), checked
+ * to be gsliced's own: its canonical path into region, or -errno with why. */
+int node_slice_region(struct node *n, const char *dir, char *region, size_t len, char *why,
+                      size_t why_len);
+/* slice.env's text: what the hook reads from the slice directory. */
+void node_slice_env(uint32_t slice_id, uint64_t nonce, const char *memory, uint32_t compute_limit,
+                    const char *devices, char *out, size_t len);
+/* A fresh start directory for key (starts/<key>.<seq>: slice.env holding env, the region's
+ * placeholder), alloc/<key> pointing at it and alloc/<key>.region at region (NULL: the
+ * placeholder); key's older start directories go. Its name into start. 0 or -errno. */
+int node_start_dir_make(struct node *n, const char *key, const char *env, const char *region,
+                        char *start, size_t start_len);
+/* A number no earlier start directory or slice name of this state dir has (wall clock us). */
+uint64_t node_next_seq(struct node *n);
+/* alloc/<key>, alloc/<key>.region and every start directory of key, gone. */
+void node_start_dirs_remove(struct node *n, const char *key);
 /* Allocate's per-container host paths for key: the slice directory (a link to the current start
  * directory) and the region (a link to the slice's memory region, or to the placeholder). */
 void node_alloc_dir(const struct node *n, const char *key, char *out, size_t len);
@@ -191,6 +217,18 @@ int node_rec_format(const struct node_rec *r, char **ret, size_t *ret_len);
  * given twice or does not fit, a number is malformed, or a required field is missing. Unknown
  * fields are skipped. r->key is left alone (the file's name). */
 int node_rec_parse(char *text, struct node_rec *r);
+/* The same for any record: a table of its fields (at most 32), each a key, a type, where it
+ * lies in the struct and its size, and whether it is required. */
+enum node_kv_type { REC_STR, REC_U32, REC_BOOL, REC_NONCE };
+struct node_kv_field {
+  const char *key;
+  enum node_kv_type type;
+  size_t off, size;
+  bool required;
+};
+int node_kv_format(const struct node_kv_field *fields, size_t nfields, const void *r, size_t max,
+                   char **ret, size_t *ret_len);
+int node_kv_parse(const struct node_kv_field *fields, size_t nfields, char *text, void *r);
 
 /* kube.c: the API server, through src/k8s/common */
 int node_kube_init(struct node *n, char *err, size_t err_len);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A container's record as text (state_dir/records/<key>): one KEY=VALUE line a field of struct
- * node_rec, written and read through one table, parsed with gs_kv_parse. */
+/* Records as text: one KEY=VALUE line a field, written and read through one table of fields,
+ * parsed with gs_kv_parse. A container's (state_dir/records/<key>, struct node_rec) and, through
+ * the same two functions, a prepared claim's (state_dir/claims/<uid>, dra.c). */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -11,16 +13,9 @@
 #include "kv.h"
 #include "node.h"
 
-enum rec_type { REC_STR, REC_U32, REC_BOOL, REC_NONCE };
-
 #define REC(k, t, f, req)                                                                          \
   { k, t, offsetof(struct node_rec, f), sizeof(((struct node_rec *)0)->f), req }
-static const struct rec_field {
-  const char *key;
-  enum rec_type type;
-  size_t off, size;
-  bool required;
-} rec_fields[] = {
+static const struct node_kv_field rec_fields[] = {
     REC("slots", REC_STR, slots, true),
     REC("namespace", REC_STR, ns, true),
     REC("pod", REC_STR, pod, true),
@@ -39,14 +34,14 @@ static const struct rec_field {
 };
 #undef REC
 #define REC_NFIELDS (sizeof(rec_fields) / sizeof(rec_fields[0]))
-_Static_assert(REC_NFIELDS <= 32, "rec_parse's seen is a 32-bit mask");
 
-int node_rec_format(const struct node_rec *r, char **ret, size_t *ret_len) {
-  struct gs_buf b = GS_BUF_INIT(NODE_REC_MAX);
+int node_kv_format(const struct node_kv_field *fields, size_t nfields, const void *r, size_t max,
+                   char **ret, size_t *ret_len) {
+  struct gs_buf b = GS_BUF_INIT(max);
   int err;
 
-  for (size_t i = 0; i < REC_NFIELDS; i++) {
-    const struct rec_field *f = &rec_fields[i];
+  for (size_t i = 0; i < nfields; i++) {
+    const struct node_kv_field *f = &fields[i];
     const char *p = (const char *)r + f->off;
     gs_buf_printf(&b, "%s=", f->key);
     switch (f->type) {
@@ -64,9 +59,15 @@ int node_rec_format(const struct node_rec *r, char **ret, size_t *ret_len) {
   return 0;
 }
 
+int node_rec_format(const struct node_rec *r, char **ret, size_t *ret_len) {
+  return node_kv_format(rec_fields, REC_NFIELDS, r, NODE_REC_MAX, ret, ret_len);
+}
+
 struct rec_parse {
-  struct node_rec *r;
-  uint32_t seen; /* bit i: rec_fields[i] */
+  const struct node_kv_field *fields;
+  size_t nfields;
+  void *r;
+  uint32_t seen; /* bit i: fields[i] */
 };
 
 static int rec_field(const char *key, const char *value, unsigned line, void *user, char *err,
@@ -78,11 +79,11 @@ static int rec_field(const char *key, const char *value, unsigned line, void *us
   (void)line;
   (void)err;
   (void)err_len;
-  for (i = 0; i < REC_NFIELDS && strcmp(rec_fields[i].key, key); i++)
+  for (i = 0; i < ps->nfields && strcmp(ps->fields[i].key, key); i++)
     ;
-  if (i == REC_NFIELDS)
+  if (i == ps->nfields)
     return 0; /* a newer gslice-node's field */
-  const struct rec_field *f = &rec_fields[i];
+  const struct node_kv_field *f = &ps->fields[i];
   char *p = (char *)ps->r + f->off;
   if (ps->seen & (1u << i))
     return -EBADMSG;
@@ -109,13 +110,18 @@ static int rec_field(const char *key, const char *value, unsigned line, void *us
   return 0;
 }
 
-int node_rec_parse(char *text, struct node_rec *r) {
-  struct rec_parse ps = {.r = r};
+int node_kv_parse(const struct node_kv_field *fields, size_t nfields, char *text, void *r) {
+  struct rec_parse ps = {.fields = fields, .nfields = nfields, .r = r};
+  assert(nfields <= 32); /* seen is a 32-bit mask */
   int e = gs_kv_parse(text, '\n', 0, rec_field, &ps, NULL, 0);
   if (e < 0)
     return e;
-  for (size_t i = 0; i < REC_NFIELDS; i++)
-    if (rec_fields[i].required && !(ps.seen & (1u << i)))
+  for (size_t i = 0; i < nfields; i++)
+    if (fields[i].required && !(ps.seen & (1u << i)))
       return -EBADMSG;
   return 0;
+}
+
+int node_rec_parse(char *text, struct node_rec *r) {
+  return node_kv_parse(rec_fields, REC_NFIELDS, text, r);
 }

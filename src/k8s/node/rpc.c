@@ -176,8 +176,8 @@ struct job {
 struct rpc_server {
   grpc_server *server;
   grpc_completion_queue *cq;
-  char stream_method[128];
-  char worker_method[128];
+  char stream_methods[RPC_MAX_METHODS][128];
+  char worker_methods[RPC_MAX_METHODS][128];
   rpc_unary_fn unary;
   void *ctx;
   /* the serving thread's (then rpc_server_stop's) */
@@ -293,6 +293,13 @@ static void finish_unary(struct call *c, int status, const uint8_t *reply, size_
     c->pending--;
 }
 
+static bool listed(const char (*names)[128], const char *method) {
+  for (size_t i = 0; i < RPC_MAX_METHODS && names[i][0]; i++)
+    if (!strcmp(names[i], method))
+      return true;
+  return false;
+}
+
 static void on_recv(struct call *c) {
   struct rpc_server *s = c->srv;
   char *method = grpc_slice_to_c_string(c->details.method);
@@ -309,7 +316,7 @@ static void on_recv(struct call *c) {
     finish_unary(c, GRPC_STATUS_INTERNAL, NULL, 0, "unreadable request");
     goto out;
   }
-  if (!strcmp(method, s->stream_method)) {
+  if (listed(s->stream_methods, method)) {
     grpc_op ops[2];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -326,7 +333,7 @@ static void on_recv(struct call *c) {
     stream_flush(c);
     goto out;
   }
-  if (s->worker_method[0] && !strcmp(method, s->worker_method)) {
+  if (listed(s->worker_methods, method)) {
     /* The worker's queue is bounded: past it a call is told to come again. */
     struct job *j = s->jobs_out < RPC_WORKER_QUEUE_MAX ? calloc(1, sizeof(*j)) : NULL;
     if (!j) {
@@ -484,17 +491,40 @@ static void handle(struct rpc_server *s, grpc_event ev) {
 int rpc_server_start(const char *path, const char *stream_method, const char *worker_method,
                      rpc_unary_fn unary, void *ctx, struct rpc_server **ret, char *err,
                      size_t err_len) {
+  const char *streams[] = {stream_method, NULL}, *workers[] = {worker_method, NULL};
+  return rpc_server_start_methods(path, stream_method ? streams : NULL,
+                                  worker_method ? workers : NULL, unary, ctx, ret, err, err_len);
+}
+
+/* names (NULL-terminated, NULL: none) into out; -EINVAL past RPC_MAX_METHODS or a long one. */
+static int methods_copy(char (*out)[128], const char *const *names) {
+  for (size_t i = 0; names && names[i]; i++) {
+    if (i == RPC_MAX_METHODS || strlen(names[i]) >= sizeof(out[0]))
+      return -EINVAL;
+    memcpy(out[i], names[i], strlen(names[i]) + 1);
+  }
+  return 0;
+}
+
+int rpc_server_start_methods(const char *path, const char *const *stream_methods,
+                             const char *const *worker_methods, rpc_unary_fn unary, void *ctx,
+                             struct rpc_server **ret, char *err, size_t err_len) {
   struct rpc_server *s = calloc(1, sizeof(*s));
   char addr[4200];
   struct stat st;
 
   if (!s)
     return -ENOMEM;
+  if (methods_copy(s->stream_methods, stream_methods) < 0 ||
+      methods_copy(s->worker_methods, worker_methods) < 0) {
+    snprintf(err, err_len, "more than %d methods of a kind, or one of 128 characters or more",
+             RPC_MAX_METHODS);
+    free(s);
+    return -EINVAL;
+  }
   if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
     unlink(path);
   snprintf(addr, sizeof(addr), "unix:%s", path);
-  snprintf(s->stream_method, sizeof(s->stream_method), "%s", stream_method);
-  snprintf(s->worker_method, sizeof(s->worker_method), "%s", worker_method ? worker_method : "");
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->work, NULL);
   s->queue_tail = &s->queue;

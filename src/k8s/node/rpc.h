@@ -30,6 +30,13 @@ struct rpc_server;
 int rpc_server_start(const char *path, const char *stream_method, const char *worker_method,
                      rpc_unary_fn unary, void *ctx, struct rpc_server **ret, char *err,
                      size_t err_len);
+/* The same with several methods of each kind (NULL-terminated lists, at most RPC_MAX_METHODS
+ * each; NULL: none): every stream method carries the one published message, and the worker
+ * runs calls of all worker methods, one at a time, in the order they came. */
+#define RPC_MAX_METHODS 8
+int rpc_server_start_methods(const char *path, const char *const *stream_methods,
+                             const char *const *worker_methods, rpc_unary_fn unary, void *ctx,
+                             struct rpc_server **ret, char *err, size_t err_len);
 /* Sets the stream's message (copied; any thread); the serving thread sends it on every open
  * stream within some 20 ms. */
 int rpc_server_publish(struct rpc_server *s, const uint8_t *msg, size_t len);

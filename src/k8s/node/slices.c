@@ -75,7 +75,7 @@ int node_state_open(struct node *n, char *err, size_t err_len) {
   char path[PATH_MAX];
   int r = 0;
 
-  n->state_fd = n->records_fd = n->alloc_fd = n->starts_fd = -1;
+  n->state_fd = n->records_fd = n->alloc_fd = n->starts_fd = n->claims_fd = -1;
   /* mkdir -p: the parents as the admin would make them (0755), the state dir itself 0700. */
   snprintf(path, sizeof(path), "%s", n->cfg.state_dir);
   for (char *p = path + 1; *p; p++) {
@@ -112,9 +112,9 @@ int node_state_open(struct node *n, char *err, size_t err_len) {
     snprintf(err, err_len, "cannot make %s 0700: %s", n->cfg.state_dir, strerror(-r));
     return r;
   }
-  const char *const subs[] = {"records", "alloc", "starts"};
-  int *fds[] = {&n->records_fd, &n->alloc_fd, &n->starts_fd};
-  for (size_t i = 0; i < 3; i++)
+  const char *const subs[] = {"records", "alloc", "starts", "claims"};
+  int *fds[] = {&n->records_fd, &n->alloc_fd, &n->starts_fd, &n->claims_fd};
+  for (size_t i = 0; i < 4; i++)
     if ((r = own_subdir(n->state_fd, subs[i], 0700, fds[i])) < 0) {
       snprintf(err, err_len, "cannot make %s/%s: %s", n->cfg.state_dir, subs[i], strerror(-r));
       return r;
@@ -132,7 +132,7 @@ int node_state_open(struct node *n, char *err, size_t err_len) {
 
 /* A number no earlier start directory or slice name of this state dir has: microseconds of the
  * wall clock, or one more than the last. */
-static uint64_t next_seq(struct node *n) {
+uint64_t node_next_seq(struct node *n) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t now = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
@@ -206,7 +206,7 @@ static int link_at(struct node *n, const char *name, const char *target) {
      * made again; what the container may have left below a subdirectory stays there. */
     if (e == -EISDIR) {
       char aside[NAME_MAX + 1];
-      snprintf(aside, sizeof(aside), ".old.%.200s.%" PRIu64, name, next_seq(n));
+      snprintf(aside, sizeof(aside), ".old.%.200s.%" PRIu64, name, node_next_seq(n));
       if (renameat(n->alloc_fd, name, n->alloc_fd, aside) < 0)
         return -errno;
       remove_at(n->alloc_fd, aside);
@@ -221,12 +221,15 @@ static int link_at(struct node *n, const char *name, const char *target) {
  * region's file mount goes over; alloc/<key> points at it and alloc/<key>.region at region (NULL:
  * the placeholder), then the key's older start directories go. Never reused: a container that
  * planted anything in an old one (it cannot: it is mounted read-only) would find it gone. */
-static int start_dir_make(struct node *n, struct node_rec *r, const char *env, const char *region) {
-  char name[64], target[PATH_MAX + 128], rtarget[PATH_MAX + 160];
+int node_start_dir_make(struct node *n, const char *key, const char *env, const char *region,
+                        char *start, size_t start_len) {
+  char name[128], target[PATH_MAX + 160], rtarget[PATH_MAX + 192];
   int e = -EEXIST, dfd = -1;
 
   for (int attempt = 0; attempt < 8 && e == -EEXIST; attempt++) {
-    snprintf(name, sizeof(name), "%s.%" PRIu64, r->key, next_seq(n));
+    int nl = snprintf(name, sizeof(name), "%s.%" PRIu64, key, node_next_seq(n));
+    if (nl < 0 || (size_t)nl >= sizeof(name) || (size_t)nl >= start_len)
+      return -ENAMETOOLONG;
     e = mkdirat(n->starts_fd, name, 0755) < 0 ? -errno : 0;
   }
   if (e < 0)
@@ -241,23 +244,37 @@ static int start_dir_make(struct node *n, struct node_rec *r, const char *env, c
     goto fail;
   snprintf(target, sizeof(target), "%s/starts/%s", n->cfg.state_dir, name);
   snprintf(rtarget, sizeof(rtarget), "%s/%s", target, NODE_REGION_FILE);
-  char rname[NODE_SLOT_ID_MAX + 16];
-  snprintf(rname, sizeof(rname), "%s.region", r->key);
+  char rname[NAME_MAX + 1];
+  if ((size_t)snprintf(rname, sizeof(rname), "%s.region", key) >= sizeof(rname)) {
+    e = -ENAMETOOLONG;
+    goto fail;
+  }
   /* The region first: while alloc/<key> still names the old directory, nothing mounts the pair
    * half new (the kubelet starts this container only once PreStartContainer answered). */
-  if ((e = link_at(n, rname, region ? region : rtarget)) < 0 ||
-      (e = link_at(n, r->key, target)) < 0)
+  if ((e = link_at(n, rname, region ? region : rtarget)) < 0 || (e = link_at(n, key, target)) < 0)
     goto fail;
   gs_dir_sync(n->alloc_fd, NULL);
   close(dfd);
-  snprintf(r->start, sizeof(r->start), "%s", name);
-  starts_remove(n, r->key, name);
+  snprintf(start, start_len, "%s", name);
+  starts_remove(n, key, name);
   return 0;
 fail:
   if (dfd >= 0)
     close(dfd);
   remove_at(n->starts_fd, name);
   return e;
+}
+
+static int start_dir_make(struct node *n, struct node_rec *r, const char *env, const char *region) {
+  return node_start_dir_make(n, r->key, env, region, r->start, sizeof(r->start));
+}
+
+void node_start_dirs_remove(struct node *n, const char *key) {
+  char rname[NAME_MAX + 1];
+  remove_at(n->alloc_fd, key);
+  if ((size_t)snprintf(rname, sizeof(rname), "%s.region", key) < sizeof(rname))
+    unlinkat(n->alloc_fd, rname, 0);
+  starts_remove(n, key, "");
 }
 
 /* ---- gsliced: the one we trust, and the slice directories it names ---- */
@@ -300,8 +317,8 @@ int node_daemon_connect(struct node *n, int *ret_fd) {
  * directory below gsliced's state root, reached component by component without following a
  * link, none of them writable by others, holding a regular memory.region. Its path (canonical:
  * no link on the way) goes into region. */
-static int slice_region(struct node *n, const char *dir, char *region, size_t len, char *why,
-                        size_t why_len) {
+int node_slice_region(struct node *n, const char *dir, char *region, size_t len, char *why,
+                      size_t why_len) {
   char root[PATH_MAX], rest[GS_PROTO_PATH_MAX], *save = NULL;
   struct stat st;
   int fd, r = 0;
@@ -356,6 +373,23 @@ static int slice_region(struct node *n, const char *dir, char *region, size_t le
   if ((size_t)snprintf(region, len, "%s/%s/%s", root, dir + rl + 1, NODE_REGION_FILE) >= len)
     return -ENAMETOOLONG;
   return 0;
+}
+
+int node_slice_register(struct node *n, const struct gs_slice_spec *spec, int *fd,
+                        struct gs_msg_registered *reg, char *derr, size_t derr_len) {
+  int e;
+  if (*fd < 0 && (e = node_daemon_connect(n, fd)) < 0)
+    return e;
+  e = gs_client_register_flags(*fd, spec, GS_REGISTER_HELD | GS_REGISTER_ANY_UID, reg, derr,
+                               derr_len);
+  /* GSLICE_NODE_TEST_CRASH_AT=registered (tests only: node_attack_restart.sh): gslice-node dies
+   * here, between REGISTER and its record, the worst moment for a leak. */
+  const char *crash = secure_getenv("GSLICE_NODE_TEST_CRASH_AT");
+  if (e == 0 && crash && !strcmp(crash, "registered")) {
+    gs_log(GS_LOG_WARNING, "GSLICE_NODE_TEST_CRASH_AT=registered: exiting after REGISTER (test)");
+    _exit(99);
+  }
+  return e;
 }
 
 /* ---- records ---- */
@@ -434,7 +468,7 @@ void node_slots_allocated(struct node *n, const char *key) {
  * Leaves all in place (trying again later) when gsliced cannot be asked. */
 static void rec_remove(struct node *n, uint32_t i, const char *why) {
   struct node_rec *r = n->recs[i];
-  char err[GS_PROTO_TEXT_MAX] = "", rname[NODE_SLOT_ID_MAX + 16];
+  char err[GS_PROTO_TEXT_MAX] = "";
   int fd;
 
   if (r->slice_id) {
@@ -449,10 +483,7 @@ static void rec_remove(struct node *n, uint32_t i, const char *why) {
       return;
     }
   }
-  snprintf(rname, sizeof(rname), "%s.region", r->key);
-  remove_at(n->alloc_fd, r->key);
-  unlinkat(n->alloc_fd, rname, 0);
-  starts_remove(n, r->key, "");
+  node_start_dirs_remove(n, r->key);
   unlinkat(n->records_fd, r->key, 0);
   /* Said once it is done: whoever reads the line finds the record and the directories gone. */
   gs_log(GS_LOG_INFO, "slice %u of %s/%s container %s (slots %s) removed: %s", r->slice_id, r->ns,
@@ -635,11 +666,16 @@ static int make_spec(struct node *n, const struct k8s_assigned_container *a,
   return 0;
 }
 
-static void slice_env(const struct node_rec *r, char *out, size_t len) {
+void node_slice_env(uint32_t slice_id, uint64_t nonce, const char *memory, uint32_t compute_limit,
+                    const char *devices, char *out, size_t len) {
   snprintf(out, len,
            "GSLICE_SLICE=%" PRIu32 "\nGSLICE_SLICE_NONCE=%016" PRIx64
            "\nGSLICE_MEMORY_LIMIT=%s\nGSLICE_COMPUTE_LIMIT=%" PRIu32 "\nCUDA_VISIBLE_DEVICES=%s\n",
-           r->slice_id, r->nonce, r->memory, r->compute_limit, r->devices);
+           slice_id, nonce, memory, compute_limit, devices);
+}
+
+static void slice_env(const struct node_rec *r, char *out, size_t len) {
+  node_slice_env(r->slice_id, r->nonce, r->memory, r->compute_limit, r->devices, out, len);
 }
 
 /* The container's start directory says why it has no slice; gslice-node's log too. r is the
@@ -713,7 +749,7 @@ static int assignment_trusted(struct node *n, const json_t *pod, const char *ns,
 /* A restart of the container r was made for: the same slice, in a fresh start directory. */
 static int restart(struct node *n, struct node_rec *r, char *why, size_t why_len) {
   char region[PATH_MAX], env[START_ENV_MAX];
-  int e = slice_region(n, r->slice_dir, region, sizeof(region), why, why_len);
+  int e = node_slice_region(n, r->slice_dir, region, sizeof(region), why, why_len);
   if (e < 0)
     return e;
   slice_env(r, env, sizeof(env));
@@ -919,7 +955,7 @@ static int prestart_make_slice(struct prestart *ps) {
     snprintf(ps->err, ps->err_len, "gslice-node holds %u containers' slices, its most", n->nrecs);
     return -ENOSPC;
   }
-  slice_name(r->name, sizeof(r->name), next_seq(n), ps->ns, ps->pod, ps->ctr);
+  slice_name(r->name, sizeof(r->name), node_next_seq(n), ps->ns, ps->pod, ps->ctr);
   snprintf(ps->spec.name, sizeof(ps->spec.name), "%s", r->name);
   r->pending = true;
   if ((e = rec_save(n, r)) < 0) {
@@ -929,15 +965,13 @@ static int prestart_make_slice(struct prestart *ps) {
   }
   n->recs[n->nrecs++] = r;
   ps->r = NULL;
-  e = node_daemon_connect(n, &ps->fd);
-  if (e < 0) {
+  e = node_slice_register(n, &ps->spec, &ps->fd, &ps->reg, derr, sizeof(derr));
+  if (ps->fd < 0) {
     snprintf(ps->err, ps->err_len, "gsliced on %s does not answer: %s (the kubelet tries again)",
              n->cfg.socket, strerror(-e));
     rec_remove(n, n->nrecs - 1, "gsliced did not answer");
     return -EAGAIN;
   }
-  e = gs_client_register_flags(ps->fd, &ps->spec, GS_REGISTER_HELD | GS_REGISTER_ANY_UID, &ps->reg,
-                               derr, sizeof(derr));
   if (e < 0 && !derr[0] && e != -EPROTONOSUPPORT) {
     /* No answer: the slice may be made or not. The pending record stays; the next start
      * reconciles with gsliced first. */
@@ -954,13 +988,6 @@ static int prestart_make_slice(struct prestart *ps) {
     snprintf(ps->why, sizeof(ps->why), "gsliced refused the slice of %s/%s container %s: %s",
              ps->ns, ps->pod, ps->ctr, derr[0] ? derr : strerror(-e));
     return PRESTART_REFUSE;
-  }
-  /* GSLICE_NODE_TEST_CRASH_AT=registered (tests only: node_attack_restart.sh): gslice-node dies
-   * here, between REGISTER and its record, the worst moment for a leak. */
-  const char *crash = secure_getenv("GSLICE_NODE_TEST_CRASH_AT");
-  if (crash && !strcmp(crash, "registered")) {
-    gs_log(GS_LOG_WARNING, "GSLICE_NODE_TEST_CRASH_AT=registered: exiting after REGISTER (test)");
-    _exit(99);
   }
   return 0;
 }
@@ -982,7 +1009,8 @@ static int prestart_write_dir(struct prestart *ps) {
   r->slice_id = ps->reg.slice_id;
   r->nonce = ps->reg.slice_nonce;
   snprintf(r->slice_dir, sizeof(r->slice_dir), "%s", ps->reg.state_dir);
-  if (slice_region(n, ps->reg.state_dir, region, sizeof(region), ps->why, sizeof(ps->why)) < 0) {
+  if (node_slice_region(n, ps->reg.state_dir, region, sizeof(region), ps->why, sizeof(ps->why)) <
+      0) {
     prestart_undo(ps);
     return PRESTART_REFUSE;
   }
