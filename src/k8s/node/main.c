@@ -18,6 +18,8 @@
 
 #include "client.h"
 #include "clock.h"
+#include "dra.h"
+#include "dra_api.h"
 #include "health.h"
 #include "log.h"
 #include "node.h"
@@ -214,6 +216,42 @@ static void cfg_defaults(struct node_cfg *c) {
   }
 }
 
+/* --mode dra: the kubelet's plugin registry there, and the plugin's own directory or the one it
+ * is made in; absolute, since the kubelet is given the service socket's path. 0 or 2. */
+static int cfg_check_dra(const struct node_cfg *c) {
+  char parent[PATH_MAX];
+  struct stat st;
+
+  if (stat(c->plugins_registry, &st) < 0 || !S_ISDIR(st.st_mode) || c->plugins_registry[0] != '/') {
+    fprintf(stderr,
+            "gslice-node: --plugins-registry %s is not an absolute path to a directory (the "
+            "kubelet's plugins_registry, mounted from the host)\n",
+            c->plugins_registry);
+    return 2;
+  }
+  snprintf(parent, sizeof(parent), "%s", c->plugin_dir);
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent)
+    *slash = 0;
+  if (c->plugin_dir[0] != '/' || stat(parent, &st) < 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr,
+            "gslice-node: --plugin-dir %s is not an absolute path in a directory that is there "
+            "(the kubelet's plugins directory, mounted from the host)\n",
+            c->plugin_dir);
+    return 2;
+  }
+  if (c->cdi_dir[0] != '/') {
+    fprintf(stderr, "gslice-node: --cdi-dir %s is not an absolute path\n", c->cdi_dir);
+    return 2;
+  }
+  if (c->allocate_cdi) {
+    fprintf(stderr, "gslice-node: --allocate-cdi is of --mode device-plugin (DRA always answers "
+                    "CDI devices)\n");
+    return 2;
+  }
+  return 0;
+}
+
 /* What the flags give together: a node name, the hook there, absolute directories. 0 or 2. */
 static int cfg_check(struct node_cfg *c) {
   char real[PATH_MAX];
@@ -250,6 +288,8 @@ static int cfg_check(struct node_cfg *c) {
     }
     memcpy(dirs[i], abs, (size_t)al + 1);
   }
+  if (c->dra)
+    return cfg_check_dra(c);
   if (stat(c->kubelet_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr,
             "gslice-node: --kubelet-dir %s is not a directory (the kubelet's "
@@ -496,8 +536,8 @@ static int keys_load(struct node *n) {
   static struct k8s_keys keys;
   char err[512];
 
-  if (n->cfg.no_api && !nkey_paths)
-    return 0;
+  if ((n->cfg.no_api || n->cfg.dra) && !nkey_paths)
+    return 0; /* DRA: kube-scheduler places claims, nothing is signed */
   if (k8s_keys_load(key_paths, nkey_paths, &keys, err, sizeof(err))) {
     gs_log(GS_LOG_ERROR,
            "%s: assignments are signed by gslice-extender: mount its signing Secret at "
@@ -524,6 +564,131 @@ static void process_init(struct node *n) {
   sigaction(SIGTERM, &sa, NULL);
 }
 
+/* ---- --mode dra: the ResourceSlice published on a thread of its own (the API server may be
+ * slow; the kubelet's calls and gsliced's health never wait on it) ---- */
+
+#define DRA_PUBLISH_NS 10000000000ull
+
+struct dra_publisher {
+  struct node *n;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t wake;
+  bool stop, kick, started;
+};
+static struct dra_publisher publisher;
+
+static void *dra_publish_run(void *arg) {
+  struct dra_publisher *p = arg;
+  json_t *cache = NULL;
+  char err[512], last[512] = "";
+
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop) {
+    p->kick = false;
+    pthread_mutex_unlock(&p->mu);
+    int r = p->n->cfg.no_api ? 0 : dra_publish(p->n, &cache, err, sizeof(err));
+    /* Said once until it works again: the next try is 10 s away anyway. */
+    if (r < 0 && strcmp(err, last))
+      gs_log(GS_LOG_WARNING, "cannot publish the node's ResourceSlice: %s (trying every 10 s)",
+             err);
+    snprintf(last, sizeof(last), "%s", r < 0 ? err : "");
+    gs_log_flush();
+    uint64_t at = node_now() + DRA_PUBLISH_NS;
+    struct timespec ts = {(time_t)(at / 1000000000ull), (long)(at % 1000000000ull)};
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop && !p->kick && node_now() < at)
+      pthread_cond_timedwait(&p->wake, &p->mu, &ts);
+  }
+  pthread_mutex_unlock(&p->mu);
+  json_decref(cache);
+  return NULL;
+}
+
+static void dra_publish_kick(void) {
+  if (!publisher.started)
+    return;
+  pthread_mutex_lock(&publisher.mu);
+  publisher.kick = true;
+  pthread_cond_broadcast(&publisher.wake);
+  pthread_mutex_unlock(&publisher.mu);
+}
+
+static int node_start_dra(struct node *n) {
+  pthread_condattr_t ca;
+  char err[512];
+
+  gs_log(GS_LOG_INFO,
+         "starting: node %s, DRA driver " NODE_DRA_DRIVER ", plugins registry %s, "
+         "plugin dir %s, CDI dir %s, gsliced %s",
+         n->cfg.node_name[0] ? n->cfg.node_name : "(none)", n->cfg.plugins_registry,
+         n->cfg.plugin_dir, n->cfg.cdi_dir, n->cfg.socket);
+  inventory(n);
+  if (dra_start(n, err, sizeof(err)) < 0) {
+    gs_log(GS_LOG_ERROR, "%s", err);
+    return -1;
+  }
+  publisher.n = n;
+  pthread_mutex_init(&publisher.mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&publisher.wake, &ca);
+  pthread_condattr_destroy(&ca);
+  int r = pthread_create(&publisher.thread, NULL, dra_publish_run, &publisher);
+  if (r != 0) {
+    gs_log(GS_LOG_ERROR, "cannot start a thread: %s", strerror(r));
+    return -1;
+  }
+  publisher.started = true;
+  return 0;
+}
+
+static void dra_publisher_stop(struct node *n) {
+  char err[512];
+  if (!publisher.started)
+    return;
+  pthread_mutex_lock(&publisher.mu);
+  publisher.stop = true;
+  pthread_cond_broadcast(&publisher.wake);
+  pthread_mutex_unlock(&publisher.mu);
+  pthread_join(publisher.thread, NULL);
+  publisher.started = false;
+  /* A clean stop takes the node's devices off the scheduler's list at once (the kubelet would
+   * 30 s after we stop answering); prepared claims keep their slices. */
+  if (!n->cfg.no_api && dra_unpublish(n, err, sizeof(err)) < 0)
+    gs_log(GS_LOG_WARNING, "cannot delete the node's ResourceSlice: %s", err);
+}
+
+/* --mode dra until a signal: gsliced's GPUs and health (the stream and the ResourceSlice), the
+ * sockets, the claims' slices reconciled with gsliced. */
+static void dra_loop(struct node *n) {
+  uint64_t next_inv = 0, next_health = 0;
+
+  while (!stop_sig) {
+    uint64_t now = node_now();
+    bool back = false;
+    if (now >= next_inv) {
+      int c = inventory(n);
+      back = c == 2;
+      if (c) {
+        dra_health_publish(n);
+        dra_publish_kick(); /* a GPU whose gsliced is gone is not offered */
+        next_health = now + DRA_PUBLISH_NS;
+      }
+      next_inv = now + (n->daemon_up ? INVENTORY_NS : INVENTORY_NS / 5);
+    }
+    if (now >= next_health) {
+      dra_health_publish(n);
+      next_health = now + DRA_PUBLISH_NS;
+    }
+    dra_tick(n, back);
+    /* The kubelet wipes its node's ResourceSlices when it starts, then registers us again. */
+    if (dra_registered_event(n))
+      dra_publish_kick();
+    usleep(100000);
+  }
+}
+
 /* The state directory, the API server, the records, gsliced's GPUs and the threads. */
 static int node_start(struct node *n, struct housekeeping *hk) {
   char err[512];
@@ -538,6 +703,8 @@ static int node_start(struct node *n, struct housekeeping *hk) {
     gs_log(GS_LOG_ERROR, "%s", err);
     return -1;
   }
+  if (n->cfg.dra)
+    return node_start_dra(n);
   r = node_recs_load(n);
   if (r < 0)
     gs_log(GS_LOG_WARNING, "cannot read all records in %s/records: %s", n->cfg.state_dir,
@@ -604,6 +771,18 @@ int main(int argc, char **argv) {
       !(health = node_health_start(&n, n.cfg.health_listen, path, sizeof(path)))) {
     gs_log(GS_LOG_ERROR, "%s", path);
     return 1;
+  }
+  if (n.cfg.dra) {
+    dra_loop(&n);
+    gs_log(GS_LOG_INFO,
+           "stopping (signal %d); prepared claims keep their slices for the next "
+           "gslice-node",
+           (int)stop_sig);
+    node_health_stop(health);
+    dra_stop(&n);
+    dra_publisher_stop(&n);
+    gs_log_flush();
+    return 0;
   }
   main_loop(&n);
   gs_log(GS_LOG_INFO, "stopping (signal %d); slices stay with gsliced for the next gslice-node",

@@ -1,0 +1,630 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The running DRA plugin (dra.h): the registration and service servers, Prepare and Unprepare
+ * of one claim (its slice in gsliced through slices.c, its start directory, its CDI spec through
+ * cdi.h, its record in state_dir/claims/), the reconciliation with gsliced and the health
+ * stream. The records are n->dra's, under n->lock; the kubelet's batches run one at a time on
+ * the service server's worker, GetInfo and the health stream on the serving threads. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cdi.h"
+#include "client.h"
+#include "dra.h"
+#include "dra.pb-c.h"
+#include "fileio.h"
+#include "log.h"
+#include "node.h"
+#include "pluginregistration.pb-c.h"
+#include "rpc.h"
+
+struct node_dra {
+  struct rpc_server *reg_srv, *srv;
+  uint32_t nrecs;
+  struct dra_rec *recs[DRA_MAX_CLAIMS];
+  bool reconciled;        /* with gsliced, since the start or its last restart */
+  bool registered_event;  /* the kubelet said so; taken by dra_registered_event */
+  char last_reg_err[512]; /* the kubelet's last refusal, said once */
+};
+
+/* ---- records ---- */
+
+static struct dra_rec *rec_find(struct node_dra *d, const char *uid, uint32_t *ret_i) {
+  for (uint32_t i = 0; i < d->nrecs; i++)
+    if (!strcmp(d->recs[i]->uid, uid)) {
+      if (ret_i)
+        *ret_i = i;
+      return d->recs[i];
+    }
+  return NULL;
+}
+
+static int rec_save(struct node *n, const struct dra_rec *r) {
+  char *text;
+  size_t len;
+  int e = dra_rec_format(r, &text, &len);
+  if (e < 0)
+    return e;
+  e = gs_file_write_atomic(n->claims_fd, r->uid, text, len, 0600);
+  free(text);
+  return e;
+}
+
+static int recs_load(struct node *n) {
+  struct node_dra *d = n->dra;
+  struct dirent *e;
+  int ret = 0, dfd = openat(n->claims_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *dir = dfd >= 0 ? fdopendir(dfd) : NULL;
+
+  if (!dir) {
+    if (dfd >= 0)
+      close(dfd);
+    return -errno;
+  }
+  while ((e = readdir(dir)) && d->nrecs < DRA_MAX_CLAIMS) {
+    char *text = NULL, err[256];
+    if (e->d_name[0] == '.' || dra_claim_ids_check("ns", "name", e->d_name, err, sizeof(err)) < 0)
+      continue;
+    int rd = gs_file_read(n->claims_fd, e->d_name, GS_FILE_NOFOLLOW | GS_FILE_REGULAR, DRA_REC_MAX,
+                          &text, NULL);
+    struct dra_rec *r = calloc(1, sizeof(*r));
+    if (!r) {
+      free(text);
+      break;
+    }
+    if (rd < 0 || dra_rec_parse(text, r) < 0 || strcmp(r->uid, e->d_name)) {
+      gs_log(GS_LOG_WARNING,
+             "claim record %s/claims/%s is unreadable or corrupt: ignored (left "
+             "in place)",
+             n->cfg.state_dir, e->d_name);
+      ret = -EBADMSG;
+      free(r);
+    } else {
+      d->recs[d->nrecs++] = r;
+    }
+    free(text);
+  }
+  closedir(dir);
+  return ret;
+}
+
+/* ---- the claim's slice, directory and CDI spec ---- */
+
+/* The CDI spec of r: one device "claim-<uid>" holding the container to r's slice. */
+static int cdi_write(struct node *n, const struct dra_rec *r, char *err, size_t err_len) {
+  struct cdi_slice_storage *st = malloc(sizeof(*st));
+  struct gs_slice_spec spec;
+  struct cdi_edits edits;
+  char key[DRA_KEY_MAX], file[DRA_KEY_MAX + 32], dir[PATH_MAX], region[PATH_MAX];
+  uint32_t idx[GS_MAX_GPUS];
+  size_t k = 0;
+  int e;
+
+  if (!st)
+    return -ENOMEM;
+  dra_rec_spec(r, &spec);
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++)
+    if (spec.gpu_mask & (1u << g))
+      idx[k++] = g;
+  dra_key(r->uid, key, sizeof(key));
+  dra_cdi_file(r->uid, file, sizeof(file));
+  /* The stable links, not the start directory itself: a slice made anew (gsliced lost it)
+   * moves them, and a container started later mounts the new one with the same spec. */
+  node_alloc_dir(n, key, dir, sizeof(dir));
+  node_alloc_region(n, key, region, sizeof(region));
+  e = cdi_slice_edits(n, dir, region, key, idx, k, st, &edits, err, err_len);
+  if (e == 0) {
+    struct cdi_device dev = {.name = key, .edits = edits};
+    e = cdi_spec_write(n->cfg.cdi_dir, file, NODE_CDI_KIND_CLAIM, &dev, 1, NULL, err, err_len);
+  }
+  free(st);
+  return e;
+}
+
+/* After REGISTER answered: r's slice directory checked, its start directory and CDI spec
+ * written, the record saved. 0 or -errno with err (the caller undoes the slice). */
+static int slice_finish(struct node *n, struct dra_rec *r, const struct gs_msg_registered *reg,
+                        char *err, size_t err_len) {
+  char region[PATH_MAX], env[4096], key[DRA_KEY_MAX];
+  int e;
+
+  r->slice_id = reg->slice_id;
+  r->nonce = reg->slice_nonce;
+  snprintf(r->slice_dir, sizeof(r->slice_dir), "%s", reg->state_dir);
+  if ((e = node_slice_region(n, r->slice_dir, region, sizeof(region), err, err_len)) < 0)
+    return e;
+  dra_key(r->uid, key, sizeof(key));
+  node_slice_env(r->slice_id, r->nonce, r->memory, r->compute_limit, r->devices, env, sizeof(env));
+  if ((e = node_start_dir_make(n, key, env, region, r->start, sizeof(r->start))) < 0) {
+    snprintf(err, err_len, "cannot write the claim's start directory: %s", strerror(-e));
+    return e;
+  }
+  if ((e = cdi_write(n, r, err, err_len)) < 0)
+    return e;
+  r->pending = false;
+  if ((e = rec_save(n, r)) < 0)
+    snprintf(err, err_len, "cannot write the claim's record: %s", strerror(-e));
+  return e;
+}
+
+/* Takes r's slice, directories, spec and record away. -EAGAIN (all left in place) when gsliced
+ * cannot be asked. With n->lock. */
+static int rec_drop(struct node *n, uint32_t i, const char *why, char *err, size_t err_len) {
+  struct node_dra *d = n->dra;
+  struct dra_rec *r = d->recs[i];
+  char derr[GS_PROTO_TEXT_MAX] = "", key[DRA_KEY_MAX], file[DRA_KEY_MAX + 32], cerr[256];
+  int fd, e;
+
+  if (r->slice_id && !r->pending) {
+    e = node_daemon_connect(n, &fd);
+    if (e == 0) {
+      e = gs_client_unregister(fd, r->slice_id, r->nonce, derr, sizeof(derr));
+      close(fd);
+    }
+    if (e < 0 && !(e == -ENOENT && derr[0])) {
+      snprintf(err, err_len, "cannot remove slice %u of claim %s/%s yet: %s (try again)",
+               r->slice_id, r->ns, r->name, derr[0] ? derr : strerror(-e));
+      return -EAGAIN;
+    }
+  }
+  dra_key(r->uid, key, sizeof(key));
+  dra_cdi_file(r->uid, file, sizeof(file));
+  if (cdi_spec_remove(n->cfg.cdi_dir, file, cerr, sizeof(cerr)) < 0)
+    gs_log(GS_LOG_WARNING, "claim %s/%s: %s", r->ns, r->name, cerr);
+  node_start_dirs_remove(n, key);
+  unlinkat(n->claims_fd, r->uid, 0);
+  gs_log(GS_LOG_INFO, "claim %s/%s (uid %s): slice %u removed: %s", r->ns, r->name, r->uid,
+         r->slice_id, why);
+  free(r);
+  d->recs[i] = d->recs[--d->nrecs];
+  return 0;
+}
+
+static void slice_name(struct node *n, struct dra_rec *r) {
+  char raw[GS_NAME_MAX + 400];
+  size_t i;
+  snprintf(raw, sizeof(raw), DRA_SLICE_PREFIX "%" PRIx64 ".%s.%s", node_next_seq(n), r->ns,
+           r->name);
+  for (i = 0; raw[i] && i < GS_NAME_MAX - 1; i++)
+    r->slice_name[i] = raw[i];
+  r->slice_name[i] = 0;
+}
+
+/* r's slice made in gsliced (r filled but for the slice), with its directory and spec: the
+ * record first, pending, naming the slice (a crash after REGISTER leaves a slice the next start
+ * finds by its name), then REGISTER, then the rest. 0, -EAGAIN (gsliced did not answer: the
+ * pending record stays for the reconciliation), or -errno; err says why. With n->lock. */
+static int slice_make(struct node *n, struct dra_rec *r, char *err, size_t err_len) {
+  struct gs_slice_spec spec;
+  struct gs_msg_registered reg;
+  char derr[GS_PROTO_TEXT_MAX] = "";
+  int fd = -1, e;
+
+  slice_name(n, r);
+  if (dra_rec_spec(r, &spec) < 0) {
+    snprintf(err, err_len, "claim %s/%s: no slice can be made of its shares", r->ns, r->name);
+    return -EINVAL;
+  }
+  r->pending = true;
+  r->slice_id = 0;
+  if ((e = rec_save(n, r)) < 0) {
+    snprintf(err, err_len, "cannot write the record of claim %s/%s: %s", r->ns, r->name,
+             strerror(-e));
+    return e;
+  }
+  e = node_slice_register(n, &spec, &fd, &reg, derr, sizeof(derr));
+  if (fd < 0 || (e < 0 && !derr[0] && e != -EPROTONOSUPPORT)) {
+    snprintf(err, err_len, "gsliced on %s does not answer: %s (the kubelet tries again)",
+             n->cfg.socket, strerror(-e));
+    if (fd < 0)
+      unlinkat(n->claims_fd, r->uid, 0); /* nothing was made */
+    else
+      n->dra->reconciled = false; /* the slice may be made or not: found by its name */
+    if (fd >= 0)
+      close(fd);
+    return fd < 0 ? -EAGAIN : -EINPROGRESS;
+  }
+  if (e < 0) {
+    unlinkat(n->claims_fd, r->uid, 0);
+    snprintf(err, err_len, "gsliced refused the slice of claim %s/%s: %s", r->ns, r->name,
+             derr[0] ? derr : strerror(-e));
+    close(fd);
+    return e;
+  }
+  if ((e = slice_finish(n, r, &reg, err, err_len)) < 0) {
+    char key[DRA_KEY_MAX], file[DRA_KEY_MAX + 32], cerr[64];
+    gs_client_unregister(fd, reg.slice_id, reg.slice_nonce, NULL, 0);
+    dra_key(r->uid, key, sizeof(key));
+    dra_cdi_file(r->uid, file, sizeof(file));
+    cdi_spec_remove(n->cfg.cdi_dir, file, cerr, sizeof(cerr));
+    node_start_dirs_remove(n, key);
+    unlinkat(n->claims_fd, r->uid, 0);
+  }
+  close(fd);
+  return e;
+}
+
+/* ---- Prepare and Unprepare of one claim ---- */
+
+static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
+                   struct dra_rec *out, char *err, size_t err_len) {
+  struct node *n = ctx;
+  struct node_dra *d = n->dra;
+  struct dra_claim *c = NULL;
+  struct dra_rec *r = NULL, *have;
+  int e;
+
+  pthread_mutex_lock(&n->lock);
+  have = rec_find(d, uid, NULL);
+  /* Prepared already (another pod of the claim, a kubelet restart): the same answer, and every
+   * pod and container of the claim joins the same slice. */
+  if (have && !have->pending) {
+    *out = *have;
+    pthread_mutex_unlock(&n->lock);
+    return 0;
+  }
+  pthread_mutex_unlock(&n->lock);
+  if (n->cfg.no_api) {
+    snprintf(err, err_len,
+             "claim %s/%s: gslice-node runs without an API server "
+             "(--no-api-server) and cannot read it",
+             ns, name);
+    return -ENOTCONN;
+  }
+  if (!(c = calloc(1, sizeof(*c))) || !(r = calloc(1, sizeof(*r)))) {
+    free(c);
+    snprintf(err, err_len, "out of memory");
+    return -ENOMEM;
+  }
+  /* Read without the lock: the API server may be slow, and nothing else waits on it. */
+  e = dra_claim_read(n, ns, name, uid, c, err, err_len);
+  pthread_mutex_lock(&n->lock);
+  if (e == 0 && !d->reconciled) {
+    snprintf(err, err_len,
+             "gsliced on %s has not answered since gslice-node started or it "
+             "restarted (the kubelet tries again)",
+             n->cfg.socket);
+    e = -EAGAIN;
+  }
+  if (e == 0)
+    e = dra_rec_from_claim(c, n->gpus, n->ngpus, r, err, err_len);
+  uint32_t hi;
+  if (e == 0 && (have = rec_find(d, uid, &hi)) && have->pending) {
+    /* Since the reconciliation no slice of it is left in gsliced: made anew below. */
+    free(have);
+    d->recs[hi] = d->recs[--d->nrecs];
+    have = NULL;
+  }
+  if (e == 0 && have) {
+    *out = *have; /* made meanwhile (the reconciliation) */
+  } else if (e == 0 && d->nrecs >= DRA_MAX_CLAIMS) {
+    snprintf(err, err_len, "gslice-node holds %u prepared claims, its most", d->nrecs);
+    e = -ENOSPC;
+  } else if (e == 0 && (e = slice_make(n, r, err, err_len)) == 0) {
+    d->recs[d->nrecs++] = r;
+    *out = *r;
+    gs_log(GS_LOG_INFO,
+           "claim %s/%s (uid %s) prepared: slice %u '%s', gpus %s, memory %s, "
+           "compute ..%u%%, priority %s, weight %u",
+           ns, name, uid, r->slice_id, r->slice_name, r->gpus, r->memory, r->compute_limit,
+           r->priority, r->weight);
+    r = NULL;
+  } else if (e == -EINPROGRESS) {
+    d->recs[d->nrecs++] = r; /* pending: the reconciliation finds its slice by name */
+    r = NULL;
+  }
+  pthread_mutex_unlock(&n->lock);
+  free(c);
+  free(r);
+  return e;
+}
+
+static int unprepare(void *ctx, const char *ns, const char *name, const char *uid, char *err,
+                     size_t err_len) {
+  struct node *n = ctx;
+  uint32_t i;
+  int e = 0;
+
+  (void)ns, (void)name;
+  pthread_mutex_lock(&n->lock);
+  /* A pending record's slice is found by its name first (the reconciliation). */
+  if (rec_find(n->dra, uid, &i) && n->dra->recs[i]->pending && !n->dra->reconciled) {
+    snprintf(err, err_len, "gsliced on %s does not answer (the kubelet tries again)",
+             n->cfg.socket);
+    e = -EAGAIN;
+  } else if (rec_find(n->dra, uid, &i)) {
+    e = rec_drop(n, i, "unprepared by the kubelet", err, err_len);
+  }
+  pthread_mutex_unlock(&n->lock);
+  return e;
+}
+
+static const struct dra_ops ops = {prepare, unprepare};
+
+/* ---- gsliced: slices without a claim go, claims without their slice get it again ---- */
+
+static bool slice_is(const struct gs_status *st, const struct dra_rec *r) {
+  for (uint32_t i = 0; i < st->nslices; i++)
+    if (st->slices[i].id == r->slice_id && !strcmp(st->slices[i].name, r->slice_name))
+      return true;
+  return false;
+}
+
+/* gsliced lost r's slice (its state gone): made again, with a new start directory and spec;
+ * the containers started since mount the new one. */
+static void slice_remake(struct node *n, uint32_t i) {
+  struct dra_rec *r = n->dra->recs[i];
+  char err[512] = "";
+  uint32_t old = r->slice_id;
+  int e = slice_make(n, r, err, sizeof(err));
+  if (e == 0)
+    gs_log(GS_LOG_INFO, "claim %s/%s: gsliced had lost slice %u: made again as slice %u '%s'",
+           r->ns, r->name, old, r->slice_id, r->slice_name);
+  else
+    gs_log(GS_LOG_ERROR,
+           "claim %s/%s: gsliced had lost slice %u and it cannot be made again: "
+           "%s",
+           r->ns, r->name, old, err);
+  /* Kept, pending: made at the claim's next Prepare, or at gsliced's next return. */
+  if (e < 0 && e != -EINPROGRESS)
+    rec_save(n, r);
+  if (e == -EAGAIN)
+    n->dra->reconciled = false;
+}
+
+static int reconcile_daemon(struct node *n) {
+  struct node_dra *d = n->dra;
+  struct gs_status st;
+  int fd, e = node_daemon_connect(n, &fd);
+
+  if (e < 0)
+    return e;
+  if ((e = gs_client_status(fd, &st)) < 0) {
+    close(fd);
+    return e;
+  }
+  for (uint32_t i = 0; i < st.nslices; i++) {
+    const struct gs_slice_status *s = &st.slices[i];
+    bool kept = false;
+    if (strncmp(s->name, DRA_SLICE_PREFIX, strlen(DRA_SLICE_PREFIX)))
+      continue;
+    for (uint32_t k = 0; k < d->nrecs; k++)
+      kept |= !d->recs[k]->pending && d->recs[k]->slice_id == s->id &&
+              !strcmp(d->recs[k]->slice_name, s->name);
+    if (kept)
+      continue;
+    char err[GS_PROTO_TEXT_MAX] = "";
+    int u = gs_client_unregister(fd, s->id, 0, err, sizeof(err));
+    gs_log(u < 0 ? GS_LOG_WARNING : GS_LOG_INFO,
+           "slice %u '%s' is of no prepared claim (a crash "
+           "between REGISTER and its record?): %s%s",
+           s->id, s->name, u < 0 ? "cannot remove it: " : "removed",
+           u < 0 ? (err[0] ? err : strerror(-u)) : "");
+  }
+  close(fd);
+  d->reconciled = true;
+  for (uint32_t i = 0; i < d->nrecs; i++)
+    if (d->recs[i]->pending || !slice_is(&st, d->recs[i])) {
+      /* A pending record's slice (if any) went just above: made anew, as a lost one is. */
+      d->recs[i]->pending = false;
+      slice_remake(n, i);
+    }
+  gs_status_free(&st);
+  return 0;
+}
+
+/* ---- the servers ---- */
+
+static void sock_path(const struct node *n, bool reg, char *out, size_t len) {
+  if (reg)
+    snprintf(out, len, "%s/%s", n->cfg.plugins_registry, NODE_DRA_REG_SOCK);
+  else
+    snprintf(out, len, "%s/%s", n->cfg.plugin_dir, NODE_DRA_SOCK);
+}
+
+static int get_info(struct node *n, uint8_t **ret, size_t *ret_len) {
+  Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+  char endpoint[PATH_MAX + 16];
+  char *versions[] = {"v1.DRAPlugin", "v1beta1.DRAPlugin"};
+
+  sock_path(n, false, endpoint, sizeof(endpoint));
+  info.type = DRA_PLUGIN_TYPE;
+  info.name = NODE_DRA_DRIVER;
+  info.endpoint = endpoint;
+  info.n_supported_versions = 2;
+  info.supported_versions = versions;
+  *ret_len = pluginregistration__plugin_info__get_packed_size(&info);
+  if (!(*ret = malloc(*ret_len ? *ret_len : 1)))
+    return -ENOMEM;
+  pluginregistration__plugin_info__pack(&info, *ret);
+  return 0;
+}
+
+static int notify(struct node *n, const uint8_t *req, size_t len, uint8_t **ret, size_t *ret_len,
+                  char *err, size_t err_len) {
+  Pluginregistration__RegistrationStatus *st =
+      pluginregistration__registration_status__unpack(NULL, len, req);
+  if (!st) {
+    snprintf(err, err_len, "NotifyRegistrationStatus: malformed request");
+    return 3;
+  }
+  pthread_mutex_lock(&n->lock);
+  if (st->plugin_registered) {
+    gs_log(GS_LOG_INFO,
+           "the kubelet registered DRA driver " NODE_DRA_DRIVER " (%u GPU(s), %u "
+           "prepared claim(s))",
+           n->ngpus, n->dra->nrecs);
+    n->dra->registered_event = true;
+    n->dra->last_reg_err[0] = 0;
+    __atomic_store_n(&n->registered, true, __ATOMIC_RELAXED); /* read by /readyz */
+  } else {
+    if (strncmp(n->dra->last_reg_err, st->error, sizeof(n->dra->last_reg_err) - 1))
+      gs_log(GS_LOG_ERROR,
+             "the kubelet refused to register DRA driver " NODE_DRA_DRIVER ": %s "
+             "(is the kubelet older than 1.32, or another plugin of that name there?)",
+             st->error[0] ? st->error : "(no reason given)");
+    snprintf(n->dra->last_reg_err, sizeof(n->dra->last_reg_err), "%s", st->error);
+    __atomic_store_n(&n->registered, false, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&n->lock);
+  pluginregistration__registration_status__free_unpacked(st, NULL);
+  *ret_len = 0;
+  return (*ret = malloc(1)) ? 0 : (snprintf(err, err_len, "out of memory"), 8);
+}
+
+/* The registration socket's calls and the service socket's: GetInfo and
+ * NotifyRegistrationStatus on the serving thread (n->lock only briefly), the batches on the
+ * worker (they wait on the API server and gsliced). */
+static int serve(void *ctx, const char *method, const uint8_t *req, size_t len, uint8_t **ret,
+                 size_t *ret_len, char *err, size_t err_len) {
+  struct node *n = ctx;
+  if (!strcmp(method, DRA_M_GET_INFO))
+    return get_info(n, ret, ret_len) < 0 ? (snprintf(err, err_len, "out of memory"), 8) : 0;
+  if (!strcmp(method, DRA_M_NOTIFY))
+    return notify(n, req, len, ret, ret_len, err, err_len);
+  if (!strcmp(method, DRA_M_PREPARE_V1) || !strcmp(method, DRA_M_PREPARE_V1BETA1))
+    return dra_prepare_batch(&ops, n, req, len, ret, ret_len, err, err_len);
+  if (!strcmp(method, DRA_M_UNPREPARE_V1) || !strcmp(method, DRA_M_UNPREPARE_V1BETA1))
+    return dra_unprepare_batch(&ops, n, req, len, ret, ret_len, err, err_len);
+  snprintf(err, err_len, "%s is not a method of gslice-node's DRA plugin", method);
+  return 12; /* UNIMPLEMENTED */
+}
+
+void dra_health_publish(struct node *n) {
+  Dra__NodeWatchResourcesResponse m = DRA__NODE_WATCH_RESOURCES_RESPONSE__INIT;
+  Dra__DeviceHealth h[GS_MAX_GPUS], *hp[GS_MAX_GPUS];
+  Dra__DeviceIdentifier id[GS_MAX_GPUS];
+  char names[GS_MAX_GPUS][32];
+  uint8_t *buf;
+
+  if (!n->dra || !n->dra->srv)
+    return;
+  pthread_mutex_lock(&n->lock);
+  for (uint32_t i = 0; i < n->ngpus && i < GS_MAX_GPUS; i++) {
+    dra__device_health__init(&h[i]);
+    dra__device_identifier__init(&id[i]);
+    snprintf(names[i], sizeof(names[i]), "gpu-%u", n->gpus[i].index);
+    id[i].pool_name = n->cfg.node_name;
+    id[i].device_name = names[i];
+    h[i].device = &id[i];
+    h[i].health = n->daemon_up ? DRA__HEALTH_STATUS__HEALTHY : DRA__HEALTH_STATUS__UNHEALTHY;
+    h[i].last_updated_time = (int64_t)time(NULL);
+    h[i].message = n->daemon_up ? ""
+                                : "gsliced is not answering on this node: nothing holds "
+                                  "its slices to their shares";
+    hp[i] = &h[i];
+  }
+  m.n_devices = n->ngpus < GS_MAX_GPUS ? n->ngpus : GS_MAX_GPUS;
+  m.devices = hp;
+  size_t len = dra__node_watch_resources_response__get_packed_size(&m);
+  if ((buf = malloc(len ? len : 1))) {
+    dra__node_watch_resources_response__pack(&m, buf);
+    rpc_server_publish(n->dra->srv, buf, len);
+    free(buf);
+  }
+  pthread_mutex_unlock(&n->lock);
+}
+
+static int servers_start(struct node *n, bool reg, char *err, size_t err_len) {
+  static const char *const streams[] = {DRA_M_WATCH_V1, DRA_M_WATCH_V1BETA1, DRA_M_WATCH_V1ALPHA1,
+                                        NULL};
+  static const char *const workers[] = {DRA_M_PREPARE_V1, DRA_M_UNPREPARE_V1, DRA_M_PREPARE_V1BETA1,
+                                        DRA_M_UNPREPARE_V1BETA1, NULL};
+  char path[PATH_MAX + 32];
+  struct rpc_server **s = reg ? &n->dra->reg_srv : &n->dra->srv;
+
+  sock_path(n, reg, path, sizeof(path));
+  if (*s) {
+    rpc_server_stop(*s);
+    *s = NULL;
+  }
+  int e = rpc_server_start_methods(path, reg ? NULL : streams, reg ? NULL : workers, serve, n, s,
+                                   err, err_len);
+  if (e == 0 && !reg)
+    dra_health_publish(n);
+  return e;
+}
+
+int dra_start(struct node *n, char *err, size_t err_len) {
+  int e;
+  if (!(n->dra = calloc(1, sizeof(*n->dra))))
+    return -ENOMEM;
+  /* The service socket's directory is the plugin's own: made when the kubelet's plugins
+   * directory is there but it is not. */
+  if (mkdir(n->cfg.plugin_dir, 0750) < 0 && errno != EEXIST) {
+    e = -errno;
+    snprintf(err, err_len, "cannot make --plugin-dir %s: %s", n->cfg.plugin_dir, strerror(-e));
+    return e;
+  }
+  if ((e = recs_load(n)) < 0)
+    gs_log(GS_LOG_WARNING, "cannot read all claim records in %s/claims", n->cfg.state_dir);
+  gs_log(GS_LOG_INFO, "DRA driver " NODE_DRA_DRIVER ": %u prepared claim(s) recorded",
+         n->dra->nrecs);
+  /* The service first: the kubelet connects to it as soon as it finds the registration. */
+  if ((e = servers_start(n, false, err, err_len)) < 0 ||
+      (e = servers_start(n, true, err, err_len)) < 0)
+    return e;
+  return 0;
+}
+
+/* The socket of server s is still ours at its path (someone may have removed it). */
+static bool sock_there(const struct node *n, bool reg) {
+  char path[PATH_MAX + 32];
+  struct stat st;
+  sock_path(n, reg, path, sizeof(path));
+  return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+void dra_tick(struct node *n, bool daemon_back) {
+  struct node_dra *d = n->dra;
+  char err[512];
+
+  for (int reg = 0; reg < 2; reg++)
+    if (!(reg ? d->reg_srv : d->srv) || !sock_there(n, reg)) {
+      gs_log(GS_LOG_WARNING, "the %s socket is gone: serving it again",
+             reg ? "registration" : "service");
+      if (servers_start(n, reg, err, sizeof(err)) < 0)
+        gs_log(GS_LOG_ERROR, "%s", err);
+    }
+  pthread_mutex_lock(&n->lock);
+  if (daemon_back)
+    d->reconciled = false;
+  if (n->daemon_up && !d->reconciled)
+    reconcile_daemon(n);
+  pthread_mutex_unlock(&n->lock);
+}
+
+bool dra_registered_event(struct node *n) {
+  pthread_mutex_lock(&n->lock);
+  bool ev = n->dra && n->dra->registered_event;
+  if (ev)
+    n->dra->registered_event = false;
+  pthread_mutex_unlock(&n->lock);
+  return ev;
+}
+
+void dra_stop(struct node *n) {
+  char path[PATH_MAX + 32];
+  if (!n->dra)
+    return;
+  /* The registration goes first: the kubelet stops finding us before the service stops. */
+  for (int reg = 1; reg >= 0; reg--) {
+    struct rpc_server **s = reg ? &n->dra->reg_srv : &n->dra->srv;
+    if (*s)
+      rpc_server_stop(*s);
+    *s = NULL;
+    sock_path(n, reg, path, sizeof(path));
+    unlink(path);
+  }
+  for (uint32_t i = 0; i < n->dra->nrecs; i++)
+    free(n->dra->recs[i]);
+  free(n->dra);
+  n->dra = NULL;
+}

@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pure part of the DRA plugin (dra.h): a prepared claim's record as text, what the kubelet
+ * names a claim by, the one slice a claim's shares make, and the kubelet's batches answered
+ * claim by claim. No I/O here: unit tests drive it all (tests/unit/test_k8s_dra_node.c). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dra.h"
+#include "dra.pb-c.h"
+#include "node.h"
+#include "status.h"
+#include "words.h"
+
+#define F(k, t, f, req)                                                                            \
+  { k, t, offsetof(struct dra_rec, f), sizeof(((struct dra_rec *)0)->f), req }
+static const struct node_kv_field dra_fields[] = {
+    F("uid", REC_STR, uid, true),
+    F("namespace", REC_STR, ns, true),
+    F("name", REC_STR, name, true),
+    F("slice", REC_U32, slice_id, true),
+    F("nonce", REC_NONCE, nonce, true),
+    F("pending", REC_BOOL, pending, true),
+    F("slice_name", REC_STR, slice_name, true),
+    F("start", REC_STR, start, false),
+    F("slice_dir", REC_STR, slice_dir, false),
+    F("memory", REC_STR, memory, true),
+    F("devices", REC_STR, devices, true),
+    F("compute_limit", REC_U32, compute_limit, true),
+    F("gpus", REC_STR, gpus, true),
+    F("priority", REC_STR, priority, true),
+    F("weight", REC_U32, weight, true),
+    F("results", REC_STR, results, true),
+};
+#undef F
+#define DRA_NFIELDS (sizeof(dra_fields) / sizeof(dra_fields[0]))
+
+int dra_rec_format(const struct dra_rec *r, char **ret, size_t *ret_len) {
+  return node_kv_format(dra_fields, DRA_NFIELDS, r, DRA_REC_MAX, ret, ret_len);
+}
+
+int dra_rec_parse(char *text, struct dra_rec *r) {
+  struct gs_slice_spec spec;
+  int e = node_kv_parse(dra_fields, DRA_NFIELDS, text, r);
+  if (e < 0)
+    return e;
+  /* A record that could not make its slice again is corrupt now, not at gsliced's restart. */
+  return dra_rec_spec(r, &spec) < 0 ? -EBADMSG : 0;
+}
+
+static bool dns_label(const char *s, size_t max) {
+  size_t l = strlen(s);
+  if (l == 0 || l > max || s[0] == '-' || s[l - 1] == '-')
+    return false;
+  return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == l;
+}
+
+int dra_claim_ids_check(const char *ns, const char *name, const char *uid, char *err,
+                        size_t err_len) {
+  size_t ul = uid ? strlen(uid) : 0;
+  if (!uid || ul == 0 || ul >= DRA_UID_MAX ||
+      strspn(uid, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != ul) {
+    snprintf(err, err_len, "claim uid \"%.80s\" is not a UID (letters, digits and '-', 1..%d)",
+             uid ? uid : "", DRA_UID_MAX - 1);
+    return -EINVAL;
+  }
+  if (!ns || !dns_label(ns, 63)) {
+    snprintf(err, err_len, "claim %s: namespace \"%.80s\" is not a namespace name", uid,
+             ns ? ns : "");
+    return -EINVAL;
+  }
+  /* A DNS subdomain: labels joined by '.'. */
+  size_t nl = name ? strlen(name) : 0;
+  bool ok = nl > 0 && nl <= 253 && name[0] != '.' && name[nl - 1] != '.' && !strstr(name, "..") &&
+            strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-.") == nl;
+  for (const char *p = name; ok && *p; p++)
+    ok = !(*p == '-' && (p == name || p[-1] == '.' || p[1] == '.' || !p[1]));
+  if (!ok) {
+    snprintf(err, err_len, "claim %s: name \"%.80s\" is not a ResourceClaim name", uid,
+             name ? name : "");
+    return -EINVAL;
+  }
+  return 0;
+}
+
+void dra_key(const char *uid, char *out, size_t len) {
+  snprintf(out, len, DRA_KEY_PREFIX "%s", uid);
+}
+
+void dra_cdi_file(const char *uid, char *out, size_t len) {
+  snprintf(out, len, "%s-claim_%s", NODE_DRA_DRIVER, uid);
+}
+
+/* Appends to a comma-separated list; -ENAMETOOLONG when it does not fit. */
+static int list_add(char *list, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int list_add(char *list, size_t size, const char *fmt, ...) {
+  size_t l = strlen(list);
+  va_list ap;
+  if (l && l + 1 < size)
+    list[l++] = ',';
+  va_start(ap, fmt);
+  int w = l < size ? vsnprintf(list + l, size - l, fmt, ap) : -1;
+  va_end(ap);
+  if (w < 0 || (size_t)w >= size - l) {
+    list[l ? l - 1 : 0] = 0;
+    return -ENAMETOOLONG;
+  }
+  return 0;
+}
+
+/* The shares' per-GPU sums, and the one limit, priority and weight of the claim's slice. */
+static int shares_sum(const struct dra_claim *c, uint64_t *mem, uint32_t *req, uint32_t *mask,
+                      uint32_t *limit, int32_t *prio, uint32_t *weight, char *err, size_t err_len) {
+  for (size_t i = 0; i < c->nshares; i++) {
+    const struct dra_share *sh = &c->shares[i];
+    uint32_t g = sh->gpu_index;
+    if (g >= GS_MAX_GPUS || sh->memory == 0 || sh->compute == 0 || sh->compute > 100) {
+      snprintf(err, err_len,
+               "claim %s/%s: result %s of %s consumes memory %" PRIu64
+               " and compute %u (wants memory > 0 and compute 1..100)",
+               c->ns, c->name, sh->device, sh->request, sh->memory, sh->compute);
+      return -EINVAL;
+    }
+    if (mem[g] + sh->memory < mem[g] || req[g] + sh->compute > 100) {
+      snprintf(err, err_len, "claim %s/%s: its shares of %s add up past the whole GPU", c->ns,
+               c->name, sh->device);
+      return -EINVAL;
+    }
+    mem[g] += sh->memory;
+    req[g] += sh->compute;
+    *mask |= 1u << g;
+    uint32_t l = sh->cfg.compute_limit ? sh->cfg.compute_limit : 100;
+    if (l > *limit)
+      *limit = l;
+    uint32_t w = sh->cfg.weight ? sh->cfg.weight : 1;
+    if (i > 0 && (sh->cfg.priority != *prio || w != *weight)) {
+      snprintf(err, err_len,
+               "claim %s/%s: its requests' SliceConfigs give different priorities or weights; "
+               "one claim is one slice: give its requests one priority and weight",
+               c->ns, c->name);
+      return -EINVAL;
+    }
+    *prio = sh->cfg.priority;
+    *weight = w;
+  }
+  return 0;
+}
+
+int dra_rec_from_claim(const struct dra_claim *c, const struct node_gpu *gpus, uint32_t ngpus,
+                       struct dra_rec *r, char *err, size_t err_len) {
+  uint64_t mem[GS_MAX_GPUS] = {0};
+  uint32_t req[GS_MAX_GPUS] = {0}, mask = 0, limit = 0, weight = 1, o = 0;
+  int32_t prio = GS_PRIORITY_NORMAL;
+  int e;
+
+  if (c->nshares == 0) {
+    snprintf(err, err_len,
+             "claim %s/%s has no device of driver " NODE_DRA_DRIVER " on this node allocated",
+             c->ns, c->name);
+    return -EINVAL;
+  }
+  if ((e = shares_sum(c, mem, req, &mask, &limit, &prio, &weight, err, err_len)) < 0)
+    return e;
+  memset(r, 0, sizeof(*r));
+  snprintf(r->uid, sizeof(r->uid), "%s", c->uid);
+  snprintf(r->ns, sizeof(r->ns), "%s", c->ns);
+  snprintf(r->name, sizeof(r->name), "%s", c->name);
+  /* CUDA ordinal k is the k-th GPU of the mask in index order, as gsliced maps them. */
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
+    if (!(mask & (1u << g)))
+      continue;
+    const struct node_gpu *gpu = NULL;
+    for (uint32_t j = 0; j < ngpus; j++)
+      if (gpus[j].index == g)
+        gpu = &gpus[j];
+    if (!gpu) {
+      snprintf(err, err_len, "claim %s/%s: gpu-%u is allocated, but gsliced has no GPU %u", c->ns,
+               c->name, g, g);
+      return -ENODEV;
+    }
+    if (req[g] > limit)
+      limit = req[g];
+    if (list_add(r->gpus, sizeof(r->gpus), "%u:%u:%" PRIu64, g, req[g], mem[g]) < 0 ||
+        list_add(r->memory, sizeof(r->memory), "%u=%" PRIu64, o++, mem[g]) < 0 ||
+        list_add(r->devices, sizeof(r->devices), "%s", gpu->uuid) < 0) {
+      snprintf(err, err_len, "claim %s/%s: too many GPUs", c->ns, c->name);
+      return -E2BIG;
+    }
+  }
+  r->compute_limit = limit > 100 ? 100 : limit;
+  r->weight = weight;
+  snprintf(r->priority, sizeof(r->priority), "%s", gs_priority_name(prio));
+  for (size_t i = 0; i < c->nshares; i++) {
+    const struct dra_share *sh = &c->shares[i];
+    if (strpbrk(sh->request, " ,\n") || strpbrk(sh->pool, " ,\n") || strpbrk(sh->device, " ,\n") ||
+        !sh->request[0] || !sh->pool[0] || !sh->device[0] ||
+        list_add(r->results, sizeof(r->results), "%s %s %s", sh->request, sh->pool, sh->device) <
+            0) {
+      snprintf(err, err_len, "claim %s/%s: result %zu names no request, pool and device", c->ns,
+               c->name, i);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+int dra_rec_spec(const struct dra_rec *r, struct gs_slice_spec *spec) {
+  char gpus[sizeof(r->gpus)], *save = NULL;
+  int32_t prio;
+
+  memset(spec, 0, sizeof(*spec));
+  snprintf(gpus, sizeof(gpus), "%s", r->gpus);
+  for (char *t = strtok_r(gpus, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    unsigned g, q;
+    uint64_t m;
+    int used = 0;
+    if (sscanf(t, "%u:%u:%" SCNu64 "%n", &g, &q, &m, &used) != 3 || t[used] || g >= GS_MAX_GPUS ||
+        q > 100 || m == 0 || (spec->gpu_mask & (1u << g)))
+      return -EBADMSG;
+    spec->gpu_mask |= 1u << g;
+    spec->gpu_compute_request[g] = q;
+    spec->gpu_memory_cap[g] = m;
+    if (q > spec->compute_request)
+      spec->compute_request = q;
+    if (m > spec->memory_cap)
+      spec->memory_cap = m;
+  }
+  if (!spec->gpu_mask || gs_priority_parse(r->priority, &prio) < 0 || r->weight < GS_WEIGHT_MIN ||
+      r->weight > GS_WEIGHT_MAX || r->compute_limit < spec->compute_request ||
+      r->compute_limit > 100 || r->compute_limit == 0)
+    return -EBADMSG;
+  spec->priority = prio;
+  spec->weight = r->weight;
+  spec->compute_limit = r->compute_limit;
+  spec->per_gpu = GS_SPEC_GPU_REQUEST | GS_SPEC_GPU_MEMORY;
+  snprintf(spec->name, sizeof(spec->name), "%s", r->slice_name);
+  return 0;
+}
+
+/* ---- the kubelet's batches ---- */
+
+/* One claim of a batch: its map entry and answer, and the strings they point into. */
+struct slot {
+  Dra__NodePrepareResourcesResponse__ClaimsEntry pe;
+  Dra__NodePrepareResourceResponse pa;
+  Dra__NodeUnprepareResourcesResponse__ClaimsEntry ue;
+  Dra__NodeUnprepareResourceResponse ua;
+  char *results; /* the record's results, cut into the devices' names */
+  char cdi[DRA_KEY_MAX + 64];
+  char *ids[1];
+  char err[512];
+};
+
+static void slots_free(struct slot *sl, size_t n) {
+  for (size_t i = 0; sl && i < n; i++) {
+    for (size_t d = 0; d < sl[i].pa.n_devices; d++) {
+      free(sl[i].pa.devices[d]->request_names);
+      free(sl[i].pa.devices[d]);
+    }
+    free(sl[i].pa.devices);
+    free(sl[i].results);
+  }
+  free(sl);
+}
+
+/* The answer's devices: one per allocated result, each naming the claim's one CDI device. */
+static int answer_devices(struct slot *s) {
+  char *save = NULL;
+  size_t n = 1;
+  for (const char *p = s->results; *p; p++)
+    n += *p == ',';
+  s->pa.devices = calloc(n, sizeof(*s->pa.devices));
+  if (!s->pa.devices)
+    return -ENOMEM;
+  for (char *t = strtok_r(s->results, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    char *pool = strchr(t, ' '), *dev = pool ? strchr(pool + 1, ' ') : NULL;
+    if (!dev || s->pa.n_devices == n)
+      return -EBADMSG;
+    Dra__Device *d = calloc(1, sizeof(*d));
+    char **req = calloc(1, sizeof(*req));
+    if (!d || !req) {
+      free(d);
+      free(req);
+      return -ENOMEM;
+    }
+    dra__device__init(d);
+    *pool++ = 0;
+    *dev++ = 0;
+    req[0] = t;
+    d->n_request_names = 1;
+    d->request_names = req;
+    d->pool_name = pool;
+    d->device_name = dev;
+    d->n_cdi_device_ids = 1;
+    d->cdi_device_ids = s->ids;
+    s->pa.devices[s->pa.n_devices++] = d;
+  }
+  return 0;
+}
+
+/* The request's claims: -1 with err when it is not a batch the kubelet sends. */
+static int batch_check(size_t n, Dra__Claim **claims, char *err, size_t err_len) {
+  if (n > DRA_MAX_BATCH) {
+    snprintf(err, err_len, "%zu claims in one call, past %d: send fewer at once", n, DRA_MAX_BATCH);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < i; k++)
+      if (!strcmp(claims[i]->uid, claims[k]->uid)) {
+        snprintf(err, err_len, "claim uid %.80s is named twice in one call", claims[i]->uid);
+        return -1;
+      }
+  return 0;
+}
+
+/* One claim prepared into its answer: devices, or its own error. -ENOMEM only. */
+static int prepare_one(const struct dra_ops *ops, void *ctx, const Dra__Claim *cl,
+                       struct dra_rec *rec, struct slot *s) {
+  dra__node_prepare_resource_response__init(&s->pa);
+  if (dra_claim_ids_check(cl->namespace_, cl->name, cl->uid, s->err, sizeof(s->err)) == 0 &&
+      ops->prepare(ctx, cl->namespace_, cl->name, cl->uid, rec, s->err, sizeof(s->err)) == 0) {
+    char key[DRA_KEY_MAX];
+    dra_key(rec->uid, key, sizeof(key));
+    snprintf(s->cdi, sizeof(s->cdi), "%s=%s", NODE_CDI_KIND_CLAIM, key);
+    s->ids[0] = s->cdi;
+    if (!(s->results = strdup(rec->results)))
+      return -ENOMEM;
+    int r = answer_devices(s);
+    if (r == -ENOMEM)
+      return r;
+    if (r == 0)
+      return 0;
+    snprintf(s->err, sizeof(s->err), "claim %s: its record's results are corrupt", cl->uid);
+  }
+  if (!s->err[0])
+    snprintf(s->err, sizeof(s->err), "claim %.80s: not prepared (no reason given)", cl->uid);
+  s->pa.error = s->err;
+  return 0;
+}
+
+int dra_prepare_batch(const struct dra_ops *ops, void *ctx, const uint8_t *req, size_t len,
+                      uint8_t **ret, size_t *ret_len, char *err, size_t err_len) {
+  Dra__NodePrepareResourcesRequest *rq =
+      dra__node_prepare_resources_request__unpack(NULL, len, req);
+  Dra__NodePrepareResourcesResponse rp = DRA__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
+  Dra__NodePrepareResourcesResponse__ClaimsEntry **entries = NULL;
+  struct dra_rec *rec = NULL;
+  struct slot *sl = NULL;
+  int st = 0;
+
+  if (!rq) {
+    snprintf(err, err_len, "NodePrepareResources: malformed request");
+    return 3; /* INVALID_ARGUMENT */
+  }
+  if (batch_check(rq->n_claims, rq->claims, err, err_len) < 0) {
+    st = 3;
+    goto out;
+  }
+  sl = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*sl));
+  entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
+  rec = malloc(sizeof(*rec));
+  if (!sl || !entries || !rec)
+    goto nomem;
+  for (size_t i = 0; i < rq->n_claims; i++) {
+    if (prepare_one(ops, ctx, rq->claims[i], rec, &sl[i]) < 0)
+      goto nomem;
+    dra__node_prepare_resources_response__claims_entry__init(&sl[i].pe);
+    sl[i].pe.key = rq->claims[i]->uid;
+    sl[i].pe.value = &sl[i].pa;
+    entries[i] = &sl[i].pe;
+  }
+  rp.n_claims = rq->n_claims;
+  rp.claims = entries;
+  *ret_len = dra__node_prepare_resources_response__get_packed_size(&rp);
+  if (!(*ret = malloc(*ret_len ? *ret_len : 1)))
+    goto nomem;
+  dra__node_prepare_resources_response__pack(&rp, *ret);
+  goto out;
+nomem:
+  snprintf(err, err_len, "NodePrepareResources: out of memory");
+  st = 8; /* RESOURCE_EXHAUSTED */
+out:
+  slots_free(sl, rq->n_claims);
+  free(entries);
+  free(rec);
+  dra__node_prepare_resources_request__free_unpacked(rq, NULL);
+  return st;
+}
+
+int dra_unprepare_batch(const struct dra_ops *ops, void *ctx, const uint8_t *req, size_t len,
+                        uint8_t **ret, size_t *ret_len, char *err, size_t err_len) {
+  Dra__NodeUnprepareResourcesRequest *rq =
+      dra__node_unprepare_resources_request__unpack(NULL, len, req);
+  Dra__NodeUnprepareResourcesResponse rp = DRA__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
+  Dra__NodeUnprepareResourcesResponse__ClaimsEntry **entries = NULL;
+  struct slot *sl = NULL;
+  int st = 0;
+
+  if (!rq) {
+    snprintf(err, err_len, "NodeUnprepareResources: malformed request");
+    return 3;
+  }
+  if (batch_check(rq->n_claims, rq->claims, err, err_len) < 0) {
+    st = 3;
+    goto out;
+  }
+  sl = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*sl));
+  entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
+  if (!sl || !entries) {
+    snprintf(err, err_len, "NodeUnprepareResources: out of memory");
+    st = 8;
+    goto out;
+  }
+  for (size_t i = 0; i < rq->n_claims; i++) {
+    const Dra__Claim *cl = rq->claims[i];
+    struct slot *s = &sl[i];
+    dra__node_unprepare_resource_response__init(&s->ua);
+    /* A UID that was never one was never prepared: nothing to undo, said as an error all the
+     * same (the kubelet sent what no claim is). */
+    if (dra_claim_ids_check(cl->namespace_, cl->name, cl->uid, s->err, sizeof(s->err)) == 0 &&
+        ops->unprepare(ctx, cl->namespace_, cl->name, cl->uid, s->err, sizeof(s->err)) == 0)
+      s->err[0] = 0;
+    else if (!s->err[0])
+      snprintf(s->err, sizeof(s->err), "claim %.80s: not unprepared (no reason given)", cl->uid);
+    s->ua.error = s->err;
+    dra__node_unprepare_resources_response__claims_entry__init(&s->ue);
+    s->ue.key = cl->uid;
+    s->ue.value = &s->ua;
+    entries[i] = &s->ue;
+  }
+  rp.n_claims = rq->n_claims;
+  rp.claims = entries;
+  *ret_len = dra__node_unprepare_resources_response__get_packed_size(&rp);
+  if (!(*ret = malloc(*ret_len ? *ret_len : 1))) {
+    snprintf(err, err_len, "NodeUnprepareResources: out of memory");
+    st = 8;
+    goto out;
+  }
+  dra__node_unprepare_resources_response__pack(&rp, *ret);
+out:
+  free(sl);
+  free(entries);
+  dra__node_unprepare_resources_request__free_unpacked(rq, NULL);
+  return st;
+}
