@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "cabundle.h"
+#include "httpd.h"
 #include "log.h"
 #include "proto.h"
 #include "serve.h"
-#include "server.h" /* ext_listen_parse */
 #include "words.h"
 
 static const char usage[] =
@@ -81,13 +81,13 @@ struct flags {
 };
 
 static int flag(struct flags *f, int opt, char *arg) {
-  char host[256], perr[K8S_ERR_MAX];
+  char host[256], perr[K8S_ERR_MAX], lerr[320];
   uint16_t port;
 
   switch (opt) {
   case 'l':
-    if (ext_listen_parse(arg, host, sizeof host, &port))
-      return bad("--listen \"%s\" is not [HOST:]PORT (e.g. 8443 or 127.0.0.1:8443)", arg);
+    if (httpd_listen_parse(arg, host, sizeof host, &port, lerr, sizeof lerr))
+      return bad("--listen %s (e.g. 8443 or 127.0.0.1:8443)", lerr);
     f->scfg.listen = arg;
     return 0;
   case 'C': f->scfg.tls_cert = arg; return 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-webhook's HTTPS server (libmicrohttpd with GnuTLS): POST /mutate (an AdmissionReview
  * in, its answer out, review.h) and GET /healthz, on one TLS listener; each peer bounded in
- * connections, bytes and time as gslice-extender bounds its own (src/k8s/extender/server.c). */
+ * connections, bytes and time by the shared server (src/k8s/common/httpd.h). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
