@@ -13,6 +13,7 @@
 
 #include "cluster.h"
 #include "event.h"
+#include "httpd.h"
 #include "log.h"
 #include "proto.h"
 #include "server.h"
@@ -139,14 +140,14 @@ static int flag_priority_class(struct flags *f, const char *arg) {
 
 /* One flag (getopt's opt, its value arg): 0, or the exit status of a refusal. */
 static int flag(struct flags *f, int opt, char *arg) {
-  char host[256];
+  char host[256], perr[320];
   uint16_t port;
   unsigned secs;
 
   switch (opt) {
   case 'l':
-    if (ext_listen_parse(arg, host, sizeof host, &port))
-      return bad("--listen \"%s\" is not [HOST:]PORT (e.g. 8765 or 127.0.0.1:8765)", arg);
+    if (httpd_listen_parse(arg, host, sizeof host, &port, perr, sizeof perr))
+      return bad("--listen %s (e.g. 8765 or 127.0.0.1:8765)", perr);
     f->listen_at = arg;
     return 0;
   case 'k': f->kubeconfig = arg; return 0;
@@ -176,7 +177,7 @@ static int flag(struct flags *f, int opt, char *arg) {
   case 'A': f->scfg.client_ca = arg; return 0;
   case 'I': f->scfg.insecure_listen = true; return 0;
   case 'M':
-    if (strcmp(arg, "off") != 0 && ext_listen_parse(arg, host, sizeof host, &port))
+    if (strcmp(arg, "off") != 0 && httpd_listen_parse(arg, host, sizeof host, &port, NULL, 0))
       return bad("--metrics-listen \"%s\" is not [HOST:]PORT or off", arg);
     f->metrics_at = strcmp(arg, "off") == 0 ? NULL : arg;
     return 0;
@@ -244,7 +245,7 @@ static int check(struct flags *f) {
     f->listen_at = scfg->client_ca ? "8765" : "127.0.0.1:8765";
   if (!scfg->client_ca && !scfg->insecure_listen) {
     char lerr[512];
-    int loop = ext_listen_loopback(f->listen_at, lerr, sizeof lerr);
+    int loop = httpd_listen_loopback(f->listen_at, lerr, sizeof lerr);
     if (loop < 0)
       return bad("--listen %s", lerr);
     if (!loop)

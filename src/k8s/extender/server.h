@@ -2,7 +2,8 @@
 /* gslice-extender's HTTP side (libmicrohttpd): the kube-scheduler extender verbs /filter,
  * /prioritize and /bind on one listener (HTTPS with client certificates, or plain HTTP on
  * loopback for a sidecar), /healthz, /livez and /metrics on another, each peer bounded in
- * connections, time and bytes. */
+ * connections, time and bytes by the shared server (src/k8s/common/httpd.h, which also reads
+ * [HOST:]PORT). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,14 +27,6 @@ struct ext_server_cfg {
   struct verbs *verbs;
   bool log; /* whether to gs_log libmicrohttpd's messages (false: silent, as in bench/) */
 };
-
-/* Parses "[HOST:]PORT" (HOST: an address or name, "[v6]" for IPv6; default all
- * IPv4 addresses). 0 or -EINVAL. */
-int ext_listen_parse(const char *text, char *host, size_t hostlen, uint16_t *ret_port);
-
-/* Whether every address "[HOST:]PORT" names is a loopback one (127/8, ::1): 1, 0, or a
- * negative errno with err saying why it cannot be told. */
-int ext_listen_loopback(const char *text, char *err, size_t errlen);
 
 /* 0, or a negative errno with err saying what (a taken port: -EADDRINUSE; a bad
  * certificate or key: -EINVAL; a plain listener off loopback: -EPERM). */
