@@ -1,59 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gslice-node's probes: /healthz and /readyz on --health-listen. One thread (libmicrohttpd's
- * internal poll), a few connections, a short timeout: a probe never holds the plugin up. */
+/* gslice-node's probes: /healthz and /readyz on --health-listen, on the shared server
+ * (src/k8s/common/httpd.h): one epoll thread answering from memory at once, so a probe never
+ * holds the plugin up and an idle socket costs a descriptor, never a turn. */
 #include "health.h"
 
-#include <errno.h>
-#include <microhttpd.h>
-#include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "httpd.h"
 #include "node.h"
 
 /* The kubelet probes from the node's one address, a connection a probe, liveness and readiness
  * possibly at once: a few per address, so that a pod filling the listener from its own address
- * (or a few) cannot take every slot and fail the probes, and a slow peer is cut in 2 s. */
-#define HEALTH_CONNS 64
+ * cannot take every slot, and many more slots than one node's pods have addresses (110 by
+ * default), so that they cannot together either. A peer is cut 2 s after it connects or its
+ * last answer, however it drips its bytes. */
+#define HEALTH_CONNS 512
 #define HEALTH_CONNS_PER_IP 4
-#define HEALTH_TIMEOUT_S 2
+#define HEALTH_TIMEOUT_MS 2000
+#define HEALTH_CONNECTION_MEMORY (16u << 10)
 
 struct node_health {
   struct node *n;
-  struct MHD_Daemon *mhd;
+  struct httpd *h;
 };
-
-int node_health_parse(const char *text, char *host, size_t hostlen, uint16_t *ret_port) {
-  const char *port = text, *colon;
-  char *end;
-
-  if (!text || !*text)
-    return -EINVAL;
-  if (text[0] == '[') {
-    const char *close = strchr(text, ']');
-    if (!close || close[1] != ':' || (size_t)(close - text - 1) >= hostlen)
-      return -EINVAL;
-    snprintf(host, hostlen, "%.*s", (int)(close - text - 1), text + 1);
-    port = close + 2;
-  } else if ((colon = strrchr(text, ':'))) {
-    if ((size_t)(colon - text) >= hostlen || colon == text || memchr(text, ':', colon - text))
-      return -EINVAL;
-    snprintf(host, hostlen, "%.*s", (int)(colon - text), text);
-    port = colon + 1;
-  } else {
-    snprintf(host, hostlen, "%s", "127.0.0.1");
-  }
-  errno = 0;
-  unsigned long p = strtoul(port, &end, 10);
-  if (!*port || *end || errno || p > 65535 || port[0] == '-' || port[0] == '+')
-    return -EINVAL;
-  *ret_port = (uint16_t)p;
-  return 0;
-}
 
 /* Registered with the kubelet (the main loop's flag) and the pod cache synced. */
 static void readiness(struct node *n, char *why, size_t len) {
@@ -64,103 +36,66 @@ static void readiness(struct node *n, char *why, size_t len) {
            !reg && !pods ? "; " : "", pods ? "" : "pod cache not synced");
 }
 
-static enum MHD_Result answer(struct MHD_Connection *c, unsigned status, const char *text) {
-  struct MHD_Response *r =
-      MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
-  if (!r)
-    return MHD_NO;
-  MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
-  enum MHD_Result ret = MHD_queue_response(c, status, r);
-  MHD_destroy_response(r);
-  return ret;
+/* Every request is answered from its headers (a body is not read). */
+static int route(void *cls, const struct httpd_req *rq, size_t *ret_max, struct httpd_reply *rp) {
+  struct node_health *nh = cls;
+  char why[128], text[160] = "ok\n";
+  unsigned status = 200;
+  (void)ret_max;
+
+  if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD")) {
+    status = 405;
+    snprintf(text, sizeof text, "GET only\n");
+  } else if (!strcmp(rq->url, "/readyz")) {
+    readiness(nh->n, why, sizeof(why));
+    if (why[0]) {
+      status = 503;
+      snprintf(text, sizeof(text), "not ready: %s\n", why);
+    }
+  } else if (strcmp(rq->url, "/healthz")) {
+    status = 404;
+    snprintf(text, sizeof text, "not found: /healthz or /readyz\n");
+  }
+  if (httpd_reply_text(rp, status, text))
+    rp->status = 0;
+  return 0;
 }
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
-                              const char *method, const char *version, const char *data,
-                              size_t *data_len, void **state) {
-  struct node_health *h = cls;
-  char why[128], text[160];
-  (void)version;
-  (void)data;
-
-  if (!*state) { /* headers only: answer once the (empty) body is read */
-    *state = h;
-    return MHD_YES;
-  }
-  if (*data_len) {
-    *data_len = 0; /* a body is not wanted: dropped */
-    return MHD_YES;
-  }
-  if (strcmp(method, "GET") && strcmp(method, "HEAD"))
-    return answer(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
-  if (!strcmp(url, "/healthz"))
-    return answer(c, MHD_HTTP_OK, "ok\n");
-  if (strcmp(url, "/readyz"))
-    return answer(c, MHD_HTTP_NOT_FOUND, "not found: /healthz or /readyz\n");
-  readiness(h->n, why, sizeof(why));
-  if (!why[0])
-    return answer(c, MHD_HTTP_OK, "ok\n");
-  snprintf(text, sizeof(text), "not ready: %s\n", why);
-  return answer(c, MHD_HTTP_SERVICE_UNAVAILABLE, text);
-}
-
-static int listen_fd(const char *at, char *err, size_t err_len) {
-  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-  struct addrinfo *ai = NULL;
-  char host[256], port[8];
-  uint16_t p;
-  int fd = -1, one = 1, rc;
-
-  if (node_health_parse(at, host, sizeof(host), &p)) {
-    snprintf(err, err_len, "--health-listen \"%s\" is not [HOST:]PORT", at);
-    return -1;
-  }
-  snprintf(port, sizeof(port), "%u", (unsigned)p);
-  if ((rc = getaddrinfo(host, port, &hints, &ai))) {
-    snprintf(err, err_len, "--health-listen %s: %s", at, gai_strerror(rc));
-    return -1;
-  }
-  fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0)
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, HEALTH_CONNS) < 0) {
-    snprintf(err, err_len, "--health-listen %s: %s", at, strerror(errno));
-    if (fd >= 0)
-      close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(ai);
-  return fd;
+static void serve(void *cls, const struct httpd_req *rq, struct httpd_reply *rp) {
+  route(cls, rq, NULL, rp); /* never reached: the route answers every request */
 }
 
 struct node_health *node_health_start(struct node *n, const char *at, char *err, size_t err_len) {
-  struct node_health *h = calloc(1, sizeof(*h));
-  int fd = h ? listen_fd(at, err, err_len) : -1;
-
-  if (fd < 0) {
-    if (!h)
-      snprintf(err, err_len, "out of memory");
-    free(h);
+  struct node_health *nh = calloc(1, sizeof(*nh));
+  if (!nh) {
+    snprintf(err, err_len, "out of memory");
     return NULL;
   }
-  h->n = n;
-  h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handle,
-                            h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)HEALTH_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                            (unsigned)HEALTH_CONNS_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)HEALTH_TIMEOUT_S, MHD_OPTION_END);
-  if (!h->mhd) {
-    snprintf(err, err_len, "--health-listen %s: cannot start the server", at);
-    close(fd);
-    free(h);
+  nh->n = n;
+  struct httpd_cfg cfg = {
+      .name = "gslice-node",
+      .flag = "--health-listen",
+      .listen = at,
+      .default_host = "127.0.0.1",
+      .threads = 1,
+      .connections = HEALTH_CONNS,
+      .per_peer = HEALTH_CONNS_PER_IP,
+      .timeout_ms = HEALTH_TIMEOUT_MS,
+      .connection_memory = HEALTH_CONNECTION_MEMORY,
+      .route = route,
+      .serve = serve,
+      .cls = nh,
+  };
+  if (httpd_start(&cfg, &nh->h, err, err_len)) {
+    free(nh);
     return NULL;
   }
-  return h;
+  return nh;
 }
 
-void node_health_stop(struct node_health *h) {
-  if (!h)
+void node_health_stop(struct node_health *nh) {
+  if (!nh)
     return;
-  MHD_stop_daemon(h->mhd); /* closes the listening socket */
-  free(h);
+  httpd_stop(nh->h);
+  free(nh);
 }
