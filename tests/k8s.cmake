@@ -10,6 +10,14 @@ if(TARGET gslice_k8s_common)
   gslice_unit_test(test_k8s_event SOURCES unit/test_k8s_event.c LIBS gslice_k8s_common)
   target_link_options(test_k8s_event PRIVATE -Wl,--wrap=kube_post -Wl,--wrap=kube_merge_patch)
   gslice_unit_test(test_k8s_jsonbound SOURCES unit/test_k8s_jsonbound.c LIBS gslice_k8s_common)
+  gslice_unit_test(test_k8s_dra_api SOURCES unit/test_k8s_dra_api.c
+                   ${CMAKE_SOURCE_DIR}/src/k8s/node/dra_api.c LIBS gslice_k8s_common Threads::Threads)
+  target_include_directories(test_k8s_dra_api PRIVATE ${CMAKE_SOURCE_DIR}/src/k8s/node)
+  # dra_publish as gslice-node --mode dra calls it, driven by tests/k8s/dra_publish.sh.
+  add_executable(k8s_dra_publish k8s/dra_publish.c ${CMAKE_SOURCE_DIR}/src/k8s/node/dra_api.c)
+  target_include_directories(k8s_dra_publish PRIVATE ${CMAKE_SOURCE_DIR}/src/k8s/node)
+  target_link_libraries(k8s_dra_publish PRIVATE gslice_k8s_common gslice_common Threads::Threads)
+  set_target_properties(k8s_dra_publish PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   # A client of the API server stand-in, driven by tests/k8s/kube_client.sh.
   add_executable(k8s_kube_client k8s/kube_client.c)
   target_link_libraries(k8s_kube_client PRIVATE gslice_k8s_common)

@@ -301,6 +301,8 @@ int dra_publish(struct node *n, json_t **cache, char *err, size_t err_len) {
   }
 out:
   json_decref(want);
+  if (r == 0 && err_len)
+    err[0] = 0; /* a 404 read on the way is no error */
   return r;
 }
 

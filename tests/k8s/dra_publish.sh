@@ -1,0 +1,111 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The node's ResourceSlice (dra_publish, src/k8s/node/dra_api.c, driven by k8s_dra_publish as
+# gslice-node's DRA loop calls it, every 200 ms here) against the API server stand-in with
+# resource.k8s.io/v1 (which validates it as the API reference says): created with one device
+# per GPU and the request policies; no write while nothing changes; made again by the next
+# publish after the kubelet's wipe (deletecollection by spec.nodeName), at a higher pool
+# generation; updated when a GPU goes, emptied while gsliced does not answer, put back when
+# someone else changes it; a stray gslice.io slice of this node deleted at the start, another
+# driver's left alone; all of ours deleted by dra_unpublish.
+source "$GSLICE_SRC/tests/k8s/lib.sh"
+C="$TBIN/k8s_dra_publish"
+[ -x "$C" ] || { echo "SKIP: $C is not built (it needs jansson and libcurl, as gslice-node)"; exit 77; }
+start_apiserver
+R=/apis/resource.k8s.io/v1/resourceslices
+S=$R/node-a-gslice.io
+
+# Before it starts: a stray slice of ours on this node (an older gslice-node's name) and
+# another driver's.
+api POST $R '{"metadata":{"name":"old-node-a"},"spec":{"driver":"gslice.io","nodeName":"node-a","pool":{"name":"old","generation":1,"resourceSliceCount":1},"devices":[{"name":"gpu-0"}]}}' >/dev/null
+api POST $R '{"metadata":{"name":"other-node-a"},"spec":{"driver":"gpu.example.com","nodeName":"node-a","pool":{"name":"node-a","generation":1,"resourceSliceCount":1},"devices":[{"name":"gpu-0"}]}}' >/dev/null
+
+printf '0 GPU-aaaa-0000 17179869184\n1 GPU-bbbb-1111 85900394496\n' >"$T/gpus"
+"$C" "$KUBECONFIG_FILE" node-a "$T/gpus" 200 120 >"$T/publish.log" 2>&1 &
+PUB=$!
+
+publishes() { grep -c '^publish' "$T/publish.log" || true; }
+# until_slice EXPR [TRIES]: until the slice exists and EXPR (Python over it, `d`) holds.
+until_slice() {
+  local i out
+  for ((i = 0; i < ${2:-100}; i++)); do
+    out=$(API_OK_STATUS=404 api GET $S)
+    if [ "$(jget "$out" "d.get('kind') == 'ResourceSlice' and bool($1)")" = True ]; then
+      SLICE=$out
+      return 0
+    fi
+    sleep 0.05
+  done
+  fail "the slice never came to: $1 (last: $out; log: $(tail -3 "$T/publish.log"))"
+}
+devs() { jget "$SLICE" "[x['name'] for x in d['spec'].get('devices') or []]"; }
+gen() { jget "$SLICE" "d['spec']['pool']['generation']"; }
+
+until_slice True
+grep -q '^publish 0 ' "$T/publish.log" || fail "publish failed: $(head -3 "$T/publish.log")"
+expect_eq "devices" "$(devs)" "['gpu-0', 'gpu-1']"
+expect_eq "driver, node, pool" "$(jget "$SLICE" "(d['spec']['driver'], d['spec']['nodeName'], d['spec']['pool']['name'], d['spec']['pool']['resourceSliceCount'])")" "('gslice.io', 'node-a', 'node-a', 1)"
+expect_eq "generation" "$(gen)" 1
+D='d["spec"]["devices"][1]'
+expect_eq "attributes" "$(jget "$SLICE" "sorted($D['attributes'].items())")" "[('index', {'int': 1}), ('uuid', {'string': 'GPU-bbbb-1111'})]"
+expect_eq "multi" "$(jget "$SLICE" "$D['allowMultipleAllocations']")" True
+expect_eq "memory" "$(jget "$SLICE" "$D['capacity']['memory']")" "{'value': '85900394496', 'requestPolicy': {'default': '85899345920', 'validRange': {'min': '2097152', 'max': '85899345920', 'step': '2097152'}}}"
+expect_eq "compute" "$(jget "$SLICE" "$D['capacity']['compute']")" "{'value': '100', 'requestPolicy': {'default': '100', 'validRange': {'min': '1', 'max': '100', 'step': '1'}}}"
+expect_eq "shares" "$(jget "$SLICE" "$D['capacity']['shares']")" "{'value': '16', 'requestPolicy': {'default': '1', 'validValues': ['1']}}"
+expect_eq "this node's slices" "$(jget "$(api GET "$R?fieldSelector=spec.nodeName%3Dnode-a")" "sorted(x['metadata']['name'] for x in d['items'])")" "['node-a-gslice.io', 'other-node-a']"
+pass "created (stand-in's validation passed), the stray gslice.io slice gone, another driver's kept"
+
+# Nothing changes: no write (the resourceVersion stays over 5 periods).
+rv=$(jget "$SLICE" "d['metadata']['resourceVersion']")
+n0=$(publishes)
+while [ "$(publishes)" -lt $((n0 + 5)) ]; do sleep 0.05; done
+expect_eq "resourceVersion after 5 quiet publishes" "$(jget "$(api GET $S)" "d['metadata']['resourceVersion']")" "$rv"
+pass "no write while nothing changes"
+
+# The kubelet's wipe at its start: made again by the next publish, at a higher generation.
+api DELETE "$R?fieldSelector=spec.nodeName%3Dnode-a" >/dev/null
+n0=$(publishes)
+until_slice True
+expect_eq "generation after the wipe" "$(gen)" 2
+# The publish that made it again (the first holding generation 2) is the one in flight when the
+# wipe returned or the next.
+n1=$(grep '^publish' "$T/publish.log" | awk '$3 == 2 { print NR; exit }')
+[ "$n1" -le $((n0 + 2)) ] || fail "made again only by the $((n1 - n0))th publish after the wipe"
+expect_eq "devices after the wipe" "$(devs)" "['gpu-0', 'gpu-1']"
+pass "made again within one period of the wipe ($((n1 - n0)) publish(es) after it)"
+
+# A GPU goes: updated, generation bumped.
+printf '0 GPU-aaaa-0000 17179869184\n' >"$T/gpus"
+until_slice "len(d['spec'].get('devices') or []) == 1"
+expect_eq "devices without GPU 1" "$(devs)" "['gpu-0']"
+expect_eq "generation" "$(gen)" 3
+pass "updated when a GPU goes"
+
+# gsliced does not answer: nothing on offer; back: both again.
+rm "$T/gpus"
+until_slice "not d['spec'].get('devices')"
+expect_eq "generation" "$(gen)" 4
+printf '0 GPU-aaaa-0000 17179869184\n1 GPU-bbbb-1111 85900394496\n' >"$T/gpus"
+until_slice "len(d['spec'].get('devices') or []) == 2"
+expect_eq "generation" "$(gen)" 5
+pass "no devices while gsliced is gone, back after"
+
+# Someone else's change (a capacity raised) is put back.
+rv=$(jget "$SLICE" "d['metadata']['resourceVersion']")
+body=$(jget "$SLICE" "__import__('json').dumps(dict(d, spec=dict(d['spec'], devices=[dict(x, capacity=dict(x['capacity'], compute={'value': '400'})) for x in d['spec']['devices']])))")
+api PUT $S "$body" >/dev/null
+until_slice "d['spec']['devices'][0]['capacity']['compute']['value'] == '100'"
+expect_eq "generation" "$(gen)" 6
+pass "a change by another writer put back"
+
+# A clean stop: every gslice.io slice of this node deleted, the other driver's kept (made
+# again: the wipe above took it too, as the kubelet's takes every driver's).
+api POST $R '{"metadata":{"name":"other-node-a"},"spec":{"driver":"gpu.example.com","nodeName":"node-a","pool":{"name":"node-a","generation":1,"resourceSliceCount":1},"devices":[{"name":"gpu-0"}]}}' >/dev/null
+touch "$T/gpus.stop"
+wait $PUB || fail "k8s_dra_publish exited $?: $(tail -3 "$T/publish.log")"
+grep -q '^unpublish 0 ' "$T/publish.log" || fail "unpublish: $(tail -1 "$T/publish.log")"
+expect_eq "this node's slices after unpublish" "$(jget "$(api GET "$R?fieldSelector=spec.nodeName%3Dnode-a")" "sorted(x['metadata']['name'] for x in d['items'])")" "['other-node-a']"
+if grep -q '^publish -' "$T/publish.log"; then
+  fail "a publish failed: $(grep '^publish -' "$T/publish.log" | head -3)"
+fi
+pass "unpublished"
