@@ -434,6 +434,56 @@ SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device
   return no_clients(device, infoCount, infos);
 }
 
+/* The newer list call: the compute list (host pids, as ever), or none for graphics and MPS. */
+SIM_API nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                           nvmlProcessDetailList_t *plist) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!plist)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (plist->version != nvmlProcessDetailList_v1)
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (plist->mode > NVML_PROCESS_MODE_MPS)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned room = plist->procArray ? plist->numProcArrayEntries : 0, n = room;
+  nvmlProcessInfo_t *infos = room ? calloc(room, sizeof(*infos)) : NULL;
+  if (room && !infos)
+    return NVML_ERROR_MEMORY;
+  rc = plist->mode == NVML_PROCESS_MODE_COMPUTE ? running(device, &n, infos, 0)
+                                                : no_clients(device, &n, infos);
+  for (unsigned i = 0; rc == NVML_SUCCESS && i < n; i++) {
+    nvmlProcessDetail_v1_t *o = &plist->procArray[i];
+    memset(o, 0, sizeof(*o));
+    o->pid = infos[i].pid;
+    o->usedGpuMemory = infos[i].usedGpuMemory;
+    o->gpuInstanceId = infos[i].gpuInstanceId;
+    o->computeInstanceId = infos[i].computeInstanceId;
+  }
+  free(infos);
+  if (rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE)
+    plist->numProcArrayEntries = n;
+  return rc;
+}
+
+/* Any of the bus id forms NVML prints (busId "00000000:01:00.0", busIdLegacy "0000:01:00.0"),
+ * in either case: the device on that bus (domain 0, device 0). */
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device) {
+  REQUIRE_MACHINE(m);
+  unsigned domain, bus, dev, fn;
+  char end;
+  if (!pciBusId || !device)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (sscanf(pciBusId, "%x:%x:%x.%x%c", &domain, &bus, &dev, &fn, &end) != 4)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (domain != 0 || dev != 0 || fn != 0 || bus == 0 || bus > m->devices)
+    return NVML_ERROR_NOT_FOUND;
+  *device = &nv.devs[bus - 1];
+  return NVML_SUCCESS;
+}
+
 /* As NVML does it, from the caller's own /proc (the first word of the command line, else the
  * kernel's name for it): a pid NVML listed from another namespace names nothing here (NOT_FOUND)
  * or someone else. Truncated to length. */

@@ -117,6 +117,33 @@ typedef struct nvmlProcessUtilizationSample_st {
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+/* nvmlDeviceGetRunningProcessDetailList (NVML 12.4+): one list per mode, entries in the caller's
+ * array, the version word checked. */
+typedef enum nvmlProcessMode_enum {
+  NVML_PROCESS_MODE_COMPUTE = 0,
+  NVML_PROCESS_MODE_GRAPHICS = 1,
+  NVML_PROCESS_MODE_MPS = 2
+} nvmlProcessMode_t;
+typedef struct nvmlProcessDetail_v1_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+  unsigned long long usedGpuCcProtectedMemory; /* confidential computing's; 0 otherwise */
+} nvmlProcessDetail_v1_t;
+typedef struct nvmlProcessDetailList_v1_st {
+  unsigned int version; /* nvmlProcessDetailList_v1 */
+  unsigned int mode;    /* nvmlProcessMode_t */
+  unsigned int numProcArrayEntries;
+  nvmlProcessDetail_v1_t *procArray;
+} nvmlProcessDetailList_v1_t;
+typedef nvmlProcessDetailList_v1_t nvmlProcessDetailList_t;
+#define nvmlProcessDetailList_v1 NVML_STRUCT_VERSION(ProcessDetailList, 1)
+#ifndef __cplusplus
+_Static_assert(sizeof(nvmlProcessDetail_v1_t) == 32, "nvmlProcessDetail_v1_t is NVML's layout");
+_Static_assert(sizeof(nvmlProcessDetailList_v1_t) == 24, "its version word is 0x1000018");
+#endif
+
 typedef struct nvmlPciInfo_st {
   char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* "domain:bus:device.0", 8+ digits */
   unsigned int domain;
@@ -180,6 +207,12 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
 nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
                                                         unsigned int *infoCount,
                                                         nvmlProcessInfo_v2_t *infos);
+/* Count call: procArray NULL or numProcArrayEntries too small -> NVML_ERROR_INSUFFICIENT_SIZE
+ * (SUCCESS when there is none) with numProcArrayEntries = the entries needed. */
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                   nvmlProcessDetailList_t *plist);
+/* pciBusId: "domain:bus:device.function" in hex, as nvmlPciInfo_t's busId or busIdLegacy. */
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device);
 /* The name of a process by pid, read from the caller's own /proc (so a host pid means nothing
  * inside a container's namespace): NVML_ERROR_NOT_FOUND when there is no such process. */
 nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length);
