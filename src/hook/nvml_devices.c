@@ -162,3 +162,20 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t 
     *device = d;
   return rc == NVML_SUCCESS && !device ? NVML_ERROR_INVALID_ARGUMENT : rc;
 }
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId,
+                                                        nvmlDevice_t *device) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetHandleByPciBusId_v2)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  nvmlDevice_t d;
+  unsigned real;
+  nvmlReturn_t rc = r->nvmlDeviceGetHandleByPciBusId_v2(pciBusId, &d);
+  if (rc == NVML_SUCCESS && shown() == NVML_SUCCESS && V.filter &&
+      (!r->nvmlDeviceGetIndex || r->nvmlDeviceGetIndex(d, &real) != NVML_SUCCESS ||
+       shown_index(real) < 0))
+    return NVML_ERROR_NOT_FOUND;
+  if (rc == NVML_SUCCESS && device)
+    *device = d;
+  return rc == NVML_SUCCESS && !device ? NVML_ERROR_INVALID_ARGUMENT : rc;
+}

@@ -182,6 +182,21 @@ static unsigned real_kept(enum list_kind kind, nvmlDevice_t device,
   return kept;
 }
 
+/* The processes shown in `kind`'s list of `device`: in buf (2 * GS_NVML_MAX_PROCS entries),
+ * *ret_n of them at the pointer returned. */
+static const struct gs_nvml_proc *shown_list(enum list_kind kind, nvmlDevice_t device,
+                                             struct gs_nvml_proc *buf, unsigned *ret_n) {
+  unsigned n = 0;
+  if (gs_nvml_slice_procs(device, buf, GS_NVML_MAX_PROCS, &n) < 0)
+    n = 0;
+  if (kind == LIST_COMPUTE) {
+    *ret_n = n;
+    return buf;
+  }
+  *ret_n = real_kept(kind, device, buf, n, buf + GS_NVML_MAX_PROCS);
+  return buf + GS_NVML_MAX_PROCS;
+}
+
 static nvmlReturn_t slice_list(enum list_kind kind, int v1, nvmlDevice_t device, unsigned *count,
                                void *infos) {
   gs_setup();
@@ -190,19 +205,55 @@ static nvmlReturn_t slice_list(enum list_kind kind, int v1, nvmlDevice_t device,
     return rc;
   if (!count || (*count && !infos))
     return NVML_ERROR_INVALID_ARGUMENT;
-  struct gs_nvml_proc *procs = calloc(2 * GS_NVML_MAX_PROCS, sizeof(*procs));
-  struct gs_nvml_proc *shown = procs;
+  struct gs_nvml_proc *buf = calloc(2 * GS_NVML_MAX_PROCS, sizeof(*buf));
   unsigned n = 0;
-  if (!procs)
+  if (!buf)
     return NVML_ERROR_MEMORY;
-  if (gs_nvml_slice_procs(device, procs, GS_NVML_MAX_PROCS, &n) < 0)
-    n = 0;
-  if (kind != LIST_COMPUTE) {
-    shown = procs + GS_NVML_MAX_PROCS;
-    n = real_kept(kind, device, procs, n, shown);
-  }
+  const struct gs_nvml_proc *shown = shown_list(kind, device, buf, &n);
   rc = answer(shown, n, count, infos, v1);
-  free(procs);
+  free(buf);
+  return rc;
+}
+
+/* NVML 12.4's list call, one mode at a time: the same lists. NVML's answer to a count call
+ * (version word, mode, device) stands when it is an error. */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                             nvmlProcessDetailList_t *plist) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetRunningProcessDetailList)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  gs_setup();
+  if (!plist)
+    return r->nvmlDeviceGetRunningProcessDetailList(device, plist);
+  nvmlProcessDetailList_t probe = *plist;
+  probe.numProcArrayEntries = 0;
+  probe.procArray = NULL;
+  nvmlReturn_t rc = r->nvmlDeviceGetRunningProcessDetailList(device, &probe);
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
+    return rc;
+  struct gs_nvml_proc *buf = calloc(2 * GS_NVML_MAX_PROCS, sizeof(*buf));
+  unsigned n = 0;
+  if (!buf)
+    return NVML_ERROR_MEMORY;
+  enum list_kind kind = plist->mode == NVML_PROCESS_MODE_GRAPHICS ? LIST_GRAPHICS
+                        : plist->mode == NVML_PROCESS_MODE_MPS    ? LIST_MPS
+                                                                  : LIST_COMPUTE;
+  const struct gs_nvml_proc *shown = shown_list(kind, device, buf, &n);
+  rc = NVML_SUCCESS;
+  if (!plist->procArray || plist->numProcArrayEntries < n) {
+    rc = n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+  } else {
+    for (unsigned i = 0; i < n; i++) {
+      nvmlProcessDetail_v1_t *o = &plist->procArray[i];
+      memset(o, 0, sizeof(*o));
+      o->pid = shown[i].pid;
+      o->usedGpuMemory = shown[i].used;
+      o->gpuInstanceId = NVML_NO_INSTANCE;
+      o->computeInstanceId = NVML_NO_INSTANCE;
+    }
+  }
+  plist->numProcArrayEntries = n;
+  free(buf);
   return rc;
 }
 

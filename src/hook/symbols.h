@@ -113,6 +113,7 @@
   X(nvmlDeviceGetHandleByIndex)                                                                    \
   X(nvmlDeviceGetHandleByIndex_v2)                                                                 \
   X(nvmlDeviceGetHandleByUUID)                                                                     \
+  X(nvmlDeviceGetHandleByPciBusId_v2)                                                              \
   X(nvmlDeviceGetIndex)                                                                            \
   X(nvmlDeviceGetComputeRunningProcesses)                                                          \
   X(nvmlDeviceGetComputeRunningProcesses_v2)                                                       \
@@ -123,6 +124,7 @@
   X(nvmlDeviceGetMPSComputeRunningProcesses)                                                       \
   X(nvmlDeviceGetMPSComputeRunningProcesses_v2)                                                    \
   X(nvmlDeviceGetMPSComputeRunningProcesses_v3)                                                    \
+  X(nvmlDeviceGetRunningProcessDetailList)                                                         \
   X(nvmlDeviceGetUtilizationRates)                                                                 \
   X(nvmlDeviceGetProcessUtilization)
 

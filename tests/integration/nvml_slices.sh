@@ -81,7 +81,13 @@ check() {
     qgrep "^proc gpu=0 pid=$p used=$u name=" "$T/$s.off" ||
       fail "$s, pid offset: its process $p is not shown by its own pid: $(grep '^proc' "$T/$s.off")"
     ! qgrep "pid=$((p + OFFSET)) " "$T/$s.off" || fail "$s, pid offset: NVML's pid shown"
+    # NVML 12.4's list call gives the same, by the same pids.
+    for g in "$f" "$T/$s.off"; do
+      field "$g" detail | tr ':,' '\n\n' | qgrep -x "$p/$u" ||
+        fail "$s: $p/$u not in the detail list of $g: $(field "$g" detail)"
+    done
   done
+  expect_eq "$s: detail list count" "$(field "$f" detail | cut -d: -f1)" "$n"
   for p in $other; do
     ! qgrep "pid=$p \|pid=$((p + OFFSET)) " "$f" "$T/$s.off" ||
       fail "$s: the other slice's process $p is shown: $(cat "$f" "$T/$s.off")"
@@ -133,6 +139,13 @@ expect_eq "CUDA_VISIBLE_DEVICES=1: devices" "$(sed -n 's/^devices=//p' "$T/two")
 expect_eq "CUDA_VISIBLE_DEVICES=1: the GPU shown" \
   "$(grep '^gpu ' "$T/two" | sed 's/.* uuid=\([^ ]*\).*/\1/')" "$uuid1"
 expect_eq "CUDA_VISIBLE_DEVICES=1: its index" "$(field <(grep '^gpu ' "$T/two") index)" 0
+uuid0=$(grep '^gpu ' "$T/two.raw" | head -1 | sed 's/.* uuid=\([^ ]*\).*/\1/')
+for q in "bus 00000000:01:00.0 6" "bus 0000:02:00.0 0" "uuid $uuid0 6" "uuid $uuid1 0"; do
+  set -- $q
+  expect_eq "CUDA_VISIBLE_DEVICES=1: by $1 $2 (NVML_ERROR_NOT_FOUND is 6)" \
+    "$(CUDA_VISIBLE_DEVICES=1 LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice2" "$SMI" "$1" "$2")" \
+    "$1 rc=$3"
+done
 LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice2" "$SMI" > "$T/two.all" 2>&1
 expect_eq "no CUDA_VISIBLE_DEVICES: devices" "$(sed -n 's/^devices=//p' "$T/two.all")" 2
 # No cap: NVML keeps the device's total, and used is the slice's (none here), not a stranger's

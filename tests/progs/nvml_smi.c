@@ -5,9 +5,10 @@
  *   devices=N
  *   gpu index=I uuid=U total=.. used=.. free=.. total2=.. used2=.. free2=.. reserved2=..
  *       util=P|na memutil=P|na temp=C power=mW fan=P|na
- *   list gpu=I compute=N compute_v1=N graphics=N mps=N short=RC:NEED
+ *   list gpu=I compute=N compute_v1=N graphics=N mps=N short=RC:NEED detail=N:PID/BYTES,...
  *   proc gpu=I pid=P used=B name=NAME
  *   putil gpu=I pid=P sm=S        (or "putil gpu=I none rc=RC")
+ * `nvml_smi bus BUSID` and `nvml_smi uuid UUID` print "bus rc=RC" / "uuid rc=RC" (-i's lookups).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +96,25 @@ static int processes(unsigned i) {
   unsigned got = n;
   CK(nvmlDeviceGetComputeRunningProcesses_v3(d, &got, p));
   CK(nvmlDeviceGetComputeRunningProcesses(d, &n1, v1));
-  printf("list gpu=%u compute=%u compute_v1=%u graphics=%u mps=%u short=%d:%u\n", i, got, n1,
+  printf("list gpu=%u compute=%u compute_v1=%u graphics=%u mps=%u short=%d:%u", i, got, n1,
          graphics, mps, (int)short_rc, short_n);
+  /* NVML 12.4's call for the same list: count, then entries; its pids in order. */
+  nvmlProcessDetail_v1_t dp[64];
+  nvmlProcessDetailList_t dl = {.version = nvmlProcessDetailList_v1,
+                                .mode = NVML_PROCESS_MODE_COMPUTE};
+  nvmlReturn_t drc = nvmlDeviceGetRunningProcessDetailList(d, &dl);
+  unsigned dcount = dl.numProcArrayEntries;
+  dl.procArray = dp;
+  dl.numProcArrayEntries = 64;
+  if ((drc == NVML_SUCCESS || drc == NVML_ERROR_INSUFFICIENT_SIZE) &&
+      nvmlDeviceGetRunningProcessDetailList(d, &dl) == NVML_SUCCESS) {
+    printf(" detail=%u:", dcount);
+    for (unsigned j = 0; j < dl.numProcArrayEntries && j < 64; j++)
+      printf("%s%u/%llu", j ? "," : "", dp[j].pid, dp[j].usedGpuMemory);
+  } else {
+    printf(" detail=error%d", (int)drc);
+  }
+  printf("\n");
   for (unsigned j = 0; j < got; j++) {
     char name[256] = "";
     if (nvmlSystemGetProcessName(p[j].pid, name, sizeof(name)) != NVML_SUCCESS)
@@ -135,8 +153,21 @@ static int process_util(unsigned i) {
   return 0;
 }
 
-int main(void) {
+/* `nvml_smi bus BUSID` / `nvml_smi uuid UUID`: what looking a device up by it answers. */
+static int lookup(const char *how, const char *key) {
+  nvmlDevice_t d;
+  CK(nvmlInit_v2());
+  nvmlReturn_t rc = strcmp(how, "bus") == 0 ? nvmlDeviceGetHandleByPciBusId_v2(key, &d)
+                                            : nvmlDeviceGetHandleByUUID(key, &d);
+  printf("%s rc=%d\n", how, (int)rc);
+  CK(nvmlShutdown());
+  return 0;
+}
+
+int main(int argc, char **argv) {
   unsigned n;
+  if (argc == 3)
+    return lookup(argv[1], argv[2]);
   CK(nvmlInit_v2());
   CK(nvmlDeviceGetCount_v2(&n));
   printf("devices=%u\n", n);
