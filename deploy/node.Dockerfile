@@ -26,6 +26,6 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/gslice /opt/gslice
 ENV PATH=/opt/gslice/bin:$PATH
-# The DaemonSet runs gsliced and gslice-node from this image (deploy/base/node.yaml), and the
+# The DaemonSet runs gsliced and gslice-node from this image (deploy/base/node/node.yaml), and the
 # scheduler's pod gslice-extender (deploy/overlays/*).
 CMD ["gslice-node", "--help"]

@@ -26,7 +26,7 @@ except ImportError:
 SRC = os.environ.get("GSLICE_SRC") or sys.exit("run through ctest (make test)")
 DEPLOY = os.environ.get("GSLICE_DEPLOY_DIR") or os.path.join(SRC, "deploy")
 GUARD = os.path.join(DEPLOY, "base", "lease-guard.yaml")
-NODE = os.path.join(DEPLOY, "base", "node.yaml")
+NODE = os.path.join(DEPLOY, "base", "node", "node.yaml")
 AGENT = "system:serviceaccount:gslice-system:gslice-node"
 NS = "gslice-system"
 

@@ -140,9 +140,16 @@ def check_common(objs, where):
         check(labels.get("pod-security.kubernetes.io/enforce") == "privileged",
               "%s: the namespace's PodSecurity enforce level is %s; the node agent needs privileged"
               % (where, labels.get("pod-security.kubernetes.io/enforce")))
+    check_objects(objs, where)
+    check_node_agent(objs, where)
+
+
+def check_objects(objs, where):
+    """Every object: its namespace, the part-of label, bound service accounts made here, no
+    wildcard rights, and each workload's containers, service account and volumes."""
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding",
                       "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                      "MutatingWebhookConfiguration"}
+                      "MutatingWebhookConfiguration", "DeviceClass"}
     for (kind, name), o in objs.items():
         ns = o["metadata"].get("namespace")
         if kind in cluster_scoped:
@@ -180,7 +187,9 @@ def check_common(objs, where):
                           "%s: %s mounts ConfigMap %s, not made here" %
                           (where, name, v["configMap"]["name"]))
 
-    # The node agent.
+
+def check_node_agent(objs, where):
+    """The device-plugin node agent, its rights and the policies that narrow them."""
     ds = objs.get(("DaemonSet", "gslice-node"))
     if check(ds, "%s: no DaemonSet gslice-node" % where):
         spec = pod_spec(ds)
@@ -204,9 +213,14 @@ def check_common(objs, where):
         check({"nvidia.com/gpu.present", "gslice.io/gpu-node"} <= keys,
               "%s: the node affinity must take nodes with GPU feature discovery's label and, "
               "without the GPU operator, gslice.io/gpu-node: %s" % (where, keys))
-        check(all(len(t["matchExpressions"]) == 1 for t in terms),
-              "%s: each node affinity term must be one label (terms are ORed, expressions ANDed)"
-              % where)
+        check(all(len([e for e in t["matchExpressions"] if e["operator"] in ("In", "Exists")])
+                  == 1 for t in terms),
+              "%s: each node affinity term must ask for one label (terms are ORed, expressions "
+              "ANDed)" % where)
+        check(all({"key": "gslice.io/mode", "operator": "NotIn", "values": ["dra"]} in
+                  t["matchExpressions"] for t in terms),
+              "%s: a node affinity term without gslice.io/mode NotIn [dra]: the device-plugin "
+              "agent would run beside the DRA one (one mode per node)" % where)
         names = [c["name"] for c in spec["containers"]]
         check(names == ["gsliced", "gslice-node"], "%s: node containers %s" % (where, names))
         check_node_paths(where, spec)
@@ -522,14 +536,36 @@ def check_monitoring(objs, where):
         check(("PodMonitor", name) in objs, "%s: no PodMonitor %s" % (where, name))
 
 
-def api_resources(program):
+def spell_macros(text):
+    """C source with string macros spelt out and adjacent literals joined: #define P "/apis/g/v1"
+    and #define S P "/things" make S's uses "/apis/g/v1/things"."""
+    import re
+    macros = {}
+    for line in text.splitlines():
+        m = re.match(r'#define\s+(\w+)\s+(.+)$', line)
+        if not m:
+            continue
+        parts = re.findall(r'"[^"]*"|\S+', m.group(2))
+        if parts and all(p.startswith('"') or p in macros for p in parts):
+            macros[m.group(1)] = "".join(macros.get(p, p[1:-1]) for p in parts)
+    text = "\n".join(l for l in text.splitlines() if not l.startswith("#define"))
+    for name, val in macros.items():
+        text = re.sub(r'\b%s\b' % name, lambda m, v=val: '"%s"' % v, text)
+    return re.sub(r'"\s*"', "", text)
+
+
+def api_resources(program, dra=None):
     """The (API group, resource) pairs a program's sources name in API paths: "/api/v1/...",
-    "/apis/GROUP/VERSION/...", and a subresource appended to an object's path ("%s/binding")."""
+    "/apis/GROUP/VERSION/...", and a subresource appended to an object's path ("%s/binding").
+    dra: only gslice-node's DRA sources (dra*.c, True) or only the others (False)."""
     import glob
     import re
     out = set()
     for f in glob.glob(os.path.join(SRC, "src", "k8s", program, "*.c")):
+        if dra is not None and os.path.basename(f).startswith("dra") != dra:
+            continue
         text = open(f).read()
+        text = spell_macros(text)
         for path in re.findall(r'"(/apis?/[^"?]*)', text):
             parts = path.strip("/").split("/")
             group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
@@ -548,7 +584,7 @@ def check_rbac_against_sources(objs):
     """What each program calls has a rule (its ClusterRole's, or for the Leases its Role's in
     gslice-system), and each rule is for something it calls."""
     for program, role in (("node", "gslice-node"), ("extender", "gslice-extender")):
-        called = api_resources(program)
+        called = api_resources(program, False if program == "node" else None)
         granted = {(g, r) for g, r, _ in rules_of(objs[("ClusterRole", role)])}
         ns_role = objs.get(("Role", role))
         if check(ns_role, "no Role %s (the Leases in gslice-system)" % role):
@@ -566,6 +602,86 @@ def check_rbac_against_sources(objs):
               (role, sorted(granted - called), program))
 
 
+DRA = {("Namespace", NS), ("ResourceQuota", "gslice-critical-pods"),
+       ("ServiceAccount", "gslice-node-dra"), ("ClusterRole", "gslice-node-dra"),
+       ("ClusterRoleBinding", "gslice-node-dra"), ("DaemonSet", "gslice-node-dra"),
+       ("ValidatingAdmissionPolicy", "gslice-resourceslice-guard"),
+       ("ValidatingAdmissionPolicyBinding", "gslice-resourceslice-guard"),
+       ("DeviceClass", "gslice.io"), ("DeviceClass", "gslice.io-high"),
+       ("DeviceClass", "gslice.io-low")}
+# Rights the DRA agent holds for what the API server, not its own calls, checks: a node-local
+# driver's writes of a claim's status.devices (1.36: resourceclaims/driver, node-aware verbs).
+DRA_STATUS = {("resource.k8s.io", "resourceclaims/status"),
+              ("resource.k8s.io", "resourceclaims/driver")}
+
+
+def check_dra(objs, where):
+    """deploy/overlays/dra: the DRA agent only on nodes labelled gslice.io/mode=dra, gslice-node
+    --mode dra with the kubelet's plugin directories mounted at their own paths, its rights
+    what its DRA sources call, the ResourceSlice guard on its service account, the classes."""
+    check_names(objs, DRA, where)
+    check_objects(objs, where)
+    ds = objs.get(("DaemonSet", "gslice-node-dra"))
+    if not check(ds, "%s: no DaemonSet gslice-node-dra" % where):
+        return
+    spec = pod_spec(ds)
+    check(spec.get("serviceAccountName") == "gslice-node-dra", "%s: runs as %s" %
+          (where, spec.get("serviceAccountName")))
+    check(ds["spec"].get("updateStrategy", {}).get("type") == "OnDelete",
+          "%s: the DRA agent's update is not OnDelete" % where)
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    check(terms == [{"matchExpressions": [{"key": "gslice.io/mode", "operator": "In",
+                                           "values": ["dra"]}]}],
+          "%s: the DRA agent must run exactly on nodes labelled gslice.io/mode=dra: %s" %
+          (where, terms))
+    node = [c for c in spec["containers"] if c["name"] == "gslice-node"]
+    if check(node, "%s: no gslice-node container" % where):
+        c = node[0]
+        check(arg_after(c, "--mode") == "dra", "%s: gslice-node without --mode dra" % where)
+        mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
+        host = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+        for flag, default in (("--plugins-registry", "/var/lib/kubelet/plugins_registry"),
+                              ("--plugin-dir", "/var/lib/kubelet/plugins/gslice.io"),
+                              ("--cdi-dir", "/var/run/cdi")):
+            d = arg_after(c, flag) or default
+            check(d in mounts and d in host, "%s: %s %s is not a host path mounted at its own "
+                  "path" % (where, flag, d))
+        for gone in ("/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources",
+                     "/etc/gslice/signing"):
+            check(gone not in mounts, "%s: the DRA agent still mounts %s" % (where, gone))
+        check(arg_after(c, "--signing-key") is None, "%s: a signing key in the DRA mode" % where)
+    role = objs.get(("ClusterRole", "gslice-node-dra"))
+    if check(role, "%s: no ClusterRole gslice-node-dra" % where):
+        granted = {(g, r) for g, r, _ in rules_of(role)}
+        called = api_resources("node", True)
+        check(called, "no API paths found in src/k8s/node/dra*.c")
+        check(called <= granted, "%s: src/k8s/node/dra*.c calls %s, not granted" %
+              (where, sorted(called - granted)))
+        check(granted <= called | DRA_STATUS, "%s: gslice-node-dra is granted %s, which "
+              "src/k8s/node/dra*.c never calls" % (where, sorted(granted - called - DRA_STATUS)))
+        check(("", "nodes") not in granted or "patch" not in rules_of(role).get(
+            ("", "nodes", ()), set()), "%s: the DRA agent may patch Nodes" % where)
+    guard = objs.get(("ValidatingAdmissionPolicy", "gslice-resourceslice-guard"))
+    if guard:
+        conds = " ".join(c["expression"] for c in guard["spec"].get("matchConditions", []))
+        check("system:serviceaccount:%s:gslice-node-dra" % NS in conds,
+              "%s: the ResourceSlice guard matches %s" % (where, conds))
+    for (kind, name), o in objs.items():
+        if kind == "DeviceClass":
+            check(o["apiVersion"] == "resource.k8s.io/v1", "%s: DeviceClass %s is %s" %
+                  (where, name, o["apiVersion"]))
+            sel = " ".join(x["cel"]["expression"] for x in o["spec"].get("selectors", []))
+            check("device.driver == 'gslice.io'" in sel, "%s: DeviceClass %s selects %s" %
+                  (where, name, sel))
+            for cfg in o["spec"].get("config", []):
+                par = cfg["opaque"]["parameters"]
+                check(cfg["opaque"]["driver"] == "gslice.io" and
+                      par.get("apiVersion") == "gslice.io/v1" and par.get("kind") == "SliceConfig"
+                      and set(par) <= {"apiVersion", "kind", "computeLimit", "priority", "weight"},
+                      "%s: DeviceClass %s's config %s" % (where, name, par))
+
+
 managed = index(render("overlays/managed"))
 check_rbac_against_sources(managed)
 check_managed(managed, "overlays/managed")
@@ -578,10 +694,12 @@ for objs, where in ((managed, "managed"), (kubeadm, "kubeadm")):
     check(not kinds & {"KubeSchedulerConfiguration", "ClusterConfiguration"},
           "%s: a file that is not a Kubernetes object is in the kustomization: %s" % (where, kinds))
 check_monitoring(index(render("monitoring")), "monitoring")
+dra = index(render("overlays/dra"))
+check_dra(dra, "overlays/dra")
 
 if failures:
     for f in failures:
         print("FAIL: " + f, file=sys.stderr)
     sys.exit(1)
-print("PASS: deploy/ (managed), overlays/managed, overlays/kubeadm and monitoring render; "
-      "%d + %d objects checked" % (len(managed), len(kubeadm)))
+print("PASS: deploy/ (managed), overlays/managed, overlays/kubeadm, overlays/dra and monitoring "
+      "render; %d + %d + %d objects checked" % (len(managed), len(kubeadm), len(dra)))
