@@ -33,6 +33,11 @@ and the PodResources API (v1) document them:
   - PodResourcesLister.List on --pod-resources: pods and their containers and sidecars (not
     the regular init containers) with the devices allocated to them, as the kubelet (1.29+)
     lists them;
+  - CDI (--cdi-dir DIR): an Allocate answer's cdi_devices are resolved at each container start
+    from the specs in DIR by tests/k8s/cdi_read.py (the CDI library's rules: a spec it refuses
+    or a name it cannot resolve fails the start, as CreateContainerError), and their env and
+    mounts are applied after the answer's own, as containerd and CRI-O with CDI on do (device
+    nodes are not made); without --cdi-dir a container with cdi_devices does not start;
   - a restart: the Registration server stops, every socket in DIR is deleted (as the kubelet
     does when it starts), a new kubelet.sock comes up a moment later; allocations survive (the
     kubelet checkpoints them), the plugin must register again.
@@ -41,10 +46,11 @@ Control interface, HTTP JSON on 127.0.0.1 (--port 0 and --port-file FILE: the po
   POST   /pods   {"namespace","name","containers":[{"name","init":false,"sidecar":false,"devices":N,
                   "command":[..],"env":{..}}]}
                  admits and starts the pod; 201 {"containers":[{"name","devices":[..],
-                 "env":{..},"mounts":[..]}]}; 409 {"error"} when it cannot be admitted
+                 "env":{..},"mounts":[..],"cdi_devices":[..]}]}; 409 {"error"} when it cannot
+                 be admitted
   DELETE /pods/NS/NAME   kills its processes, frees its devices
   GET    /pods/NS/NAME   {"containers":[{"name","pid","exit","log","prestart_failures",
-                          "prestart_error","starts"}]}
+                          "prestart_error","starts","create_error"}]}
   POST   /pods/NS/NAME/restart {"container","command":[..] (optional: what runs this time)}
                  a container restart as the kubelet does one: the process is killed if it
                  still runs, then PreStartContainer and a new process with the same devices,
@@ -69,6 +75,9 @@ import urllib.request
 from concurrent import futures
 
 import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cdi_read  # noqa: E402
 
 # The container's init, run by unshare in the new mount and pid namespaces: a tmpfs on /run,
 # then "DEST SRC RO" triples (sorted by destination depth) bind-mounted, read-only where asked,
@@ -312,6 +321,7 @@ class Kubelet:
                     c["mounts_given"] = [{"container_path": m.container_path,
                                           "host_path": m.host_path, "read_only": m.read_only}
                                          for m in cr.mounts]
+                    c["cdi_given"] = [d.name for d in cr.cdi_devices]
                     for d in give:
                         self.allocated[d] = "%s/%s" % (key, c["name"])
                     if c.get("init") and not c.get("sidecar"):
@@ -323,7 +333,8 @@ class Kubelet:
         threading.Thread(target=self.run_pod, args=(pod,), daemon=True).start()
         return 201, {"containers": [{"name": c["name"], "devices": c["devices_given"],
                                      "env": c.get("env_given", {}),
-                                     "mounts": c.get("mounts_given", [])}
+                                     "mounts": c.get("mounts_given", []),
+                                     "cdi_devices": c.get("cdi_given", [])}
                                     for c in pod["containers"]]}
 
     def start_container(self, pod, c):
@@ -353,6 +364,14 @@ class Kubelet:
         env = dict(os.environ)
         env.update(c.get("env", {}))
         mounts = c.get("mounts_given", [])
+        given = dict(c.get("env_given", {}))
+        if c.get("cdi_given"):
+            cdi = self.cdi_edits(c)
+            if cdi is None:
+                return False
+            given.update(cdi["env"])
+            ctr = set(m["container_path"] for m in cdi["mounts"])
+            mounts = [m for m in mounts if m["container_path"] not in ctr] + cdi["mounts"]
 
         def host(v):
             for m in sorted(mounts, key=lambda m: -len(m["container_path"])):
@@ -360,7 +379,7 @@ class Kubelet:
                 if v == cp or v.startswith(cp + "/"):
                     return m["host_path"] + v[len(cp):]
             return v
-        for k, v in c.get("env_given", {}).items():
+        for k, v in given.items():
             if self.namespaces or k == "GSLICE_K8S_SLOTS":
                 env[k] = v
             else:
@@ -390,6 +409,21 @@ class Kubelet:
                                          start_new_session=True)
         log("started %s/%s/%s pid %d" % (pod["namespace"], pod["name"], c["name"], c["proc"].pid))
         return True
+
+    def cdi_edits(self, c):
+        """The CDI edits of c's cdi_devices, as a runtime resolves them when it creates the
+        container; None (and why in c["create_error"]) when it cannot."""
+        try:
+            if not self.args.cdi_dir:
+                raise cdi_read.CDIError("CDI devices %s, but this runtime has no CDI (no "
+                                        "--cdi-dir)" % ", ".join(c["cdi_given"]))
+            edits = cdi_read.kubelet_view(cdi_read.resolve([self.args.cdi_dir], c["cdi_given"]))
+        except cdi_read.CDIError as e:
+            c["create_error"] = "CreateContainerError: %s" % e
+            log("%s: %s" % (c["name"], c["create_error"]))
+            return None
+        c["create_error"] = None
+        return edits
 
     def restart_container(self, key, spec):
         with self.lock:
@@ -476,7 +510,8 @@ class Kubelet:
                             "exit": p.poll() if p else None, "log": c.get("log"),
                             "prestart_failures": c.get("prestart_failures", 0),
                             "prestart_error": c.get("prestart_error"),
-                            "starts": c.get("starts", 0)})
+                            "starts": c.get("starts", 0),
+                            "create_error": c.get("create_error")})
             return 200, {"containers": out}
 
     def state(self):
@@ -553,6 +588,7 @@ def main():
     ap.add_argument("--api", default="", help="API server URL: init container states are reported there")
     ap.add_argument("--no-namespaces", action="store_true",
                     help="start containers as plain processes, mounts mapped to host paths")
+    ap.add_argument("--cdi-dir", default="", help="CDI spec directory: cdi_devices are applied")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file", required=True)
     args = ap.parse_args()
