@@ -20,6 +20,7 @@
 
 #include "client.h"
 #include "fileio.h"
+#include "log.h"
 #include "node.h"
 
 #define CDI_SPEC_MAX (1u << 20) /* our own bound on one spec's text */
@@ -576,4 +577,19 @@ int cdi_slice_edits(const struct node *n, const char *slice_dir, const char *reg
                     size_t err_len) {
   return cdi_slice_edits_at(n, "/dev", "/proc/driver/nvidia/gpus", slice_dir, region, slots,
                             gpu_index, ngpus, st, out, err, err_len);
+}
+
+/* ---- --allocate-cdi ---- */
+
+int cdi_slot_file(const char *key, char *out, size_t len) {
+  int w = snprintf(out, len, "%s%s", CDI_SLOT_FILE_PREFIX, key);
+  return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+void cdi_slot_spec_drop(const struct node *n, const struct node_rec *r) {
+  char file[NODE_SLOT_ID_MAX + 32], err[512] = "";
+  if (!n->cfg.allocate_cdi || r->superseded || cdi_slot_file(r->key, file, sizeof(file)) < 0)
+    return;
+  if (cdi_spec_remove(n->cfg.cdi_dir, file, err, sizeof(err)) < 0)
+    gs_log(GS_LOG_WARNING, "%s (slots %s)", err, r->slots);
 }

@@ -102,3 +102,18 @@ int cdi_slice_edits_at(const struct node *n, const char *dev_root, const char *g
  * gpus_info_dir (<bus>/information: "GPU UUID:" and "Device Minor:" lines). 0, -ENOENT when no
  * file names that UUID (or the directory is absent: no NVIDIA driver), -errno. */
 int cdi_gpu_minor(const char *gpus_info_dir, const char *uuid, unsigned *ret_minor);
+
+/* --allocate-cdi: Allocate's spec for the container whose first slot is key: kind
+ * NODE_CDI_KIND_SLOT, one device named key, in <cdi-dir>/CDI_SLOT_FILE_PREFIX<key>.json (the
+ * library's transient name, vendor-class_id). Written again (replaced) at each Allocate of the
+ * key, so an allocation the slots went on from never leaves its spec behind. */
+#define CDI_SLOT_FILE_PREFIX "gslice.io-slot_"
+int cdi_slot_file(const char *key, char *out, size_t len);
+
+struct node_rec;
+/* When the slots of r are free again (the kubelet no longer lists their container, or its pod
+ * finished; node_reconcile): removes r's spec, unless Allocate gave the key out again since
+ * (r->superseded: the spec is the new container's). Nothing without --allocate-cdi. Logs a
+ * failure (the next removal tries nothing again: the file is overwritten at the key's next
+ * Allocate). With n->lock held, as Allocate writes the spec. */
+void cdi_slot_spec_drop(const struct node *n, const struct node_rec *r);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdi.h"
 #include "deviceplugin.pb-c.h"
 #include "log.h"
 #include "node.h"
@@ -191,6 +192,8 @@ struct alloc_ctr {
   V1beta1__ContainerAllocateResponse__EnvsEntry *envp[ALLOC_NENV];
   V1beta1__Mount mnt[ALLOC_NMNT];
   V1beta1__Mount *mntp[ALLOC_NMNT];
+  V1beta1__CDIDevice cdi, *cdip;
+  char cdi_name[sizeof(NODE_CDI_KIND_SLOT) + NODE_SLOT_ID_MAX + 1];
   char slots[NODE_MAX_CONTAINER_SLOTS * (NODE_SLOT_ID_MAX + 1)], key[NODE_SLOT_ID_MAX];
   char dir[PATH_MAX], region[PATH_MAX], sock[PATH_MAX + 64];
 };
@@ -258,6 +261,41 @@ static int alloc_container(const struct node *n, const struct alloc_common *k,
   return 0;
 }
 
+/* --allocate-cdi: the same mounts and environment, and the GPUs' device nodes, as a CDI spec
+ * (cdi.h) of one device named by the slots' key, written before the answer names it; the answer
+ * has only its name (no envs, mounts or devices). The slots do not say which GPUs PreStartContainer
+ * will give (the extender's assignment does): every GPU of the node is in it, as
+ * NVIDIA_VISIBLE_DEVICES=all gives them in the answer without CDI. */
+static int alloc_container_cdi(const struct node *n, struct alloc_ctr *t,
+                               struct cdi_slice_storage *st, char *err, size_t err_len) {
+  uint32_t all[GS_MAX_GPUS];
+  char file[NODE_SLOT_ID_MAX + 32];
+  struct cdi_device d = {t->key, {0}};
+  int r;
+
+  for (uint32_t i = 0; i < n->ngpus; i++)
+    all[i] = n->gpus[i].index;
+  if ((r = cdi_slice_edits(n, t->dir, t->region, t->slots, all, n->ngpus, st, &d.edits, err,
+                           err_len)) < 0)
+    return r;
+  if ((r = cdi_slot_file(t->key, file, sizeof(file))) < 0 ||
+      (r = cdi_qualified(NODE_CDI_KIND_SLOT, t->key, t->cdi_name, sizeof(t->cdi_name))) < 0) {
+    snprintf(err, err_len, "CDI: slots %s make no CDI name", t->slots);
+    return r;
+  }
+  if ((r = cdi_spec_write(n->cfg.cdi_dir, file, NODE_CDI_KIND_SLOT, &d, 1, NULL, err, err_len)) < 0)
+    return r;
+  V1beta1__CDIDevice c = V1BETA1__CDIDEVICE__INIT;
+  c.name = t->cdi_name;
+  t->cdi = c;
+  t->cdip = &t->cdi;
+  V1beta1__ContainerAllocateResponse resp = V1BETA1__CONTAINER_ALLOCATE_RESPONSE__INIT;
+  resp.n_cdi_devices = 1;
+  resp.cdi_devices = &t->cdip;
+  t->r = resp;
+  return 0;
+}
+
 /* What every container of gslice.io/gpu gets, whatever pod it turns out to be: the hook (and
  * /etc/ld.so.preload naming it), the directory of gsliced's hook socket, and its slice directory
  * with the region's file mount inside it, all read-only but the region: the host paths are links
@@ -276,9 +314,11 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
   V1beta1__AllocateResponse out = V1BETA1__ALLOCATE_RESPONSE__INIT;
   char hook_sock[PATH_MAX], sockdir[PATH_MAX], sockbase[PATH_MAX];
   struct alloc_common k;
+  /* Its edits' storage, one for all the containers (each spec is written before the next). */
+  struct cdi_slice_storage *cs = n->cfg.allocate_cdi ? malloc(sizeof(*cs)) : NULL;
   int st = 0;
 
-  if (!c || !cp) {
+  if (!c || !cp || (n->cfg.allocate_cdi && !cs)) {
     st = GRPC_STATUS_RESOURCE_EXHAUSTED;
     goto out;
   }
@@ -303,12 +343,21 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
       st = GRPC_STATUS_INVALID_ARGUMENT;
       goto out;
     }
+    if (cs && alloc_container_cdi(n, &c[i], cs, err, err_len) < 0) {
+      gs_log(GS_LOG_ERROR, "Allocate: slots %s: %s", c[i].slots, err);
+      st = GRPC_STATUS_INTERNAL;
+      goto out;
+    }
     cp[i] = &c[i].r;
   }
   /* The slots are a new container's from now on: a record of them is an earlier container's. */
   for (size_t i = 0; i < nc; i++) {
     node_slots_allocated(n, c[i].key);
-    gs_log(GS_LOG_INFO, "Allocate: slots %s (directory %s)", c[i].slots, c[i].dir);
+    if (cs)
+      gs_log(GS_LOG_INFO, "Allocate: slots %s (directory %s), CDI device %s", c[i].slots, c[i].dir,
+             c[i].cdi_name);
+    else
+      gs_log(GS_LOG_INFO, "Allocate: slots %s (directory %s)", c[i].slots, c[i].dir);
   }
   out.n_container_responses = nc;
   out.container_responses = cp;
@@ -320,6 +369,7 @@ static int allocate(struct node *n, const uint8_t *req, size_t len, uint8_t **re
   }
   v1beta1__allocate_response__pack(&out, *ret);
 out:
+  free(cs);
   free(c);
   free(cp);
   v1beta1__allocate_request__free_unpacked(in, NULL);
