@@ -35,6 +35,8 @@ static const struct var vars[] = {
     {"GSLICE_SIM_NVML_PID_OFFSET", K_OFFSET, "0", 0, 4194304, 0},
     /* microseconds a context keeps the engine while others wait; 0 turns slicing off */
     {"GSLICE_SIM_TIMESLICE", K_COUNT, "2000", 0, 1000000, SIM_EXPLICIT_TIMESLICE},
+    /* 1: nvmlDeviceGetProcessUtilization is NOT_SUPPORTED, as on Blackwell (HAMi-core#218) */
+    {"GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION", K_COUNT, "0", 0, 1, 0},
 };
 
 static int parse_u64(const char *s, uint64_t *ret) {
@@ -148,6 +150,7 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
     case 6: cfg.reserved = n; break;
     case 7: cfg.nvml_hide_pids = (uint32_t)n; break;
     case 9: cfg.timeslice_ns = n * 1000; break;
+    case 10: cfg.nvml_no_process_util = (uint32_t)n; break;
     default: break;
     }
   }

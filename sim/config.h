@@ -29,6 +29,10 @@ struct sim_config {
    * each under its pid plus an offset, as another namespace's (GSLICE_SIM_NVML_PID_OFFSET). */
   uint32_t nvml_hide_pids;
   int64_t nvml_pid_offset;
+  /* Blackwell's NVML answers the old per-process utilization call NOT_SUPPORTED and only
+   * nvmlDeviceGetProcessesUtilizationInfo has the samples (GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION).
+   */
+  uint32_t nvml_no_process_util;
   /* Which machine-shaping variables were set explicitly, so a disagreement with an
    * existing state file is only reported when the user asked for something. */
   unsigned explicit_mask;

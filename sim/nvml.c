@@ -31,8 +31,9 @@ static struct {
   unsigned refs;
   struct sim_state st;
   struct nvmlDevice_st devs[SIM_MAX_DEVICES];
-  uint32_t hide_pids; /* GSLICE_SIM_NVML_HIDE_PIDS */
-  int64_t pid_offset; /* GSLICE_SIM_NVML_PID_OFFSET */
+  uint32_t hide_pids;       /* GSLICE_SIM_NVML_HIDE_PIDS */
+  int64_t pid_offset;       /* GSLICE_SIM_NVML_PID_OFFSET */
+  uint32_t no_process_util; /* GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION */
 } nv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
@@ -47,6 +48,7 @@ SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     } else {
       nv.hide_pids = cfg.nvml_hide_pids;
       nv.pid_offset = cfg.nvml_pid_offset;
+      nv.no_process_util = cfg.nvml_no_process_util;
       int r = sim_state_open(&cfg, &nv.st, note, sizeof(note));
       if (note[0])
         fprintf(stderr, "%s\n", note);
@@ -559,53 +561,107 @@ static uint64_t realtime_us(void) {
   return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
 }
 
+struct sample {
+  unsigned pid; /* as NVML shows it */
+  unsigned sm;
+};
+
+/* The processes that ran on device d since lastSeenTimeStamp (CPU time in microseconds; the
+ * window runs from it to now, the last second when it is 0), up to max of them: NOT_FOUND when
+ * none did (nothing can be newer than now). */
+static nvmlReturn_t recent(struct sim_machine *m, unsigned d, unsigned long long last_seen,
+                           struct sample *out, unsigned max, unsigned *ret_n,
+                           uint64_t *ret_now_us) {
+  uint64_t now = sim_now_ns(), now_us = realtime_us(), window = UTIL_WINDOW_NS;
+  *ret_now_us = now_us;
+  if (last_seen >= now_us)
+    return NVML_ERROR_NOT_FOUND;
+  if (last_seen)
+    window = (now_us - last_seen) * 1000;
+  sim_lock(m);
+  sim_reap(m, 0);
+  unsigned n = 0;
+  for (unsigned i = 0; i < SIM_MAX_PROCS && n < max && !nv.hide_pids; i++) {
+    const struct sim_proc *p = &m->proc[i];
+    uint64_t from = now > window ? now - window : 0;
+    if (!p->pid || sim_busy_between(m, d, (int)i, from, now) == 0)
+      continue;
+    out[n].pid = shown_pid(p->pid);
+    out[n++].sm = sim_util_percent(m, d, (int)i, window);
+  }
+  sim_unlock(m);
+  *ret_n = n;
+  return n ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+
 /* The documented two-call protocol, with the driver's own answers: the size call (utilization
  * NULL) and any call whose count is below the sample buffer's size are
  * NVML_ERROR_INSUFFICIENT_SIZE with *processSamplesCount = that size; with room, one sample per
  * process that ran since lastSeenTimeStamp (SUCCESS, the count written), or
- * NVML_ERROR_NOT_FOUND (count left as passed) when there is none. */
+ * NVML_ERROR_NOT_FOUND (count left as passed) when there is none. NOT_SUPPORTED where only the
+ * newer call has the samples (GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION, as on Blackwell). */
 SIM_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                      nvmlProcessUtilizationSample_t *utilization,
                                                      unsigned int *processSamplesCount,
                                                      unsigned long long lastSeenTimeStamp) {
   REQUIRE_MACHINE(m);
-  unsigned d;
+  unsigned d, n;
+  uint64_t now_us;
+  struct sample got[SIM_MAX_PROCS];
   nvmlReturn_t rc = dev_arg(m, device, &d);
   if (rc != NVML_SUCCESS)
     return rc;
+  if (nv.no_process_util)
+    return NVML_ERROR_NOT_SUPPORTED;
   if (!processSamplesCount)
     return NVML_ERROR_INVALID_ARGUMENT;
   if (!utilization || *processSamplesCount < UTIL_SAMPLES) {
     *processSamplesCount = UTIL_SAMPLES;
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
-  uint64_t now = sim_now_ns(), now_us = realtime_us();
-  /* lastSeenTimeStamp is CPU time in microseconds; the window runs from it to now
-   * (the last second when it is 0 or in the future). */
-  uint64_t window = UTIL_WINDOW_NS;
-  if (lastSeenTimeStamp && lastSeenTimeStamp < now_us)
-    window = (now_us - lastSeenTimeStamp) * 1000;
-  if (lastSeenTimeStamp >= now_us)
-    return NVML_ERROR_NOT_FOUND; /* nothing can be newer than now */
-  sim_lock(m);
-  sim_reap(m, 0);
-  unsigned n = 0;
-  for (unsigned i = 0; i < SIM_MAX_PROCS && n < *processSamplesCount && !nv.hide_pids; i++) {
-    const struct sim_proc *p = &m->proc[i];
-    if (!p->pid)
-      continue;
-    uint64_t from = now > window ? now - window : 0;
-    if (sim_busy_between(m, d, (int)i, from, now) == 0)
-      continue;
-    nvmlProcessUtilizationSample_t *s = &utilization[n++];
+  rc = recent(m, d, lastSeenTimeStamp, got, *processSamplesCount, &n, &now_us);
+  for (unsigned i = 0; rc == NVML_SUCCESS && i < n; i++) {
+    nvmlProcessUtilizationSample_t *s = &utilization[i];
     memset(s, 0, sizeof(*s));
-    s->pid = shown_pid(p->pid);
+    s->pid = got[i].pid;
     s->timeStamp = now_us;
-    s->smUtil = sim_util_percent(m, d, (int)i, window);
+    s->smUtil = got[i].sm;
   }
-  sim_unlock(m);
-  if (n == 0)
-    return NVML_ERROR_NOT_FOUND;
-  *processSamplesCount = n;
+  if (rc == NVML_SUCCESS)
+    *processSamplesCount = n;
+  return rc;
+}
+
+/* The newer call: the version word checked; a NULL array or too few entries is
+ * NVML_ERROR_INSUFFICIENT_SIZE with processSamplesCount = the samples there are; then one per
+ * process that ran since lastSeenTimeStamp; NOT_FOUND when none did. */
+SIM_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                           nvmlProcessesUtilizationInfo_t *info) {
+  REQUIRE_MACHINE(m);
+  unsigned d, n;
+  uint64_t now_us;
+  struct sample got[SIM_MAX_PROCS];
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!info)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version != nvmlProcessesUtilizationInfo_v1)
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  rc = recent(m, d, info->lastSeenTimeStamp, got, SIM_MAX_PROCS, &n, &now_us);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!info->procUtilArray || info->processSamplesCount < n) {
+    info->processSamplesCount = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    nvmlProcessUtilizationInfo_v1_t *o = &info->procUtilArray[i];
+    memset(o, 0, sizeof(*o));
+    o->timeStamp = now_us;
+    o->pid = got[i].pid;
+    o->smUtil = got[i].sm;
+  }
+  info->processSamplesCount = n;
   return NVML_SUCCESS;
 }

@@ -144,6 +144,31 @@ _Static_assert(sizeof(nvmlProcessDetail_v1_t) == 32, "nvmlProcessDetail_v1_t is 
 _Static_assert(sizeof(nvmlProcessDetailList_v1_t) == 24, "its version word is 0x1000018");
 #endif
 
+/* nvmlDeviceGetProcessesUtilizationInfo (NVML 12.4+, driver 550+): the per-process samples in
+ * a versioned list; Blackwell has only this one. */
+typedef struct nvmlProcessUtilizationInfo_v1_st {
+  unsigned long long timeStamp; /* CPU timestamp in microseconds */
+  unsigned int pid;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+  unsigned int jpgUtil;
+  unsigned int ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+typedef struct nvmlProcessesUtilizationInfo_v1_st {
+  unsigned int version;             /* nvmlProcessesUtilizationInfo_v1 */
+  unsigned int processSamplesCount; /* in: the array's entries; out: those written or needed */
+  unsigned long long lastSeenTimeStamp;
+  nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_v1_t;
+typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
+#define nvmlProcessesUtilizationInfo_v1 NVML_STRUCT_VERSION(ProcessesUtilizationInfo, 1)
+#ifndef __cplusplus
+_Static_assert(sizeof(nvmlProcessUtilizationInfo_v1_t) == 40, "NVML strides its array by 40");
+_Static_assert(sizeof(nvmlProcessesUtilizationInfo_v1_t) == 24, "its version word is 0x1000018");
+#endif
+
 typedef struct nvmlPciInfo_st {
   char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* "domain:bus:device.0", 8+ digits */
   unsigned int domain;
@@ -211,6 +236,12 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
  * (SUCCESS when there is none) with numProcArrayEntries = the entries needed. */
 nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
                                                    nvmlProcessDetailList_t *plist);
+/* Count call: procUtilArray NULL (or too few entries) -> NVML_ERROR_INSUFFICIENT_SIZE with
+ * processSamplesCount = the entries needed; NVML_ERROR_NOT_FOUND: no sample since
+ * lastSeenTimeStamp. */
+nvmlReturn_t
+nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                      nvmlProcessesUtilizationInfo_t *procesesUtilInfo);
 /* pciBusId: "domain:bus:device.function" in hex, as nvmlPciInfo_t's busId or busIdLegacy. */
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device);
 /* The name of a process by pid, read from the caller's own /proc (so a host pid means nothing
