@@ -80,6 +80,40 @@ static unsigned long long realtime_us(void) {
   return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
 }
 
+/* The newer call's samples (Blackwell has only this one: HAMi-core#218) in the old layout. */
+static nvmlProcessUtilizationSample_t *newer_samples(nvmlDevice_t device, unsigned long long since,
+                                                     unsigned *ret_n, nvmlReturn_t *ret_rc) {
+  const struct gs_real *r = gs_real();
+  nvmlProcessesUtilizationInfo_t info = {.version = nvmlProcessesUtilizationInfo_v1,
+                                         .lastSeenTimeStamp = since};
+  *ret_n = 0;
+  *ret_rc = NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (!r->nvmlDeviceGetProcessesUtilizationInfo)
+    return NULL;
+  *ret_rc = r->nvmlDeviceGetProcessesUtilizationInfo(device, &info);
+  if (*ret_rc != NVML_ERROR_INSUFFICIENT_SIZE || info.processSamplesCount == 0)
+    return NULL;
+  unsigned room = info.processSamplesCount + 8; /* processes that start between the calls */
+  nvmlProcessUtilizationInfo_v1_t *in = calloc(room, sizeof(*in));
+  nvmlProcessUtilizationSample_t *s = calloc(room, sizeof(*s));
+  info.procUtilArray = in;
+  info.processSamplesCount = room;
+  *ret_rc = in && s ? r->nvmlDeviceGetProcessesUtilizationInfo(device, &info) : NVML_ERROR_MEMORY;
+  for (unsigned i = 0; *ret_rc == NVML_SUCCESS && i < info.processSamplesCount && i < room; i++) {
+    s[i].pid = in[i].pid;
+    s[i].timeStamp = in[i].timeStamp;
+    s[i].smUtil = in[i].smUtil;
+    s[i].memUtil = in[i].memUtil;
+    *ret_n = i + 1;
+  }
+  free(in);
+  if (*ret_rc != NVML_SUCCESS) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
 /* NVML's per-process samples for `device` since `since` (CPU time, us): malloc'd, *ret_n of
  * them; NULL with *ret_rc = what NVML said when it gave none (NOT_FOUND: no process ran). */
 static nvmlProcessUtilizationSample_t *real_samples(nvmlDevice_t device, unsigned long long since,
@@ -88,9 +122,10 @@ static nvmlProcessUtilizationSample_t *real_samples(nvmlDevice_t device, unsigne
   unsigned need = 0;
   *ret_n = 0;
   *ret_rc = NVML_ERROR_FUNCTION_NOT_FOUND;
-  if (!r->nvmlDeviceGetProcessUtilization)
-    return NULL;
-  *ret_rc = r->nvmlDeviceGetProcessUtilization(device, NULL, &need, since);
+  if (r->nvmlDeviceGetProcessUtilization)
+    *ret_rc = r->nvmlDeviceGetProcessUtilization(device, NULL, &need, since);
+  if (*ret_rc == NVML_ERROR_NOT_SUPPORTED || *ret_rc == NVML_ERROR_FUNCTION_NOT_FOUND)
+    return newer_samples(device, since, ret_n, ret_rc);
   if (*ret_rc != NVML_ERROR_INSUFFICIENT_SIZE || need == 0)
     return NULL;
   nvmlProcessUtilizationSample_t *s = calloc(need, sizeof(*s));
@@ -199,5 +234,35 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     return NVML_ERROR_NOT_FOUND;
   }
   *processSamplesCount = kept;
+  return NVML_SUCCESS;
+}
+
+/* The newer call, kept to the slice's pids as the old one (its count call is NVML's own). */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                             nvmlProcessesUtilizationInfo_t *info) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetProcessesUtilizationInfo)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  gs_setup();
+  unsigned passed = info ? info->processSamplesCount : 0;
+  nvmlReturn_t rc = r->nvmlDeviceGetProcessesUtilizationInfo(device, info);
+  if (rc != NVML_SUCCESS || !info || !info->procUtilArray)
+    return rc;
+  struct gs_nvml_proc *procs = calloc(GS_NVML_MAX_PROCS, sizeof(*procs));
+  unsigned n = 0, kept = 0;
+  nvmlProcessUtilizationInfo_v1_t *a = info->procUtilArray;
+  if (procs && gs_nvml_slice_procs(device, procs, GS_NVML_MAX_PROCS, &n) == 0 && n &&
+      gs_nvml_pids_ours(device, procs, n)) {
+    for (unsigned i = 0; i < info->processSamplesCount && i < passed; i++)
+      if (gs_nvml_has_pid(procs, n, a[i].pid))
+        a[kept++] = a[i];
+  }
+  free(procs);
+  if (kept == 0) {
+    memset(a, 0, (size_t)passed * sizeof(*a));
+    info->processSamplesCount = passed;
+    return NVML_ERROR_NOT_FOUND;
+  }
+  info->processSamplesCount = kept;
   return NVML_SUCCESS;
 }

@@ -126,7 +126,8 @@
   X(nvmlDeviceGetMPSComputeRunningProcesses_v3)                                                    \
   X(nvmlDeviceGetRunningProcessDetailList)                                                         \
   X(nvmlDeviceGetUtilizationRates)                                                                 \
-  X(nvmlDeviceGetProcessUtilization)
+  X(nvmlDeviceGetProcessUtilization)                                                               \
+  X(nvmlDeviceGetProcessesUtilizationInfo)
 
 #define GS_NVML_CALLED(X)                                                                          \
   X(nvmlInit_v2)                                                                                   \

@@ -6,8 +6,9 @@
 #  - the process lists (compute v3 and v1, the two-call protocol) hold only the slice's own
 #    process, with the memory the slice counts for it, under the pid its namespace sees;
 #  - memory total is the cap, used the slice's (v1 and v2);
-#  - utilization is the slice's share (about 30 and 70, not the device's 100), and
-#    nvmlDeviceGetProcessUtilization gives the slice's pids only;
+#  - utilization is the slice's share (about 30 and 70, not the device's 100), also where only
+#    the newer per-process call answers (Blackwell), and both per-process calls give the
+#    slice's pids only;
 #  - with NVML's pids another namespace's (GSLICE_SIM_NVML_PID_OFFSET, as in a container) the
 #    list still shows the slice's processes by their own pids, and utilization says N/A (it
 #    cannot be told apart), never the device's;
@@ -33,6 +34,7 @@ fi
 sleep \$(awk -v s=$START -v n=\$(date +%s.%N) 'BEGIN { d = s + 3 - n; print (d > 0 ? d : 0) }')
 "$SMI" > "$T/$s.smi" 2> "$T/$s.smi.err"
 GSLICE_SIM_NVML_PID_OFFSET=$OFFSET "$SMI" > "$T/$s.off" 2> "$T/$s.off.err"
+GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION=1 "$SMI" > "$T/$s.bw" 2> "$T/$s.bw.err"
 LD_PRELOAD= "$SMI" > "$T/$s.raw" 2> "$T/$s.raw.err"
 [ $hold = 0 ] || kill \$(cat "$T/$s.holdpid")
 wait
@@ -117,9 +119,16 @@ check() {
     fi
   fi
   qgrep "^putil gpu=0 pid=$1 sm=" "$f" || fail "$s: no utilization sample of its process"
+  qgrep "^putil2 gpu=0 pid=$1 sm=" "$f" || fail "$s: no sample of its process (newer call)"
   for p in $other; do
-    ! qgrep "^putil gpu=0 pid=$p " "$f" || fail "$s: the other slice's sample is shown"
+    ! qgrep "^putil2\? gpu=0 pid=$p " "$f" || fail "$s: the other slice's sample is shown"
   done
+  # Where only the newer per-process call answers (Blackwell), the share comes from it.
+  qgrep "^putil gpu=0 none rc=3" "$T/$s.bw" || fail "$s: the old call answered: $(cat "$T/$s.bw")"
+  qgrep "^putil2 gpu=0 pid=$1 sm=" "$T/$s.bw" || fail "$s: no newer sample: $(cat "$T/$s.bw")"
+  u=$(field <(grep '^gpu ' "$T/$s.bw") util)
+  [ $((u - raw)) -le 8 ] && [ $((raw - u)) -le 8 ] ||
+    fail "$s, newer call only: utilization $u%, the device says $raw% for its process"
   # Another namespace's pids: utilization cannot be told apart, so N/A, not the device's.
   expect_eq "$s, pid offset: utilization" "$(field <(grep '^gpu ' "$T/$s.off") util)" na
   qgrep "^putil gpu=0 none rc=6" "$T/$s.off" || fail "$s, pid offset: samples shown"

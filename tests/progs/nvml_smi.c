@@ -8,6 +8,7 @@
  *   list gpu=I compute=N compute_v1=N graphics=N mps=N short=RC:NEED detail=N:PID/BYTES,...
  *   proc gpu=I pid=P used=B name=NAME
  *   putil gpu=I pid=P sm=S        (or "putil gpu=I none rc=RC")
+ *   putil2 gpu=I pid=P sm=S       (nvmlDeviceGetProcessesUtilizationInfo; or none rc=RC)
  * `nvml_smi bus BUSID` and `nvml_smi uuid UUID` print "bus rc=RC" / "uuid rc=RC" (-i's lookups).
  */
 #include <stdio.h>
@@ -137,19 +138,31 @@ static int process_util(unsigned i) {
   unsigned long long since = (unsigned long long)ts.tv_sec * 1000000ull +
                              (unsigned long long)ts.tv_nsec / 1000 - 1000000ull;
   nvmlReturn_t rc = nvmlDeviceGetProcessUtilization(d, NULL, &need, since);
-  if (rc != NVML_ERROR_INSUFFICIENT_SIZE) {
+  nvmlProcessUtilizationSample_t *s =
+      rc == NVML_ERROR_INSUFFICIENT_SIZE ? calloc(need, sizeof(*s)) : NULL;
+  if (rc != NVML_ERROR_INSUFFICIENT_SIZE)
     printf("putil gpu=%u none rc=%d\n", i, (int)rc);
-    return 0;
-  }
-  nvmlProcessUtilizationSample_t *s = calloc(need, sizeof(*s));
-  if (!s)
-    return 1;
-  rc = nvmlDeviceGetProcessUtilization(d, s, &need, since);
-  if (rc != NVML_SUCCESS)
+  else
+    rc = s ? nvmlDeviceGetProcessUtilization(d, s, &need, since) : NVML_ERROR_MEMORY;
+  if (s && rc != NVML_SUCCESS)
     printf("putil gpu=%u none rc=%d\n", i, (int)rc);
   for (unsigned j = 0; rc == NVML_SUCCESS && j < need; j++)
     printf("putil gpu=%u pid=%u sm=%u\n", i, s[j].pid, s[j].smUtil);
   free(s);
+  /* The newer call (the one Blackwell answers): count, then samples. */
+  nvmlProcessUtilizationInfo_v1_t a[64];
+  nvmlProcessesUtilizationInfo_t info = {.version = nvmlProcessesUtilizationInfo_v1,
+                                         .lastSeenTimeStamp = since};
+  rc = nvmlDeviceGetProcessesUtilizationInfo(d, &info);
+  if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+    info.procUtilArray = a;
+    info.processSamplesCount = 64;
+    rc = nvmlDeviceGetProcessesUtilizationInfo(d, &info);
+  }
+  if (rc != NVML_SUCCESS)
+    printf("putil2 gpu=%u none rc=%d\n", i, (int)rc);
+  for (unsigned j = 0; rc == NVML_SUCCESS && j < info.processSamplesCount && j < 64; j++)
+    printf("putil2 gpu=%u pid=%u sm=%u\n", i, a[j].pid, a[j].smUtil);
   return 0;
 }
 
