@@ -105,6 +105,7 @@ static void test_shape(void) {
   struct stat st;
 
   snprintf(dir, sizeof(dir), "%s/cdi", tmp);
+  mode_t old_umask = umask(077); /* the modes are the writer's, whatever the umask */
   CHECK_EQ_INT(cdi_spec_write(dir, "gslice.io-slot_gpu0-3", NODE_CDI_KIND_SLOT, &d, 1, NULL, err,
                               sizeof(err)),
                0);
@@ -115,6 +116,7 @@ static void test_shape(void) {
   CHECK(stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0644);
   snprintf(path, sizeof(path), "%s/.gslice.io-slot_gpu0-3.json.tmp", dir);
   CHECK(access(path, F_OK) < 0);
+  umask(old_umask);
 
   json_t *s = read_spec("gslice.io-slot_gpu0-3");
   CHECK(s != NULL);
@@ -450,6 +452,9 @@ static void test_slice_subset(struct node *n, const char *dev, const char *info)
                                   sizeof(err)),
                -ENODEV);
   CHECK(strstr(err, "GPU-eeee") != NULL);
+  CHECK_EQ_INT(cdi_slice_edits_at(n, dev, info, "/sd", "/sd.region", NULL, second, 1, &st, &e, err,
+                                  sizeof(err)),
+               -EINVAL);
   CHECK_EQ_INT(cdi_slice_edits_at(n, dev, info, "/sd", "/sd.region", "s", bogus, 1, &st, &e, err,
                                   sizeof(err)),
                -ENODEV);

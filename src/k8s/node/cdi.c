@@ -265,7 +265,8 @@ static int dir_open(const char *dir, bool make, int *ret_fd, char *err, size_t e
     snprintf(err, err_len, "CDI: --cdi-dir %.200s is not an absolute path", dir);
     return -EINVAL;
   }
-  if (make && mkdir(dir, 0755) < 0 && errno != EEXIST) {
+  bool made = make && mkdir(dir, 0755) == 0;
+  if (make && !made && errno != EEXIST) {
     int e = -errno;
     snprintf(err, err_len, "CDI: cannot make %.200s: %s (does its parent exist?)", dir,
              strerror(-e));
@@ -286,6 +287,13 @@ static int dir_open(const char *dir, bool make, int *ret_fd, char *err, size_t e
              dir);
     close(fd);
     return -EPERM;
+  }
+  /* 0755 whatever the umask: the runtimes read it as root, the kubelet's plugins may too. */
+  if (made && fchmod(fd, 0755) < 0) {
+    int e = -errno;
+    snprintf(err, err_len, "CDI: cannot make %.200s 0755: %s", dir, strerror(-e));
+    close(fd);
+    return e;
   }
   *ret_fd = fd;
   return 0;
@@ -371,7 +379,9 @@ int cdi_spec_remove(const char *dir, const char *file, char *err, size_t err_len
 /* The value of "Key:   value" lines of the driver's information file, trimmed. */
 static bool info_value(char *text, const char *key, char *out, size_t len) {
   size_t kl = strlen(key);
-  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+  char *save = NULL;
+  /* strtok_r: Allocate and DRA's Prepare may read these on threads of their own. */
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
     if (strncmp(line, key, kl) || line[kl] != ':')
       continue;
     char *v = line + kl + 1;
@@ -527,6 +537,10 @@ int cdi_slice_edits_at(const struct node *n, const char *dev_root, const char *g
 
   memset(out, 0, sizeof(*out));
   st->used = 0;
+  if (!slots || !*slots || !slice_dir || !region) {
+    snprintf(err, err_len, "CDI: a slice's edits need its slots (or claim), directory and region");
+    return -EINVAL;
+  }
   if (ngpus > GS_MAX_GPUS) {
     snprintf(err, err_len, "CDI: %zu GPUs, at most %d", ngpus, GS_MAX_GPUS);
     return -EINVAL;
