@@ -10,7 +10,7 @@
 # unprepares as success; a claim named by a UID that is not one is refused before anything is
 # done), NodeWatchResources of v1, v1beta1 and v1alpha1 (every GPU HEALTHY, UNHEALTHY while
 # gsliced is gone, HEALTHY again), an unknown method UNIMPLEMENTED; a removed socket is served
-# again; a clean stop removes both sockets.
+# again; a clean stop removes both sockets; bad flags are refused, naming the flag.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_node.sh"
 
@@ -99,6 +99,20 @@ if __name__ == "__main__":
     main()
 PYEOF
 c() { "$PY" "$T/client.py" "$PB" "$REGSOCK" "$@"; }
+
+# Bad flags: said, exit 2, before anything is served.
+bad() {
+  local rc=0 out
+  out=$("$BIN/gslice-node" --mode dra --no-api-server --node-name node-a --hook "$HOOK" "$@" 2>&1) || rc=$?
+  expect_eq "gslice-node --mode dra $*: exit" "$rc" 2
+  printf '%s' "$out" | qgrep -- "$1" || fail "the refusal of $* does not name $1: $out"
+}
+bad --plugins-registry "$T/none" --plugin-dir "$PLUGDIR"
+bad --plugin-dir "$T/none/gslice.io" --plugins-registry "$REGDIR"
+bad --plugin-dir relative/gslice.io --plugins-registry "$REGDIR"
+bad --allocate-cdi --plugins-registry "$REGDIR" --plugin-dir "$PLUGDIR"
+[ -z "$(ls -A "$REGDIR")" ] || fail "a refused start left $(ls "$REGDIR")"
+pass "bad DRA flags refused, saying which"
 
 start_gsliced
 "$BIN/gslice-node" --mode dra --no-api-server --node-name node-a --plugins-registry "$REGDIR" \
