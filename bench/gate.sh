@@ -1,0 +1,85 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The gate's cost against the physical limit (issue 20.3): bench/gate_bench.c (zero-length
+# kernels on the sim in batches of 8 and 64 launches, each ended by a synchronize) run directly
+# and under the hook in each mode, in alternated rounds on one simulated GPU and daemon; per mode
+# the ns added per launch and per synchronize (fitted over the batch sizes, each round against
+# the direct run of that round), median and range over the rounds; in wall time (what a program
+# sees on a quiet host) and in the launching threads' CPU time (what the gate itself spends, which
+# a loaded host moves far less: there a thread is off the CPU for most of each slice).
+#   GATE_SECONDS (2) per batch size per run, GATE_ROUNDS (5), GATE_THREADS (4: the threaded
+#   modes), GATE_BATCHES ("8 64"), GATE_SHORT=1: a smoke test (0.2 s, 2 rounds).
+source "$GSLICE_SRC/bench/compute_env.inc"
+SECS=${GATE_SECONDS:-2} ROUNDS=${GATE_ROUNDS:-5} THREADS=${GATE_THREADS:-4}
+BATCHES=${GATE_BATCHES:-8 64}
+if [ "${GATE_SHORT:-0}" = 1 ]; then SECS=0.2 ROUNDS=2; fi
+GB="$GSLICE_BUILD/bench/gate_bench"
+bench_daemon
+# name|threads|how it runs (the direct run of the same thread count is its baseline)
+MODES=(
+  "direct|1|"
+  "hook, no slice (gate off)|1|env LD_PRELOAD=$HOOK"
+  "slice, best effort (token)|1|$BIN/gslice run --"
+  "soft: --compute 50 (token)|1|$BIN/gslice run --compute 50 --"
+  "hard: --compute 50 --compute-limit 50|1|$BIN/gslice run --compute 50 --compute-limit 50 --"
+  "direct, $THREADS threads|$THREADS|"
+  "soft, $THREADS threads|$THREADS|$BIN/gslice run --compute 50 --"
+  "hard, $THREADS threads|$THREADS|$BIN/gslice run --compute 50 --compute-limit 50 --"
+)
+echo "gate cost: $(nproc) CPU(s), load $(cut -d' ' -f1-3 /proc/loadavg), ${SECS}s per batch" \
+  "size per run, $ROUNDS rounds, batches $BATCHES"
+R="$BT/results"
+for round in $(seq "$ROUNDS"); do
+  for m in "${MODES[@]}"; do
+    IFS='|' read -r name threads how <<<"$m"
+    # shellcheck disable=SC2086 # `how` is words
+    out=$($how "$GB" "$SECS" "$threads" $BATCHES 2>>"$BT/gate.err") ||
+      { echo "gate_bench failed in '$name':"; cat "$BT/gate.err"; exit 1; }
+    echo "$round|$name|$threads|$out" >>"$R"
+  done
+done
+# The fit per round against that round's direct run of the same thread count; p: "" (wall time)
+# or "cpu_" (CPU time).
+table() {
+awk -F'|' -v batches="$BATCHES" -v p="$1" '
+function val(s, k,   r) { r = " " s; sub(".* " p k "=", "", r); sub(" .*", "", r); return r + 0 }
+function stats(a, n,   i, j, t, s) {
+  for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+  s = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  return sprintf("%+.1f [%+.1f, %+.1f]", s, a[1], a[n])
+}
+{ round = $1; name = $2; th = $3; out = $4
+  if (!(name in seen)) { seen[name] = 1; order[++nm] = name; thr[name] = th }
+  if (name ~ /^direct/) base[round, th] = out
+  res[name, round] = out; if (round > nr) nr = round }
+END {
+  nb = split(batches, bs, " ")
+  printf "| mode | direct ns/launch | added ns/launch | direct ns/sync | added ns/sync |"
+  for (k = 1; k <= nb; k++) printf " added ns/launch at %d |", bs[k]
+  printf " <= 20 / <= 100 |\n|---|---:|---:|---:|---:|"
+  for (k = 1; k <= nb; k++) printf "---:|"
+  print "---|"
+  for (i = 1; i <= nm; i++) {
+    name = order[i]; if (name ~ /^direct/) continue
+    dl = ds = 0; delete al; delete as; delete ab
+    for (r = 1; r <= nr; r++) {
+      b = base[r, thr[name]]; o = res[name, r]
+      dl += val(b, "launch_ns") / nr; ds += val(b, "sync_ns") / nr
+      al[r] = val(o, "launch_ns") - val(b, "launch_ns"); as[r] = val(o, "sync_ns") - val(b, "sync_ns")
+      for (k = 1; k <= nb; k++)
+        ab[k, r] = (val(o, "batch" bs[k] "_ns") - val(b, "batch" bs[k] "_ns")) / bs[k]
+    }
+    la = stats(al, nr); sa = stats(as, nr)
+    met = ((la + 0 <= 20) ? "yes" : "no") " / " ((sa + 0 <= 100) ? "yes" : "no")
+    printf "| %s | %.1f | %s | %.1f | %s |", name, dl, la, ds, sa
+    for (k = 1; k <= nb; k++) { delete t; for (r = 1; r <= nr; r++) t[r] = ab[k, r]; printf " %s |", stats(t, nr) }
+    printf " %s |\n", met
+  }
+}' "$R"
+}
+echo "wall time:"
+table ""
+echo
+echo "CPU time of the launching threads:"
+table cpu_
+echo "(added: median [min, max] over the rounds, each round against its own direct run)"
