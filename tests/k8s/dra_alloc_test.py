@@ -319,16 +319,13 @@ class ThroughTheApiServer(unittest.TestCase):
         cls.proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(
             os.path.abspath(__file__)), "apiserver.py"), "--port-file", pf],
             stderr=subprocess.DEVNULL)
+        cls.addClassCleanup(cls.proc.wait)
+        cls.addClassCleanup(cls.proc.kill)
         for _ in range(200):
             if os.path.exists(pf):
                 break
             time.sleep(0.05)
         cls.api = A.Api("http://127.0.0.1:%s" % open(pf).read().strip())
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.proc.kill()
-        cls.proc.wait()
 
     def post(self, path, obj, want=201):
         code, out = self.api.call("POST", A.R + path, obj)

@@ -67,6 +67,7 @@ import os
 import re
 import signal
 import socketserver
+import stat
 import subprocess
 import sys
 import threading
@@ -125,11 +126,14 @@ def cdi_resolve(cdi_dir, ids):
     "mounts": [..], "deviceNodes": [..], "hooks": [..]}; ValueError naming an unresolvable id.
     cdi_read.py (the project's strict reader) does it when it is there."""
     try:
-        import cdi_read  # noqa: F401
-        if hasattr(cdi_read, "resolve"):
-            return cdi_read.resolve(cdi_dir, ids)
+        import cdi_read
     except ImportError:
-        pass
+        cdi_read = None
+    if cdi_read is not None:
+        try:
+            return cdi_read.resolve([cdi_dir], ids)
+        except cdi_read.CDIError as e:
+            raise ValueError(str(e))
     specs = cdi_specs(cdi_dir)
     edits = {"env": [], "mounts": [], "deviceNodes": [], "hooks": []}
     used = []
@@ -162,9 +166,11 @@ class Kubelet:
         self.lock = threading.RLock()
         self.plugins = {}  # driver -> {"endpoint", "version", "socket", "channel"}
         self.sockets = {}  # registration socket path -> driver (or None: refused)
+        self.seen = {}  # registration socket path -> (device, inode, ctime) when registered
         self.registrations = 0
         self.refusals = []
         self.wipes = 0
+        self.wiped = []  # how many slices each wipe deleted
         self.prepares = 0
         self.unprepares = 0
         self.claims = {}  # uid -> {"namespace","name","driver","pods":set,"cdi":{request:[ids]}}
@@ -187,6 +193,7 @@ class Kubelet:
                                        "spec.nodeName=" + self.args.node_name)
         with self.lock:
             self.wipes += 1
+            self.wiped.append(len(out.get("items") or []))
         log("startup wipe of node %s's ResourceSlices: %d, %d deleted" % (
             self.args.node_name, code, len(out.get("items") or [])))
 
@@ -201,13 +208,21 @@ class Kubelet:
                        for f in os.listdir(self.args.plugins_registry)}
             except OSError:
                 now = set()
-            now = {p for p in now if is_socket(p)}
+            now = {p: socket_id(p) for p in now}
+            now = {p: i for p, i in now.items() if i is not None}
             with self.lock:
-                known = set(self.sockets)
-            for p in sorted(known - now):
+                known = dict(self.seen)
+            for p in sorted(set(known) - set(now)):
                 self.deregister(p)
-            for p in sorted(now - known):
-                self.register(p)
+            # A new socket, or one made again at the same path (inotify's CREATE to the kubelet).
+            for p in sorted(p for p in now if known.get(p) != now[p]):
+                if p in known:
+                    self.deregister(p)
+                with self.lock:
+                    self.seen[p] = now[p]
+                if not self.register(p):
+                    with self.lock:
+                        self.seen.pop(p, None)  # GetInfo failed: tried again
             time.sleep(0.1)
 
     def register(self, path):
@@ -220,7 +235,7 @@ class Kubelet:
         except grpc.RpcError as e:
             log("GetInfo on %s failed: %s (retried)" % (path, e.code()))
             ch.close()
-            return
+            return False
         why = self.validate(info)
         version = next((v for v in VERSIONS if v in info.supported_versions), None)
         try:
@@ -237,7 +252,7 @@ class Kubelet:
             if why is not None:
                 self.refusals.append({"socket": path, "name": info.name, "error": why})
                 log("refused plugin %r at %s: %s" % (info.name, path, why))
-                return
+                return True
             old = self.plugins.get(info.name)
             if old and old.get("channel"):
                 old["channel"].close()
@@ -246,6 +261,7 @@ class Kubelet:
                 "channel": grpc.insecure_channel("unix:" + info.endpoint)}
             self.registrations += 1
         log("registered DRA plugin %s at %s, %s" % (info.name, info.endpoint, version))
+        return True
 
     def validate(self, info):
         """Why the plugin is refused, or None (the plugin watcher's and the DRA handler's
@@ -263,6 +279,7 @@ class Kubelet:
 
     def deregister(self, path):
         with self.lock:
+            self.seen.pop(path, None)
             name = self.sockets.pop(path, None)
             p = self.plugins.get(name)
             if p and p["socket"] == path:
@@ -418,9 +435,13 @@ class Kubelet:
                 self.pods.pop(key, None)
             log("pod %s not started: %s" % (key, e))
             return 409, {"error": str(e)}
-        for c in spec.get("containers") or []:
-            if c.get("command"):
-                self.start_container(spec, c)
+        try:
+            for c in spec.get("containers") or []:
+                if c.get("command"):
+                    self.start_container(spec, c)
+        except (OSError, RuntimeError, ValueError, KeyError) as e:  # a runtime's CreateContainer error
+            log("pod %s: a container did not start: %s" % (key, e))
+            return 500, {"error": "container not started: %s" % e, "containers": out}
         return 201, {"containers": out}
 
     def start_container(self, pod, c):
@@ -519,6 +540,7 @@ class Kubelet:
                     p["channel"].close()
             self.plugins.clear()
             self.sockets.clear()
+            self.seen.clear()
         time.sleep(down_s)
         self.start()
         log("back up")
@@ -529,19 +551,20 @@ class Kubelet:
                 "plugins": {n: {"endpoint": p["endpoint"], "version": p["version"]}
                             for n, p in self.plugins.items()},
                 "registrations": self.registrations, "refusals": list(self.refusals),
-                "wipes": self.wipes, "prepares": self.prepares, "unprepares": self.unprepares,
+                "wipes": self.wipes, "wiped": list(self.wiped), "prepares": self.prepares, "unprepares": self.unprepares,
                 "claims": {u: {"namespace": c["namespace"], "name": c["name"],
                                "drivers": c["drivers"], "pods": sorted(c["pods"]),
                                "cdi": c["cdi"]} for u, c in self.claims.items()},
                 "namespaces": self.namespaces}
 
 
-def is_socket(p):
-    import stat
+def socket_id(p):
+    """(device, inode, ctime) of the socket at p, None when p is not a socket."""
     try:
-        return stat.S_ISSOCK(os.stat(p).st_mode)
+        st = os.stat(p)
     except OSError:
-        return False
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
 
 
 def make_handler(k):

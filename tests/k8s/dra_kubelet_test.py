@@ -120,6 +120,11 @@ class FakePlugin:
             os.unlink(self.reg_sock)
 
 
+def stop(p):
+    p.terminate()
+    p.wait()
+
+
 def read(path):
     with open(path) as f:
         return f.read()
@@ -139,9 +144,9 @@ class DraKubelet(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.t = tempfile.mkdtemp(prefix="dra-kubelet-test.")
+        cls.addClassCleanup(shutil.rmtree, cls.t, ignore_errors=True)
         for d in ("reg", "svc", "cdi", "logs"):
             os.makedirs(os.path.join(cls.t, d))
-        cls.procs = []
         cls.api = A.Api("http://127.0.0.1:%s" % cls.spawn("api.port", [
             os.path.join(HERE, "apiserver.py"), "--port-file"]))
         for node in ("node-a", "node-b"):
@@ -170,16 +175,10 @@ class DraKubelet(unittest.TestCase):
     def spawn(cls, port_file, argv):
         pf = os.path.join(cls.t, port_file)
         with open(os.path.join(cls.t, port_file + ".log"), "w") as err:
-            cls.procs.append(subprocess.Popen([sys.executable] + argv + [pf], stderr=err))
+            p = subprocess.Popen([sys.executable] + argv + [pf], stderr=err)
+        cls.addClassCleanup(stop, p)  # also when setUpClass fails
         until(port_file, lambda: os.path.exists(pf))
         return read(pf).strip()
-
-    @classmethod
-    def tearDownClass(cls):
-        for p in cls.procs:
-            p.terminate()
-            p.wait()
-        shutil.rmtree(cls.t, ignore_errors=True)
 
     def kl_call(self, method, path, body=None):
         req = urllib.request.Request(self.kl + path, method=method,
@@ -258,6 +257,12 @@ class DraKubelet(unittest.TestCase):
         self.plugin.start_reg()
         until("registration again", lambda: "example.com" in self.state()["plugins"])
         self.assertEqual(self.state()["registrations"], 3)
+        # Made again at once at the same path (a plugin restarting faster than a poll): the
+        # kubelet's watcher sees the new socket and registers it again.
+        self.plugin.reg.stop(0)
+        self.plugin.start_reg()
+        until("registration of the new socket", lambda: self.state()["registrations"] == 4)
+        self.assertEqual(self.state()["wiped"], [1, 0])
 
 
 if __name__ == "__main__":
