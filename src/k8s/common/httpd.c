@@ -43,7 +43,8 @@
 #define PER_PEER 32
 #define TIMEOUT_MS 10000
 #define BODY_BUDGET (64u << 20)
-/* A body's first buffer (or its declared length, if smaller); it doubles as bytes arrive. */
+/* The most a body's first buffer takes (gs_buf's starts smaller and doubles as bytes arrive),
+ * and the room a peer must have before its body is read at all. */
 #define FIRST_BUFFER (4u << 10)
 /* After a request this large, memory goes back to the system (malloc_trim). */
 #define TRIM_AFTER (1u << 20)
@@ -108,8 +109,9 @@ struct httpd {
 struct req {
   struct gs_buf body;
   struct conn *c;
-  size_t max;      /* route's bound */
-  size_t declared; /* Content-Length, 0: none */
+  struct peer *peer; /* c's, kept while it holds bytes (done may come after c is closed) */
+  size_t max;        /* route's bound */
+  size_t declared;   /* Content-Length, 0: none */
 };
 
 /* ---- [HOST:]PORT ---------------------------------------------------------------------- */
@@ -326,15 +328,15 @@ static bool body_room(struct httpd *h, struct req *r, size_t n) {
     cap = r->declared + 1 > need ? r->declared + 1 : need;
   if (cap > r->max + 1)
     cap = r->max + 1;
-  if (!charge(h, r->c->peer, cap - old, true))
+  if (!charge(h, r->peer, cap - old, true))
     return false;
   r->body.max = cap - 1; /* gs_buf grows to its bound + 1 at most */
   if (gs_buf_reserve(&r->body, n)) {
-    uncharge(h, r->c->peer, cap - old);
+    uncharge(h, r->peer, cap - old);
     return false;
   }
   if (cap > r->body.cap)
-    uncharge(h, r->c->peer, cap - r->body.cap); /* not taken */
+    uncharge(h, r->peer, cap - r->body.cap); /* not taken */
   return true;
 }
 
@@ -358,28 +360,39 @@ static enum MHD_Result queue(struct MHD_Connection *mc, struct httpd_reply *rp) 
   return ret;
 }
 
-int httpd_reply_text(struct httpd_reply *rp, unsigned status, const char *text) {
+void httpd_reply_text(struct httpd_reply *rp, unsigned status, const char *text) {
   *rp = (struct httpd_reply){status, strdup(text), strlen(text), "text/plain; charset=utf-8"};
-  return rp->body ? 0 : -ENOMEM;
+  if (!rp->body)
+    rp->status = 0;
+}
+
+void httpd_reply_json_error(struct httpd_reply *rp, unsigned status, const char *text) {
+  struct gs_buf b = GS_BUF_INIT(0);
+  gs_buf_puts(&b, "{\"Error\":");
+  gs_buf_json_str(&b, text);
+  gs_buf_putc(&b, '}');
+  *rp = (struct httpd_reply){status, NULL, 0, "application/json"};
+  if (!(rp->body = gs_buf_steal(&b, &rp->len, NULL)))
+    rp->status = 0;
 }
 
 /* A refusal of the server's own, in the program's form. */
 static enum MHD_Result refuse(struct httpd *h, struct MHD_Connection *mc, unsigned status,
                               const char *fmt, const char *arg) {
-  struct gs_buf b = GS_BUF_INIT(0), t = GS_BUF_INIT(0);
-  struct httpd_reply rp = {status, NULL, 0, "text/plain; charset=utf-8"};
+  struct gs_buf t = GS_BUF_INIT(0);
+  struct httpd_reply rp;
   gs_buf_printf(&t, fmt, arg);
-  if (h->cfg.json_errors) {
-    gs_buf_puts(&b, "{\"Error\":");
-    gs_buf_json_str(&b, t.p ? t.p : "");
-    gs_buf_putc(&b, '}');
-    rp.ctype = "application/json";
-  } else {
-    gs_buf_printf(&b, "%s\n", t.p ? t.p : "");
-  }
-  gs_buf_free(&t);
-  if (!(rp.body = gs_buf_steal(&b, &rp.len, NULL)))
+  gs_buf_putc(&t, '\n');
+  char *text = gs_buf_steal(&t, NULL, NULL);
+  if (!text)
     return MHD_NO;
+  if (h->cfg.json_errors) {
+    text[strlen(text) - 1] = 0;
+    httpd_reply_json_error(&rp, status, text);
+  } else {
+    httpd_reply_text(&rp, status, text);
+  }
+  free(text);
   return queue(mc, &rp);
 }
 
@@ -440,6 +453,7 @@ static enum MHD_Result begin(struct httpd *h, struct MHD_Connection *mc, const c
     return MHD_NO;
   gs_buf_init(&r->body, max);
   r->c = c;
+  r->peer = c->peer;
   r->max = max;
   r->declared = want;
   *req_cls = r;
@@ -493,7 +507,7 @@ static void done(void *cls, struct MHD_Connection *mc, void **req_cls,
     return;
   bool trim = r->body.cap >= TRIM_AFTER;
   if (r->body.cap)
-    uncharge(h, r->c->peer, r->body.cap);
+    uncharge(h, r->peer, r->body.cap);
   gs_buf_free(&r->body);
   free(r);
   *req_cls = NULL;

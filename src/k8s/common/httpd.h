@@ -92,5 +92,7 @@ void httpd_stats(struct httpd *h, struct httpd_stats *ret);
 /* Stops serving (open connections are closed) and frees h; NULL: nothing. */
 void httpd_stop(struct httpd *h);
 
-/* rp as status and a copy of text (text/plain); 0 or -ENOMEM. */
-int httpd_reply_text(struct httpd_reply *rp, unsigned status, const char *text);
+/* rp as status and a copy of text (text/plain), or a JSON {"Error":text} (application/json,
+ * gslice-extender's form); without memory, status 0 (the connection is closed unanswered). */
+void httpd_reply_text(struct httpd_reply *rp, unsigned status, const char *text);
+void httpd_reply_json_error(struct httpd_reply *rp, unsigned status, const char *text);

@@ -54,23 +54,6 @@ struct ext_server {
   struct verbs *v;
 };
 
-/* ---- replies ------------------------------------------------------------------------------ */
-
-static void reply_json_error(struct httpd_reply *rp, unsigned status, const char *text) {
-  struct gs_buf b = GS_BUF_INIT(0);
-  gs_buf_puts(&b, "{\"Error\":");
-  gs_buf_json_str(&b, text);
-  gs_buf_putc(&b, '}');
-  *rp = (struct httpd_reply){status, NULL, 0, "application/json"};
-  if (!(rp->body = gs_buf_steal(&b, &rp->len, NULL)))
-    rp->status = 0;
-}
-
-static void reply_text(struct httpd_reply *rp, unsigned status, const char *text) {
-  if (httpd_reply_text(rp, status, text))
-    rp->status = 0;
-}
-
 static void counter(struct gs_buf *b, const char *name, const char *help, const char *label,
                     const char *const *values, const uint64_t *n, size_t count) {
   gs_prom_family(b, name, "counter", help);
@@ -178,14 +161,14 @@ static int metrics_route(void *cls, const struct httpd_req *rq, size_t *ret_max,
   struct ext_server *s = cls;
   (void)ret_max;
   if (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0)
-    reply_text(rp, 405, "method not allowed: this listener serves GET only\n");
+    httpd_reply_text(rp, 405, "method not allowed: this listener serves GET only\n");
   else if (strcmp(rq->url, "/livez") == 0)
-    reply_text(rp, 200, "ok\n");
+    httpd_reply_text(rp, 200, "ok\n");
   else if (strcmp(rq->url, "/healthz") == 0)
-    reply_text(rp, cluster_synced(verbs_cluster(s->v)) ? 200 : 503,
-               cluster_synced(verbs_cluster(s->v))
-                   ? "ok\n"
-                   : "not ready: the first list of nodes and pods is not read yet\n");
+    httpd_reply_text(rp, cluster_synced(verbs_cluster(s->v)) ? 200 : 503,
+                     cluster_synced(verbs_cluster(s->v))
+                         ? "ok\n"
+                         : "not ready: the first list of nodes and pods is not read yet\n");
   else if (strcmp(rq->url, "/metrics") == 0) {
     struct gs_buf b = GS_BUF_INIT(0);
     metrics(s, &b);
@@ -193,7 +176,7 @@ static int metrics_route(void *cls, const struct httpd_req *rq, size_t *ret_max,
     if (!(rp->body = gs_buf_steal(&b, &rp->len, NULL)))
       rp->status = 0;
   } else
-    reply_text(rp, 404, "not found: this listener serves GET /metrics, /healthz, /livez\n");
+    httpd_reply_text(rp, 404, "not found: this listener serves GET /metrics, /healthz, /livez\n");
   return 0;
 }
 
@@ -207,15 +190,16 @@ static int verbs_route(void *cls, const struct httpd_req *rq, size_t *ret_max,
   (void)cls;
   if (strcmp(rq->method, "POST") != 0) {
     if (strcmp(rq->url, "/healthz") == 0 || strcmp(rq->url, "/metrics") == 0)
-      reply_text(rp, 404, "not found: /healthz and /metrics are served on --metrics-listen\n");
+      httpd_reply_text(rp, 404,
+                       "not found: /healthz and /metrics are served on --metrics-listen\n");
     else
-      reply_text(rp, 405,
-                 "method not allowed: the verbs are POST /filter, /prioritize and /bind\n");
+      httpd_reply_text(rp, 405,
+                       "method not allowed: the verbs are POST /filter, /prioritize and /bind\n");
     return 0;
   }
   bool is_bind = strcmp(rq->url, "/bind") == 0;
   if (!is_bind && strcmp(rq->url, "/filter") != 0 && strcmp(rq->url, "/prioritize") != 0) {
-    reply_json_error(rp, 404, "not found: the verbs are /filter, /prioritize and /bind");
+    httpd_reply_json_error(rp, 404, "not found: the verbs are /filter, /prioritize and /bind");
     return 0;
   }
   *ret_max = is_bind ? VERB_BIND_BODY_MAX : BODY_MAX;

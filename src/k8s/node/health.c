@@ -56,8 +56,7 @@ static int route(void *cls, const struct httpd_req *rq, size_t *ret_max, struct 
     status = 404;
     snprintf(text, sizeof text, "not found: /healthz or /readyz\n");
   }
-  if (httpd_reply_text(rp, status, text))
-    rp->status = 0;
+  httpd_reply_text(rp, status, text);
   return 0;
 }
 
