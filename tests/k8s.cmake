@@ -10,6 +10,8 @@ if(TARGET gslice_k8s_common)
   gslice_unit_test(test_k8s_event SOURCES unit/test_k8s_event.c LIBS gslice_k8s_common)
   target_link_options(test_k8s_event PRIVATE -Wl,--wrap=kube_post -Wl,--wrap=kube_merge_patch)
   gslice_unit_test(test_k8s_jsonbound SOURCES unit/test_k8s_jsonbound.c LIBS gslice_k8s_common)
+  # The shared HTTP server on loopback, its peers 127.0.0.2.. as source addresses.
+  gslice_unit_test(test_k8s_httpd SOURCES unit/test_k8s_httpd.c LIBS gslice_k8s_common)
   gslice_unit_test(test_k8s_dra_api SOURCES unit/test_k8s_dra_api.c
                    ${CMAKE_SOURCE_DIR}/src/k8s/node/dra_api.c LIBS gslice_k8s_common Threads::Threads)
   target_include_directories(test_k8s_dra_api PRIVATE ${CMAKE_SOURCE_DIR}/src/k8s/node)
