@@ -5,7 +5,10 @@
  * Every period it reads GPUS_FILE (one GPU a line: "INDEX UUID MEMORY [PRODUCT]"; no file:
  * gsliced does not answer) into the node's GPUs, calls dra_publish and prints
  * "publish RC GENERATION ERR" (the generation of the slice it holds). When GPUS_FILE.stop
- * appears, or SECONDS pass, it calls dra_unpublish, prints "unpublish RC ERR" and exits. */
+ * appears, or SECONDS pass, it calls dra_unpublish, prints "unpublish RC ERR" and exits.
+ *   k8s_dra_publish claim KUBECONFIG NODE NAMESPACE NAME UID
+ * reads the claim (dra_claim_read) and prints "claim RC ERR", then one line a share:
+ * "share REQUEST DEVICE GPU MEMORY COMPUTE LIMIT PRIORITY WEIGHT SHAREID". */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -20,6 +23,7 @@
 #include "fileio.h"
 #include "kube.h"
 #include "node.h"
+#include "words.h"
 
 static void read_gpus(struct node *n, const char *file) {
   char *text = NULL, *save = NULL;
@@ -50,11 +54,35 @@ static long long gen_of(const json_t *s) {
       json_object_get(json_object_get(json_object_get(s, "spec"), "pool"), "generation"));
 }
 
+static int claim(char **argv) {
+  static struct node n;
+  static struct dra_claim c;
+  char err[KUBE_ERR_MAX] = "";
+
+  snprintf(n.cfg.node_name, sizeof(n.cfg.node_name), "%s", argv[3]);
+  if (kube_open(argv[2], &n.kube, err, sizeof(err)) < 0) {
+    fprintf(stderr, "kube_open: %s\n", err);
+    return 1;
+  }
+  int r = dra_claim_read(&n, argv[4], argv[5], argv[6], &c, err, sizeof(err));
+  printf("claim %d %s\n", r, r < 0 ? err : "");
+  for (size_t i = 0; r == 0 && i < c.nshares; i++) {
+    const struct dra_share *s = &c.shares[i];
+    printf("share %s %s %u %" PRIu64 " %u %u %s %u %s\n", s->request, s->device, s->gpu_index,
+           s->memory, s->compute, s->cfg.compute_limit, gs_priority_name(s->cfg.priority),
+           s->cfg.weight, s->share_id[0] ? s->share_id : "-");
+  }
+  kube_close(n.kube);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static struct node n;
   char err[KUBE_ERR_MAX], stop[4096];
   json_t *cache = NULL;
 
+  if (argc == 7 && !strcmp(argv[1], "claim"))
+    return claim(argv);
   if (argc != 6) {
     fprintf(stderr, "usage: %s KUBECONFIG NODE GPUS_FILE PERIOD_MS SECONDS\n", argv[0]);
     return 2;

@@ -49,7 +49,7 @@ expect_eq "generation" "$(gen)" 1
 D='d["spec"]["devices"][1]'
 expect_eq "attributes" "$(jget "$SLICE" "sorted($D['attributes'].items())")" "[('index', {'int': 1}), ('uuid', {'string': 'GPU-bbbb-1111'})]"
 expect_eq "multi" "$(jget "$SLICE" "$D['allowMultipleAllocations']")" True
-expect_eq "memory" "$(jget "$SLICE" "$D['capacity']['memory']")" "{'value': '85900394496', 'requestPolicy': {'default': '85899345920', 'validRange': {'min': '2097152', 'max': '85899345920', 'step': '2097152'}}}"
+expect_eq "memory" "$(jget "$SLICE" "$D['capacity']['memory']")" "{'value': '81921Mi', 'requestPolicy': {'default': '80Gi', 'validRange': {'min': '2Mi', 'max': '80Gi', 'step': '2Mi'}}}"
 expect_eq "compute" "$(jget "$SLICE" "$D['capacity']['compute']")" "{'value': '100', 'requestPolicy': {'default': '100', 'validRange': {'min': '1', 'max': '100', 'step': '1'}}}"
 expect_eq "shares" "$(jget "$SLICE" "$D['capacity']['shares']")" "{'value': '16', 'requestPolicy': {'default': '1', 'validValues': ['1']}}"
 expect_eq "this node's slices" "$(jget "$(api GET "$R?fieldSelector=spec.nodeName%3Dnode-a")" "sorted(x['metadata']['name'] for x in d['items'])")" "['node-a-gslice.io', 'other-node-a']"
@@ -72,7 +72,7 @@ expect_eq "generation after the wipe" "$(gen)" 2
 n1=$(grep '^publish' "$T/publish.log" | awk '$3 == 2 { print NR; exit }')
 [ "$n1" -le $((n0 + 2)) ] || fail "made again only by the $((n1 - n0))th publish after the wipe"
 expect_eq "devices after the wipe" "$(devs)" "['gpu-0', 'gpu-1']"
-pass "made again within one period of the wipe ($((n1 - n0)) publish(es) after it)"
+pass "made again within one period of the wipe, at a higher generation"
 
 # A GPU goes: updated, generation bumped.
 printf '0 GPU-aaaa-0000 17179869184\n' >"$T/gpus"
@@ -97,6 +97,45 @@ api PUT $S "$body" >/dev/null
 until_slice "d['spec']['devices'][0]['capacity']['compute']['value'] == '100'"
 expect_eq "generation" "$(gen)" 6
 pass "a change by another writer put back"
+
+# What kube-scheduler's allocator (the KEP-5075 stand-in, dra_alloc.py) makes of these request
+# policies, and what dra_claim_read makes of its claims.
+api POST /apis/resource.k8s.io/v1/deviceclasses '{"metadata":{"name":"gslice.io"},"spec":{"selectors":[{"cel":{"expression":"device.driver == '"'gslice.io'"'"}}],"config":[{"opaque":{"driver":"gslice.io","parameters":{"apiVersion":"gslice.io/v1","kind":"SliceConfig","computeLimit":80,"priority":"high","weight":4}}}]}}' >/dev/null
+mkclaim() { # NAME CAPACITY-REQUESTS-JSON CLAIM-CONFIG-JSON
+  api POST /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims "{\"metadata\":{\"name\":\"$1\",\"namespace\":\"team-a\"},\"spec\":{\"devices\":{\"requests\":[{\"name\":\"gpu\",\"exactly\":{\"deviceClassName\":\"gslice.io\",\"capacity\":{\"requests\":$2}}}],\"config\":$3}}}" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["uid"])'
+}
+allocate() { "$PY" "$K8S/dra_alloc.py" --api "$API" allocate --namespace team-a --claim "$1" --node node-a --pod "p-$1:$(cat /proc/sys/kernel/random/uuid)"; }
+SC='{"opaque":{"driver":"gslice.io","parameters":{"apiVersion":"gslice.io/v1","kind":"SliceConfig"'
+u1=$(mkclaim c1 '{"memory":"1001Mi","compute":"30"}' "[$SC,\"computeLimit\":60}}}]")
+allocate c1 >/dev/null
+out=$("$C" claim "$KUBECONFIG_FILE" node-a team-a c1 "$u1")
+expect_eq "claim c1" "$(echo "$out" | head -1)" "claim 0 "
+# 1001Mi rounded up to the 2 MiB step; the class's limit lowered by the claim, its priority and
+# weight kept.
+expect_eq "c1's share" "$(echo "$out" | sed -n 2p | cut -d' ' -f1-9)" "share gpu gpu-0 0 1050673152 30 60 high 4"
+echo "$out" | sed -n 2p | qgrep -E ' [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' || fail "no shareID: $out"
+# Nothing asked: the whole GPU (memory and compute defaults); gpu-0 is taken in part, so gpu-1.
+u2=$(mkclaim c2 '{}' '[]')
+allocate c2 >/dev/null
+expect_eq "c2's allocation" "$(jget "$(api GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c2)" "[(r['device'], r['consumedCapacity']) for r in d['status']['allocation']['devices']['results']]")" "[('gpu-1', {'compute': '100', 'memory': '80Gi', 'shares': '1'})]"
+# ... which its class's computeLimit 80 cannot hold: a limit below the request is refused.
+out=$("$C" claim "$KUBECONFIG_FILE" node-a team-a c2 "$u2")
+echo "$out" | qgrep '^claim -22 computeLimit 80 is below the compute 100' || fail "c2: $out"
+# 80% more does not fit anywhere now: gpu-0 has 70 left, gpu-1 none.
+u3=$(mkclaim c3 '{"compute":"80"}' '[]')
+if allocate c3 >"$T/c3.log" 2>&1; then fail "c3 was allocated: $(cat "$T/c3.log")"; fi
+qgrep "request gpu: 0 of 1 devices of class gslice.io fit on node node-a" "$T/c3.log" ||
+  fail "c3 refused for another reason: $(cat "$T/c3.log")"
+# A claim raising its class's limit is refused at prepare; a replaced claim (another uid) too.
+u4=$(mkclaim c4 '{"memory":"1Gi","compute":"10"}' "[$SC,\"computeLimit\":90}}}]")
+allocate c4 >/dev/null
+out=$("$C" claim "$KUBECONFIG_FILE" node-a team-a c4 "$u4")
+echo "$out" | qgrep "^claim -1 .*raises computeLimit to 90 above 80" || fail "c4: $out"
+out=$("$C" claim "$KUBECONFIG_FILE" node-a team-a c1 "$u4")
+echo "$out" | qgrep "^claim -116 .*has uid $u1, not $u4" || fail "c1 with c4's uid: $out"
+out=$("$C" claim "$KUBECONFIG_FILE" node-a team-a nope "$u4")
+echo "$out" | qgrep "^claim -2 " || fail "a missing claim: $out"
+pass "claims allocated on the published slice read back: rounding, defaults, a full GPU not given twice; a limit below the request, a raise and a replaced uid refused"
 
 # A clean stop: every gslice.io slice of this node deleted, the other driver's kept (made
 # again: the wipe above took it too, as the kubelet's takes every driver's).

@@ -59,12 +59,11 @@ static void test_slice_shape(void) {
   CHECK_STR(str_at(s, "spec.devices.0.attributes.productName.string"), "NVIDIA H200");
   CHECK(json_is_true(at(s, "spec.devices.0.allowMultipleAllocations")));
   /* memory: the value as it is, the policy in 2 MiB steps up to the value rounded down */
-  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.value"), "85900394496");
-  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.default"), "85899345920");
-  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.min"), "2097152");
-  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.step"), "2097152");
-  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.max"),
-            "85899345920");
+  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.value"), "81921Mi");
+  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.default"), "80Gi");
+  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.min"), "2Mi");
+  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.step"), "2Mi");
+  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.max"), "80Gi");
   CHECK_STR(str_at(s, "spec.devices.0.capacity.compute.value"), "100");
   CHECK_STR(str_at(s, "spec.devices.0.capacity.compute.requestPolicy.default"), "100");
   CHECK_STR(str_at(s, "spec.devices.0.capacity.compute.requestPolicy.validRange.min"), "1");
@@ -78,7 +77,7 @@ static void test_slice_shape(void) {
   CHECK_EQ_INT(json_object_size(at(s, "spec.devices.0.capacity")), 3);
   CHECK_STR(str_at(s, "spec.devices.1.name"), "gpu-3");
   CHECK(at(s, "spec.devices.1.attributes.productName") == NULL); /* unknown: left out */
-  CHECK_STR(str_at(s, "spec.devices.1.capacity.memory.requestPolicy.default"), "17179869184");
+  CHECK_STR(str_at(s, "spec.devices.1.capacity.memory.requestPolicy.default"), "16Gi");
   json_decref(s);
 
   s = dra_slice_build("node-a", NULL, 0, 1, 16); /* gsliced gone: nothing on offer */
@@ -106,15 +105,15 @@ static void test_slice_same(void) {
   json_t *want = dra_slice_build("n", g, 2, 1, 16);
   json_t *have = json_deep_copy(want);
   json_t *mem = at(have, "spec.devices.0.capacity.memory");
-  json_object_set_new(mem, "value", json_string("1Gi"));
-  json_object_set_new(at(mem, "requestPolicy.validRange"), "min", json_string("2Mi"));
+  json_object_set_new(mem, "value", json_string("1073741824"));
+  json_object_set_new(at(mem, "requestPolicy.validRange"), "min", json_string("2048Ki"));
   json_object_set_new(at(have, "spec.pool"), "generation", json_integer(9));
   json_object_set_new(at(have, "metadata"), "resourceVersion", json_string("77"));
   json_object_set_new(at(have, "spec"), "perDeviceNodeSelection", json_false());
   CHECK(dra_slice_same(have, want));
   json_object_set_new(mem, "value", json_string("2Gi"));
   CHECK(!dra_slice_same(have, want)); /* the memory changed */
-  json_object_set_new(mem, "value", json_string("1Gi"));
+  json_object_set_new(mem, "value", json_string("1073741824"));
   json_array_remove(at(have, "spec.devices"), 1);
   CHECK(!dra_slice_same(have, want)); /* a GPU went */
   json_decref(have);

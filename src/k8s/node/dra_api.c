@@ -47,11 +47,25 @@ static json_t *qty(uint64_t v) {
   return json_string(b);
 }
 
-static json_t *capacity_range(uint64_t value, uint64_t dflt, uint64_t min, uint64_t max,
-                              uint64_t step) {
-  return json_pack("{s:o, s:{s:o, s:{s:o, s:o, s:o}}}", "value", qty(value), "requestPolicy",
-                   "default", qty(dflt), "validRange", "min", qty(min), "max", qty(max), "step",
-                   qty(step));
+/* Bytes with the largest binary suffix that keeps them whole ("80Gi"), as the API server
+ * writes a BinarySI quantity back and as people read them in kubectl's output. */
+static json_t *qty_bytes(uint64_t v) {
+  static const char *const suffix[] = {"Ei", "Pi", "Ti", "Gi", "Mi", "Ki"};
+  char b[32];
+  for (int i = 0; i < 6; i++) {
+    unsigned shift = 10u * (6u - (unsigned)i);
+    if (v && v % (1ull << shift) == 0) {
+      snprintf(b, sizeof(b), "%" PRIu64 "%s", v >> shift, suffix[i]);
+      return json_string(b);
+    }
+  }
+  return qty(v);
+}
+
+static json_t *capacity_range(json_t *(*q)(uint64_t), uint64_t value, uint64_t dflt, uint64_t min,
+                              uint64_t max, uint64_t step) {
+  return json_pack("{s:o, s:{s:o, s:{s:o, s:o, s:o}}}", "value", q(value), "requestPolicy",
+                   "default", q(dflt), "validRange", "min", q(min), "max", q(max), "step", q(step));
 }
 
 static json_t *device(const struct dra_gpu *g, uint32_t shares) {
@@ -63,11 +77,11 @@ static json_t *device(const struct dra_gpu *g, uint32_t shares) {
                             (json_int_t)g->index);
   if (attrs && g->product[0])
     json_object_set_new(attrs, "productName", json_pack("{s:s}", "string", g->product));
-  json_t *caps =
-      json_pack("{s:o, s:o, s:{s:o, s:{s:o, s:[o]}}}", "memory",
-                capacity_range(g->memory, mem, DRA_MEMORY_STEP, mem, DRA_MEMORY_STEP), "compute",
-                capacity_range(GS_PERCENT_MAX, GS_PERCENT_MAX, 1, GS_PERCENT_MAX, 1), "shares",
-                "value", qty(shares), "requestPolicy", "default", qty(1), "validValues", qty(1));
+  json_t *caps = json_pack(
+      "{s:o, s:o, s:{s:o, s:{s:o, s:[o]}}}", "memory",
+      capacity_range(qty_bytes, g->memory, mem, DRA_MEMORY_STEP, mem, DRA_MEMORY_STEP), "compute",
+      capacity_range(qty, GS_PERCENT_MAX, GS_PERCENT_MAX, 1, GS_PERCENT_MAX, 1), "shares", "value",
+      qty(shares), "requestPolicy", "default", qty(1), "validValues", qty(1));
   return json_pack("{s:s, s:o, s:o, s:b}", "name", name, "attributes", attrs, "capacity", caps,
                    "allowMultipleAllocations", 1);
 }
@@ -286,8 +300,9 @@ int dra_publish(struct node *n, json_t **cache, char *err, size_t err_len) {
   json_t *want = dra_slice_build(n->cfg.node_name, gpus, ngpus, 0, n->cfg.slots_per_gpu);
   if (!want)
     return -ENOMEM;
-  if (!*cache && (r = delete_others(n, name, err, err_len)) < 0)
-    goto out;
+  /* At the first publish: not a reason to offer nothing when it fails (no list right). */
+  if (!*cache)
+    (void)delete_others(n, name, err, err_len);
   /* Three tries: read, then create or update; a conflict means another write came between. */
   for (int attempt = 0; attempt < 3; attempt++) {
     json_t *have = NULL;
@@ -299,7 +314,6 @@ int dra_publish(struct node *n, json_t **cache, char *err, size_t err_len) {
     if (r != -EEXIST && r != -ENOENT)
       break;
   }
-out:
   json_decref(want);
   if (r == 0 && err_len)
     err[0] = 0; /* a 404 read on the way is no error */
