@@ -25,9 +25,27 @@ static bool burst_takes(struct burst *b, CUcontext ctx, uint64_t now) {
          b->ctx == ctx;
 }
 
+/* A launch after a synchronize that found all of the burst's work done: the time from that
+ * synchronize's return to now was the process's own, not charged (compute_state.h). The launch is
+ * counted already, so a synchronize whose stamp raced it takes the stamp back (stamp_idle). */
+static void take_idle(struct burst *b) {
+  uint64_t since = atomic_exchange(&b->idle_since, 0);
+  if (since) {
+    uint64_t now = gs_mono_ns();
+    if (now > since)
+      atomic_fetch_add(&b->idle_ns, now - since);
+  }
+}
+
 /* A launch joins the valid burst: this stream is new to it, or its last segment ended at a
  * synchronize and this launch begins the next one. */
 static void join_burst(struct burst *b, CUstream stream) {
+  if (atomic_load(&b->idle_since)) {
+    if (b->seg_open)
+      take_idle(b);
+    else
+      atomic_store(&b->idle_since, 0); /* the segment's end leaves that time out already */
+  }
   if (!b->seg_open) {
     b->seg_open = true;
     if (gs_burst_record(b->seg_start, stream) != CUDA_SUCCESS)
@@ -201,6 +219,8 @@ CUresult gs_compute_before_launch(CUstream stream) {
   uint64_t w = atomic_fetch_add(&b->gate, GATE_LAUNCH + 1);
   if ((w >> 24) < atomic_load(&b->fast_budget) && atomic_load(&b->valid_until) &&
       gs_burst_stream_known(b, stream)) {
+    if (__builtin_expect(atomic_load(&b->idle_since) != 0, 0))
+      take_idle(b);
     tl_gated = dev;
     return CUDA_SUCCESS;
   }
@@ -217,6 +237,52 @@ void gs_compute_after_launch(void) {
 
 /* ---- segments: the idle time between a synchronize and the next launch is not charged ---- */
 
+/* In a mark's low byte beside the GPU: the quick mark (quick_mark). */
+#define MARK_QUICK 0x80u
+#define MARK_EPOCH(m) ((uint32_t)((m) >> 40))
+#define MARK_LAUNCHES(m) ((uint32_t)((m) >> 8))
+#define EPOCH_BITS 0xffffffu
+
+/* A synchronize of a burst whose work has all run already (a launch-bound loop's): no event, no
+ * lock, no segment end; its return stamps the burst idle (stamp_idle). 0: not so (work still
+ * queued, a launch on its way, a capture in progress, a per-thread stream, the budget spent). */
+static uint64_t quick_mark(struct burst *b, int dev, CUcontext ctx) {
+  const struct gs_real *r = gs_real();
+  uint32_t epoch = atomic_load(&b->epoch);
+  uint64_t g = atomic_load(&b->gate);
+  unsigned n = atomic_load(&b->nstreams);
+
+  if (!r->cuStreamQuery || atomic_load(&C.captures) || (g & GATE_INFLIGHT) || n == 0 ||
+      !atomic_load(&b->valid_until) || !atomic_load(&b->seg_open) ||
+      atomic_load(&b->thread_local_stream) || atomic_load(&b->ctx) != ctx ||
+      (g >> 24) >= atomic_load(&b->budget))
+    return 0;
+  for (unsigned i = 0; i < n; i++)
+    if (r->cuStreamQuery((CUstream)atomic_load(&b->streams[i])) != CUDA_SUCCESS)
+      return 0;
+  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)(uint32_t)(g >> 24) << 8 | MARK_QUICK |
+         (uint64_t)(dev + 1);
+}
+
+/* The burst the quick mark was taken in, open, nothing launched since. */
+static bool quick_holds(struct burst *b, uint64_t mark) {
+  uint64_t g = atomic_load(&b->gate);
+  return (atomic_load(&b->epoch) & EPOCH_BITS) == MARK_EPOCH(mark) &&
+         (uint32_t)(g >> 24) == MARK_LAUNCHES(mark) && (g & GATE_INFLIGHT) == 0 &&
+         atomic_load(&b->valid_until);
+}
+
+/* Stamped, then looked at again: a launch that counted itself before the stamp either took it (a
+ * gap of nothing) or is seen here, and the stamp goes back. */
+static void stamp_idle(struct burst *b, uint64_t mark) {
+  if (!quick_holds(b, mark))
+    return;
+  uint64_t now = gs_mono_ns();
+  atomic_store(&b->idle_since, now);
+  if (!quick_holds(b, mark))
+    atomic_compare_exchange_strong(&b->idle_since, &now, 0);
+}
+
 uint64_t gs_compute_before_sync(void) {
   CUcontext ctx;
   uint64_t mark = 0;
@@ -230,6 +296,14 @@ uint64_t gs_compute_before_sync(void) {
   struct burst *b = &C.b[dev];
   if (atomic_load(&b->valid_until) == 0)
     return 0; /* no burst open: nothing to mark */
+  if ((mark = quick_mark(b, dev, ctx)) != 0)
+    return mark;
+  /* Nothing to mark under mu either (a launch on its way, a per-thread stream, the segment ended,
+   * another context), unless the budget is spent: the lock is not worth taking. */
+  if (LAUNCHES(b) < atomic_load(&b->budget) &&
+      (INFLIGHT(b) || atomic_load(&b->thread_local_stream) || !atomic_load(&b->seg_open) ||
+       atomic_load(&b->ctx) != ctx))
+    return 0;
   pthread_mutex_lock(&C.mu);
   int mode = gs_burst_relax(false);
   if (b->open && b->handoff_set && !b->released && !b->handing && b->ctx == ctx &&
@@ -260,11 +334,15 @@ uint64_t gs_compute_before_sync(void) {
 
 void gs_compute_after_sync(uint64_t mark) {
   const struct gs_real *r = gs_real();
-  int dev = (int)(mark & 0xff) - 1;
+  int dev = (int)(mark & 0x7f) - 1;
 
   if (!mark || dev < 0 || dev >= GS_MAX_GPUS)
     return;
   struct burst *b = &C.b[dev];
+  if (mark & MARK_QUICK) {
+    stamp_idle(b, mark);
+    return;
+  }
   pthread_mutex_lock(&C.mu);
   int mode = gs_burst_relax(false);
   if (b->open && b->seg_open && !b->thread_local_stream && b->sync_seq == mark >> 8 &&
@@ -292,6 +370,7 @@ void gs_compute_after_sync(uint64_t mark) {
       b->seg_used_ns += (uint64_t)((double)seg_ms * 1e6);
       b->seg_span_ns = (uint64_t)((double)span_ms * 1e6);
       b->seg_open = false;
+      atomic_store(&b->idle_since, 0); /* another thread's stamp: the segment's end covers it */
       b->probe_set = false;
       b->idle_ticks = 0;
     } else {

@@ -171,6 +171,9 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   b->seg_open = true;
   b->seg_used_ns = b->seg_span_ns = 0;
   b->sync_seq++;
+  atomic_store(&b->idle_since, 0);
+  atomic_store(&b->idle_ns, 0);
+  atomic_fetch_add(&b->epoch, 1);
   if (make_events(b, ctx) < 0 || gs_burst_record(b->start, s) != CUDA_SUCCESS ||
       gs_burst_record(b->seg_start, s) != CUDA_SUCCESS)
     b->thread_local_stream = true; /* no events: wall time it is */
@@ -196,7 +199,18 @@ struct close_view {
   uint64_t launches;
   bool timed, seg_open, use_probe;
   uint64_t seg_used, seg_span;
+  uint64_t idle_ns;    /* gaps after quick synchronizes, inside the segments: not charged */
+  uint64_t idle_since; /* idle since a quick synchronize until this close: 0, not */
+  uint64_t ends_at;    /* when the close recorded its end events */
 };
+
+/* What the burst ran of `used`: less its idle gaps and, idle at its close, the time since. */
+static uint64_t less_idle(const struct close_view *v, uint64_t used, uint64_t end) {
+  uint64_t idle = v->idle_ns;
+  if (v->idle_since && end > v->idle_since)
+    idle += end - v->idle_since;
+  return used > idle ? used - idle : 0;
+}
 
 /* The end events behind each stream's queue, recorded under mu (a capture begins only under mu,
  * so none can begin on a stream between the look and the record), in the burst's context (the
@@ -221,6 +235,7 @@ static bool close_record_ends(struct burst *b, const struct close_view *v, bool 
  * events are this close's until it ends. */
 static void close_begin(struct burst *b, struct close_view *v, bool from_helper) {
   b->sync_seq++;
+  atomic_fetch_add(&b->epoch, 1);
   atomic_store(&b->valid_until, 0);
   while (INFLIGHT(b) > 0)
     sched_yield();
@@ -232,9 +247,14 @@ static void close_begin(struct burst *b, struct close_view *v, bool from_helper)
   b->closing = true;
   v->timed = b->have_events && !b->thread_local_stream;
   v->seg_open = b->seg_open;
-  v->use_probe = b->probe_set && b->probe_launches == v->launches;
+  v->idle_since = atomic_exchange(&b->idle_since, 0);
+  v->idle_ns = atomic_load(&b->idle_ns);
+  /* Idle since a quick synchronize: end events recorded now complete at once, and the time since
+   * that synchronize comes off (a probe would need its own record time). */
+  v->use_probe = b->probe_set && b->probe_launches == v->launches && !v->idle_since;
   v->seg_used = b->seg_used_ns;
   v->seg_span = b->seg_span_ns;
+  v->ends_at = gs_mono_ns();
   if (v->timed && v->seg_open && !v->use_probe && !close_record_ends(b, v, from_helper))
     v->timed = false;
 }
@@ -260,7 +280,7 @@ static bool close_time_events(struct burst *b, const struct close_view *v, uint6
   }
   if (!ok)
     return false;
-  *used = v->seg_used + (uint64_t)((double)seg_ms * 1e6);
+  *used = less_idle(v, v->seg_used + (uint64_t)((double)seg_ms * 1e6), v->ends_at);
   *span = (uint64_t)((double)span_ms * 1e6);
   if (*span < v->seg_span)
     *span = v->seg_span;
@@ -293,15 +313,16 @@ static void close_measure(struct burst *b, struct close_view *v, bool from_helpe
   }
   if (v->timed && !v->seg_open) {
     /* Ended at a synchronize, nothing launched since. */
-    *used = v->seg_used;
+    *used = less_idle(v, v->seg_used, 0);
     *span = v->seg_span;
   } else if (v->timed && !close_time_events(b, v, used, span)) {
     v->timed = false;
   }
   if (!v->timed) {
     close_ctx_sync();
-    *used = gs_mono_ns() - b->opened_at;
-    *span = *used;
+    uint64_t now = gs_mono_ns();
+    *span = now - b->opened_at;
+    *used = less_idle(v, *span, now);
   }
   if (from_helper && r->cuCtxSetCurrent)
     r->cuCtxSetCurrent(saved);

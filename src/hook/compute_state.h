@@ -69,11 +69,13 @@ struct burst {
    * marks the handoff (HANDOFF_NS) first; = budget when the burst hands off no earlier. */
   _Atomic uint64_t fast_budget;
   bool open;
-  bool closing;             /* a close waits (mu dropped) for the GPU: the burst's events are its */
-  bool thread_local_stream; /* a per-thread stream: only a context sync sees all of it */
+  bool closing; /* a close waits (mu dropped) for the GPU: the burst's events are its */
+  /* A per-thread stream, or more than BURST_STREAMS: only a context sync sees all of it. Read
+   * without mu by the synchronize wrappers, as are ctx and seg_open. */
+  _Atomic bool thread_local_stream;
   uint32_t generation;
   uint64_t opened_at;
-  CUcontext ctx;
+  _Atomic(CUcontext) ctx;
   CUevent start, end[BURST_STREAMS], probe[BURST_STREAMS], handoff[BURST_STREAMS];
   /* The handoff: events behind all but the burst's last `handoff_tail_ns` of launches; once they
    * have completed and that tail is down to HANDOFF_NS, the token goes back (released) while the
@@ -90,11 +92,18 @@ struct burst {
    * (charged, it puts a slice that synchronizes often above what it ran, and under its request
    * where requests add up to 100%). */
   CUevent seg_start;
-  bool seg_open;          /* a segment is open: seg_start marks where it began */
+  _Atomic bool seg_open;  /* a segment is open: seg_start marks where it began */
   uint64_t seg_used_ns;   /* device time of the burst's closed segments */
   uint64_t seg_span_ns;   /* from the burst's start to its last closed segment's end */
   uint64_t sync_seq;      /* bumped at each mark, burst open and close: a stale mark is ignored */
   uint64_t mark_launches; /* launches when the last mark's end events were recorded */
+  /* A synchronize that found all of the burst's work done when called ends no segment (no event,
+   * no lock): it stamps idle_since (the gate's clock) on its return, the next launch (any thread)
+   * takes the stamp and adds the gap to idle_ns, and a close finds a stamp still there for the
+   * trailing idle time. Those gaps lie inside the open segments and come off the burst's time. */
+  _Atomic uint64_t idle_since; /* 0: none */
+  _Atomic uint64_t idle_ns;
+  _Atomic uint32_t epoch; /* bumped at each open and close: a stale stamp is not set */
   bool have_events;
   bool probe_set;
   uint64_t probe_launches;
