@@ -32,10 +32,12 @@ if [ $hold != 0 ]; then
   echo \$! > "$T/$s.holdpid"
 fi
 sleep \$(awk -v s=$START -v n=\$(date +%s.%N) 'BEGIN { d = s + 3 - n; print (d > 0 ? d : 0) }')
+LD_PRELOAD= "$SMI" > "$T/$s.raw1" 2> "$T/$s.raw.err"
 "$SMI" > "$T/$s.smi" 2> "$T/$s.smi.err"
-GSLICE_SIM_NVML_PID_OFFSET=$OFFSET "$SMI" > "$T/$s.off" 2> "$T/$s.off.err"
-GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION=1 "$SMI" > "$T/$s.bw" 2> "$T/$s.bw.err"
 LD_PRELOAD= "$SMI" > "$T/$s.raw" 2> "$T/$s.raw.err"
+GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION=1 "$SMI" > "$T/$s.bw" 2> "$T/$s.bw.err"
+LD_PRELOAD= "$SMI" > "$T/$s.raw3" 2> "$T/$s.raw.err"
+GSLICE_SIM_NVML_PID_OFFSET=$OFFSET "$SMI" > "$T/$s.off" 2> "$T/$s.off.err"
 [ $hold = 0 ] || kill \$(cat "$T/$s.holdpid")
 wait
 EOF
@@ -63,6 +65,18 @@ for s in a b; do
 done
 raw_util=$(sed -n 's/^gpu .* util=\([0-9]*\).*/\1/p' "$T/a.raw")
 echo "device utilization without the hook: $raw_util%"
+
+# bracket NAME UTIL PID BEFORE AFTER: UTIL within 4 points of the range PID's samples span in
+# the runs without the hook just before and after (sets raw, the later one).
+bracket() {
+  local a
+  a=$(sed -n "s/^putil gpu=0 pid=$3 sm=\([0-9]*\)/\1/p" "$4")
+  raw=$(sed -n "s/^putil gpu=0 pid=$3 sm=\([0-9]*\)/\1/p" "$5")
+  [ -n "$a" ] && [ -n "$raw" ] || fail "$1: NVML without the hook has no sample of $3"
+  local lo=$((a < raw ? a : raw)) hi=$((a > raw ? a : raw))
+  [ "$2" -ge $((lo - 4)) ] && [ "$2" -le $((hi + 4)) ] ||
+    fail "$1: utilization $2%, the device said $a% then $raw% for its process"
+}
 
 # check SLICE "OWN_PIDS" "OTHER_PIDS" CAP LO HI: OWN_PIDS' first runs the kernels.
 check() {
@@ -102,13 +116,10 @@ check() {
   expect_eq "$s: v2 used + free = total" \
     $(($(field <(echo "$gpu") used2) + $(field <(echo "$gpu") free2))) "$cap"
   util=$(field <(echo "$gpu") util)
-  # What the device said of the slice's kernels a moment later (NVML without the hook: its
-  # process's sample): the slice's figure is that, whatever the host let the workloads run.
+  # What the device said of the slice's kernels just before and after (NVML without the hook:
+  # its process's sample): the slice's figure is that, whatever the host let the workloads run.
   set -- $own
-  raw=$(sed -n "s/^putil gpu=0 pid=$1 sm=\([0-9]*\)/\1/p" "$T/$s.raw")
-  [ -n "$raw" ] || fail "$s: NVML without the hook has no sample of $1"
-  [ $((util - raw)) -le 6 ] && [ $((raw - util)) -le 6 ] ||
-    fail "$s: utilization $util%, the device says $raw% for its process"
+  bracket "$s" "$util" "$1" "$T/$s.raw1" "$T/$s.raw"
   echo "ok: $s: utilization $util% (its process: $raw%, the device: $raw_util%)"
   # And its share, unless the host kept the workloads from a CPU (then the device idled).
   if [ "$util" -lt "$lo" ] || [ "$util" -gt "$hi" ]; then
@@ -126,9 +137,8 @@ check() {
   # Where only the newer per-process call answers (Blackwell), the share comes from it.
   qgrep "^putil gpu=0 none rc=3" "$T/$s.bw" || fail "$s: the old call answered: $(cat "$T/$s.bw")"
   qgrep "^putil2 gpu=0 pid=$1 sm=" "$T/$s.bw" || fail "$s: no newer sample: $(cat "$T/$s.bw")"
-  u=$(field <(grep '^gpu ' "$T/$s.bw") util)
-  [ $((u - raw)) -le 8 ] && [ $((raw - u)) -le 8 ] ||
-    fail "$s, newer call only: utilization $u%, the device says $raw% for its process"
+  bracket "$s, newer call only" "$(field <(grep '^gpu ' "$T/$s.bw") util)" "$1" "$T/$s.raw" \
+    "$T/$s.raw3"
   # Another namespace's pids: utilization cannot be told apart, so N/A, not the device's.
   expect_eq "$s, pid offset: utilization" "$(field <(grep '^gpu ' "$T/$s.off") util)" na
   qgrep "^putil gpu=0 none rc=6" "$T/$s.off" || fail "$s, pid offset: samples shown"
