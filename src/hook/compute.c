@@ -199,8 +199,8 @@ static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
 }
 
 CUresult gs_compute_before_launch(CUstream stream) {
-  CUcontext ctx;
-  int dev;
+  CUcontext ctx = NULL;
+  int dev = 0;
 
   if (atomic_load_explicit(&C.state, memory_order_acquire) == 0)
     gs_link_ensure_setup();
@@ -211,8 +211,9 @@ CUresult gs_compute_before_launch(CUstream stream) {
   if (__builtin_expect(atomic_load_explicit(&C.captures, memory_order_relaxed) != 0, 0) &&
       gs_burst_stream_captured(stream))
     return CUDA_SUCCESS;
-  dev = gs_burst_current_dev(&ctx);
-  if (dev < 0)
+  /* One GPU: device 0 whatever the context, and the fast path asks the driver nothing (a launch
+   * without a context is counted, and fails in the driver); the slow path looks it up. */
+  if (!C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
     return CUDA_SUCCESS; /* no context: the driver will say so */
   struct burst *b = &C.b[dev];
   /* No clock read: the helper closes the burst at its expiry (valid_until 0). */
@@ -225,6 +226,8 @@ CUresult gs_compute_before_launch(CUstream stream) {
     return CUDA_SUCCESS;
   }
   atomic_fetch_sub(&b->gate, GATE_LAUNCH + 1); /* the slow path counts it, under mu */
+  if (C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
+    return CUDA_SUCCESS;
   return slow_path(dev, ctx, stream);
 }
 

@@ -112,14 +112,6 @@ bool gs_burst_elapsed_ms(float *ret_ms, CUevent from, CUevent to) {
   return er == CUDA_SUCCESS;
 }
 
-bool gs_burst_stream_known(struct burst *b, CUstream s) {
-  unsigned n = atomic_load(&b->nstreams);
-  for (unsigned i = 0; i < n; i++)
-    if (atomic_load(&b->streams[i]) == (uintptr_t)s)
-      return true;
-  return false;
-}
-
 /* A stream joins the burst before its first launch in it. */
 void gs_burst_add_stream(struct burst *b, CUstream s) {
   unsigned n = atomic_load(&b->nstreams);

@@ -291,6 +291,9 @@ static void compute_setup(void) {
     return;
   }
   C.slice_id = (uint32_t)id;
+  int ngpus = 0;
+  C.one_gpu = gs_real()->cuDeviceGetCount && gs_real()->cuDeviceGetCount(&ngpus) == CUDA_SUCCESS &&
+              ngpus == 1;
   const char *nonce = secure_getenv("GSLICE_SLICE_NONCE");
   C.slice_nonce = nonce ? strtoull(nonce, NULL, 16) : 0;
   C.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

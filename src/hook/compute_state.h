@@ -57,17 +57,28 @@ enum mode { MODE_OFF, MODE_DAEMON, MODE_SELF };
 
 /* One GPU (as this process numbers them) of this process. */
 struct burst {
+  /* What every launch reads, written at an open, a close or a stream's first launch: one cache
+   * line, apart from the counters every launch writes (with several threads launching, the
+   * line those writes take from one CPU to the next would otherwise take these with it). */
   _Atomic uint64_t valid_until; /* launches go ahead before this; 0: no burst open */
-  /* One word, so that a launch costs one atomic add at the gate and one after: the launches
-   * that passed the gate in this burst (GATE_LAUNCH each) and those between the gate and the
-   * driver's return (1 each). */
-  _Atomic uint64_t gate;
-  _Atomic uintptr_t streams[BURST_STREAMS];
-  _Atomic unsigned nstreams;
-  _Atomic uint64_t budget; /* launches allowed in this burst: the quantum over the mean kernel */
   /* The fast path's share of the budget: the launch that reaches it takes the slow path and
    * marks the handoff (HANDOFF_NS) first; = budget when the burst hands off no earlier. */
   _Atomic uint64_t fast_budget;
+  _Atomic uintptr_t streams[BURST_STREAMS];
+  _Atomic unsigned nstreams;
+  _Atomic uint32_t epoch; /* bumped at each open and close: a stale stamp is not set */
+  /* One word, so that a launch costs one atomic add at the gate and one after: the launches
+   * that passed the gate in this burst (GATE_LAUNCH each) and those between the gate and the
+   * driver's return (1 each). */
+  _Atomic uint64_t gate __attribute__((aligned(64)));
+  /* A synchronize that found all of the burst's work done when called ends no segment (no event,
+   * no lock): it stamps idle_since (the gate's clock) on its return, the next launch (any thread)
+   * takes the stamp and adds the gap to idle_ns, and a close finds a stamp still there for the
+   * trailing idle time. Those gaps lie inside the open segments and come off the burst's time. */
+  _Atomic uint64_t idle_since; /* 0: none */
+  _Atomic uint64_t idle_ns;
+  /* Launches allowed in this burst: the quantum over the mean kernel. */
+  _Atomic uint64_t budget __attribute__((aligned(64)));
   bool open;
   bool closing; /* a close waits (mu dropped) for the GPU: the burst's events are its */
   /* A per-thread stream, or more than BURST_STREAMS: only a context sync sees all of it. Read
@@ -97,13 +108,6 @@ struct burst {
   uint64_t seg_span_ns;   /* from the burst's start to its last closed segment's end */
   uint64_t sync_seq;      /* bumped at each mark, burst open and close: a stale mark is ignored */
   uint64_t mark_launches; /* launches when the last mark's end events were recorded */
-  /* A synchronize that found all of the burst's work done when called ends no segment (no event,
-   * no lock): it stamps idle_since (the gate's clock) on its return, the next launch (any thread)
-   * takes the stamp and adds the gap to idle_ns, and a close finds a stamp still there for the
-   * trailing idle time. Those gaps lie inside the open segments and come off the burst's time. */
-  _Atomic uint64_t idle_since; /* 0: none */
-  _Atomic uint64_t idle_ns;
-  _Atomic uint32_t epoch; /* bumped at each open and close: a stale stamp is not set */
   bool have_events;
   bool probe_set;
   uint64_t probe_launches;
@@ -127,6 +131,9 @@ struct compute {
   _Atomic int state; /* 0: not set up, 1: set up */
   pthread_mutex_t init_mu;
   _Atomic int mode; /* enum mode: the fast path reads it, the helper changes it */
+  /* The process sees one GPU (a slice's: CUDA_VISIBLE_DEVICES): every context is on device 0, and
+   * the fast path asks the driver for none. Set up before state, never changed. */
+  bool one_gpu;
   /* Stream captures begun through the hook and not ended: while there are any, a launch into a
    * capturing stream passes ungated (it only becomes a graph node), the gate records no event
    * into a stream that captures, and no context synchronize (compute_burst.c). Changed only with
@@ -179,7 +186,14 @@ CUresult gs_burst_record(CUevent ev, CUstream s);
 int gs_burst_relax(bool always);
 void gs_burst_unrelax(int saved);
 bool gs_burst_elapsed_ms(float *ret_ms, CUevent from, CUevent to);
-bool gs_burst_stream_known(struct burst *b, CUstream s);
+/* Whether s is one of the burst's streams: the fast path's look, inline. */
+static inline bool gs_burst_stream_known(struct burst *b, CUstream s) {
+  unsigned n = atomic_load(&b->nstreams);
+  for (unsigned i = 0; i < n; i++)
+    if (atomic_load(&b->streams[i]) == (uintptr_t)s)
+      return true;
+  return false;
+}
 void gs_burst_add_stream(struct burst *b, CUstream s);
 void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uint64_t until,
                    uint64_t quantum);
