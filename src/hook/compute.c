@@ -31,9 +31,9 @@ static bool burst_takes(struct burst *b, CUcontext ctx, uint64_t now) {
 static void take_idle(struct burst *b) {
   uint64_t since = atomic_exchange(&b->idle_since, 0);
   if (since) {
-    uint64_t now = gs_mono_ns();
+    uint64_t now = gs_gate_ticks();
     if (now > since)
-      atomic_fetch_add(&b->idle_ns, now - since);
+      atomic_fetch_add(&b->gap_ticks, now - since);
   }
 }
 
@@ -280,7 +280,7 @@ static bool quick_holds(struct burst *b, uint64_t mark) {
 static void stamp_idle(struct burst *b, uint64_t mark) {
   if (!quick_holds(b, mark))
     return;
-  uint64_t now = gs_mono_ns();
+  uint64_t now = gs_gate_ticks();
   atomic_store(&b->idle_since, now);
   if (!quick_holds(b, mark))
     atomic_compare_exchange_strong(&b->idle_since, &now, 0);

@@ -164,7 +164,7 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   b->seg_used_ns = b->seg_span_ns = 0;
   b->sync_seq++;
   atomic_store(&b->idle_since, 0);
-  atomic_store(&b->idle_ns, 0);
+  atomic_store(&b->gap_ticks, 0);
   atomic_fetch_add(&b->epoch, 1);
   if (make_events(b, ctx) < 0 || gs_burst_record(b->start, s) != CUDA_SUCCESS ||
       gs_burst_record(b->seg_start, s) != CUDA_SUCCESS)
@@ -191,16 +191,17 @@ struct close_view {
   uint64_t launches;
   bool timed, seg_open, use_probe;
   uint64_t seg_used, seg_span;
-  uint64_t idle_ns;    /* gaps after quick synchronizes, inside the segments: not charged */
+  uint64_t gap_ticks;  /* gaps after quick synchronizes, inside the segments: not charged */
   uint64_t idle_since; /* idle since a quick synchronize until this close: 0, not */
-  uint64_t ends_at;    /* when the close recorded its end events */
+  uint64_t ends_at;    /* when the close recorded its end events (gs_gate_ticks all three) */
 };
 
 /* What the burst ran of `used`: less its idle gaps and, idle at its close, the time since. */
 static uint64_t less_idle(const struct close_view *v, uint64_t used, uint64_t end) {
-  uint64_t idle = v->idle_ns;
+  uint64_t ticks = v->gap_ticks;
   if (v->idle_since && end > v->idle_since)
-    idle += end - v->idle_since;
+    ticks += end - v->idle_since;
+  uint64_t idle = gs_ticks_ns(ticks);
   return used > idle ? used - idle : 0;
 }
 
@@ -240,13 +241,13 @@ static void close_begin(struct burst *b, struct close_view *v, bool from_helper)
   v->timed = b->have_events && !b->thread_local_stream;
   v->seg_open = b->seg_open;
   v->idle_since = atomic_exchange(&b->idle_since, 0);
-  v->idle_ns = atomic_load(&b->idle_ns);
+  v->gap_ticks = atomic_load(&b->gap_ticks);
   /* Idle since a quick synchronize: end events recorded now complete at once, and the time since
    * that synchronize comes off (a probe would need its own record time). */
   v->use_probe = b->probe_set && b->probe_launches == v->launches && !v->idle_since;
   v->seg_used = b->seg_used_ns;
   v->seg_span = b->seg_span_ns;
-  v->ends_at = gs_mono_ns();
+  v->ends_at = gs_gate_ticks();
   if (v->timed && v->seg_open && !v->use_probe && !close_record_ends(b, v, from_helper))
     v->timed = false;
 }
@@ -312,9 +313,8 @@ static void close_measure(struct burst *b, struct close_view *v, bool from_helpe
   }
   if (!v->timed) {
     close_ctx_sync();
-    uint64_t now = gs_mono_ns();
-    *span = now - b->opened_at;
-    *used = less_idle(v, *span, now);
+    *span = gs_mono_ns() - b->opened_at;
+    *used = less_idle(v, *span, gs_gate_ticks());
   }
   if (from_helper && r->cuCtxSetCurrent)
     r->cuCtxSetCurrent(saved);

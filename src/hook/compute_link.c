@@ -3,6 +3,7 @@
  * the helper thread that owns it (reads grants and revokes, watches the open bursts, hands back
  * unused grants) and the set-up at the first launch. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "client.h"
 #include "clock.h"
 #include "compute_state.h"
+#include "fileio.h"
 #include "words.h"
 
 struct compute gs_compute_state = {.init_mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake_fd = -1};
@@ -243,6 +245,35 @@ static void *helper(void *arg) {
 
 /* ---- set-up ---- */
 
+/* The TSC for the gate's clock where the kernel keeps time by it: constant, and the same on every
+ * CPU (the kernel checks both before it takes it). Elsewhere, or unreadable: CLOCK_MONOTONIC. */
+static void clock_setup(void) {
+#if defined(__x86_64__)
+  char *cs = NULL;
+  if (gs_file_read(AT_FDCWD, "/sys/devices/system/clocksource/clocksource0/current_clocksource", 0,
+                   64, &cs, NULL) == 0 &&
+      strcmp(cs, "tsc\n") == 0) {
+    C.mono0 = gs_mono_ns();
+    C.tsc0 = __rdtsc();
+    C.tsc = true;
+  }
+  free(cs);
+#endif
+}
+
+/* A length in the gate's ticks, in ns: by the TSC's rate since set-up (its error: that of two
+ * clock reads over the time since, 1e-4 a millisecond after the first launch). */
+uint64_t gs_ticks_ns(uint64_t ticks) {
+  if (!C.tsc)
+    return ticks;
+#if defined(__x86_64__)
+  uint64_t m = gs_mono_ns(), t = __rdtsc();
+  if (t > C.tsc0 && m > C.mono0)
+    return (uint64_t)((double)ticks * (double)(m - C.mono0) / (double)(t - C.tsc0));
+#endif
+  return 0; /* a TSC gone backwards: no gap is taken off */
+}
+
 static void child_after_fork(void) {
   /* The helper does not exist in the child, and the connection is the
    * parent's: start over at the child's first launch. */
@@ -291,6 +322,7 @@ static void compute_setup(void) {
     return;
   }
   C.slice_id = (uint32_t)id;
+  clock_setup();
   int ngpus = 0;
   C.one_gpu = gs_real()->cuDeviceGetCount && gs_real()->cuDeviceGetCount(&ngpus) == CUDA_SUCCESS &&
               ngpus == 1;

@@ -10,7 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
+#include "clock.h"
 #include "hook.h"
 #include "proto.h"
 
@@ -73,10 +77,10 @@ struct burst {
   _Atomic uint64_t gate __attribute__((aligned(64)));
   /* A synchronize that found all of the burst's work done when called ends no segment (no event,
    * no lock): it stamps idle_since (the gate's clock) on its return, the next launch (any thread)
-   * takes the stamp and adds the gap to idle_ns, and a close finds a stamp still there for the
+   * takes the stamp and adds the gap to gap_ticks, and a close finds a stamp still there for the
    * trailing idle time. Those gaps lie inside the open segments and come off the burst's time. */
-  _Atomic uint64_t idle_since; /* 0: none */
-  _Atomic uint64_t idle_ns;
+  _Atomic uint64_t idle_since; /* gs_gate_ticks; 0: none */
+  _Atomic uint64_t gap_ticks;  /* gs_ticks_ns makes them ns */
   /* Launches allowed in this burst: the quantum over the mean kernel. */
   _Atomic uint64_t budget __attribute__((aligned(64)));
   bool open;
@@ -134,6 +138,10 @@ struct compute {
   /* The process sees one GPU (a slice's: CUDA_VISIBLE_DEVICES): every context is on device 0, and
    * the fast path asks the driver for none. Set up before state, never changed. */
   bool one_gpu;
+  /* The clock of the idle gaps (gs_gate_ticks): the TSC, and where it stood against
+   * CLOCK_MONOTONIC at set-up. Set up before state, never changed. */
+  bool tsc;
+  uint64_t tsc0, mono0;
   /* Stream captures begun through the hook and not ended: while there are any, a launch into a
    * capturing stream passes ungated (it only becomes a graph node), the gate records no event
    * into a stream that captures, and no context synchronize (compute_burst.c). Changed only with
@@ -162,6 +170,19 @@ struct compute {
 /* The hook's init-once table for compute (compute_link.c). */
 extern struct compute gs_compute_state;
 #define C gs_compute_state
+
+/* The clock of the idle gaps after quick synchronizes (two reads a synchronize, compute.c): the
+ * TSC where the kernel keeps its own time by it (x86-64; 13 ns a read on the build machine, where
+ * clock_gettime takes 32), else CLOCK_MONOTONIC. In ticks: gs_ticks_ns makes a length of them ns
+ * (compute_link.c). */
+static inline uint64_t gs_gate_ticks(void) {
+#if defined(__x86_64__)
+  if (C.tsc)
+    return __rdtsc();
+#endif
+  return gs_mono_ns();
+}
+uint64_t gs_ticks_ns(uint64_t ticks);
 
 /* compute_link.c: the daemon link (mu held, except the last). */
 void gs_link_wake(void);
