@@ -460,6 +460,38 @@ static void test_slice_subset(struct node *n, const char *dev, const char *info)
                -ENODEV);
 }
 
+/* --allocate-cdi's spec of a slot key: its name, and its removal when the slots are free (not
+ * for a superseded record, whose key's spec is the new container's; nothing without the flag). */
+static void test_slot_drop(void) {
+  static struct node n;
+  struct node_rec r;
+  struct cdi_device d = {"gpu1-2", {env1, 1, NULL, 0, NULL, 0}};
+  char file[64], path[PATH_MAX + 80], err[512];
+
+  node_init(&n);
+  snprintf(n.cfg.cdi_dir, sizeof(n.cfg.cdi_dir), "%s/slots", tmp);
+  CHECK_EQ_INT(cdi_slot_file("gpu1-2", file, sizeof(file)), 0);
+  CHECK_STR(file, "gslice.io-slot_gpu1-2");
+  CHECK_EQ_INT(cdi_slot_file("gpu1-2", file, 8), -ENAMETOOLONG);
+  CHECK_EQ_INT(cdi_slot_file("gpu1-2", file, sizeof(file)), 0);
+  CHECK_EQ_INT(
+      cdi_spec_write(n.cfg.cdi_dir, file, NODE_CDI_KIND_SLOT, &d, 1, NULL, err, sizeof(err)), 0);
+  snprintf(path, sizeof(path), "%s/%s.json", n.cfg.cdi_dir, file);
+  memset(&r, 0, sizeof(r));
+  snprintf(r.key, sizeof(r.key), "gpu1-2");
+  snprintf(r.slots, sizeof(r.slots), "gpu1-2");
+  cdi_slot_spec_drop(&n, &r); /* no --allocate-cdi */
+  CHECK(access(path, F_OK) == 0);
+  n.cfg.allocate_cdi = true;
+  r.superseded = true;
+  cdi_slot_spec_drop(&n, &r);
+  CHECK(access(path, F_OK) == 0);
+  r.superseded = false;
+  cdi_slot_spec_drop(&n, &r);
+  CHECK(access(path, F_OK) < 0);
+  cdi_slot_spec_drop(&n, &r); /* gone already: nothing to say */
+}
+
 int main(void) {
   if (!mkdtemp(tmp)) {
     perror("mkdtemp");
@@ -472,6 +504,7 @@ int main(void) {
   test_files();
   test_minor();
   test_slice_edits();
+  test_slot_drop();
   char cmd[300];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
   if (system(cmd) != 0)
