@@ -1,0 +1,77 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# gslice-node --mode dra recovers what a crash or a lost gsliced leaves (dra.c's records and
+# reconciliation): gslice-node dying between REGISTER and its record (GSLICE_NODE_TEST_CRASH_AT=
+# registered) leaves a slice no claim knows: the next gslice-node removes it and makes the
+# claim's one slice, and Prepare answers as for any prepared claim, nothing leaked; gsliced
+# losing its state (its state dir gone) loses a prepared claim's slice: gslice-node makes it
+# again (new id), moves the claim's start directory to it and keeps its CDI spec; Unprepare after
+# both leaves no slice, spec or record.
+source "$GSLICE_SRC/tests/k8s/lib.sh"
+source "$GSLICE_SRC/tests/k8s/lib_dra.sh"
+
+dra_up
+dra_claim c1 1Gi 30 30
+dra_alloc c1 p1 >/dev/null
+u=$(claim_uid c1)
+batch='{"driver":"gslice.io","claims":[{"namespace":"default","name":"c1","uid":"'"$u"'"}]}'
+want="[(30, 30, [0], [$GiB])]"
+dra_slice_names() { "$BIN/gslice" status --json | "$PY" -c 'import json,sys; print(sorted(s["name"].split(".")[0] + ":" + ".".join(s["name"].split(".")[2:]) for s in json.load(sys.stdin)["slices"]))'; }
+
+# The crash: REGISTER done, gslice-node gone before its record says so.
+stop_node
+start_dra_node_crash() {
+  GSLICE_NODE_TEST_CRASH_AT=registered "$BIN/gslice-node" --mode dra --plugins-registry "$REG" \
+    --plugin-dir "$PLUGIN_DIR" --cdi-dir "$CDI" --state-dir "$NSTATE" --socket "$GSLICE_SOCKET" \
+    --daemon-state-dir "$T/daemon" --hook "$HOOK" --nvidia-visible-devices "" \
+    --kubeconfig "$KUBECONFIG_FILE" --node-name node-a 2>>"$T/node.log" &
+  NODE_PID=$!
+}
+n=$(registrations)
+start_dra_node_crash
+over() { [ "$(registrations)" -gt "$n" ]; }
+until_secs 15 over
+kl POST /prepare "$batch" >/dev/null || true
+rc=0
+wait "$NODE_PID" || rc=$?
+expect_eq "gslice-node's exit at the crash point" "$rc" 99
+expect_eq "the slice REGISTER made" "$(gs_slices)" "$want"
+[ "$(specs)" = 0 ] || fail "a CDI spec was written before the crash point"
+n=$(registrations)
+start_dra_node
+until_secs 15 over
+# The orphan goes and the claim's slice is made (once).
+one() { [ "$(dra_slice_names)" = "['dra:default.c1']" ] && [ "$(gs_slices)" = "$want" ] && grep -q "is of no prepared claim" "$T/node.log"; }
+until_secs 15 one
+out=$(kl POST /prepare "$batch")
+expect_eq "Prepare after the crash" "$(jget "$out" "(d['claims']['$u']['error'], [x['cdi'] for x in d['claims']['$u']['devices']])")" "(None, [['gslice.io/claim=claim-$u']])"
+expect_eq "slices after Prepare" "$(gs_slices)" "$want"
+[ "$(specs)" = 1 ] || fail "no CDI spec after Prepare: $(ls "$CDI")"
+pass "a crash between REGISTER and the record: the orphan removed, one slice made, Prepare answers"
+
+# gsliced loses its state: the claim's slice is made again and its start directory follows.
+id_of() { "$BIN/gslice" status --json | "$PY" -c 'import json,sys; print([s["id"] for s in json.load(sys.stdin)["slices"] if s["name"].startswith("dra.")])'; }
+env_id() { sed -n 's/^GSLICE_SLICE=//p' "$NSTATE/alloc/claim-$u/slice.env"; }
+old=$(id_of)
+expect_eq "slice.env names gsliced's slice" "[$(env_id)]" "$old"
+spec_before=$(cat "$CDI/gslice.io-claim_$u.json")
+stop_gsliced
+rm -rf "$T/daemon"
+start_gsliced
+remade() { [ "$(gs_slices)" = "$want" ] && [ "[$(env_id)]" = "$(id_of)" ] && [ "$(id_of)" != "$old" ]; }
+until_secs 20 remade
+grep -q "claim default/c1: gsliced had lost slice" "$T/node.log" || fail "the remake is not logged"
+expect_eq "the CDI spec through gsliced's loss" "$(cat "$CDI/gslice.io-claim_$u.json")" "$spec_before"
+out=$(kl POST /prepare "$batch")
+expect_eq "Prepare after gsliced's loss" "$(jget "$out" "d['claims']['$u']['error']")" None
+pass "gsliced lost its state: the claim's slice made again ($old -> $(id_of)), its start directory moved, its CDI spec kept"
+
+out=$(kl POST /unprepare "$batch")
+expect_eq "Unprepare" "$(jget "$out" "d['claims']['$u']['error']")" None
+expect_eq "slices after Unprepare" "$(gs_slices)" "[]"
+[ "$(specs)" = 0 ] || fail "a CDI spec is left: $(ls "$CDI")"
+[ -z "$(ls -A "$NSTATE/claims")" ] || fail "a claim record is left: $(ls "$NSTATE/claims")"
+[ ! -e "$NSTATE/alloc/claim-$u" ] || fail "the claim's directory link is left"
+out=$(kl POST /unprepare "$batch")
+expect_eq "Unprepare again" "$(jget "$out" "d['claims']['$u']['error']")" None
+pass "Unprepare after both: no slice, spec, record or directory left; again is success"
