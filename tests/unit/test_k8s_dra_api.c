@@ -135,6 +135,41 @@ static void test_slice_same(void) {
   json_decref(want);
 }
 
+/* An API server that keeps less than it is sent (DRAConsumableCapacity off drops
+ * allowMultipleAllocations and the request policies) is not written to every period. */
+static void test_slice_needs_write(void) {
+  struct dra_gpu g = {.index = 0, .uuid = "GPU-a", .product = "P", .memory = 1ull << 30};
+  char e[512] = "";
+  json_t *want = dra_slice_build("n", &g, 1, 1, 16);
+  json_t *have = json_deep_copy(want);
+  CHECK(!dra_slice_needs_write(have, want, NULL));
+  CHECK_EQ_INT(dra_slice_kept(have, e, sizeof(e)), 0);
+  /* What such a server keeps of it. */
+  json_t *dev = at(have, "spec.devices.0");
+  json_object_del(dev, "allowMultipleAllocations");
+  const char *k;
+  json_t *v;
+  void *tmp;
+  json_object_foreach_safe(at(dev, "capacity"), tmp, k, v) json_object_del(v, "requestPolicy");
+  CHECK(dra_slice_needs_write(have, want, NULL)); /* first time: written */
+  json_t *cache = json_deep_copy(have);           /* its answer to that write */
+  json_object_set_new(cache, DRA_SENT_KEY, json_deep_copy(want));
+  CHECK(!dra_slice_needs_write(have, want, cache)); /* the same answer again: no write */
+  CHECK_EQ_INT(dra_slice_kept(have, e, sizeof(e)), -EOPNOTSUPP);
+  CHECK(strstr(e, "DRAConsumableCapacity") && strstr(e, "gpu-0"));
+  /* Another writer changed it since: written. */
+  json_object_set_new(at(dev, "attributes.uuid"), "string", json_string("GPU-z"));
+  CHECK(dra_slice_needs_write(have, want, cache));
+  json_object_set_new(at(dev, "attributes.uuid"), "string", json_string("GPU-a"));
+  /* What we want now is not what we sent then (a GPU changed): written. */
+  json_t *want2 = dra_slice_build("n", &g, 1, 1, 8);
+  CHECK(dra_slice_needs_write(have, want2, cache));
+  json_decref(want2);
+  json_decref(cache);
+  json_decref(have);
+  json_decref(want);
+}
+
 /* A claim allocated on pool node-a: results and configs as JSON text. */
 static json_t *claim(const char *uid, const char *results, const char *configs) {
   char text[16384];
@@ -415,6 +450,7 @@ int main(void) {
   test_slice_shape();
   test_slice_name();
   test_slice_same();
+  test_slice_needs_write();
   test_claim_good();
   test_claim_uid();
   test_claim_raise();

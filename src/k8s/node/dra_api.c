@@ -191,6 +191,36 @@ bool dra_slice_same(const json_t *have, const json_t *want) {
   return r;
 }
 
+bool dra_slice_needs_write(const json_t *have, const json_t *want, const json_t *cache) {
+  if (dra_slice_same(have, want))
+    return false;
+  /* What the API server made of the same slice the last time: nothing another writer changed,
+   * only what this server keeps of it (an API server whose DRAConsumableCapacity is off drops
+   * allowMultipleAllocations and the request policies; writing again would change nothing
+   * but the generation, every period). */
+  const json_t *sent = cache ? json_object_get(cache, DRA_SENT_KEY) : NULL;
+  return !(sent && dra_slice_same(sent, want) && dra_slice_same(have, cache));
+}
+
+int dra_slice_kept(const json_t *slice, char *err, size_t err_len) {
+  const json_t *spec = kube_json_get(slice, "spec");
+  const json_t *devs = spec ? kube_json_get(spec, "devices") : NULL;
+  for (size_t i = 0; i < json_array_size(devs); i++) {
+    const json_t *d = json_array_get(devs, i);
+    if (!json_is_true(kube_json_get(d, "allowMultipleAllocations"))) {
+      const char *name = json_string_value(kube_json_get(d, "name"));
+      snprintf(err, err_len,
+               "the API server keeps device %s of the ResourceSlice without "
+               "allowMultipleAllocations: its DRAConsumableCapacity feature is off (on by "
+               "default from Kubernetes 1.36; 1.34 and 1.35 need the feature gate on the API "
+               "server and kube-scheduler), so each GPU would go whole to one claim",
+               name ? name : "?");
+      return -EOPNOTSUPP;
+    }
+  }
+  return 0;
+}
+
 /* ---- publishing it ---- */
 
 /* The GPUs to offer now: none while gsliced does not answer. */
@@ -263,9 +293,10 @@ static int publish_once(struct node *n, const char *path, json_t *have, json_t *
     r = kube_post(n->kube, DRA_SLICES, want, &got, err, err_len);
   } else {
     json_object_set_new(pool, "generation", json_integer(hgen));
-    if (dra_slice_same(have, want)) {
-      keep(cache, json_incref(have));
-      return 0;
+    if (!dra_slice_needs_write(have, want, *cache)) {
+      if (dra_slice_same(have, want))
+        keep(cache, json_incref(have));
+      return dra_slice_kept(have, err, err_len);
     }
     /* driver, nodeName and pool.name are immutable: another writer's object under our name. */
     json_t *hs = kube_json_get(have, "spec"), *ws = json_object_get(want, "spec");
@@ -283,9 +314,16 @@ static int publish_once(struct node *n, const char *path, json_t *have, json_t *
     r = kube_put(n->kube, path, want, &got, err, err_len);
     json_object_del(json_object_get(want, "metadata"), "resourceVersion");
   }
-  if (r == 0)
-    keep(cache, got);
-  return r;
+  if (r < 0)
+    return r;
+  /* What was sent, for dra_slice_needs_write: the answer may not say all of it. */
+  json_t *sent = json_deep_copy(want);
+  if (!sent || json_object_set_new(got, DRA_SENT_KEY, sent)) {
+    json_decref(got);
+    return -ENOMEM;
+  }
+  keep(cache, got);
+  return dra_slice_kept(got, err, err_len);
 }
 
 int dra_publish(struct node *n, json_t **cache, char *err, size_t err_len) {

@@ -80,6 +80,16 @@ int dra_slice_name(const char *node, char *out, size_t len, char *err, size_t er
 /* Pure: whether the slice `have` (as the API server returned it) already says what `want` says
  * (spec only, ignoring pool.generation). */
 bool dra_slice_same(const json_t *have, const json_t *want);
+/* In the slice dra_publish keeps (*cache), never sent: the slice it last wrote. */
+#define DRA_SENT_KEY "gslice.io/sent"
+/* Pure: whether dra_publish must write: have (read now) does not say what want says, and is not
+ * what the API server answered to the same want the last time (cache: dra_publish's, which
+ * keeps what it sent) — an API server may keep less than it was sent (fields of a feature it
+ * has off), and writing again would only bump the generation every period. */
+bool dra_slice_needs_write(const json_t *have, const json_t *want, const json_t *cache);
+/* Pure: 0, or -EOPNOTSUPP (err says what to turn on) when the API server kept a device of the
+ * slice without allowMultipleAllocations (DRAConsumableCapacity off: whole GPUs only). */
+int dra_slice_kept(const json_t *slice, char *err, size_t err_len);
 
 /* The node's ResourceSlice from n->gpus, shares = n->cfg.slots_per_gpu (none while gsliced is down:
  * a GPU whose gsliced is gone is not offered): created when missing (the kubelet wipes its node's
