@@ -3,7 +3,8 @@
  * registration (again after a kubelet or gsliced restart) — and the threads beside it: the
  * plugin's serving thread and worker (rpc.c), housekeeping (cleanup of slices), the pod cache
  * and the inventory heartbeat (pods.c, kube.c). None of the kubelet's calls waits on the API
- * server: they read the pod cache. */
+ * server: they read the pod cache. With --mode dra: the DRA plugin's two servers (dra.c), the
+ * same gsliced inventory feeding its health stream, and the ResourceSlice's publisher thread. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>

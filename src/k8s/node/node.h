@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gslice-node: the kubelet device plugin for gslice.io/gpu, the slice of each container that
- * asked for one, and the node's GPU inventory for the scheduler (docs/kubernetes.md, "Node"). */
+ * asked for one, and the node's GPU inventory for the scheduler (docs/kubernetes.md, "Node");
+ * or, with --mode dra, the kubelet plugin of DRA driver gslice.io, one slice per prepared claim
+ * (dra.h). */
 #pragma once
 #include <jansson.h>
 #include <limits.h>
