@@ -11,18 +11,22 @@ ln -s "$GSLICE_SRC/src/common" "$T/tree/src/common"
 cp "$GSLICE_SRC/tests/gpu/run.sh" "$GSLICE_SRC/tests/gpu/spin.ptx" "$G/"
 printf '#!/bin/bash\nexit "${STUB_COMPUTE:-0}"\n' > "$G/compute_shares.sh"
 printf '#!/bin/bash\nexit "${STUB_MEMORY:-0}"\n' > "$G/hook_gpu.sh"
+printf '#!/bin/bash\nexit "${STUB_SMI:-0}"\n' > "$G/nvidia_smi.sh"
 printf '#!/bin/sh\n' > "$T/with/bin/gsliced"
 chmod +x "$T/with/bin/gsliced"
 export GSLICE_GPU_LIBDIR="$GSLICE_BUILD/sim"
 
-# status BUILD COMPUTE MEMORY WANT
+# status BUILD COMPUTE MEMORY WANT [SMI]
 status() {
   local rc=0
-  GSLICE_BUILD="$T/$1" STUB_COMPUTE=$2 STUB_MEMORY=$3 bash "$G/run.sh" > "$T/out" 2>&1 || rc=$?
-  [ "$rc" = "$4" ] || fail "gsliced $1, compute $2, memory $3: exit $rc, want $4: $(tail -3 "$T/out")"
+  GSLICE_BUILD="$T/$1" STUB_COMPUTE=$2 STUB_MEMORY=$3 STUB_SMI=${5:-0} bash "$G/run.sh" \
+    > "$T/out" 2>&1 || rc=$?
+  [ "$rc" = "$4" ] || fail "gsliced $1, compute $2, memory $3, nvidia-smi ${5:-0}: exit $rc, want $4: $(tail -3 "$T/out")"
 }
 status with 0 0 0
-grep -q "gpu tests: 13 passed, 0 failed, 0 skipped" "$T/out" || fail "summary: $(tail -1 "$T/out")"
+grep -q "gpu tests: 14 passed, 0 failed, 0 skipped" "$T/out" || fail "summary: $(tail -1 "$T/out")"
+status with 0 0 77 77
+status with 0 0 1 1
 status without 0 0 77
 grep -q "compute-isolation .*SKIP" "$T/out" || fail "no SKIP row: $(cat "$T/out")"
 status with 0 77 77
