@@ -242,9 +242,9 @@ def check_node_agent(objs, where):
     role = objs.get(("ClusterRole", "gslice-node"))
     if check(role, "%s: no ClusterRole gslice-node" % where):
         want = {("", "nodes", ()): {"patch"}, ("", "pods", ()): {"list", "watch"},
-                ("", "events", ()): {"create"}}
+                ("", "events", ()): {"create", "patch"}}
         check(rules_of(role) == want, "%s: gslice-node's rights %s, want %s (what src/k8s/node "
-              "calls: PATCH its node, list+watch pods of its node, create Events)"
+              "calls: PATCH its node, list+watch pods of its node, create Events and patch their count)"
               % (where, rules_of(role), want))
     role = objs.get(("Role", "gslice-node"))
     if check(role, "%s: no Role gslice-node" % where):
@@ -262,7 +262,7 @@ def check_node_agent(objs, where):
     if check(role, "%s: no ClusterRole gslice-extender" % where):
         want = {("", "nodes", ()): {"get", "list", "watch"},
                 ("", "pods", ()): {"get", "list", "watch"},
-                ("", "pods/binding", ()): {"create"}, ("", "events", ()): {"create"}}
+                ("", "pods/binding", ()): {"create"}, ("", "events", ()): {"create", "patch"}}
         check(rules_of(role) == want, "%s: gslice-extender's rights %s, want %s" %
               (where, rules_of(role), want))
     crb = objs.get(("ClusterRoleBinding", "gslice-node"))
