@@ -62,6 +62,9 @@ def test(c):
     wait_for("the flood's drops counted",
              lambda: c.metric("gslice_extender_events_total", '{outcome="dropped_rate"}') ==
              70 - flood)
+    check(c.metric("gslice_extender_events_dropped_namespace_total", "") == 70 - flood,
+          "the flood's drops are not counted as its namespace's own: %s" %
+          c.metric("gslice_extender_events_dropped_namespace_total", ""))
     passed("70 binds in namespace flood: %d Events, %d dropped; quiet/q still has its Event" %
            (flood, 70 - flood))
 
