@@ -74,12 +74,16 @@ n1=$(grep '^publish' "$T/publish.log" | awk '$3 == 2 { print NR; exit }')
 expect_eq "devices after the wipe" "$(devs)" "['gpu-0', 'gpu-1']"
 pass "made again within one period of the wipe, at a higher generation"
 
-# A GPU goes: updated, generation bumped.
+# A GPU goes: updated, generation bumped; the update's first PUT meets a conflict (409, as when
+# another write came between the read and the update) and is read and sent again in the same
+# publish.
+api POST /_test/fault '{"method":"PUT","path":"resourceslices/node-a-gslice.io$","status":409,"count":1,"message":"the object has been modified"}' >/dev/null
 printf '0 GPU-aaaa-0000 17179869184\n' >"$T/gpus"
 until_slice "len(d['spec'].get('devices') or []) == 1"
 expect_eq "devices without GPU 1" "$(devs)" "['gpu-0']"
 expect_eq "generation" "$(gen)" 3
-pass "updated when a GPU goes"
+expect_eq "PUTs of the slice answered 409" "$(jget "$(api GET /_test/requests)" "sum(1 for r in d if r['method'] == 'PUT' and r['path'].endswith('/node-a-gslice.io') and r['status'] == 409)")" 1
+pass "updated when a GPU goes (through a conflict, in one publish)"
 
 # gsliced does not answer: nothing on offer; back: both again.
 rm "$T/gpus"
