@@ -3,68 +3,40 @@
 """deploy/base/lease-guard.yaml, the ValidatingAdmissionPolicy that holds gslice-node to its own
 liveness Lease: its structure (v1, leases CREATE and UPDATE -- every write verb gslice-node's
 Role grants -- matched on gslice-node's service account only, bound with Deny), and, where a
-CEL evaluator is at hand (node and the npm package @marcbachmann/cel-js, found through
-GSLICE_CEL_JS = the directory holding its node_modules, as deploy.node_guard does), its rules on
-the cases that matter: the agent creating or renewing gslice-system/gslice-node-<its node> held
-by its node -- allowed; another node's Lease, its own Lease's name with another holder or none,
-its Lease's name in another namespace, a token with no node (or two) -- denied, the last saying
-the token names no node; anyone else's Leases (the kubelet's, the scheduler's, a namesake
-account in another namespace) -- not matched. Without an evaluator that part is skipped (said
-so, exit 77 when nothing else failed)."""
-import json
+CEL evaluator is at hand (celpolicy.py: node and the npm package @marcbachmann/cel-js, found
+through GSLICE_CEL_JS), its rules on the cases that matter: the agent creating or renewing
+gslice-system/gslice-node-<its node> held by its node -- allowed; another node's Lease, its own
+Lease's name with another holder or none, its Lease's name in another namespace, a token with
+no node (or two) -- denied, the last saying the token names no node; anyone else's Leases (the
+kubelet's, the scheduler's, a namesake account in another namespace) -- not matched. Without
+an evaluator that part is skipped (said so, exit 77 when nothing else failed)."""
 import os
-import shutil
-import subprocess
 import sys
 
-try:
-    import yaml
-except ImportError:
-    print("SKIP: no python3-yaml for /usr/bin/python3")
-    sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import celpolicy  # noqa: E402 (it skips, 77, without python3-yaml)
+from celpolicy import check  # noqa: E402
 
-SRC = os.environ.get("GSLICE_SRC") or sys.exit("run through ctest (make test)")
-DEPLOY = os.environ.get("GSLICE_DEPLOY_DIR") or os.path.join(SRC, "deploy")
+DEPLOY = celpolicy.deploy_dir()
 GUARD = os.path.join(DEPLOY, "base", "lease-guard.yaml")
 NODE = os.path.join(DEPLOY, "base", "node", "node.yaml")
 AGENT = "system:serviceaccount:gslice-system:gslice-node"
 NS = "gslice-system"
 
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-docs = {d["kind"]: d for d in yaml.safe_load_all(open(GUARD)) if d}
-pol, bnd = docs.get("ValidatingAdmissionPolicy"), docs.get("ValidatingAdmissionPolicyBinding")
-check(pol and bnd, "kinds %s" % list(docs))
-spec = pol["spec"]
-check(pol["apiVersion"] == bnd["apiVersion"] == "admissionregistration.k8s.io/v1",
-      "apiVersion %s" % pol["apiVersion"])
-check(spec.get("failurePolicy") == "Fail", "failurePolicy %s" % spec.get("failurePolicy"))
+guard = celpolicy.Policy(GUARD)
+spec = guard.spec
+check(not guard.problems(AGENT), "; ".join(guard.problems(AGENT)))
 rules = spec["matchConstraints"]["resourceRules"]
 check([(r["apiGroups"], r["resources"]) for r in rules] == [(["coordination.k8s.io"], ["leases"])],
       "rules %s" % rules)
 ops = set(rules[0]["operations"])
 # Every write gslice-node's Role allows on leases is matched (a verb left out is unguarded).
-verb_op = {"create": "CREATE", "update": "UPDATE", "patch": "UPDATE", "delete": "DELETE",
-           "deletecollection": "DELETE"}
-role = next(d for d in yaml.safe_load_all(open(NODE))
-            if d and d["kind"] == "Role" and d["metadata"]["name"] == "gslice-node")
-writes = {verb_op[v] for r in role["rules"] if "leases" in r["resources"]
-          for v in r["verbs"] if v in verb_op}
+role = next(d for d in celpolicy.objects(NODE)
+            if d["kind"] == "Role" and d["metadata"]["name"] == "gslice-node")
+writes = celpolicy.writes(role, "leases")
 check({"CREATE", "UPDATE"} <= writes <= ops,
       "operations %s do not cover the Role's writes %s" % (sorted(ops), sorted(writes)))
-check(bnd["spec"]["policyName"] == pol["metadata"]["name"] and
-      bnd["spec"]["validationActions"] == ["Deny"], "binding %s" % bnd["spec"])
-check(any(AGENT in c["expression"] for c in spec.get("matchConditions", [])),
-      "matchConditions do not name %s" % AGENT)
 print("PASS: the policy parses: v1, leases %s (the Role's writes %s), gslice-node's service "
       "account, Deny" % (sorted(ops), sorted(writes)))
 
@@ -78,20 +50,12 @@ def lease(name="gslice-node-node-a", ns=NS, holder="node-a"):
 
 
 def user(name=AGENT, on=("node-a",)):
-    u = {"username": name, "groups": ["system:serviceaccounts"]}
-    if on is not None:
-        extra = {"authentication.kubernetes.io/pod-name": ["gslice-node-x"]}
-        if on:
-            extra["authentication.kubernetes.io/node-name"] = list(on)
-        u["extra"] = extra
-    return u
+    return celpolicy.user(name, on, "gslice-node-x")
 
 
-def req(u, obj, op="UPDATE", old=True):
-    """(userInfo, request fields, object, oldObject)."""
-    r = {"operation": op, "namespace": obj["metadata"]["namespace"],
-         "name": obj["metadata"]["name"], "userInfo": u}
-    return r, obj, (obj if old and op == "UPDATE" else None)
+def req(u, obj, op="UPDATE"):
+    """obj created, or renewed (over itself: the renewal's change does not matter here)."""
+    return celpolicy.request(op, obj, obj if op == "UPDATE" else None, u)
 
 
 # (what, request, allowed, a word the refusal's message must hold)
@@ -120,74 +84,15 @@ cases = [
     ("a token whose extras lack the node", req(user(on=()), lease()), False, "names no node"),
     ("a token naming two nodes", req(user(on=("node-a", "node-b")), lease()), False,
      "names no node"),
-    ("the kubelet renewing its node Lease (not matched)",
+    ("the kubelet renewing its node Lease",
      req(user("system:node:node-a", on=None), lease("node-a", "kube-node-lease", "node-a")),
-     True, None),
-    ("gslice-scheduler's leader Lease (not matched)",
+     celpolicy.UNMATCHED, None),
+    ("gslice-scheduler's leader Lease",
      req(user("system:serviceaccount:gslice-system:gslice-scheduler", on=("node-c",)),
-         lease("gslice-scheduler", holder="gslice-scheduler-x_1")), True, None),
-    ("a gslice-node account of another namespace (not matched)",
-     req(user("system:serviceaccount:other:gslice-node", on=("node-b",)), lease()), True, None),
+         lease("gslice-scheduler", holder="gslice-scheduler-x_1")), celpolicy.UNMATCHED, None),
+    ("a gslice-node account of another namespace",
+     req(user("system:serviceaccount:other:gslice-node", on=("node-b",)), lease()),
+     celpolicy.UNMATCHED, None),
 ]
 
-cel_dir = os.environ.get("GSLICE_CEL_JS")
-nodejs = shutil.which("node")
-if not (cel_dir and nodejs and os.path.isdir(os.path.join(cel_dir, "node_modules", "@marcbachmann",
-                                                              "cel-js"))):
-    print("SKIP (part): CEL evaluation (set GSLICE_CEL_JS to a directory with "
-          "node_modules/@marcbachmann/cel-js)")
-    sys.exit(77)
-# The API server's order: matchConditions, then the variables, then every validation; the
-# refusal's message is the first failed validation's (its messageExpression, else message).
-js = r"""
-import {evaluate} from '@marcbachmann/cel-js'
-let input = ''
-process.stdin.on('data', d => input += d)
-process.stdin.on('end', () => {
-  const {spec, cases} = JSON.parse(input)
-  const out = cases.map(([request, object, oldObject]) => {
-    const ctx = {object, oldObject, request, variables: {},
-                 namespaceObject: {metadata: {name: request.namespace}}}
-    const matched = (spec.matchConditions || []).every(c => evaluate(c.expression, ctx) === true)
-    if (!matched) return {matched, verdicts: []}
-    try {
-      for (const v of spec.variables || []) ctx.variables[v.name] = evaluate(v.expression, ctx)
-    } catch (e) { return {matched, verdicts: ['error: variables: ' + e.message]} }
-    let message = null
-    const verdicts = spec.validations.map(v => {
-      try {
-        const ok = evaluate(v.expression, ctx) === true
-        if (!ok && message === null)
-          message = v.messageExpression ? evaluate(v.messageExpression, ctx) : v.message
-        return ok
-      } catch (e) { return 'error: ' + e.message }
-    })
-    return {matched, verdicts, message}
-  })
-  console.log(JSON.stringify(out))
-})
-"""
-script = os.path.join(cel_dir, "gslice-lease-guard-eval.mjs")
-with open(script, "w") as f:
-    f.write(js)
-p = subprocess.run([nodejs, script], input=json.dumps({
-    "spec": spec, "cases": [list(r) for _, r, _, _ in cases]}).encode(),
-    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, cwd=cel_dir)
-out = p.stdout.decode()
-check(p.returncode == 0, "CEL evaluation: %s" % out)
-bad = []
-for (what, _, allowed, word), r in zip(cases, json.loads(out)):
-    ok = all(v is True for v in r["verdicts"])
-    if any(isinstance(v, str) for v in r["verdicts"]):
-        bad.append("%s: %s" % (what, r["verdicts"]))
-    elif ok != allowed:
-        bad.append("%s: %s, want %s (rules %s)" % (what, "allowed" if ok else "denied",
-                                                   "allowed" if allowed else "denied",
-                                                   r["verdicts"]))
-    elif word and word not in (r.get("message") or ""):
-        bad.append("%s: refused with %r, which does not say %r" % (what, r.get("message"), word))
-for b in bad:
-    print("FAIL: " + b, file=sys.stderr)
-if bad:
-    sys.exit(1)
-print("PASS: CEL: %d cases, each allowed or denied as it should be, with its reason" % len(cases))
+celpolicy.verify(guard, cases)
