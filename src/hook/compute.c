@@ -26,9 +26,9 @@ static bool burst_takes(struct burst *b, CUcontext ctx, uint64_t now) {
 }
 
 /* A launch after a synchronize that found all of the burst's work done: the time from that
- * synchronize's return to now was the process's own, not charged (compute_state.h). The launch is
+ * synchronize to now was the process's own, not charged (compute_state.h). The launch is
  * counted already, so a synchronize whose stamp raced it takes the stamp back (stamp_idle). */
-static void take_idle(struct burst *b) {
+__attribute__((noinline)) static void take_idle(struct burst *b) {
   uint64_t since = atomic_exchange(&b->idle_since, 0);
   if (since) {
     uint64_t now = gs_gate_ticks();
@@ -150,7 +150,7 @@ static void pace_self(struct burst *b, CUcontext ctx, CUstream stream, uint64_t 
 /* Under C.mu, one step at a time until this launch may go: join the valid burst; or hand the
  * token off, close the burst, wait for another thread's close, queue behind the previous
  * holder's tail, take a grant, wait for one, or pace without a daemon, and look again. */
-static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
+__attribute__((noinline, cold)) static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
   struct burst *b = &C.b[dev];
 
   pthread_mutex_lock(&C.mu);
@@ -240,31 +240,39 @@ void gs_compute_after_launch(void) {
 
 /* ---- segments: the idle time between a synchronize and the next launch is not charged ---- */
 
-/* In a mark's low byte beside the GPU: the quick mark (quick_mark). */
-#define MARK_QUICK 0x80u
 #define MARK_EPOCH(m) ((uint32_t)((m) >> 40))
 #define MARK_LAUNCHES(m) ((uint32_t)((m) >> 8))
 #define EPOCH_BITS 0xffffffu
 
+/* The legacy stream (NULL) is the current context's: a query of it says something of the burst
+ * only in the burst's context (*ctx: looked up here when not yet, NULL). */
+static bool query_stream(struct burst *b, CUstream s, CUcontext *ctx) {
+  if (!s || s == CU_STREAM_LEGACY) {
+    if (!*ctx && gs_burst_current_dev(ctx) < 0)
+      return false;
+    if (*ctx != atomic_load(&b->ctx))
+      return false;
+  }
+  return gs_real()->cuStreamQuery(s) == CUDA_SUCCESS;
+}
+
 /* A synchronize of a burst whose work has all run already (a launch-bound loop's): no event, no
- * lock, no segment end; its return stamps the burst idle (stamp_idle). 0: not so (work still
- * queued, a launch on its way, a capture in progress, a per-thread stream, the budget spent). */
-static uint64_t quick_mark(struct burst *b, int dev, CUcontext ctx) {
-  const struct gs_real *r = gs_real();
+ * lock, no segment end; the burst is idle from now to its next launch (stamp_idle), whatever the
+ * synchronize waits for. 0: not so (work still queued, a launch on its way, a capture in progress,
+ * a per-thread stream, the budget spent). */
+static uint64_t quick_mark(struct burst *b, CUcontext *ctx) {
   uint32_t epoch = atomic_load(&b->epoch);
   uint64_t g = atomic_load(&b->gate);
   unsigned n = atomic_load(&b->nstreams);
 
-  if (!r->cuStreamQuery || atomic_load(&C.captures) || (g & GATE_INFLIGHT) || n == 0 ||
+  if (!gs_real()->cuStreamQuery || atomic_load(&C.captures) || (g & GATE_INFLIGHT) || n == 0 ||
       !atomic_load(&b->valid_until) || !atomic_load(&b->seg_open) ||
-      atomic_load(&b->thread_local_stream) || atomic_load(&b->ctx) != ctx ||
-      (g >> 24) >= atomic_load(&b->budget))
+      atomic_load(&b->thread_local_stream) || (g >> 24) >= atomic_load(&b->budget))
     return 0;
   for (unsigned i = 0; i < n; i++)
-    if (r->cuStreamQuery((CUstream)atomic_load(&b->streams[i])) != CUDA_SUCCESS)
+    if (!query_stream(b, (CUstream)atomic_load(&b->streams[i]), ctx))
       return 0;
-  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)(uint32_t)(g >> 24) << 8 | MARK_QUICK |
-         (uint64_t)(dev + 1);
+  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)(uint32_t)(g >> 24) << 8 | 1;
 }
 
 /* The burst the quick mark was taken in, open, nothing launched since. */
@@ -287,20 +295,24 @@ static void stamp_idle(struct burst *b, uint64_t mark) {
 }
 
 uint64_t gs_compute_before_sync(void) {
-  CUcontext ctx;
+  CUcontext ctx = NULL;
   uint64_t mark = 0;
-  int dev;
+  int dev = 0;
 
   if (atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF)
     return 0;
-  dev = gs_burst_current_dev(&ctx);
-  if (dev < 0)
+  /* One GPU: device 0, and the context is looked up only where needed. */
+  if (!C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
     return 0;
   struct burst *b = &C.b[dev];
   if (atomic_load(&b->valid_until) == 0)
     return 0; /* no burst open: nothing to mark */
-  if ((mark = quick_mark(b, dev, ctx)) != 0)
-    return mark;
+  if ((mark = quick_mark(b, &ctx)) != 0) {
+    stamp_idle(b, mark);
+    return 0;
+  }
+  if (!ctx && gs_burst_current_dev(&ctx) < 0)
+    return 0;
   /* Nothing to mark under mu either (a launch on its way, a per-thread stream, the segment ended,
    * another context), unless the budget is spent: the lock is not worth taking. */
   if (LAUNCHES(b) < atomic_load(&b->budget) &&
@@ -337,15 +349,11 @@ uint64_t gs_compute_before_sync(void) {
 
 void gs_compute_after_sync(uint64_t mark) {
   const struct gs_real *r = gs_real();
-  int dev = (int)(mark & 0x7f) - 1;
+  int dev = (int)(mark & 0xff) - 1;
 
   if (!mark || dev < 0 || dev >= GS_MAX_GPUS)
     return;
   struct burst *b = &C.b[dev];
-  if (mark & MARK_QUICK) {
-    stamp_idle(b, mark);
-    return;
-  }
   pthread_mutex_lock(&C.mu);
   int mode = gs_burst_relax(false);
   if (b->open && b->seg_open && !b->thread_local_stream && b->sync_seq == mark >> 8 &&

@@ -76,7 +76,7 @@ struct burst {
    * driver's return (1 each). */
   _Atomic uint64_t gate __attribute__((aligned(64)));
   /* A synchronize that found all of the burst's work done when called ends no segment (no event,
-   * no lock): it stamps idle_since (the gate's clock) on its return, the next launch (any thread)
+   * no lock): it stamps idle_since (the gate's clock) when called, the next launch (any thread)
    * takes the stamp and adds the gap to gap_ticks, and a close finds a stamp still there for the
    * trailing idle time. Those gaps lie inside the open segments and come off the burst's time. */
   _Atomic uint64_t idle_since; /* gs_gate_ticks; 0: none */
