@@ -15,8 +15,6 @@
 #include "compute.h"
 #include "compute_state.h"
 
-static __thread int tl_gated __attribute__((tls_model("initial-exec"))) = -1;
-
 /* ---- the gate ---- */
 
 /* The open burst takes one more launch of ctx: within its time and budget. */
@@ -150,7 +148,8 @@ static void pace_self(struct burst *b, CUcontext ctx, CUstream stream, uint64_t 
 /* Under C.mu, one step at a time until this launch may go: join the valid burst; or hand the
  * token off, close the burst, wait for another thread's close, queue behind the previous
  * holder's tail, take a grant, wait for one, or pace without a daemon, and look again. */
-__attribute__((noinline, cold)) static CUresult slow_path(int dev, CUcontext ctx, CUstream stream) {
+__attribute__((noinline, cold)) static CUresult slow_path(int dev, CUcontext ctx, CUstream stream,
+                                                          _Atomic uint64_t **inflight) {
   struct burst *b = &C.b[dev];
 
   pthread_mutex_lock(&C.mu);
@@ -194,11 +193,11 @@ __attribute__((noinline, cold)) static CUresult slow_path(int dev, CUcontext ctx
   }
   gs_burst_unrelax(mode);
   pthread_mutex_unlock(&C.mu);
-  tl_gated = dev;
+  *inflight = &b->gate;
   return CUDA_SUCCESS;
 }
 
-CUresult gs_compute_before_launch(CUstream stream) {
+CUresult gs_compute_before_launch(CUstream stream, _Atomic uint64_t **inflight) {
   CUcontext ctx = NULL;
   int dev = 0;
 
@@ -222,20 +221,13 @@ CUresult gs_compute_before_launch(CUstream stream) {
       gs_burst_stream_known(b, stream)) {
     if (__builtin_expect(atomic_load(&b->idle_since) != 0, 0))
       take_idle(b);
-    tl_gated = dev;
+    *inflight = &b->gate;
     return CUDA_SUCCESS;
   }
   atomic_fetch_sub(&b->gate, GATE_LAUNCH + 1); /* the slow path counts it, under mu */
   if (C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
     return CUDA_SUCCESS;
-  return slow_path(dev, ctx, stream);
-}
-
-void gs_compute_after_launch(void) {
-  if (tl_gated >= 0) {
-    atomic_fetch_sub(&C.b[tl_gated].gate, 1);
-    tl_gated = -1;
-  }
+  return slow_path(dev, ctx, stream, inflight);
 }
 
 /* ---- segments: the idle time between a synchronize and the next launch is not charged ---- */

@@ -2,15 +2,21 @@
 /* The hook's compute gate: every launch path calls these around the real launch. */
 #pragma once
 #include <cuda.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* Before the real launch on `stream` (in the calling thread's current context).
- * Returns CUDA_SUCCESS to go ahead; may block until the slice holds a token.
+ * Returns CUDA_SUCCESS to go ahead; may block until the slice holds a token. *inflight: what to
+ * give gs_compute_after_launch (NULL: the launch was not counted).
  * Fast path while the token is valid: no syscall, no lock, no allocation. */
-CUresult gs_compute_before_launch(CUstream stream);
+CUresult gs_compute_before_launch(CUstream stream, _Atomic uint64_t **inflight);
 
-/* After the real launch, whatever it returned: the launch is no longer in flight. */
-void gs_compute_after_launch(void);
+/* After the real launch, whatever it returned: the launch is no longer in flight (inline: one
+ * atomic subtract from the burst's gate word, no call). */
+static inline void gs_compute_after_launch(_Atomic uint64_t *inflight) {
+  if (inflight)
+    atomic_fetch_sub(inflight, 1);
+}
 
 /* Before the real synchronize (any kind) in the calling thread's context: marks where the
  * burst's queue ends now. Returns a mark for gs_compute_after_sync, 0 for none. */

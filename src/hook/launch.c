@@ -9,11 +9,12 @@
   const struct gs_real *r = gs_real();                                                             \
   if (!r->name)                                                                                    \
     return CUDA_ERROR_NOT_FOUND;                                                                   \
-  CUresult gate = gs_compute_before_launch(stream);                                                \
+  _Atomic uint64_t *inflight = NULL;                                                               \
+  CUresult gate = gs_compute_before_launch(stream, &inflight);                                     \
   if (gate != CUDA_SUCCESS)                                                                        \
     return gate;                                                                                   \
   CUresult rc = call;                                                                              \
-  gs_compute_after_launch();                                                                       \
+  gs_compute_after_launch(inflight);                                                               \
   return rc
 
 /* In a _ptsz launch the NULL stream is the calling thread's default stream: the gate must time
