@@ -6,7 +6,9 @@
 # claim's one slice, and Prepare answers as for any prepared claim, nothing leaked; gsliced
 # losing its state (its state dir gone) loses a prepared claim's slice: gslice-node makes it
 # again (new id), moves the claim's start directory to it and keeps its CDI spec; Unprepare after
-# both leaves no slice, spec or record.
+# both leaves no slice, spec or record. A prepared claim deleted from the API server (or made
+# again under its name) with no Unprepare from the kubelet is unprepared by gslice-node itself
+# at its next start (and every minute).
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_dra.sh"
 
@@ -75,3 +77,25 @@ expect_eq "slices after Unprepare" "$(gs_slices)" "[]"
 out=$(kl POST /unprepare "$batch")
 expect_eq "Unprepare again" "$(jget "$out" "d['claims']['$u']['error']")" None
 pass "Unprepare after both: no slice, spec, record or directory left; again is success"
+
+# Claims the kubelet never unprepares: one deleted, one made again under its name (another uid).
+dra_claim gone 1Gi 10 10
+dra_alloc gone g1 >/dev/null
+dra_claim again 1Gi 10 10
+dra_alloc again a1 >/dev/null
+ug=$(claim_uid gone)
+ua=$(claim_uid again)
+two='{"driver":"gslice.io","claims":[{"namespace":"default","name":"gone","uid":"'"$ug"'"},{"namespace":"default","name":"again","uid":"'"$ua"'"}]}'
+out=$(kl POST /prepare "$two")
+expect_eq "Prepare gone and again" "$(jget "$out" "[d['claims'][u]['error'] for u in ('$ug', '$ua')]")" "[None, None]"
+expect_eq "their slices" "$(nslices)" 2
+stop_node
+api DELETE "$RES/namespaces/default/resourceclaims/gone" >/dev/null
+api DELETE "$RES/namespaces/default/resourceclaims/again" >/dev/null
+dra_claim again 1Gi 10 10
+start_dra_node
+cleaned() { [ "$(nslices)" = 0 ] && [ "$(specs)" = 0 ] && [ -z "$(ls -A "$NSTATE/claims")" ]; }
+until_secs 20 cleaned
+grep -q "claim default/gone (uid $ug): slice [0-9]* removed: its ResourceClaim is gone from the API server" "$T/node.log" || fail "the removal of gone is not logged"
+grep -q "claim default/again (uid $ua): slice [0-9]* removed: its ResourceClaim was replaced" "$T/node.log" || fail "the removal of again is not logged"
+pass "claims deleted or replaced in the API server without an Unprepare: unprepared at gslice-node's start"

@@ -601,6 +601,48 @@ void dra_tick(struct node *n, bool daemon_back) {
   pthread_mutex_unlock(&n->lock);
 }
 
+void dra_gc(struct node *n) {
+  struct dra_claim *c = malloc(sizeof(*c));
+  struct claim_id {
+    char uid[DRA_UID_MAX], ns[64], name[256];
+  } *ids = NULL;
+  uint32_t k = 0;
+  char err[512];
+
+  if (!c || n->cfg.no_api)
+    goto out;
+  pthread_mutex_lock(&n->lock);
+  if ((ids = calloc(n->dra->nrecs ? n->dra->nrecs : 1, sizeof(*ids))))
+    for (uint32_t i = 0; i < n->dra->nrecs; i++)
+      if (!n->dra->recs[i]->pending) {
+        snprintf(ids[k].uid, sizeof(ids[k].uid), "%s", n->dra->recs[i]->uid);
+        snprintf(ids[k].ns, sizeof(ids[k].ns), "%s", n->dra->recs[i]->ns);
+        snprintf(ids[k].name, sizeof(ids[k].name), "%s", n->dra->recs[i]->name);
+        k++;
+      }
+  pthread_mutex_unlock(&n->lock);
+  for (uint32_t i = 0; ids && i < k; i++) {
+    /* Only a claim that is not there (404) or is another now (its UID): every other answer,
+     * an unallocated claim included, leaves it to the kubelet's Unprepare. A ResourceClaim is
+     * not deleted while a pod has it reserved, so no pod uses the slice any more. */
+    int e = dra_claim_read(n, ids[i].ns, ids[i].name, ids[i].uid, c, err, sizeof(err));
+    if (e != -ENOENT && e != -ESTALE)
+      continue;
+    uint32_t at;
+    pthread_mutex_lock(&n->lock);
+    if (rec_find(n->dra, ids[i].uid, &at) && !n->dra->recs[at]->pending &&
+        rec_drop(n, at,
+                 e == -ENOENT ? "its ResourceClaim is gone from the API server"
+                              : "its ResourceClaim was replaced (another uid)",
+                 err, sizeof(err)) < 0)
+      gs_log(GS_LOG_WARNING, "%s", err);
+    pthread_mutex_unlock(&n->lock);
+  }
+out:
+  free(ids);
+  free(c);
+}
+
 bool dra_registered_event(struct node *n) {
   pthread_mutex_lock(&n->lock);
   bool ev = n->dra && n->dra->registered_event;

@@ -108,6 +108,10 @@ void dra_tick(struct node *n, bool daemon_back);
 /* The health stream's message again (GPUs and gsliced's state): after every inventory change
  * and every 10 s (the kubelet counts a device unreported for long as unknown). */
 void dra_health_publish(struct node *n);
+/* Claims whose ResourceClaim is gone from the API server (404) or was replaced (another UID)
+ * are unprepared here: what a kubelet that lost its state (or never says Unprepare) leaves.
+ * Without n->lock (it reads the API server); at the start and every minute. */
+void dra_gc(struct node *n);
 /* Whether the kubelet said it registered us since the last call (publish the slice at once). */
 bool dra_registered_event(struct node *n);
 /* Stops both servers and removes their sockets; the records and slices stay. */

@@ -566,9 +566,11 @@ static void process_init(struct node *n) {
 }
 
 /* ---- --mode dra: the ResourceSlice published on a thread of its own (the API server may be
- * slow; the kubelet's calls and gsliced's health never wait on it) ---- */
+ * slow; the kubelet's calls and gsliced's health never wait on it), and claims gone from the
+ * API server unprepared (dra_gc) ---- */
 
 #define DRA_PUBLISH_NS 10000000000ull
+#define DRA_GC_NS 60000000000ull
 
 struct dra_publisher {
   struct node *n;
@@ -584,10 +586,16 @@ static void *dra_publish_run(void *arg) {
   json_t *cache = NULL;
   char err[512], last[512] = "";
 
+  uint64_t next_gc = 0;
+
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
     p->kick = false;
     pthread_mutex_unlock(&p->mu);
+    if (node_now() >= next_gc) {
+      dra_gc(p->n);
+      next_gc = node_now() + DRA_GC_NS;
+    }
     int r = p->n->cfg.no_api ? 0 : dra_publish(p->n, &cache, err, sizeof(err));
     /* Said once until it works again: the next try is 10 s away anyway. */
     if (r < 0 && strcmp(err, last))
@@ -780,8 +788,8 @@ int main(int argc, char **argv) {
            "gslice-node",
            (int)stop_sig);
     node_health_stop(health);
+    dra_publisher_stop(&n); /* first: its thread reads the claims dra_stop frees */
     dra_stop(&n);
-    dra_publisher_stop(&n);
     gs_log_flush();
     return 0;
   }
