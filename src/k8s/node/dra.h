@@ -110,7 +110,8 @@ void dra_tick(struct node *n, bool daemon_back);
 void dra_health_publish(struct node *n);
 /* Claims whose ResourceClaim is gone from the API server (404) or was replaced (another UID)
  * are unprepared here: what a kubelet that lost its state (or never says Unprepare) leaves.
- * Without n->lock (it reads the API server); at the start and every minute. */
+ * Without n->lock (it reads the API server); at the start and every minute, each time right
+ * after the ResourceSlice was published (the API server serves resource.k8s.io/v1). */
 void dra_gc(struct node *n);
 /* Whether the kubelet said it registered us since the last call (publish the slice at once). */
 bool dra_registered_event(struct node *n);

@@ -592,11 +592,13 @@ static void *dra_publish_run(void *arg) {
   while (!p->stop) {
     p->kick = false;
     pthread_mutex_unlock(&p->mu);
-    if (node_now() >= next_gc) {
+    int r = p->n->cfg.no_api ? 0 : dra_publish(p->n, &cache, err, sizeof(err));
+    /* Only while the API server serves resource.k8s.io/v1 (the slice was just published): a
+     * 404 from one that does not is no claim's absence. */
+    if (r == 0 && node_now() >= next_gc) {
       dra_gc(p->n);
       next_gc = node_now() + DRA_GC_NS;
     }
-    int r = p->n->cfg.no_api ? 0 : dra_publish(p->n, &cache, err, sizeof(err));
     /* Said once until it works again: the next try is 10 s away anyway. */
     if (r < 0 && strcmp(err, last))
       gs_log(GS_LOG_WARNING, "cannot publish the node's ResourceSlice: %s (trying every 10 s)",
