@@ -232,6 +232,7 @@ static size_t offered(struct node *n, struct dra_gpu *gpus) {
     memset(g, 0, sizeof(*g));
     g->index = n->gpus[i].index;
     snprintf(g->uuid, sizeof(g->uuid), "%s", n->gpus[i].uuid);
+    snprintf(g->product, sizeof(g->product), "%s", n->gpus[i].name);
     g->memory = n->gpus[i].memory;
   }
   pthread_mutex_unlock(&n->lock);

@@ -30,7 +30,8 @@ struct node_health {
 /* Registered with the kubelet (the main loop's flag) and the pod cache synced. */
 static void readiness(struct node *n, char *why, size_t len) {
   bool reg = __atomic_load_n(&n->registered, __ATOMIC_RELAXED);
-  bool pods = n->cfg.no_api || node_pods_synced(n);
+  /* The DRA mode keeps no pod cache: registered with the kubelet is ready. */
+  bool pods = n->cfg.no_api || n->cfg.dra || node_pods_synced(n);
 
   snprintf(why, len, "%s%s%s", reg ? "" : "not registered with the kubelet",
            !reg && !pods ? "; " : "", pods ? "" : "pod cache not synced");

@@ -375,6 +375,7 @@ static int inventory(struct node *n) {
   for (uint32_t i = 0; i < n->ngpus; i++) {
     struct node_gpu g = {.index = st.gpus[i].index, .memory = st.gpus[i].memory_total_bytes};
     snprintf(g.uuid, sizeof(g.uuid), "%s", st.gpus[i].uuid);
+    snprintf(g.name, sizeof(g.name), "%s", st.gpus[i].name);
     if (memcmp(&g, &n->gpus[i], sizeof(g)))
       changed = 1;
     n->gpus[i] = g;

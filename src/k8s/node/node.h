@@ -80,6 +80,7 @@ struct node_cfg {
 struct node_gpu {
   uint32_t index;
   char uuid[NODE_UUID_MAX];
+  char name[GS_NAME_MAX]; /* the product name gsliced reports ("" : none) */
   uint64_t memory;
 };
 

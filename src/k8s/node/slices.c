@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "annot.h"
+#include "cdi.h"
 #include "client.h"
 #include "fileio.h"
 #include "kube.h"
@@ -1120,6 +1121,7 @@ void node_reconcile(struct node *n) {
       if (strcmp(r->container, "?") == 0 && find_container(pl, r->slots, &ns, &pod, &ctr) == 0)
         continue;
       uint32_t before = n->nrecs;
+      cdi_slot_spec_drop(n, r);
       rec_remove(n, i, "the kubelet no longer lists its container");
       if (n->nrecs < before)
         i--;
@@ -1157,6 +1159,7 @@ void node_reconcile(struct node *n) {
       }
     } else if (why && !gone) {
       uint32_t before = n->nrecs;
+      cdi_slot_spec_drop(n, r);
       rec_remove(n, i, why);
       if (n->nrecs < before)
         i--;
