@@ -251,13 +251,16 @@ static bool query_stream(struct burst *b, CUstream s, CUcontext *ctx) {
 /* A synchronize of a burst whose work has all run already (a launch-bound loop's): no event, no
  * lock, no segment end; the burst is idle from now to its next launch (stamp_idle), whatever the
  * synchronize waits for. 0: not so (work still queued, a launch on its way, a capture in progress,
- * a per-thread stream, the budget spent). */
+ * a per-thread stream, the budget spent), or the burst has several streams: another thread may
+ * destroy its own while this one looks (the hook does not see cuStreamDestroy), and a query of a
+ * stream destroyed meanwhile crashed the sim (the event path records into them under mu, once a
+ * synchronize, as before). */
 static uint64_t quick_mark(struct burst *b, CUcontext *ctx) {
   uint32_t epoch = atomic_load(&b->epoch);
   uint64_t g = atomic_load(&b->gate);
   unsigned n = atomic_load(&b->nstreams);
 
-  if (!gs_real()->cuStreamQuery || atomic_load(&C.captures) || (g & GATE_INFLIGHT) || n == 0 ||
+  if (!gs_real()->cuStreamQuery || atomic_load(&C.captures) || (g & GATE_INFLIGHT) || n != 1 ||
       !atomic_load(&b->valid_until) || !atomic_load(&b->seg_open) ||
       atomic_load(&b->thread_local_stream) || (g >> 24) >= atomic_load(&b->budget))
     return 0;
