@@ -609,10 +609,9 @@ DRA = {("Namespace", NS), ("ResourceQuota", "gslice-critical-pods"),
        ("ValidatingAdmissionPolicyBinding", "gslice-resourceslice-guard"),
        ("DeviceClass", "gslice.io"), ("DeviceClass", "gslice.io-high"),
        ("DeviceClass", "gslice.io-low")}
-# Rights the DRA agent holds for what the API server, not its own calls, checks: a node-local
-# driver's writes of a claim's status.devices (1.36: resourceclaims/driver, node-aware verbs).
-DRA_STATUS = {("resource.k8s.io", "resourceclaims/status"),
-              ("resource.k8s.io", "resourceclaims/driver")}
+# Rights the DRA agent holds beyond the paths its sources name: none (it writes no claim
+# status.devices, which would need resourceclaims/status and 1.36's resourceclaims/driver).
+DRA_STATUS = set()
 
 
 def check_dra(objs, where):
