@@ -102,3 +102,17 @@ until_secs 10 zero
 expect_eq "specs after the last pod" "$(specs)" 0
 for c in "hard60 a" "hard30 b" "shared s1" "shared s2"; do dra_release $c; done
 pass "unprepare after each claim's last pod: its slice and its CDI spec removed"
+
+# One batch, each claim its own answer: a claim asked by a UID that is not its own (a claim
+# deleted and made again under its name) fails alone; the other is prepared.
+dra_claim good 256Mi 10
+dra_alloc good x >/dev/null
+good=$(claim_uid good)
+ans=$(kl POST /prepare '{"driver":"gslice.io","claims":[{"namespace":"default","name":"good","uid":"'"$good"'"},{"namespace":"default","name":"hard60","uid":"00000000-0000-4000-8000-000000000000"}]}')
+expect_eq "the batch's answers" "$(jget "$ans" "(sorted(d['claims']), d['claims']['$good']['error'], len(d['claims']['$good']['devices']), bool(d['claims']['00000000-0000-4000-8000-000000000000']['error']))")" \
+  "([$(jget '["00000000-0000-4000-8000-000000000000", "'"$good"'"]' "', '.join(repr(x) for x in sorted(d))")], None, 1, True)"
+echo "the replaced claim's error: $(jget "$ans" "d['claims']['00000000-0000-4000-8000-000000000000']['error']")"
+expect_eq "slices after the mixed batch" "$(nslices)" 1
+kl POST /unprepare '{"driver":"gslice.io","claims":[{"namespace":"default","name":"good","uid":"'"$good"'"}]}' >/dev/null
+until_secs 10 zero
+pass "a batch answers each claim: a replaced claim's error, the other prepared"
