@@ -40,8 +40,14 @@ api.proto):
     hook named by /etc/ld.so.preload as LD_PRELOAD of its host path); deviceNodes must exist
     on the host (a runtime fails the container otherwise); CDI hooks are not run.
 
-Not modelled: the DRAResourceHealth stream, the 30 s grace before a gone plugin's slices are
-wiped, pod admission of device-plugin resources, the kubelet's retries of a failed Prepare.
+  - device health (the ResourceHealthStatus feature): after registration it reads the plugin's
+    DRAResourceHealth/NodeWatchResources stream (v1, else v1beta1, else v1alpha1 where the
+    plugin answers UNIMPLEMENTED; none is not an error: the stream is optional) and keeps each
+    device's last health by pool/device, as the kubelet's health cache does.
+
+Not modelled: the 30 s grace before a gone plugin's slices are wiped, the health timeout
+(a device not reported for health_check_timeout_seconds turning UNKNOWN), pod status'
+allocatedResourcesStatus, the kubelet's retries of a failed Prepare.
 
 Control interface, HTTP JSON on 127.0.0.1 (--port-file FILE: the port chosen):
   POST   /pods  {"namespace","name","uid","claims":[{"name","resourceClaimName"}],
@@ -55,7 +61,8 @@ Control interface, HTTP JSON on 127.0.0.1 (--port-file FILE: the port chosen):
   POST   /unprepare {"driver","claims":[..]}  the same for NodeUnprepareResources
   POST   /restart {"down_s":0.3}  acts a kubelet restart: forgets the plugins, wipes the
                  node's ResourceSlices, discovers the registry's sockets again
-  GET    /state  {"plugins":{name:{"endpoint","version"}},"registrations","refusals":[..],
+  GET    /state  {"plugins":{name:{"endpoint","version","health_version"}},"health":{driver:
+                  {"pool/device":{"health","message"}}},"registrations","refusals":[..],
                   "wipes","claims":{uid:{"namespace","name","driver","pods","cdi"}},"prepares",
                   "unprepares","namespaces"}
 """
@@ -85,6 +92,7 @@ SERVICE = {"v1.DRAPlugin": "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/",
            "v1beta1.DRAPlugin": "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"}
 DRIVER = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 CALL_TIMEOUT = 45  # the kubelet's timeout of a DRA plugin call
+HEALTH_VERSIONS = ("v1", "v1beta1", "v1alpha1")
 
 
 def log(msg):
@@ -174,6 +182,7 @@ class Kubelet:
         self.prepares = 0
         self.unprepares = 0
         self.claims = {}  # uid -> {"namespace","name","driver","pods":set,"cdi":{request:[ids]}}
+        self.health = {}  # driver -> {"pool/device": {"health", "message"}}
         self.pods = {}
         self.gen = 0
         self.namespaces = not args.no_namespaces and namespaces_work()
@@ -260,8 +269,37 @@ class Kubelet:
                 "endpoint": info.endpoint, "version": version, "socket": path,
                 "channel": grpc.insecure_channel("unix:" + info.endpoint)}
             self.registrations += 1
+            plugin = self.plugins[info.name]
         log("registered DRA plugin %s at %s, %s" % (info.name, info.endpoint, version))
+        threading.Thread(target=self.watch_health, args=(info.name, plugin), daemon=True).start()
         return True
+
+    def watch_health(self, driver, plugin):
+        """The plugin's health stream, for as long as the plugin stays registered."""
+        for ver in HEALTH_VERSIONS:
+            stream = plugin["channel"].unary_stream(
+                "/%s.DRAResourceHealth/NodeWatchResources" % ver,
+                request_serializer=self.dra.NodeWatchResourcesRequest.SerializeToString,
+                response_deserializer=self.dra.NodeWatchResourcesResponse.FromString)
+            try:
+                for resp in stream(self.dra.NodeWatchResourcesRequest()):
+                    with self.lock:
+                        plugin["health_version"] = ver
+                        h = self.health.setdefault(driver, {})
+                        for d in resp.devices:
+                            key = "%s/%s" % (d.device.pool_name, d.device.device_name)
+                            now = {"health": self.dra.HealthStatus.Name(d.health),
+                                   "message": d.message}
+                            if h.get(key) != now:
+                                log("health of %s %s: %s %s" % (driver, key, now["health"],
+                                                                now["message"]))
+                            h[key] = now
+                return
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    log("health stream of %s ended: %s" % (driver, e.code()))
+                    return
+        log("%s serves no DRAResourceHealth stream" % driver)
 
     def validate(self, info):
         """Why the plugin is refused, or None (the plugin watcher's and the DRA handler's
@@ -284,6 +322,7 @@ class Kubelet:
             p = self.plugins.get(name)
             if p and p["socket"] == path:
                 del self.plugins[name]
+                self.health.pop(name, None)
                 if p.get("channel"):
                     p["channel"].close()
         if name:
@@ -548,8 +587,10 @@ class Kubelet:
     def state(self):
         with self.lock:
             return 200, {
-                "plugins": {n: {"endpoint": p["endpoint"], "version": p["version"]}
+                "plugins": {n: {"endpoint": p["endpoint"], "version": p["version"],
+                                "health_version": p.get("health_version")}
                             for n, p in self.plugins.items()},
+                "health": {d: dict(h) for d, h in self.health.items()},
                 "registrations": self.registrations, "refusals": list(self.refusals),
                 "wipes": self.wipes, "wiped": list(self.wiped), "prepares": self.prepares, "unprepares": self.unprepares,
                 "claims": {u: {"namespace": c["namespace"], "name": c["name"],

@@ -6,7 +6,9 @@
 # prepared claim; gsliced's slice comes back; the kubelet's startup wipe of the node's
 # ResourceSlices is followed by gslice-node publishing it again; nothing is prepared twice; a
 # container started after them all still resolves the claim's CDI spec and joins its budget;
-# unprepare after the restarts removes the slice and the spec. Each recovery time is printed.
+# unprepare after the restarts removes the slice and the spec; with gsliced gone its GPUs are
+# reported unhealthy (DRAResourceHealth) and not offered, until it is back. Each recovery time
+# is printed.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_dra.sh"
 source "$GSLICE_SRC/tests/integration/lib_starve.sh"
@@ -75,6 +77,26 @@ grep -h "label=after " "$T/default_r_main.log" "$T/default_r2_main.log" >"$T/aft
 STARVE_NO_DAEMON=1 share_ceiling_floor "r + r2 after the restarts (one claim, hard 50%)" \
   "$(($(share default_r_main after) + $(share default_r2_main after)))" 43 55 "$T/after.line"
 pass "held to its share through the restarts; a container started after them joins the claim's budget"
+
+# Health (issue 19, deliverable 5): with gsliced gone, the DRAResourceHealth stream says its GPUs
+# are unhealthy and the ResourceSlice offers them no more (gone or tainted); both come back.
+health_is() { [ "$(kstate "sorted(v['health'] for v in d['health'].get('gslice.io', {}).values())")" = "$1" ]; }
+offered() { jget "$(api GET "$RES/resourceslices?fieldSelector=spec.nodeName=node-a")" "sum(1 for s in d['items'] for x in s['spec'].get('devices') or [] if not x.get('taints'))"; }
+offered_is() { [ "$(offered)" = "$1" ]; }
+until_secs 10 health_is "['HEALTHY', 'HEALTHY']"
+echo "health stream: $(kstate "d['plugins']['gslice.io']['health_version']").DRAResourceHealth"
+t0=$(date +%s%3N)
+stop_gsliced
+until_secs 30 health_is "['UNHEALTHY', 'UNHEALTHY']"
+echo "gsliced gone: both GPUs UNHEALTHY in the health stream $(ms_since "$t0") ms after it was stopped"
+until_secs 30 offered_is 0
+echo "gsliced gone: no device offered in the ResourceSlice $(ms_since "$t0") ms after it was stopped"
+t0=$(date +%s%3N)
+start_gsliced
+until_secs 30 health_is "['HEALTHY', 'HEALTHY']"
+until_secs 30 offered_is 2
+echo "gsliced back: HEALTHY and both devices offered again $(ms_since "$t0") ms after it was started"
+pass "health: a GPU whose gsliced is gone is reported unhealthy and not offered, and comes back"
 
 kl DELETE /pods/default/r >/dev/null
 kl DELETE /pods/default/r2 >/dev/null
