@@ -82,4 +82,5 @@ table ""
 echo
 echo "CPU time of the launching threads:"
 table cpu_
-echo "(added: median [min, max] over the rounds, each round against its own direct run)"
+echo "(added: median [min, max] over the rounds, each round against its own direct run;" \
+  "load at the end $(cut -d' ' -f1-3 /proc/loadavg))"
