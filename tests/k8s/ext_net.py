@@ -5,11 +5,15 @@ idle sockets on each listener (from other loopback addresses) /filter and /healt
 within 2 s, and one address keeps at most --max-connections-per-ip; a slow-loris sending a
 byte every 0.5 s, in its headers or its body, is cut by --request-timeout (the idle timeout
 alone never would); a declared 60 MiB body is refused (413) before it is read, an
-undeclared one cut past 8 MiB; memory after large requests (three at once) returns near
+undeclared one cut past 8 MiB; bodies are charged as their bytes arrive, 16 MiB of the 64 MiB
+per address (declared bodies never sent hold next to nothing, one address cannot take the
+budget from kube-scheduler's); memory after large requests (three at once) returns near
 where it was, and their peak stays far below the Deployment's limit; scores stay 0..10
 for hostile nodes and pods. Prints the measured figures."""
+import http.client
 import json
 import os
+import select
 import socket
 import threading
 import time
@@ -249,36 +253,6 @@ def big(c):
     passed("a 60 MiB body: 413 in %.3f s; chunked: cut after %d MiB sent (%.2f s)"
            % (dt, sent >> 20, dt_c))
 
-    # Unfinished bodies: 8 of 7.5 MiB are held (60 MiB), a 9th is refused (503): 64 MiB of
-    # bodies at most over all connections, however many a peer opens. The connections and
-    # bodies of the parts above are let go first: a busy host may take a while to close them,
-    # and until then they count against this address's 32 and the 64 MiB.
-    c.wait_metric("gslice_extender_connections", '{listener="verbs"}', 0, timeout=30)
-    c.wait_metric("gslice_extender_request_body_bytes", "", 0, timeout=30)
-    held = []
-    for i in range(9):
-        s = connect(port, timeout=10)
-        s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{"
-                  % (15 << 19))
-        held.append(s)
-    # Judged on the extender's side: each connection's thread takes its body's bytes when it
-    # reads the headers, in whatever order a busy host runs them, so which of the nine is
-    # refused is not known here; that exactly eight bodies are held and one is refused is.
-    want_held = 8 * ((15 << 19) + 1)
-    state = lambda: (c.metric("gslice_extender_request_body_bytes"),
-                     c.metric("gslice_extender_connections_cut_total", '{reason="bodies"}'),
-                     c.metric("gslice_extender_connections", '{listener="verbs"}'))
-    wait_for("8 bodies held and a 9th refused (body bytes, refused, connections: %s)" % (state(),),
-             lambda: state() == (want_held, 1, 8), timeout=20)
-    # The refused one is answered 503 and closed (a reset may overtake the answer): it is the
-    # one not still waiting; the other eight are.
-    waiting = sum(not closed(x) and not answered(x) for x in held)
-    check(waiting == 8, "%d of the 9 connections still wait with 8 bodies held" % waiting)
-    for s in held:
-        s.close()
-    c.wait_metric("gslice_extender_request_body_bytes", "", 0, timeout=30)
-    passed("8 unfinished bodies of 7.5 MiB held (60 MiB), a 9th refused")
-
     # Memory: baseline, then large legal requests, three at once, then back near baseline.
     for _ in range(5):
         scheduler.http("POST", c.ext_url + "/filter", filter_args(pod, ["n1"]), timeout=10)
@@ -298,13 +272,19 @@ def big(c):
     t.start()
     answers = []
 
-    def one(body):
-        req = urllib.request.Request(c.ext_url + "/filter", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as r:
-            answers.append((r.status, len(r.read())))
+    # Each of the three from an address of its own: one address holds at most 16 MiB of
+    # bodies at once (two of the largest).
+    srcs = ["127.0.0.1"] + sources(2)
+
+    def one(body, src):
+        h = http.client.HTTPConnection("127.0.0.1", port, timeout=60, source_address=(src, 0))
+        h.request("POST", "/filter", body=body, headers={"Content-Type": "application/json"})
+        r = h.getresponse()
+        answers.append((r.status, len(r.read())))
+        h.close()
     for round_ in range(2):
-        ts = [threading.Thread(target=one, args=(bodies[(round_ + k) % 2],)) for k in range(3)]
+        ts = [threading.Thread(target=one, args=(bodies[(round_ + k) % 2], srcs[k]))
+              for k in range(3)]
         for x in ts:
             x.start()
         for x in ts:
@@ -330,14 +310,131 @@ def big(c):
                "RSS %d MiB before, peak %d MiB, %d MiB after"
                % (biggest // 1000, base // 1024, peak[0] // 1024, after[0] // 1024))
 
-    # Past the bounds: 16,385 names, and a body of a million tiny values.
+    # Past the bounds: 16,385 names, and a body of 1.1 million tiny values.
     st, r = scheduler.http("POST", c.ext_url + "/filter",
                            filter_args(pod, ["n%d" % i for i in range(16385)]), timeout=30)
     check(st == 400 and "16384" in r["Error"], "%s %.300s" % (st, r))
     st, r = scheduler.http("POST", c.ext_url + "/filter",
-                           {"Pod": pod, "NodeNames": ["n1"], "x": [0] * 1000000}, timeout=30)
+                           {"Pod": pod, "NodeNames": ["n1"], "x": [0] * 1100000}, timeout=30)
     check(st == 400 and "JSON values" in r["Error"], "%s %.300s" % (st, r))
-    passed("over 16384 NodeNames, over 262144 JSON values: 400 (%s)" % r["Error"][:60])
+    passed("over 16384 NodeNames, over 1048576 JSON values: 400 (%s)" % r["Error"][:60])
+
+
+BODY = 15 << 19  # 7.5 MiB declared
+
+
+def body_state(c):
+    return (c.metric("gslice_extender_request_body_bytes"),
+            c.metric("gslice_extender_connections_cut_total", '{reason="bodies"}'))
+
+
+def ask_filters(c, pod, n=20):
+    """n filters from 127.0.0.1 (kube-scheduler's address here): how many were answered 200."""
+    ok = 0
+    for _ in range(n):
+        st, r = scheduler.http("POST", c.ext_url + "/filter", filter_args(pod, ["n1"]), timeout=10)
+        ok += st == 200 and r["NodeNames"] == ["n1"]
+    return ok
+
+
+def send_body(port, src, n, out, i):
+    """Sends a 7.5 MiB body's headers and n of its bytes from src, then waits with it open;
+    out[i] is the socket (None: it could not send them all, the server cut it)."""
+    s = connect(port, src, timeout=20)
+    out[i] = s
+    try:
+        s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % BODY)
+        s.sendall(b" " * n)
+    except OSError:
+        out[i] = None
+        s.close()
+
+
+def stall(c):
+    """Bodies are charged as their bytes arrive, with 16 MiB of the 64 MiB per address: bodies
+    declared and not sent hold a first buffer each, bodies sent hold their bytes, and one
+    address holds at most its share while kube-scheduler's address is still answered. (Before:
+    each declared length was reserved whole with no share per address; 8 declared 7.5 MiB
+    bodies from anyone took the budget and every other filter was answered 503.)"""
+    c.add_node("n1", [16 * GiB])
+    # A deadline longer than the checks, so that the stalled bodies are all still there.
+    c.start_extender("--node-timeout", "60", "--request-timeout", "60")
+    pod = c.add_pod("v", "p", [("main", 1, "1Gi", 10)])
+    port = port_of(c.ext_url)
+    addrs = sources(10)
+    c.wait_metric("gslice_extender_ready", "", 1, timeout=30)
+
+    # 1. Declared and never sent, greedily: 64 connections (two addresses' most) each declare
+    #    8 MiB and send a byte; one answered at once (refused) halves what the next declares,
+    #    down to 64 bytes, so that whatever budget is left is filled.
+    cut0 = body_state(c)[1]
+    held, want, refused = [], 8 << 20, 0
+    for i in range(64):
+        s = connect(port, addrs[i // 32], timeout=10)
+        s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{" % want)
+        if select.select([s], [], [], 0.1)[0]:  # answered (503) or closed
+            refused += 1
+            want = max(want // 2, 64)
+        held.append(s)
+    # Each of the 64 is held or refused (the extender before held 7 of 8 MiB, then the budget's
+    # rest, and refused the others).
+    wait_for("64 stalled bodies held or refused", lambda: c.metric(
+        "gslice_extender_connections", '{listener="verbs"}') + body_state(c)[1] - cut0 == 64,
+        timeout=20)
+    waiting = sum(not closed(x) and not answered(x) for x in held)
+    ok = ask_filters(c, pod)
+    nbytes, cut = body_state(c)
+    check(waiting == 64 and cut == cut0 and refused == 0 and ok == 20,
+          "declared, unsent bodies: %d of 64 still wait, %d refused; %d of 20 filters from "
+          "another address answered" % (waiting, cut - cut0, ok))
+    check(0 < nbytes <= 64 * 4096, "64 declared, unsent bodies hold %d bytes" % nbytes)
+    passed("64 declared 8 MiB bodies stalled from 2 addresses: all held, %d bytes charged, "
+           "%d of 20 filters from another address answered" % (nbytes, ok))
+    for s in held:
+        s.close()
+    c.wait_metric("gslice_extender_request_body_bytes", "", 0, timeout=30)
+
+    # 2. Sent: one address sends 3 bodies of 7.5 MiB less a byte and waits: 2 fit its 16 MiB,
+    #    the 3rd is cut; kube-scheduler's address is still answered.
+    cut0 = body_state(c)[1]
+    socks = [None] * 3
+    ts = [threading.Thread(target=send_body, args=(port, addrs[4], BODY - 1, socks, i))
+          for i in range(3)]
+    for t in ts:
+        t.start()
+    want = (2 * (BODY + 1), cut0 + 1)
+    wait_for("2 bodies of one address held and a 3rd cut (bytes, cut: %s)" % (body_state(c),),
+             lambda: body_state(c) == want, timeout=30)
+    ok = ask_filters(c, pod)
+    check(ok == 20, "one address holding its share: %d of 20 filters answered" % ok)
+    passed("one address sending 3 bodies of 7.5 MiB: 2 held (%d bytes, its share), the 3rd cut; "
+           "%d of 20 filters from another address answered" % (want[0], ok))
+    for t in ts:
+        t.join()
+    for s in socks:
+        if s:
+            s.close()
+    c.wait_metric("gslice_extender_request_body_bytes", "", 0, timeout=30)
+
+    # 3. Sent from 9 addresses, one body each: 8 hold 60 MiB of the 64, the 9th is cut.
+    cut0 = body_state(c)[1]
+    socks = [None] * 9
+    ts = [threading.Thread(target=send_body, args=(port, addrs[1 + i], BODY - 1, socks, i))
+          for i in range(9)]
+    for t in ts:
+        t.start()
+    want = (8 * (BODY + 1), cut0 + 1)
+    wait_for("8 bodies held and a 9th cut (bytes, cut: %s)" % (body_state(c),),
+             lambda: body_state(c) == want, timeout=30)
+    ok = ask_filters(c, pod)
+    check(ok == 20, "with 60 MiB of bodies held: %d of 20 filters answered" % ok)
+    passed("9 addresses sending a 7.5 MiB body each: 8 held (60 MiB), the 9th cut; %d of 20 "
+           "small filters answered beside them" % ok)
+    for t in ts:
+        t.join()
+    for s in socks:
+        if s:
+            s.close()
 
 
 def scores(c):
@@ -386,4 +483,5 @@ def scores(c):
 run(idle)
 run(loris)
 run(big)
+run(stall)
 run(scores)
