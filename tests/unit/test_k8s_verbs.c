@@ -2,14 +2,17 @@
 /* The extender verbs on crafted bodies (src/k8s/extender/verbs.c): /filter and /prioritize
  * refuse what is not JSON whichever parser reads it, and say what the full parser says;
  * /bind answers an Error whenever a step failed, even one that left no words; the counters
- * read as a snapshot. The API server is two
+ * read as a snapshot; a body is counted (values, objects and arrays, depth) before a tree is
+ * built of it, with bounds the largest real requests fit. The API server is two
  * functions put in place of kube_get and kube_post at link time (-Wl,--wrap), so /bind runs its
  * whole path without a network. */
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 
+#include "buf.h"
 #include "cluster.h"
 #include "test.h"
 #include "verbs.h"
@@ -140,6 +143,162 @@ static void test_args_json(struct verbs *v) {
   }
 }
 
+/* ---- bounds on what is parsed ------------------------------------------------------------- */
+
+static long peak_kib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+/* ExtenderArgs with "x":[UNIT,UNIT,...] of about len bytes beside the Pod and NodeNames. */
+static char *flood_args(const char *unit, size_t len) {
+  struct gs_buf b = GS_BUF_INIT(0);
+  size_t ul = strlen(unit);
+  gs_buf_puts(&b, "{\"Pod\":" POD ",\"NodeNames\":[\"n1\"],\"x\":[");
+  for (size_t i = 0; i * (ul + 1) < len; i++)
+    gs_buf_printf(&b, "%s%s", i ? "," : "", unit);
+  gs_buf_puts(&b, "]}");
+  return gs_buf_steal(&b, NULL, NULL);
+}
+
+/* A Node as a GPU node pool's look (as kube-scheduler sends whole Nodes when not
+ * nodeCacheCapable): labels, a taint, conditions, 40 images and two managers' managedFields,
+ * mostly empty objects. 16.6 KB, 1,012 values, 348 objects and arrays: 8 MiB of them are the
+ * largest real ExtenderArgs. */
+static void real_node(struct gs_buf *b, unsigned i) {
+  static const char *const conds[] = {"FrequentKubeletRestart",
+                                      "FrequentContainerdRestart",
+                                      "KernelDeadlock",
+                                      "ReadonlyFilesystem",
+                                      "CorruptDockerOverlay2",
+                                      "NetworkUnavailable",
+                                      "MemoryPressure",
+                                      "DiskPressure",
+                                      "PIDPressure",
+                                      "Ready",
+                                      "FrequentDockerRestart",
+                                      "FrequentUnregisterNetDevice"};
+  gs_buf_printf(b,
+                "{\"kind\":\"Node\",\"metadata\":{\"name\":\"gpu-node-%05u.zone-a.internal\","
+                "\"uid\":\"0b5e4c1a-1111-2222-3333-%012u\",\"labels\":{",
+                i, i);
+  for (int k = 0; k < 18; k++)
+    gs_buf_printf(b, "%s\"topology.example.com/label-%02d\":\"value-%d\"", k ? "," : "", k, k);
+  gs_buf_puts(b, "},\"annotations\":{\"node.alpha.kubernetes.io/ttl\":\"0\"},\"managedFields\":[");
+  for (int m = 0; m < 2; m++) {
+    gs_buf_printf(b,
+                  "%s{\"manager\":\"m%d\",\"operation\":\"Update\",\"fieldsType\":\"FieldsV1\","
+                  "\"fieldsV1\":{\"f:metadata\":{\"f:labels\":{\".\":{}",
+                  m ? "," : "", m);
+    for (int k = 0; k < 18; k++)
+      gs_buf_printf(b, ",\"f:topology.example.com/label-%02d\":{}", k);
+    gs_buf_puts(b, "}},\"f:status\":{\"f:conditions\":{\".\":{}");
+    for (size_t c = 0; c < sizeof conds / sizeof conds[0]; c++)
+      gs_buf_printf(b,
+                    ",\"k:{\\\"type\\\":\\\"%s\\\"}\":{\".\":{},\"f:lastHeartbeatTime\":{},"
+                    "\"f:lastTransitionTime\":{},\"f:message\":{},\"f:reason\":{},"
+                    "\"f:status\":{},\"f:type\":{}}",
+                    conds[c]);
+    gs_buf_puts(b, "}}}}");
+  }
+  gs_buf_puts(b, "]},\"spec\":{\"podCIDR\":\"10.0.0.0/24\",\"taints\":[{\"key\":\"gpu\","
+                 "\"effect\":\"NoSchedule\"}]},\"status\":{\"capacity\":{\"cpu\":\"96\","
+                 "\"memory\":\"1385123456Ki\",\"pods\":\"110\"},\"conditions\":[");
+  for (size_t c = 0; c < sizeof conds / sizeof conds[0]; c++)
+    gs_buf_printf(b,
+                  "%s{\"type\":\"%s\",\"status\":\"False\",\"lastHeartbeatTime\":"
+                  "\"2026-01-01T00:00:00Z\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\","
+                  "\"reason\":\"No%s\",\"message\":\"node is functioning properly\"}",
+                  c ? "," : "", conds[c], conds[c]);
+  gs_buf_puts(b, "],\"images\":[");
+  for (int k = 0; k < 40; k++)
+    gs_buf_printf(b,
+                  "%s{\"names\":[\"registry.example.com/project/image-%d@sha256:%064d\","
+                  "\"registry.example.com/project/image-%d:v1.%d.0\"],\"sizeBytes\":%d}",
+                  k ? "," : "", k, k, k, k, 123456789 + k);
+  gs_buf_puts(b, "]}}");
+}
+
+/* Security: a body is bounded in what jansson builds of it, not only in bytes (8 MiB of empty
+ * objects is a 610 MB tree). Floods are refused with the bound named and the peak hardly
+ * grows; the largest real requests still pass: 8 MiB of whole Nodes (refused on the counter
+ * before jsonbound, at 262,144 values) and NodeNames of 5,000 and 16,384 nodes. Runs first,
+ * while the process's peak is still low. */
+static void test_args_bounded(struct verbs *v) {
+  static const char *const units[] = {"{}", "[]", "1", "\"\"", "{\"a\":{}}", "[[[[]]]]"};
+  char *body, *out;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    body = flood_args(units[i], (size_t)7 << 20);
+    long before = peak_kib();
+    CHECK_EQ_INT(call(verb_filter, v, body, &out), 400);
+    long grew = peak_kib() - before;
+    if (grew > 8 * 1024 || !out || !strstr(out, "gslice-extender reads at most 1048576"))
+      fprintf(stderr, "a flood of %s: the peak grew by %ld KiB: %.300s\n", units[i], grew,
+              out ? out : "(null)");
+    CHECK(grew <= 8 * 1024);
+    CHECK(out && strstr(out, "ExtenderArgs: the JSON text holds more than") &&
+          strstr(out, "262144 objects and arrays"));
+    free(out);
+    free(body);
+  }
+  /* Just under the bound of objects: read (a tree of 60 MB). */
+  body = flood_args("{}", 3 * (262144 - 100));
+  CHECK_EQ_INT(call(verb_filter, v, body, &out), 200);
+  free(out);
+  free(body);
+  /* Deeper than 64: refused by the count, never handed to the parser. */
+  struct gs_buf b = GS_BUF_INIT(0);
+  gs_buf_puts(&b, "{\"Pod\":" POD ",\"NodeNames\":[\"n1\"],\"x\":");
+  for (int i = 0; i < 100; i++)
+    gs_buf_puts(&b, "[");
+  for (int i = 0; i < 100; i++)
+    gs_buf_puts(&b, "]");
+  gs_buf_puts(&b, "}");
+  body = gs_buf_steal(&b, NULL, NULL);
+  CHECK_EQ_INT(call(verb_filter, v, body, &out), 400);
+  CHECK(out && strstr(out, "levels of nesting"));
+  free(out);
+  free(body);
+  /* 8 MiB of real Nodes (503: 509,053 values, 175,050 objects and arrays). */
+  gs_buf_init(&b, 0);
+  gs_buf_puts(&b, "{\"Pod\":" POD ",\"Nodes\":{\"items\":[");
+  for (unsigned i = 0; b.len < ((size_t)8 << 20) - 32768; i++) {
+    if (i)
+      gs_buf_puts(&b, ",");
+    real_node(&b, i);
+  }
+  gs_buf_puts(&b, "]}}");
+  body = gs_buf_steal(&b, NULL, NULL);
+  int st = call(verb_filter, v, body, &out);
+  if (st != 200)
+    fprintf(stderr, "8 MiB of Nodes (%zu bytes): %d %.300s\n", strlen(body), st, out);
+  CHECK_EQ_INT(st, 200);
+  free(out);
+  free(body);
+  /* NodeNames of 5,000 and of 16,384 nodes (the fast path; and the full one, escaped). */
+  for (int n = 5000; n <= VERB_NODES_MAX; n += VERB_NODES_MAX - 5000) {
+    for (int escaped = 0; escaped < 2; escaped++) {
+      gs_buf_init(&b, 0);
+      gs_buf_puts(&b, "{\"Pod\":" POD ",\"NodeNames\":[");
+      for (int i = 0; i < n; i++)
+        gs_buf_printf(&b, "%s\"gpu-node-%05d%s.zone-a.internal\"", i ? "," : "", i,
+                      escaped ? "\\u002d" : "");
+      gs_buf_puts(&b, "]}");
+      body = gs_buf_steal(&b, NULL, NULL);
+      CHECK_EQ_INT(call(verb_filter, v, body, &out), 200);
+      free(out);
+      free(body);
+    }
+  }
+  /* /bind: four names; a flood within its 64 KiB is refused before it is parsed. */
+  body = flood_args("{}", 60000);
+  CHECK_EQ_INT(call(verb_bind, v, body, &out), 400);
+  CHECK(out && strstr(out, "ExtenderBindingArgs: the JSON text holds more than"));
+  free(out);
+  free(body);
+}
+
 /* ---- /bind -------------------------------------------------------------------------------- */
 
 static const char bind_body[] =
@@ -171,8 +330,8 @@ static void test_bind(struct cluster *c, struct verbs *v) {
   CHECK_EQ_INT(t.assumed, 0);
   CHECK_EQ_U64(t.mem_used, 0);
   verbs_stats_read(v, &st);
-  CHECK_EQ_U64(st.bind, 1);
-  CHECK_EQ_U64(st.bind_errors, 1);
+  CHECK_EQ_U64(st.bind, 1 + 1); /* and test_args_bounded's */
+  CHECK_EQ_U64(st.bind_errors, 1 + 1);
 
   /* With words: they are the Error. */
   post_word = true;
@@ -200,11 +359,12 @@ static void test_bind(struct cluster *c, struct verbs *v) {
   free(body);
 
   verbs_stats_read(v, &st);
-  CHECK_EQ_U64(st.bind, 5);
-  CHECK_EQ_U64(st.bind_errors, 4);
+  CHECK_EQ_U64(st.bind, 5 + 1);
+  CHECK_EQ_U64(st.bind_errors, 4 + 1);
   CHECK_EQ_U64(st.bind_refused, 1);
-  CHECK_EQ_U64(st.filter, 1 + 15 + 6); /* this test's, and test_args_json's */
-  CHECK_EQ_U64(st.bad_requests, 2 * 15);
+  /* this test's, test_args_json's and test_args_bounded's */
+  CHECK_EQ_U64(st.filter, 1 + 15 + 6 + 6 + 1 + 1 + 1 + 4);
+  CHECK_EQ_U64(st.bad_requests, 2 * 15 + 6 + 1);
 }
 
 /* ---- counters read while the verbs run ---------------------------------------------------- */
@@ -253,6 +413,7 @@ int main(void) {
     return test_done();
   struct verbs_cfg cfg = {.cluster = c, .kube = (struct kube *)&post_rc /* never dereferenced */};
   CHECK_EQ_INT(verbs_new(&cfg, &v), 0);
+  test_args_bounded(v);
   test_args_json(v);
   test_bind(c, v);
   test_stats_while_counting(v);

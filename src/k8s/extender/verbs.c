@@ -14,6 +14,7 @@
 #include "annot.h"
 #include "buf.h"
 #include "event.h"
+#include "jsonbound.h"
 #include "log.h"
 #include "podspec.h"
 #include "sign.h"
@@ -605,24 +606,37 @@ static int args_fast(const char *body, size_t len, struct args *a) {
   return 0;
 }
 
-/* The values in a JSON text, counted cheaply (separators and openings outside
- * strings): a parsed tree costs some 64 bytes a value, whatever the text's size. */
-static size_t json_values(const char *p, size_t len) {
-  size_t n = 1;
-  bool in_str = false;
-  for (const char *end = p + len; p < end; p++) {
-    if (in_str) {
-      if (*p == '\\')
-        p++;
-      else if (*p == '"')
-        in_str = false;
-    } else if (*p == '"') {
-      in_str = true;
-    } else {
-      n += *p == ',' || *p == '[' || *p == '{';
-    }
-  }
-  return n;
+/* What jansson may be given to build a tree of (jsonbound.h), counted before it is: a tree
+ * costs far more than its text (230 bytes for the 3 of "{},"), and 8 MiB of empty objects
+ * would take 610 MB. The largest real requests (measured, docs/kubernetes.md "Limits"):
+ * 8 MiB of whole Nodes (not nodeCacheCapable: 421 to 503 Nodes of a GPU node pool with their
+ * labels, conditions, images and managedFields) hold up to 509,053 values, 175,050 objects
+ * and arrays and 12 levels (a tree of 61-66 MB); NodeNames of 15,000 nodes 15,026 values (the
+ * names are taken in place, only the Pod is a tree); the largest Pod gslice-webhook admits
+ * 131,072 values. So the bytes stay the bound of every real request (with 2x and 1.5x to
+ * spare), and a flood of empty objects costs about what 8 MiB of real Nodes do (60 MB). */
+#define ARGS_JSON_VALUES_MAX 1048576u
+#define ARGS_JSON_CONTAINERS_MAX 262144u
+#define ARGS_JSON_DEPTH_MAX 64u
+/* An ExtenderBindingArgs is four names (9 values in one object). */
+#define BIND_JSON_VALUES_MAX 1024u
+#define BIND_JSON_CONTAINERS_MAX 64u
+#define BIND_JSON_DEPTH_MAX 8u
+
+/* 0 when text is within the bounds; -E2BIG with err naming the bound passed and the bounds
+ * (what is the JSON text of a "what"). */
+static int json_bounded(const char *what, const char *text, size_t len, size_t values,
+                        size_t containers, size_t depth, char *err, size_t errlen) {
+  const struct jsonbound max = {.values = values, .containers = containers, .depth = depth};
+  char why[160];
+  if (!jsonbound_check(text, len, &max, NULL, why, sizeof why))
+    return 0;
+  snprintf(err, errlen,
+           "%s: %s; gslice-extender reads at most %zu JSON values, %zu objects and arrays "
+           "and %zu levels of nesting in one (8 MiB of whole Nodes, or NodeNames of %u and a "
+           "Pod, fit within)",
+           what, why, values, containers, depth, VERB_NODES_MAX);
+  return -E2BIG;
 }
 
 /* The full parser's NodeNames: a list of strings. */
@@ -698,17 +712,12 @@ static int args_full(const char *body, size_t len, struct args *a, char *err, si
 }
 
 static int args_read(const char *body, size_t len, struct args *a, char *err, size_t errlen) {
-  size_t values;
   int rc;
 
   memset(a, 0, sizeof(*a));
-  if ((values = json_values(body, len)) > VERB_VALUES_MAX) {
-    snprintf(err, errlen,
-             "ExtenderArgs has %zu JSON values, over the %u gslice-extender reads (NodeNames "
-             "of %u nodes and a Pod fit well within)",
-             values, VERB_VALUES_MAX, VERB_NODES_MAX);
-    return -E2BIG;
-  }
+  if ((rc = json_bounded("ExtenderArgs", body, len, ARGS_JSON_VALUES_MAX, ARGS_JSON_CONTAINERS_MAX,
+                         ARGS_JSON_DEPTH_MAX, err, errlen)))
+    return rc;
   rc = args_fast(body, len, a);
   if (rc == -E2BIG)
     snprintf(err, errlen, "NodeNames has over %u names", VERB_NODES_MAX);
@@ -1063,6 +1072,9 @@ static int bind_decode(const char *body, size_t len, struct bind *b, char *err, 
     snprintf(err, errlen, "ExtenderBindingArgs over %u bytes", VERB_BIND_BODY_MAX);
     return -EINVAL;
   }
+  if (json_bounded("ExtenderBindingArgs", body, len, BIND_JSON_VALUES_MAX, BIND_JSON_CONTAINERS_MAX,
+                   BIND_JSON_DEPTH_MAX, err, errlen))
+    return -EINVAL;
   b->root = json_loadb(body, len, 0, &je);
   if (!b->root || !json_is_object(b->root)) {
     snprintf(err, errlen, "ExtenderBindingArgs is not a JSON object%s%s", b->root ? "" : ": ",
