@@ -23,6 +23,8 @@
 /* The longest any call waits for the region's lock (held by a stopped process, or a lock word
  * someone overwrote) before returning -ETIMEDOUT. */
 #define GS_REGION_LOCK_TIMEOUT_S 3
+/* A device slot without a measured utilization (gs_region_set_util). */
+#define GS_REGION_UTIL_NONE 0xffu
 /* A device without a cap. */
 #define GS_REGION_NO_CAP UINT64_MAX
 
@@ -138,3 +140,16 @@ int gs_region_proc_used(struct gs_region *region, unsigned proc, unsigned slot,
 /* Drops entries of dead processes of the caller's pid namespace (full check: exited, zombie,
  * or pid reused). Returns the number of entries reclaimed, or -errno. */
 int gs_region_reclaim(struct gs_region *region);
+
+/* The daemon's measured utilization of the slice: for each device slot the percent (0..100) of
+ * a period ending at end_ns (CLOCK_MONOTONIC, period_ms long) that the slice's kernels ran, or
+ * GS_REGION_UTIL_NONE. Stored without the lock (a nowait handle's way: each byte whole, the end
+ * last), in bytes a region of before it leaves zero and never reads: an older hook ignores it,
+ * and an older daemon's region reads as having none. */
+int gs_region_set_util(struct gs_region *region, const uint8_t pct[GS_REGION_MAX_DEVICES],
+                       uint64_t end_ns, uint32_t period_ms);
+/* The last figure of device slot `slot` and the end of its period: 0, or -ENOENT when there is
+ * none (never written, none for the slot, or a value out of range: the slice's processes can
+ * write the file). Whether it is recent is the caller's to judge. */
+int gs_region_util(struct gs_region *region, unsigned slot, unsigned *ret_pct,
+                   uint64_t *ret_end_ns);

@@ -379,3 +379,32 @@ int gs_region_reclaim(struct gs_region *region) {
   region_unlock(region);
   return n;
 }
+
+int gs_region_set_util(struct gs_region *region, const uint8_t pct[GS_REGION_MAX_DEVICES],
+                       uint64_t end_ns, uint32_t period_ms) {
+  struct region_util *u = &region->map->util;
+  if (end_ns == 0)
+    return -EINVAL;
+  for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++) {
+    if (pct[i] > 100 && pct[i] != GS_REGION_UTIL_NONE)
+      return -EINVAL;
+    __atomic_store_n(&u->pct[i], pct[i], __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&u->period_ms, period_ms, __ATOMIC_RELAXED);
+  __atomic_store_n(&u->end_ns, end_ns, __ATOMIC_RELEASE); /* published last */
+  return 0;
+}
+
+int gs_region_util(struct gs_region *region, unsigned slot, unsigned *ret_pct,
+                   uint64_t *ret_end_ns) {
+  if (slot >= GS_REGION_MAX_DEVICES)
+    return -EINVAL;
+  const struct region_util *u = &region->map->util;
+  uint64_t end = __atomic_load_n(&u->end_ns, __ATOMIC_ACQUIRE);
+  unsigned pct = __atomic_load_n(&u->pct[slot], __ATOMIC_RELAXED);
+  if (end == 0 || pct > 100)
+    return -ENOENT;
+  *ret_pct = pct;
+  *ret_end_ns = end;
+  return 0;
+}

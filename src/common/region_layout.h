@@ -2,10 +2,13 @@
 /* The region's layout and lock, private to common/: region.c (the file: create, open, validate,
  * the robust lock) and region_books.c (what is kept in it) share these; every other user goes
  * through region.h. Nothing here is stable API: the file's layout is versioned by REGION_VERSION,
- * and a change to anything the file holds must bump it. */
+ * and a change to anything the file holds must bump it, but for one kind: a field put into bytes
+ * every earlier layout of the same version leaves zero and never reads (padding), where zero
+ * means "none" (struct region_util). */
 #pragma once
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "region.h"
@@ -30,8 +33,22 @@ struct region_proc {
   uint64_t used[GS_REGION_MAX_DEVICES];
 };
 
-/* The file, as mapped. Everything before `lock` is written once at creation and validated on
- * every open; everything after it changes only under `lock`. */
+/* The daemon's measured utilization of the slice (gs_region_set_util). It lives in what layout 1
+ * left as padding between the header and the lock: a hook or daemon of before it never reads
+ * these bytes, and every region it created has them zero (memset, posix_fallocate), which reads
+ * as "no figure": so the version stays 1 and old and new readers of either file stay correct.
+ * Written by the daemon without the lock, each word whole, end_ns last (release): a reader that
+ * loads end_ns first (acquire) never pairs a new end with an older percent. */
+struct region_util {
+  uint64_t end_ns;                    /* CLOCK_MONOTONIC end of the period measured; 0: none yet */
+  uint32_t period_ms;                 /* its length */
+  uint32_t reserved;                  /* zero */
+  uint8_t pct[GS_REGION_MAX_DEVICES]; /* per device slot, 0..100; GS_REGION_UTIL_NONE: none */
+};
+
+/* The file, as mapped. The header (magic .. check) is written once at creation and validated on
+ * every open; `util` is the daemon's, stored without the lock; everything after the lock changes
+ * only under it. */
 struct region_layout {
   uint64_t magic;
   uint32_t version;
@@ -40,6 +57,7 @@ struct region_layout {
   uint32_t max_procs;
   uint32_t mutex_size;
   uint32_t check; /* FNV-1a of the fields above */
+  struct region_util util;
   pthread_mutex_t lock __attribute__((aligned(64)));
   uint32_t proc_hint;     /* no entry at or past this index is in use */
   uint32_t repairs;       /* times a holder died with the lock */
@@ -47,6 +65,10 @@ struct region_layout {
   struct region_device dev[GS_REGION_MAX_DEVICES];
   struct region_proc proc[GS_REGION_MAX_PROCS];
 };
+
+/* util must sit in layout 1's padding, not move the lock: else a new layout version. */
+_Static_assert(offsetof(struct region_layout, util) == 32, "region_util after the header");
+_Static_assert(offsetof(struct region_layout, lock) == 64, "region_util past layout 1's padding");
 
 struct gs_region {
   struct region_layout *map;

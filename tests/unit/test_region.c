@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit test of the slice's accounting region: caps, process entries, reclaim, repair, refusal. */
+/* Unit test of the slice's accounting region: caps, process entries, reclaim, repair, refusal,
+ * the daemon's utilization figure. */
 #include "test.h"
 
 /* The test reaches into the layout (to die holding the lock, to corrupt a header): the module's
@@ -461,6 +462,63 @@ static void test_daemon_handle(void) {
   gs_region_close(h);
 }
 
+/* The daemon's utilization figure: absent in a fresh region, written through the daemon's
+ * handle and read through a hook's, refused out of range, not believed when the slice's
+ * processes write one out of range; and only layout 1's padding changes (bytes 32..63), so a
+ * hook or daemon of before it, which never reads there, sees the same file. */
+static void test_util(void) {
+  char sub[PATH_MAX];
+  struct gs_region *h = NULL, *dh = NULL;
+  unsigned a, b, pct = 0;
+  uint64_t end = 0;
+  snprintf(sub, sizeof(sub), "%s/util", dir);
+  CHECK_EQ_INT(gs_region_open(sub, &h), 0);
+  CHECK_EQ_INT(gs_region_device(h, uuid_a, 1, &a), 0);
+  CHECK_EQ_INT(gs_region_device(h, uuid_b, 1, &b), 0);
+  for (unsigned i = 0; i < GS_REGION_MAX_DEVICES; i++)
+    CHECK_EQ_INT(gs_region_util(h, i, &pct, &end), -ENOENT);
+  CHECK_EQ_INT(gs_region_util(h, GS_REGION_MAX_DEVICES, &pct, &end), -EINVAL);
+  CHECK_EQ_INT(gs_region_open_nowait(sub, 0, (uid_t)-1, (gid_t)-1, &dh), 0);
+  uint8_t v[GS_REGION_MAX_DEVICES];
+  memset(v, GS_REGION_UTIL_NONE, sizeof(v));
+  v[a] = 30;
+  struct region_layout *before = malloc(sizeof(*before));
+  CHECK(before != NULL);
+  if (!before)
+    return;
+  memcpy(before, h->map, sizeof(*before));
+  CHECK_EQ_INT(gs_region_set_util(dh, v, 12345, 1000), 0);
+  const uint8_t *was = (const uint8_t *)before, *now = (const uint8_t *)h->map;
+  for (size_t i = 0; i < sizeof(*before); i++)
+    if (was[i] != now[i] && (i < 32 || i >= 64)) {
+      CHECK(!"gs_region_set_util wrote outside layout 1's padding");
+      break;
+    }
+  free(before);
+  CHECK_EQ_INT(gs_region_util(h, a, &pct, &end), 0);
+  CHECK_EQ_INT(pct, 30);
+  CHECK_EQ_U64(end, 12345);
+  CHECK_EQ_INT(gs_region_util(h, b, &pct, &end), -ENOENT); /* none for that slot */
+  v[b] = 101;
+  CHECK_EQ_INT(gs_region_set_util(dh, v, 23456, 1000), -EINVAL);
+  v[b] = 100;
+  CHECK_EQ_INT(gs_region_set_util(dh, v, 0, 1000), -EINVAL);
+  CHECK_EQ_INT(gs_region_set_util(dh, v, 23456, 1000), 0);
+  CHECK_EQ_INT(gs_region_util(h, b, &pct, &end), 0);
+  CHECK_EQ_INT(pct, 100);
+  CHECK_EQ_U64(end, 23456);
+  h->map->util.pct[a] = 150; /* a process of the slice writing its own figure */
+  CHECK_EQ_INT(gs_region_util(h, a, &pct, &end), -ENOENT);
+  /* The header check is unchanged: both kinds of open still take the file. */
+  gs_region_close(dh);
+  struct gs_region *h2 = NULL;
+  CHECK_EQ_INT(gs_region_open(sub, &h2), 0);
+  gs_region_close(h2);
+  CHECK_EQ_INT(gs_region_open_nowait(sub, 0, (uid_t)-1, (gid_t)-1, &dh), 0);
+  gs_region_close(dh);
+  gs_region_close(h);
+}
+
 int main(void) {
   make_dir();
   test_uuid();
@@ -472,6 +530,7 @@ int main(void) {
   test_race();
   test_zombie_leader();
   test_daemon_handle();
+  test_util();
   remove_dir();
   return test_done();
 }
