@@ -281,6 +281,7 @@ struct args {
   size_t n;
   bool by_name;
   bool plain_names; /* the fast path's: printable ASCII without '"' or '\\' */
+  size_t weight;    /* of the trees' budget (tree_take), given back by eval_free */
   char id[2 * K8S_NAME_MAX + 2];
 };
 
@@ -626,10 +627,11 @@ static int args_fast(const char *body, size_t len, struct args *a) {
 /* 0 when text is within the bounds; -E2BIG with err naming the bound passed and the bounds
  * (what is the JSON text of a "what"). */
 static int json_bounded(const char *what, const char *text, size_t len, size_t values,
-                        size_t containers, size_t depth, char *err, size_t errlen) {
+                        size_t containers, size_t depth, struct jsonbound *ret_seen, char *err,
+                        size_t errlen) {
   const struct jsonbound max = {.values = values, .containers = containers, .depth = depth};
   char why[160];
-  if (!jsonbound_check(text, len, &max, NULL, why, sizeof why))
+  if (!jsonbound_check(text, len, &max, ret_seen, why, sizeof why))
     return 0;
   snprintf(err, errlen,
            "%s: %s; gslice-extender reads at most %zu JSON values, %zu objects and arrays "
@@ -637,6 +639,57 @@ static int json_bounded(const char *what, const char *text, size_t len, size_t v
            "Pod, fit within)",
            what, why, values, containers, depth, VERB_NODES_MAX);
   return -E2BIG;
+}
+
+/* The trees of ExtenderArgs held at once, over all calls: each call's bound alone leaves
+ * 64 MiB of bodies (a thread each) to be trees of 120 MB apiece. A call weighs what its tree
+ * may cost by its counts (jansson 2.14: some 64 bytes a value, 192 more an object or array;
+ * 8 MiB of real Nodes weigh 66 MB, NodeNames of 15,000 nodes 1 MB) and waits, up to
+ * TREE_WAIT_MS, while the calls in flight and it would pass TREE_BUDGET; a call alone always
+ * goes. kube-scheduler makes one call at a time (one scheduling cycle), so it waits only
+ * beside others' large bodies, and a small call fits whatever room they leave. */
+#define TREE_BUDGET ((size_t)128 << 20)
+#define TREE_WAIT_MS 5000
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t freed;
+  size_t held;
+} trees = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static size_t tree_weight(const struct jsonbound *n) {
+  return n->values * 64 + n->containers * 192;
+}
+
+/* Takes w of the budget: 0, or -EBUSY with err saying so after TREE_WAIT_MS. */
+static int tree_take(size_t w, char *err, size_t errlen) {
+  struct timespec until;
+  int rc = 0;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += TREE_WAIT_MS / 1000;
+  pthread_mutex_lock(&trees.mu);
+  while (rc == 0 && trees.held && trees.held + w > TREE_BUDGET)
+    rc = pthread_cond_timedwait(&trees.freed, &trees.mu, &until);
+  if (rc == 0)
+    trees.held += w;
+  size_t held = trees.held;
+  pthread_mutex_unlock(&trees.mu);
+  if (rc == 0)
+    return 0;
+  snprintf(err, errlen,
+           "gslice-extender is reading %zu MiB of other requests now and this one would take "
+           "%zu MiB more, over the %zu MiB it reads at once (waited %d s); kube-scheduler "
+           "retries",
+           held >> 20, w >> 20, TREE_BUDGET >> 20, TREE_WAIT_MS / 1000);
+  return -EBUSY;
+}
+
+static void tree_give(size_t w) {
+  if (!w)
+    return;
+  pthread_mutex_lock(&trees.mu);
+  trees.held -= w;
+  pthread_cond_broadcast(&trees.freed);
+  pthread_mutex_unlock(&trees.mu);
 }
 
 /* The full parser's NodeNames: a list of strings. */
@@ -712,20 +765,25 @@ static int args_full(const char *body, size_t len, struct args *a, char *err, si
 }
 
 static int args_read(const char *body, size_t len, struct args *a, char *err, size_t errlen) {
+  struct jsonbound seen;
   int rc;
 
   memset(a, 0, sizeof(*a));
   if ((rc = json_bounded("ExtenderArgs", body, len, ARGS_JSON_VALUES_MAX, ARGS_JSON_CONTAINERS_MAX,
-                         ARGS_JSON_DEPTH_MAX, err, errlen)))
+                         ARGS_JSON_DEPTH_MAX, &seen, err, errlen)) ||
+      (rc = tree_take(tree_weight(&seen), err, errlen)))
     return rc;
+  a->weight = tree_weight(&seen);
   rc = args_fast(body, len, a);
   if (rc == -E2BIG)
     snprintf(err, errlen, "NodeNames has over %u names", VERB_NODES_MAX);
   else if (rc == -ENOMEM)
     snprintf(err, errlen, "out of memory");
   if (rc == -EAGAIN) {
+    size_t w = a->weight;
     args_free(a);
     memset(a, 0, sizeof(*a));
+    a->weight = w;
     rc = args_full(body, len, a, err, errlen);
   }
   if (a->pod) {
@@ -757,6 +815,7 @@ static void eval_free(struct eval *e) {
   free(e->scores);
   podspec_request_free(&e->req);
   args_free(&e->a);
+  tree_give(e->a.weight);
 }
 
 /* The verdict of each node asked about (when the pod asks for gslice GPUs): from the memo
@@ -928,11 +987,12 @@ static int eval_verb(enum verb verb, struct verbs *vs, const char *body, size_t 
   }
   rc = args_read(body, len, &e.a, e.err, sizeof e.err);
   if (rc) {
-    count(&st->bad_requests);
+    if (rc != -EBUSY)
+      count(&st->bad_requests);
     if (vs->cfg.log)
       gs_log(GS_LOG_WARNING, "%s: %s", what, e.err);
     eval_free(&e);
-    return error_body(rc == -ENOMEM ? 500 : 400, e.err, ret_body, ret_len);
+    return error_body(rc == -ENOMEM ? 500 : rc == -EBUSY ? 503 : 400, e.err, ret_body, ret_len);
   }
   e.req_rc = cluster_request(vs->cfg.cluster, e.a.pod, &e.req, e.err, sizeof e.err);
   if (e.req_rc < 0 && vs->cfg.log)
@@ -1073,7 +1133,7 @@ static int bind_decode(const char *body, size_t len, struct bind *b, char *err, 
     return -EINVAL;
   }
   if (json_bounded("ExtenderBindingArgs", body, len, BIND_JSON_VALUES_MAX, BIND_JSON_CONTAINERS_MAX,
-                   BIND_JSON_DEPTH_MAX, err, errlen))
+                   BIND_JSON_DEPTH_MAX, NULL, err, errlen))
     return -EINVAL;
   b->root = json_loadb(body, len, 0, &je);
   if (!b->root || !json_is_object(b->root)) {
