@@ -665,3 +665,238 @@ SIM_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
   info->processSamplesCount = n;
   return NVML_SUCCESS;
 }
+
+/* A board serial number (13 digits, as NVIDIA prints them): stable per machine and index. */
+static void serial_text(const struct sim_machine *m, unsigned d, char *buf, size_t len) {
+  snprintf(buf, len, "%013llu", (unsigned long long)(m->path_hash % 100000000000ull) * 100 + d);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  char buf[NVML_DEVICE_SERIAL_BUFFER_SIZE];
+  serial_text(m, d, buf, sizeof(buf));
+  return copy_str(serial, length, buf);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *device) {
+  REQUIRE_MACHINE(m);
+  if (!serial || !device)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < m->devices; i++) {
+    char buf[NVML_DEVICE_SERIAL_BUFFER_SIZE];
+    serial_text(m, i, buf, sizeof(buf));
+    if (strcmp(buf, serial) == 0) {
+      *device = &nv.devs[i];
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+/* The v1 lookup by bus id: the same devices. */
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device) {
+  return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+/* nvmlDeviceGetSamples: the driver keeps a buffer of samples per type (its size is what the
+ * size call says, whatever is in it); the sim takes one every SAMPLE_PERIOD_US over the last
+ * second. GPU utilization is the device's (every process's kernels); memory, encoder, decoder,
+ * JPEG and OFA utilization 0 (not modelled); power and clocks fixed board figures; module power
+ * NOT_SUPPORTED (no NVIDIA CPU in the module). */
+#define SAMPLE_BUFFER 120u
+#define SAMPLE_PERIOD_US 166667ull
+#define SAMPLES_KEPT 6u
+
+static unsigned sample_value(struct sim_machine *m, unsigned d, nvmlSamplingType_t type,
+                             uint64_t end_ns) {
+  uint64_t period = SAMPLE_PERIOD_US * 1000;
+  switch (type) {
+  case NVML_TOTAL_POWER_SAMPLES: return 350000u; /* mW */
+  case NVML_PROCESSOR_CLK_SAMPLES: return 1980u; /* MHz */
+  case NVML_MEMORY_CLK_SAMPLES: return 2619u;
+  case NVML_GPU_UTILIZATION_SAMPLES: {
+    uint64_t from = end_ns > period ? end_ns - period : 0;
+    return (unsigned)(sim_busy_between(m, d, -1, from, end_ns) * 100 / period);
+  }
+  default: return 0;
+  }
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                                          unsigned long long lastSeenTimeStamp,
+                                          nvmlValueType_t *sampleValType, unsigned int *sampleCount,
+                                          nvmlSample_t *samples) {
+  REQUIRE_MACHINE(m);
+  unsigned d, n = 0;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if ((unsigned)type >= NVML_SAMPLINGTYPE_COUNT || !sampleValType || !sampleCount ||
+      (samples && *sampleCount == 0))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (type == NVML_MODULE_POWER_SAMPLES)
+    return NVML_ERROR_NOT_SUPPORTED;
+  *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
+  if (!samples) {
+    *sampleCount = SAMPLE_BUFFER;
+    return NVML_SUCCESS;
+  }
+  uint64_t now_ns = sim_now_ns(), now = realtime_us();
+  sim_lock(m);
+  sim_reap(m, 0);
+  sim_advance(m, d, now_ns);
+  for (unsigned k = SAMPLES_KEPT; k-- > 0 && n < *sampleCount;) {
+    uint64_t ts = now - k * SAMPLE_PERIOD_US; /* oldest first, as the driver's buffer */
+    if (ts <= lastSeenTimeStamp)
+      continue;
+    memset(&samples[n], 0, sizeof(samples[n]));
+    samples[n].timeStamp = ts;
+    samples[n++].sampleValue.uiVal = sample_value(m, d, type, now_ns - k * SAMPLE_PERIOD_US * 1000);
+  }
+  sim_unlock(m);
+  if (n == 0)
+    return NVML_ERROR_NOT_FOUND;
+  *sampleCount = n;
+  return NVML_SUCCESS;
+}
+
+/* Accounting: the sim's GPUs run with accounting mode on (`nvidia-smi -am 1`, a node where
+ * the admin keeps per-process records), listing the processes with a context on the device
+ * as NVML shows their pids (a container's own are not: GSLICE_SIM_NVML_HIDE_PIDS, _PID_OFFSET).
+ * The sim forgets a process once it is gone, where the driver keeps finished ones. */
+SIM_API nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && !mode)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *mode = NVML_FEATURE_ENABLED;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int *count,
+                                                 unsigned int *pids) {
+  REQUIRE_MACHINE(m);
+  unsigned d, n = 0;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!count || (*count && !pids))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  sim_lock(m);
+  sim_reap(m, 1);
+  for (unsigned i = 0; i < SIM_MAX_PROCS && !nv.hide_pids; i++) {
+    const struct sim_proc *p = &m->proc[i];
+    if (!p->pid || p->contexts[d] == 0)
+      continue;
+    if (n < *count)
+      pids[n] = shown_pid(p->pid);
+    n++;
+  }
+  sim_unlock(m);
+  rc = n > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+  *count = n;
+  return rc;
+}
+
+/* A listed process's record: its share of the last second (the sim keeps no lifetime figure),
+ * its memory now as its maximum, running. NOT_FOUND for a pid with no record. */
+SIM_API nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
+                                                  nvmlAccountingStats_t *stats) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!stats)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  rc = NVML_ERROR_NOT_FOUND;
+  sim_lock(m);
+  sim_reap(m, 1);
+  for (unsigned i = 0; i < SIM_MAX_PROCS && !nv.hide_pids && rc != NVML_SUCCESS; i++) {
+    const struct sim_proc *p = &m->proc[i];
+    if (!p->pid || p->contexts[d] == 0 || shown_pid(p->pid) != pid)
+      continue;
+    memset(stats, 0, sizeof(*stats));
+    stats->gpuUtilization = sim_util_percent(m, d, (int)i, UTIL_WINDOW_NS);
+    stats->maxMemoryUsage = p->mem[d];
+    stats->isRunning = 1;
+    rc = NVML_SUCCESS;
+  }
+  sim_unlock(m);
+  return rc;
+}
+
+/* BAR1: a 128 GiB aperture (an H100's), 2 MiB of it mapped per live context (the sim's model
+ * of what the driver maps for a context). */
+SIM_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!bar1)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  uint64_t used = 0;
+  sim_lock(m);
+  sim_reap(m, 1);
+  for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
+    if (m->proc[i].pid)
+      used += (uint64_t)m->proc[i].contexts[d] << 21;
+  sim_unlock(m);
+  bar1->bar1Total = 128ull << 30;
+  bar1->bar1Used = used;
+  bar1->bar1Free = bar1->bar1Total - used;
+  return NVML_SUCCESS;
+}
+
+/* One field: memory temperature, power and energy are board figures; the NVLink throughput
+ * counters (KiB since the driver loaded) grow with the device's work, every process's (the
+ * sim's model: 1 KiB per microsecond a kernel ran); any other field NOT_SUPPORTED. */
+static void field_value(struct sim_machine *m, unsigned d, nvmlFieldValue_t *v) {
+  v->nvmlReturn = NVML_SUCCESS;
+  v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+  switch (v->fieldId) {
+  case NVML_FI_DEV_MEMORY_TEMP: v->value.uiVal = 45; break;
+  case NVML_FI_DEV_POWER_INSTANT: v->value.uiVal = 350000u; break;
+  case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    v->value.ullVal = 350ull * (sim_now_ns() / 1000000ull); /* mJ at 350 W */
+    break;
+  default:
+    if (v->fieldId >= NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX &&
+        v->fieldId <= NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX) {
+      v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+      v->value.ullVal = sim_busy_total(m, d, -1, sim_now_ns()) / 1000;
+    } else {
+      v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+  }
+}
+
+/* Each value answered in its own nvmlReturn; SUCCESS once the device and array are good. */
+SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                              nvmlFieldValue_t *values) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!values || valuesCount <= 0)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  long long now = (long long)realtime_us();
+  sim_lock(m);
+  for (int i = 0; i < valuesCount; i++) {
+    memset(&values[i].value, 0, sizeof(values[i].value));
+    values[i].timestamp = now;
+    values[i].latencyUsec = 0;
+    field_value(m, d, &values[i]);
+  }
+  sim_unlock(m);
+  return NVML_SUCCESS;
+}

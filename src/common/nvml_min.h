@@ -194,6 +194,84 @@ typedef enum nvmlComputeMode_enum {
 } nvmlComputeMode_t;
 typedef enum nvmlPStates_enum { NVML_PSTATE_0 = 0, NVML_PSTATE_UNKNOWN = 32 } nvmlPstates_t;
 
+/* nvmlDeviceGetSamples: what the driver's sample buffers hold (the values are NVML's ABI). */
+typedef enum nvmlSamplingType_enum {
+  NVML_TOTAL_POWER_SAMPLES = 0,
+  NVML_GPU_UTILIZATION_SAMPLES = 1,
+  NVML_MEMORY_UTILIZATION_SAMPLES = 2,
+  NVML_ENC_UTILIZATION_SAMPLES = 3,
+  NVML_DEC_UTILIZATION_SAMPLES = 4,
+  NVML_PROCESSOR_CLK_SAMPLES = 5,
+  NVML_MEMORY_CLK_SAMPLES = 6,
+  NVML_MODULE_POWER_SAMPLES = 7,
+  NVML_JPG_UTILIZATION_SAMPLES = 8,
+  NVML_OFA_UTILIZATION_SAMPLES = 9,
+  NVML_SAMPLINGTYPE_COUNT
+} nvmlSamplingType_t;
+typedef enum nvmlValueType_enum {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5
+} nvmlValueType_t;
+typedef union nvmlValue_st {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+typedef struct nvmlSample_st {
+  unsigned long long timeStamp; /* CPU timestamp in microseconds */
+  nvmlValue_t sampleValue;
+} nvmlSample_t;
+/* Accounting (nvmlDeviceGetAccountingPids/Stats): per process, kept by the driver while
+ * accounting mode is on, for running and finished processes alike. */
+typedef struct nvmlAccountingStats_st {
+  unsigned int gpuUtilization;       /* percent of the process's lifetime a kernel of it ran */
+  unsigned int memoryUtilization;    /* percent of it memory was read or written */
+  unsigned long long maxMemoryUsage; /* bytes */
+  unsigned long long time;           /* ms the process ran */
+  unsigned long long startTime;      /* CPU timestamp, us */
+  unsigned int isRunning;
+  unsigned int reserved[5];
+} nvmlAccountingStats_t;
+typedef struct nvmlBAR1Memory_st {
+  unsigned long long bar1Total; /* bytes of the BAR1 aperture */
+  unsigned long long bar1Free;
+  unsigned long long bar1Used;
+} nvmlBAR1Memory_t;
+/* nvmlDeviceGetFieldValues: each value carries its own nvmlReturn. The field ids gslice names
+ * (NVML's ABI, nvml.h's NVML_FI_*). */
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;
+  unsigned int scopeId; /* the link, or 0 */
+  long long timestamp;  /* CPU timestamp, us */
+  long long latencyUsec;
+  nvmlValueType_t valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+#ifndef __cplusplus
+_Static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t is NVML's 40-byte layout");
+_Static_assert(sizeof(nvmlAccountingStats_t) == 56, "nvmlAccountingStats_t is NVML's layout");
+#endif
+#define NVML_FI_DEV_ECC_CURRENT 1
+#define NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L0 60 /* ..73: NVLink traffic counters */
+#define NVML_FI_DEV_NVLINK_BANDWIDTH_C1_TOTAL 73
+#define NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION 78
+#define NVML_FI_DEV_MEMORY_TEMP 82
+#define NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION 83
+#define NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L6 120 /* ..131: NVLink traffic counters */
+#define NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L11 131
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 /* ..141: NVLink throughput (KiB) */
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX 141
+#define NVML_FI_DEV_POWER_INSTANT 186
+#define NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE 199 /* the last NVML 12.4 names */
 /* Prototypes under their ABI (exported) names. nvml.h maps the unsuffixed names to
  * the newest versions with macros; we do the same unless the includer defines
  * NVML_NO_UNVERSIONED_FUNC_DEFS, e.g. to define the old unsuffixed entry points. */
@@ -263,6 +341,25 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              unsigned int *processSamplesCount,
                                              unsigned long long lastSeenTimeStamp);
 
+nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length);
+nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *device);
+/* Samples NULL: SUCCESS with *sampleCount = the entries to allocate; else as many as fit, the
+ * count written; NVML_ERROR_NOT_FOUND when none is newer than lastSeenTimeStamp. */
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                                  unsigned long long lastSeenTimeStamp,
+                                  nvmlValueType_t *sampleValType, unsigned int *sampleCount,
+                                  nvmlSample_t *samples);
+nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode);
+/* *count below the pids there are: NVML_ERROR_INSUFFICIENT_SIZE with *count = that number;
+ * NVML_ERROR_NOT_SUPPORTED where accounting mode is off. */
+nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int *count,
+                                         unsigned int *pids);
+/* NVML_ERROR_NOT_FOUND: no stats of that pid. */
+nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
+                                          nvmlAccountingStats_t *stats);
+nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory);
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      nvmlFieldValue_t *values);
 /* The hook (built with __CUDA_API_VERSION_INTERNAL, every ABI name as itself) wraps the v1 entry
  * points too, so it sees them as the sim defines them. */
 #if defined(NVML_NO_UNVERSIONED_FUNC_DEFS) || defined(__CUDA_API_VERSION_INTERNAL)
@@ -270,6 +367,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos);
 nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
@@ -280,6 +378,7 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsign
 #define nvmlInit nvmlInit_v2
 #define nvmlDeviceGetCount nvmlDeviceGetCount_v2
 #define nvmlDeviceGetHandleByIndex nvmlDeviceGetHandleByIndex_v2
+#define nvmlDeviceGetHandleByPciBusId nvmlDeviceGetHandleByPciBusId_v2
 #define nvmlDeviceGetComputeRunningProcesses nvmlDeviceGetComputeRunningProcesses_v3
 #define nvmlDeviceGetGraphicsRunningProcesses nvmlDeviceGetGraphicsRunningProcesses_v3
 #define nvmlDeviceGetMPSComputeRunningProcesses nvmlDeviceGetMPSComputeRunningProcesses_v3
