@@ -147,13 +147,11 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *ind
   return NVML_SUCCESS;
 }
 
-GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+/* A lookup's answer kept to the slice (UUID, serial, bus id): a GPU it does not see is
+ * NVML_ERROR_NOT_FOUND, as NVML answers for a GPU that is not there. */
+static nvmlReturn_t kept(nvmlReturn_t rc, nvmlDevice_t d, nvmlDevice_t *device) {
   const struct gs_real *r = gs_real();
-  if (!r->nvmlDeviceGetHandleByUUID)
-    return NVML_ERROR_FUNCTION_NOT_FOUND;
-  nvmlDevice_t d;
   unsigned real;
-  nvmlReturn_t rc = r->nvmlDeviceGetHandleByUUID(uuid, &d);
   if (rc == NVML_SUCCESS && shown() == NVML_SUCCESS && V.filter &&
       (!r->nvmlDeviceGetIndex || r->nvmlDeviceGetIndex(d, &real) != NVML_SUCCESS ||
        shown_index(real) < 0))
@@ -163,19 +161,17 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t 
   return rc == NVML_SUCCESS && !device ? NVML_ERROR_INVALID_ARGUMENT : rc;
 }
 
-GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId,
-                                                        nvmlDevice_t *device) {
-  const struct gs_real *r = gs_real();
-  if (!r->nvmlDeviceGetHandleByPciBusId_v2)
-    return NVML_ERROR_FUNCTION_NOT_FOUND;
-  nvmlDevice_t d;
-  unsigned real;
-  nvmlReturn_t rc = r->nvmlDeviceGetHandleByPciBusId_v2(pciBusId, &d);
-  if (rc == NVML_SUCCESS && shown() == NVML_SUCCESS && V.filter &&
-      (!r->nvmlDeviceGetIndex || r->nvmlDeviceGetIndex(d, &real) != NVML_SUCCESS ||
-       shown_index(real) < 0))
-    return NVML_ERROR_NOT_FOUND;
-  if (rc == NVML_SUCCESS && device)
-    *device = d;
-  return rc == NVML_SUCCESS && !device ? NVML_ERROR_INVALID_ARGUMENT : rc;
-}
+/* Each lookup of a device by name: NVML's answer, kept to the slice. */
+#define GS_LOOKUP(fn)                                                                              \
+  GS_EXPORT nvmlReturn_t fn(const char *key, nvmlDevice_t *device) {                               \
+    const struct gs_real *r = gs_real();                                                           \
+    nvmlDevice_t d = NULL;                                                                         \
+    if (!r->fn)                                                                                    \
+      return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
+    nvmlReturn_t rc = r->fn(key, &d); /* before d is read: argument order is unspecified */        \
+    return kept(rc, d, device);                                                                    \
+  }
+GS_LOOKUP(nvmlDeviceGetHandleByUUID)
+GS_LOOKUP(nvmlDeviceGetHandleBySerial)
+GS_LOOKUP(nvmlDeviceGetHandleByPciBusId_v2)
+GS_LOOKUP(nvmlDeviceGetHandleByPciBusId) /* v1: the same answer (the v2 only parses more forms) */

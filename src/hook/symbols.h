@@ -104,7 +104,7 @@
   X(cuMemGetAddressRange_v2)
 
 /* NVML as nvidia-smi reads it (docs/nvml.md): memory, the device list, the process lists and
- * utilization answer for the slice. */
+ * utilization answer for the slice; samples, accounting and field values too (nvml_more.c). */
 #define GS_NVML_WRAPPED(X)                                                                         \
   X(nvmlDeviceGetMemoryInfo)                                                                       \
   X(nvmlDeviceGetMemoryInfo_v2)                                                                    \
@@ -127,7 +127,13 @@
   X(nvmlDeviceGetRunningProcessDetailList)                                                         \
   X(nvmlDeviceGetUtilizationRates)                                                                 \
   X(nvmlDeviceGetProcessUtilization)                                                               \
-  X(nvmlDeviceGetProcessesUtilizationInfo)
+  X(nvmlDeviceGetProcessesUtilizationInfo)                                                         \
+  X(nvmlDeviceGetHandleBySerial)                                                                   \
+  X(nvmlDeviceGetHandleByPciBusId)                                                                 \
+  X(nvmlDeviceGetSamples)                                                                          \
+  X(nvmlDeviceGetAccountingPids)                                                                   \
+  X(nvmlDeviceGetAccountingStats)                                                                  \
+  X(nvmlDeviceGetFieldValues)
 
 #define GS_NVML_CALLED(X)                                                                          \
   X(nvmlInit_v2)                                                                                   \

@@ -1,0 +1,107 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# No NVML call shows a slice another slice's processes, memory or the device's load
+# (docs/nvml.md, "Samples, accounting and field values"). Two slices on one simulated GPU (its
+# accounting mode on), a hard 30% and a 70%, each running compute_spin; inside each, nvml_leaks
+# makes the calls through the hook, and without it to see what the device says:
+#  - accounting pids are the slice's own process only; another slice's pid has no stats
+#    (NVML_ERROR_NOT_FOUND, 6); with NVML's pids another namespace's, none is listed;
+#  - GPU utilization samples are one sample of the slice's own figure, not the device's;
+#    encoder samples N/A (3); power samples pass through;
+#  - field values: NVLink throughput (the device's traffic) N/A per field, memory temperature
+#    and power pass through; BAR1 passes through;
+#  - with two GPUs and CUDA_VISIBLE_DEVICES=1, the other GPU is not found by serial or by bus
+#    id (v1), as by UUID.
+source "$GSLICE_SRC/tests/integration/lib.sh"
+source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
+LEAKS="$TBIN/nvml_leaks"
+[ -x "$LEAKS" ] || skip "nvml_leaks not built"
+OFFSET=100000
+
+inside() {
+  local s=$1 o=$2
+  cat > "$T/$s.sh" << EOS
+"$TBIN/compute_spin" --start $START --warmup 1 --duration 5 --label $s > "$T/$s.spin" &
+echo \$! > "$T/$s.pid"
+sleep \$(awk -v s=$START -v n=\$(date +%s.%N) 'BEGIN { d = s + 3 - n; print (d > 0 ? d : 0) }')
+LD_PRELOAD= "$LEAKS" > "$T/$s.raw" 2> "$T/$s.err"
+"$LEAKS" > "$T/$s.out" 2>> "$T/$s.err"
+LD_PRELOAD= "$LEAKS" stats \$(cat "$T/$o.pid") > "$T/$s.rawstats" 2>> "$T/$s.err"
+"$LEAKS" stats \$(cat "$T/$o.pid") > "$T/$s.otherstats" 2>> "$T/$s.err"
+"$LEAKS" stats \$(cat "$T/$s.pid") > "$T/$s.ownstats" 2>> "$T/$s.err"
+GSLICE_SIM_NVML_PID_OFFSET=$OFFSET "$LEAKS" > "$T/$s.off" 2>> "$T/$s.err"
+wait
+EOS
+}
+
+start_daemon
+START=$(at 1.5)
+daemon_wait_over "$(at 2.5)" 5
+inside a b
+inside b a
+gsrun --compute 30 --compute-limit 30 --memory 1GiB --name a -- bash "$T/a.sh" &
+A=$!
+gsrun --compute 70 --memory 2GiB --name b -- bash "$T/b.sh" &
+B=$!
+wait $A || fail "slice a failed: $(cat "$T/a.err")"
+wait $B || fail "slice b failed: $(cat "$T/b.err")"
+cat "$T/a.out" "$T/b.out"
+PA=$(cat "$T/a.pid")
+PB=$(cat "$T/b.pid")
+
+line() { grep "^$2 gpu=0 ${3:-}" "$1" | head -1; }
+# check SLICE OWN OTHER
+check() {
+  local s=$1 own=$2 other=$3 f="$T/$1.out" raw="$T/$1.raw" l util
+  # The fixture: NVML without the hook lists both, and has the other's stats.
+  l=$(line "$raw" acct)
+  echo "$(field <(echo "$l") pids)" | tr , '\n' | qgrep -x "$other" ||
+    fail "$s: NVML without the hook does not list $other in accounting: $l"
+  expect_eq "$s: the other's stats without the hook" "$(field "$T/$s.rawstats" rc)" 0
+  expect_eq "$s: accounting pids" "$(field <(line "$f" acct) pids)" "$own"
+  expect_eq "$s: accounting rc" "$(field <(line "$f" acct) rc)" 0
+  expect_eq "$s: the other slice's stats (NOT_FOUND)" "$(field "$T/$s.otherstats" rc)" 6
+  expect_eq "$s: its own stats" "$(field "$T/$s.ownstats" rc)" 0
+  expect_eq "$s, pid offset: accounting pids listed" "$(field <(line "$T/$s.off" acct) count)" 0
+  # Samples: GPU utilization is the slice's figure, one sample; the device's are more.
+  util=$(field <(line "$f" util) util)
+  l=$(line "$f" samples "type=1 ")
+  expect_eq "$s: utilization samples rc" "$(field <(echo "$l") rc)" 0
+  expect_eq "$s: utilization samples" "$(field <(echo "$l") n)" 1
+  local v=$(field <(echo "$l") max) d=$(field <(line "$raw" samples "type=1 ") max)
+  [ "$v" -ge $((util - 5)) ] && [ "$v" -le $((util + 5)) ] ||
+    fail "$s: utilization sample $v%, the slice's utilization $util% (the device's: $d%)"
+  echo "ok: $s: utilization sample $v% (the slice's $util%, the device's $d%)"
+  expect_eq "$s: encoder samples (N/A)" "$(field <(line "$f" samples "type=3 ") rc)" 3
+  expect_eq "$s: encoder samples without the hook" "$(field <(line "$raw" samples "type=3 ") rc)" 0
+  expect_eq "$s: power samples" "$(line "$f" samples "type=0 ")" \
+    "samples gpu=0 type=0 rc=0 n=6 max=350000"
+  # Fields: the device's traffic N/A, the board's figures as they are.
+  for id in 138 141; do
+    expect_eq "$s: field $id without the hook" "$(field <(line "$raw" field "id=$id ") rc)" 0
+    expect_eq "$s: field $id (N/A)" "$(line "$f" field "id=$id ")" \
+      "field gpu=0 id=$id rc=3 val=0"
+  done
+  expect_eq "$s: memory temperature" "$(line "$f" field "id=82 ")" "field gpu=0 id=82 rc=0 val=45"
+  expect_eq "$s: power" "$(line "$f" field "id=186 ")" "field gpu=0 id=186 rc=0 val=350000"
+  expect_eq "$s: BAR1 total" "$(field <(line "$f" bar1) total)" "$(field <(line "$raw" bar1) total)"
+}
+check a "$PA" "$PB"
+check b "$PB" "$PA"
+
+# Two GPUs, the slice given the second: the first is not found by serial or bus id (v1).
+export GSLICE_SIM_STATE="$T/sim2" GSLICE_SIM_DEVICES=2
+"$LEAKS" ids > "$T/ids" 2>&1 || fail "nvml_leaks ids: $(cat "$T/ids")"
+s0=$(sed -n 's/^dev index=0 serial=\([^ ]*\).*/\1/p' "$T/ids")
+s1=$(sed -n 's/^dev index=1 serial=\([^ ]*\).*/\1/p' "$T/ids")
+b0=$(sed -n 's/^dev index=0 .* bus=\([^ ]*\)/\1/p' "$T/ids")
+b1=$(sed -n 's/^dev index=1 .* bus=\([^ ]*\)/\1/p' "$T/ids")
+[ -n "$s0" ] && [ "$s0" != "$s1" ] && [ -n "$b0" ] || fail "two GPUs: $(cat "$T/ids")"
+for q in "serial $s0 6" "serial $s1 0" "bus1 $b0 6" "bus1 $b1 0"; do
+  set -- $q
+  expect_eq "two GPUs, without the hook: by $1 $2" "$("$LEAKS" "$1" "$2")" "$1 rc=0"
+  expect_eq "CUDA_VISIBLE_DEVICES=1: by $1 $2 (NVML_ERROR_NOT_FOUND is 6)" \
+    "$(CUDA_VISIBLE_DEVICES=1 LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice2" "$LEAKS" "$1" "$2")" \
+    "$1 rc=$3"
+done
+pass "no call shows a slice another slice's pids, stats or traffic, the device's load, or a GPU not its own"
