@@ -5,10 +5,13 @@
  * posts it again with the count, a failed POST leaves the count to the next write, the window's
  * end starts a new Event. Fairness: one namespace's flood takes its own bucket and share of the
  * queue, never another namespace's; the global bound still holds over all; a table of
- * namespaces that stays bounded. The Event object is what `kubectl describe pod` shows
- * (involvedObject the pod, reason, type, count, source); a server that is not there counts
- * failures and empties the queue. The API server is kube_post and kube_merge_patch replaced at
- * link time (-Wl,--wrap), calling the real ones when `real` is set. */
+ * namespaces that stays bounded; the attack run (5 to 64 namespaces flooding at 10/s: a
+ * namespace asking one Event in 10 s still gets 90% of them, within the global bound); a repeat
+ * refused its write takes no token for the repeats after it, one write later carries them. The
+ * Event object is what `kubectl describe pod` shows (involvedObject the pod, reason, type, count,
+ * source); a server that is not there counts failures and empties the queue. The API server is
+ * kube_post and kube_merge_patch replaced at link time (-Wl,--wrap), calling the real ones when
+ * `real` is set. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +306,135 @@ static void test_bounds(time_t t) {
   kube_events_free(q);
 }
 
+/* A repeat refused its write takes no token for the repeats after it: they are counted, and
+ * one write KUBE_EVENT_RETRY_S later carries them all; the namespace's tokens meanwhile are
+ * its other Events'. */
+static void test_paced(time_t t) {
+  struct kube_events *q = NULL;
+  struct kube_event_stats st;
+  char name[32], err[1024];
+
+  reset_api();
+  CHECK_EQ_INT(kube_events_new("gslice-node", "node-a", &q), 0);
+  for (int i = 0; i < KUBE_EVENT_NS_BURST; i++) {
+    snprintf(name, sizeof name, "p%d", i);
+    CHECK_EQ_INT(add_ns(q, "r", name, "why", t), 0);
+    kube_events_flush(q, k, err, sizeof err);
+  }
+  CHECK_EQ_INT(add_ns(q, "r", "p0", "why", t), 1); /* r's bucket is empty: refused, counted */
+  kube_events_flush(q, k, err, sizeof err);
+  CHECK_EQ_INT(api.patches, 0);
+  /* Ten a second for KUBE_EVENT_RETRY_S - 1 s: r's bucket refills (one each 5 s), no write. */
+  for (int s = 1; s < KUBE_EVENT_RETRY_S; s++)
+    for (int i = 0; i < 10; i++) {
+      CHECK_EQ_INT(add_ns(q, "r", "p0", "why", t + s), 1);
+      kube_events_flush(q, k, err, sizeof err);
+    }
+  CHECK_EQ_INT(api.patches, 0);
+  kube_events_stats(q, &st);
+  CHECK_EQ_U64(st.deferred, 10 * (KUBE_EVENT_RETRY_S - 1));
+  CHECK_EQ_U64(st.dropped_rate, 1);
+  /* Then one write: the count of all of them. */
+  CHECK_EQ_INT(add_ns(q, "r", "p0", "why", t + KUBE_EVENT_RETRY_S), 1);
+  kube_events_flush(q, k, err, sizeof err);
+  CHECK_EQ_INT(api.patches, 1);
+  CHECK_EQ_INT(jint(api.last_patch, "count"), 2 + 10 * (KUBE_EVENT_RETRY_S - 1) + 1);
+  /* r's tokens were kept for its other Events: 6 refilled, one taken by that write. */
+  int ok = 0;
+  for (int i = 0; i < 10; i++) {
+    snprintf(name, sizeof name, "n%d", i);
+    ok += add_ns(q, "r", name, "why", t + KUBE_EVENT_RETRY_S) == 0;
+    kube_events_flush(q, k, err, sizeof err);
+  }
+  CHECK_EQ_INT(ok, KUBE_EVENT_RETRY_S * KUBE_EVENT_NS_PER_MINUTE / 60 - 1);
+  /* Still paced: the next repeats wait KUBE_EVENT_RETRY_S after that write. */
+  CHECK_EQ_INT(add_ns(q, "r", "p0", "why", t + KUBE_EVENT_RETRY_S + 1), 1);
+  kube_events_flush(q, k, err, sizeof err);
+  CHECK_EQ_INT(api.patches, 1);
+  kube_events_free(q);
+}
+
+/* The attack run: ATTACK_S simulated seconds in tenths, flushed as events come (the API stubbed),
+ * nattack namespaces each adding one every `every` tenths of a second (new pods, or the same
+ * refusal again when `same`) and a victim namespace one new Event every 10 s, after the
+ * attackers' in its tenth. How many of the victim's were taken; writes[] per second. */
+#define ATTACK_S 600
+struct attack {
+  int victim, asked;     /* the victim's Events taken, of asked */
+  int writes[ATTACK_S];  /* POSTs and PATCHes sent in each second */
+  int attackers_written; /* the attackers' writes */
+};
+
+static void attack_run(time_t t, int nattack, int every, bool same, struct attack *r) {
+  struct kube_events *q = NULL;
+  char name[32], ns[32], err[1024];
+  memset(r, 0, sizeof *r);
+  reset_api();
+  CHECK_EQ_INT(kube_events_new("gslice-extender", "", &q), 0);
+  for (int tick = 0; tick < ATTACK_S * 10; tick++) {
+    time_t now = t + tick / 10;
+    int before = api.posts + api.patches;
+    if (tick % every == 0)
+      for (int a = 0; a < nattack; a++) {
+        snprintf(ns, sizeof ns, "attacker-%d", a);
+        snprintf(name, sizeof name, "p%d", same ? 0 : tick);
+        add_ns(q, ns, name, "why", now);
+        kube_events_flush(q, k, err, sizeof err);
+      }
+    r->attackers_written += api.posts + api.patches - before;
+    if (tick % 100 == 0) {
+      snprintf(name, sizeof name, "v%d", tick);
+      r->asked++;
+      r->victim += add_ns(q, "victim", name, "why", now) == 0;
+    }
+    kube_events_flush(q, k, err, sizeof err);
+    r->writes[tick / 10] += api.posts + api.patches - before;
+  }
+  kube_events_free(q);
+}
+
+/* The most writes in any 60 s (the global bound: KUBE_EVENT_PER_MINUTE at once, refilled at
+ * KUBE_EVENT_PER_MINUTE a minute), and in any 60 s after the first minute's burst. */
+static int window_max(const struct attack *r, int from) {
+  int most = 0;
+  for (int s = from; s + 60 <= ATTACK_S; s++) {
+    int n = 0;
+    for (int i = s; i < s + 60; i++)
+      n += r->writes[i];
+    if (n > most)
+      most = n;
+  }
+  return most;
+}
+
+/* One tenant with several namespaces floods; a namespace that asks little (one Event in 10 s,
+ * under its fair share of the global bound) still gets its Events, and the global bound holds
+ * over all. The attack run's table, printed. */
+static void test_attack(time_t t) {
+  static const struct {
+    int n, every;
+    bool same;
+  } runs[] = {{1, 1, false}, {3, 1, false}, {4, 1, false}, {5, 1, false},  {5, 40, false},
+              {5, 1, true},  {8, 1, false}, {8, 1, true},  {16, 1, false}, {64, 1, false}};
+  static struct attack r;
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    attack_run(t, runs[i].n, runs[i].every, runs[i].same, &r);
+    int total = 0;
+    for (int s = 0; s < ATTACK_S; s++)
+      total += r.writes[s];
+    printf("attack: %2d namespaces x one each %2d/10 s%s: victim %2d of %d; writes %d in %d s, "
+           "at most %d in 60 s (%d after the first minute)\n",
+           runs[i].n, runs[i].every, runs[i].same ? " (repeats)" : "", r.victim, r.asked, total,
+           ATTACK_S, window_max(&r, 0), window_max(&r, 60));
+    /* The victim gets 90%: up to 8 floods its 6 a minute are within its share (60/9), and
+     * past that it asks for less than they do, so it leaves less of the reserve. */
+    CHECK(r.victim * 10 >= r.asked * 9);
+    /* The global bucket: KUBE_EVENT_PER_MINUTE at once, and as many a minute. */
+    CHECK(window_max(&r, 0) <= 2 * KUBE_EVENT_PER_MINUTE);
+    CHECK(total <= KUBE_EVENT_PER_MINUTE * (ATTACK_S / 60 + 1));
+  }
+}
+
 static void test_object(time_t t) {
   json_t *ev = kube_event_json("gslice-node", "node-a", "Warning", "GSliceRefused", "ns1", "pod1",
                                "u-1", "no GPU", t, 7);
@@ -344,6 +476,8 @@ int main(void) {
   test_fair(t);
   test_bounds(t);
   test_object(t);
+  test_paced(t);
+  test_attack(t);
   reset_api();
   kube_close(k);
   return test_done();

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Events on pods (event.h): a ring of fixed-size writes under one mutex; a table of the Events
  * posted (key hash, count, name) for aggregation; a token bucket for the global bound and one
- * per namespace in a small LRU table. */
+ * per namespace in a small LRU table, with what each namespace asked for in the last minute
+ * (its share of the global bucket's reserve). */
 #include "event.h"
 
 #include <errno.h>
@@ -32,14 +33,20 @@ struct agg {
   uint32_t count;
   char ename[K8S_NAME_MAX]; /* its name once created, "" before */
   bool queued;              /* a write of it waits in the queue */
+  time_t retry;             /* a repeat refused its write: the next is tried no sooner... */
+  bool paced;               /* ...and from then on, one write each KUBE_EVENT_RETRY_S */
 };
 
 struct bucket {
   uint64_t hash; /* of the namespace; 0 unused */
   char ns[K8S_NAME_MAX];
   double tokens;
-  time_t filled, used;
-  unsigned queued; /* its writes in the queue */
+  time_t filled, used; /* used: when it last asked */
+  unsigned queued;     /* its writes in the queue */
+  /* The writes it asked for (taken or not) in the last KUBE_EVENT_SLOTS slots of
+   * KUBE_EVENT_SLOT_S seconds: its demand, against its share of the global bound. */
+  int64_t slot[KUBE_EVENT_SLOTS];
+  uint16_t asked[KUBE_EVENT_SLOTS];
 };
 
 struct kube_events {
@@ -51,7 +58,8 @@ struct kube_events {
   struct agg aggs[KUBE_EVENT_RECENT];
   struct bucket buckets[KUBE_EVENT_NAMESPACES];
   double tokens;
-  time_t filled; /* when tokens were last topped up */
+  time_t filled;   /* when tokens were last topped up */
+  unsigned active; /* namespaces that asked in the last minute, as of the last bucket_of */
   uint64_t seq, gen;
   struct kube_event_stats st;
   /* kube_events_start */
@@ -139,36 +147,77 @@ static void top_up(double *tokens, time_t *filled, time_t now, double per_min, d
 static struct bucket *bucket_of(struct kube_events *q, const char *ns, time_t now) {
   const char *parts[] = {ns};
   uint64_t h = key_hash(parts, 1);
-  struct bucket *pick = NULL;
+  struct bucket *pick = NULL, *found = NULL;
+  unsigned active = 1; /* ns itself */
   for (size_t i = 0; i < KUBE_EVENT_NAMESPACES; i++) {
     struct bucket *b = &q->buckets[i];
-    if (b->hash == h && strcmp(b->ns, ns) == 0) {
-      b->used = now;
-      return b;
+    if (!found && b->hash == h && strcmp(b->ns, ns) == 0) {
+      found = b;
+      continue;
     }
+    active += b->hash && now - b->used < 60 && b->used <= now;
     if (!b->queued && (!pick || (pick->hash && (!b->hash || b->used < pick->used))))
       pick = b;
+  }
+  q->active = active;
+  if (found) {
+    found->used = now;
+    return found;
   }
   *pick = (struct bucket){.hash = h, .tokens = KUBE_EVENT_NS_BURST, .filled = now, .used = now};
   snprintf(pick->ns, sizeof pick->ns, "%s", ns);
   return pick;
 }
 
-/* Under q->mu: whether one more write of namespace b may be queued now; a token of b's and of
- * the global bucket taken when it may. 0, -ENOSPC or -EAGAIN, counted. */
+/* The writes b asked for in the last minute (KUBE_EVENT_SLOTS slots, the current one
+ * included). */
+static unsigned recent_asks(const struct bucket *b, time_t now) {
+  int64_t cur = (int64_t)now / KUBE_EVENT_SLOT_S;
+  unsigned n = 0;
+  for (size_t i = 0; i < KUBE_EVENT_SLOTS; i++)
+    if (b->slot[i] <= cur && b->slot[i] > cur - KUBE_EVENT_SLOTS)
+      n += b->asked[i];
+  return n;
+}
+
+static void count_ask(struct bucket *b, time_t now) {
+  int64_t cur = (int64_t)now / KUBE_EVENT_SLOT_S;
+  size_t i = (size_t)(cur % KUBE_EVENT_SLOTS);
+  if (b->slot[i] != cur) {
+    b->slot[i] = cur;
+    b->asked[i] = 0;
+  }
+  if (b->asked[i] < UINT16_MAX)
+    b->asked[i]++;
+}
+
+/* Under q->mu: whether one more write of namespace b may be queued now (b just looked up by
+ * bucket_of, which counted the namespaces active); a token of b's and of the global bucket
+ * taken when it may. Max-min fairness on the global bound: a namespace that asked for no more
+ * writes in the last minute, this one included, than its fair share (KUBE_EVENT_PER_MINUTE
+ * over the namespaces that asked in that minute) may take the global bucket's last
+ * KUBE_EVENT_RESERVE tokens; one that asks for more takes only what is above them. Those that
+ * ask little together ask for less than the bucket refills, so however many namespaces one
+ * tenant floods from, it never runs dry for them. 0, -ENOSPC or -EAGAIN, counted. */
 static int admit(struct kube_events *q, struct bucket *b, time_t now) {
   top_up(&q->tokens, &q->filled, now, KUBE_EVENT_PER_MINUTE, KUBE_EVENT_PER_MINUTE);
   top_up(&b->tokens, &b->filled, now, KUBE_EVENT_NS_PER_MINUTE, KUBE_EVENT_NS_BURST);
+  count_ask(b, now);
+  /* The global tokens it must leave: none within its share, nearly all the reserve when it
+   * asks for many times its share. */
+  double share = (double)KUBE_EVENT_PER_MINUTE / q->active, asks = recent_asks(b, now);
+  double keep = asks <= share ? 0 : KUBE_EVENT_RESERVE * (1 - share / asks);
   int rc = 0;
   bool ns = false;
   if (b->queued >= KUBE_EVENT_NS_QUEUE_MAX || q->len == KUBE_EVENT_QUEUE_MAX) {
     ns = q->len < KUBE_EVENT_QUEUE_MAX;
     rc = -ENOSPC;
     q->st.dropped_full++;
-  } else if (b->tokens < 1 || q->tokens < 1) {
+  } else if (b->tokens < 1 || q->tokens < 1 + keep) {
     ns = b->tokens < 1;
     rc = -EAGAIN;
     q->st.dropped_rate++;
+    q->st.dropped_share += !ns && q->tokens >= 1;
   } else {
     b->tokens -= 1;
     q->tokens -= 1;
@@ -222,10 +271,18 @@ int kube_events_add(struct kube_events *q, const char *type, const char *reason,
       a->last = now;
     q->st.repeated++;
     rc = 1;
-    if (!a->queued) {
+    /* Refused once, it is written at most once each KUBE_EVENT_RETRY_S: the repeats meanwhile
+     * are only counted (no token, no write), and the next write carries them all. */
+    if (!a->queued && now >= a->retry) {
       struct bucket *b = bucket_of(q, ns, now);
-      if (!admit(q, b, now))
+      bool ok = !admit(q, b, now);
+      if (ok)
         enqueue(q, a, b, type, reason, ns, name, uid, message);
+      a->paced |= !ok;
+      if (a->paced)
+        a->retry = now + KUBE_EVENT_RETRY_S;
+    } else if (!a->queued) {
+      q->st.deferred++;
     }
   } else {
     struct bucket *b = bucket_of(q, ns, now);

@@ -17,11 +17,17 @@
  *
  * Fairness: every write (POST or PATCH) takes a token from its namespace's bucket and from the
  * global one, and a namespace holds at most KUBE_EVENT_NS_QUEUE_MAX places of the queue, so one
- * tenant's flood of refused pods leaves the others their Events. Namespaces are tracked in a
- * table of KUBE_EVENT_NAMESPACES, the least recently used forgotten first (a forgotten one
- * starts again with a full bucket; the global bound still holds). What is refused is counted
- * (dropped_*), and a repeat refused a PATCH is still counted into the Event's count, carried by
- * its next write. */
+ * tenant's flood of refused pods leaves the others their Events. The global bucket is shared
+ * max-min fairly: its last KUBE_EVENT_RESERVE tokens are kept for the namespaces that asked in
+ * the last minute for no more than their share (KUBE_EVENT_PER_MINUTE over the namespaces that
+ * asked in it); one asking for more may take of them only in proportion (it leaves the
+ * reserve times 1 - share/asked), so a tenant flooding from many namespaces (each over its
+ * share) cannot starve a namespace that asks little. Namespaces are tracked in a table of
+ * KUBE_EVENT_NAMESPACES, the least recently used forgotten first (a forgotten one starts again
+ * with a full bucket and no demand; the global bound still holds). What is refused is counted
+ * (dropped_*). A repeat refused its write is still counted into the Event's count; from then
+ * on its Event is written at most once each KUBE_EVENT_RETRY_S, the repeats between only
+ * counted (no token each), the next write carrying them all. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -37,6 +43,10 @@
 #define KUBE_EVENT_NS_BURST 20      /* ...and at once */
 #define KUBE_EVENT_NS_QUEUE_MAX 16  /* one namespace's places in the queue */
 #define KUBE_EVENT_NAMESPACES 256   /* namespaces whose buckets are remembered */
+#define KUBE_EVENT_RESERVE 10       /* global tokens only a namespace within its fair share takes */
+#define KUBE_EVENT_SLOTS 6          /* the writes a namespace asked for, counted in... */
+#define KUBE_EVENT_SLOT_S 10        /* ...slots of 10 s (a minute in all) */
+#define KUBE_EVENT_RETRY_S 30       /* a repeat refused its write: the next tried this much later */
 #define KUBE_EVENT_REPEAT_S 600     /* a repeat this soon after the last is counted, not posted */
 #define KUBE_EVENT_RECENT 512       /* Events remembered for that */
 #define KUBE_EVENT_MESSAGE_MAX 1024 /* the API server takes up to 1 KiB; longer is cut */
@@ -46,14 +56,16 @@ struct kube_events;
 
 /* What happened to the events added so far. */
 struct kube_event_stats {
-  uint64_t queued;       /* new Events taken into the queue */
-  uint64_t posted;       /* created on the API server */
-  uint64_t repeated;     /* counted into an Event already there (or queued) */
-  uint64_t dropped_full; /* a write not queued: the queue, or the namespace's share, was full */
-  uint64_t dropped_rate; /* a write not queued: over the global or the namespace's bound */
-  uint64_t failed;       /* the API server refused them or could not be reached */
-  uint64_t patched;      /* counts written to Events already there */
-  uint64_t dropped_ns;   /* of dropped_full and dropped_rate: the namespace's own bound */
+  uint64_t queued;        /* new Events taken into the queue */
+  uint64_t posted;        /* created on the API server */
+  uint64_t repeated;      /* counted into an Event already there (or queued) */
+  uint64_t dropped_full;  /* a write not queued: the queue, or the namespace's share, was full */
+  uint64_t dropped_rate;  /* a write not queued: over the global or the namespace's bound */
+  uint64_t failed;        /* the API server refused them or could not be reached */
+  uint64_t patched;       /* counts written to Events already there */
+  uint64_t dropped_ns;    /* of dropped_full and dropped_rate: the namespace's own bound */
+  uint64_t dropped_share; /* of dropped_rate: over its fair share while the reserve was kept */
+  uint64_t deferred;      /* repeats counted while their Event waits to be written again */
 };
 
 /* component: source.component and reportingComponent ("gslice-node"); host: source.host and
