@@ -270,6 +270,18 @@ static void test_claim_good(void) {
   CHECK_EQ_INT(c.nshares, 2);
   CHECK_EQ_INT(c.shares[0].cfg.priority, GS_PRIORITY_HIGH);
   CHECK_EQ_INT(c.shares[1].cfg.priority, GS_PRIORITY_NORMAL);
+
+  /* A request of class capped (computeLimit 30) beside one of class gslice.io (none): each share
+   * keeps its own class's limit, 30 and none; dra_rec_from_claim refuses the mix
+   * (test_k8s_dra_node). */
+  CHECK_EQ_INT(parse(UID, RES("big", "gpu-0", "8Gi", "30") "," RES("tiny", "gpu-0", "2Mi", "1"),
+                     "{\"source\":\"FromClass\",\"requests\":[\"big\"],\"opaque\":{\"driver\":"
+                     "\"gslice.io\",\"parameters\":{\"apiVersion\":\"gslice.io/v1\",\"kind\":"
+                     "\"SliceConfig\",\"computeLimit\":30}}}"),
+               0);
+  CHECK_EQ_INT(c.nshares, 2);
+  CHECK_EQ_INT(c.shares[0].cfg.compute_limit, 30);
+  CHECK_EQ_INT(c.shares[1].cfg.compute_limit, 0);
 }
 
 static void test_claim_uid(void) {
@@ -415,6 +427,21 @@ static void test_claim_results(void) {
   CHECK(strstr(err, "gpu-x") != NULL);
   CHECK_EQ_INT(parse(UID, RES("gpu", "gpu-16", "1Gi", "10"), ""), -EINVAL);
   CHECK_EQ_INT(parse(UID, RES("gpu", "gpu-01x", "1Gi", "10"), ""), -EINVAL);
+  /* Only the names the ResourceSlice gives: no leading zeros (gpu-00 was taken as gpu-0). */
+  const char *zeros[] = {"gpu-00", "gpu-01", "gpu-007", "gpu-+1", "gpu- 1", "gpu-"};
+  for (size_t i = 0; i < sizeof(zeros) / sizeof(zeros[0]); i++) {
+    char res[1024];
+    snprintf(res, sizeof(res),
+             "{\"request\":\"gpu\",\"driver\":\"gslice.io\",\"pool\":\"node-a\",\"device\":"
+             "\"%s\",\"consumedCapacity\":{\"memory\":\"1Gi\",\"compute\":\"10\"}}",
+             zeros[i]);
+    CHECK_EQ_INT(parse(UID, res, ""), -EINVAL);
+    CHECK(strstr(err, zeros[i]) && strstr(err, "leading zeros"));
+  }
+  CHECK_EQ_INT(parse(UID, RES("gpu", "gpu-0", "1Gi", "10"), ""), 0);
+  CHECK_EQ_INT(c.shares[0].gpu_index, 0);
+  CHECK_EQ_INT(parse(UID, RES("gpu", "gpu-10", "1Gi", "10"), ""), 0);
+  CHECK_EQ_INT(c.shares[0].gpu_index, 10);
   /* Nothing of ours on this node. */
   CHECK_EQ_INT(parse(UID,
                      "{\"request\":\"gpu\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"node-a\","

@@ -97,11 +97,111 @@ static void test_from_claim(void) {
   claim(&c, "u-6");
   share(&c, "a", 0, 0, 10, 0);
   CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
-  /* A limit below the request is raised to it (gsliced would refuse it). */
+  /* A limit below the share's request is refused (the parser refuses it first): a slice's limit
+   * is never above what a share's class sets for it. */
   claim(&c, "u-7");
   share(&c, "a", 0, 1ull << 30, 40, 30);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "\"a\"") && strstr(err, "40") && strstr(err, "30"));
+}
+
+/* A class's computeLimit holds every share of it, whatever else the claim asks. */
+static void test_limit_ceiling(void) {
+  static struct dra_claim c;
+  static struct dra_rec r;
+  char err[512] = "";
+
+  /* The attack: a claim of class capped (computeLimit 30) plus one tiny request of the uncapped
+   * class gslice.io, on the same GPU or another, either order: refused naming both requests and
+   * their limits (it made a slice of limit 100). */
+  for (int order = 0; order < 2; order++)
+    for (uint32_t g = 0; g < 2; g++) {
+      claim(&c, "u-mix");
+      if (order == 0)
+        share(&c, "big", 0, 8ull << 30, 30, 30);
+      share(&c, "tiny", g, 2ull << 20, 1, 0);
+      if (order == 1)
+        share(&c, "big", 0, 8ull << 30, 30, 30);
+      err[0] = 0;
+      CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+      CHECK(strstr(err, "\"big\" has computeLimit 30") || strstr(err, "\"big\" 30"));
+      CHECK(strstr(err, "\"tiny\"") && strstr(err, "100 (none set)"));
+      CHECK(strstr(err, "computeLimit") != NULL);
+    }
+  /* Two classes' different limits, both set. */
+  claim(&c, "u-mix2");
+  share(&c, "a", 0, 1ull << 30, 10, 30);
+  share(&c, "b", 1, 1ull << 30, 10, 50);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "\"a\" has computeLimit 30") && strstr(err, "\"b\" 50"));
+  /* One limit: the slice's. */
+  claim(&c, "u-same");
+  share(&c, "a", 0, 1ull << 30, 10, 30);
+  share(&c, "b", 1, 1ull << 30, 20, 30);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), 0);
+  CHECK_EQ_INT(r.compute_limit, 30);
+  /* Shares stacked on one GPU request more than their limit together: the limit is raised to
+   * their sum (within what their limits allow there, 60)... */
+  claim(&c, "u-stack");
+  share(&c, "a", 0, 1ull << 30, 20, 30);
+  share(&c, "b", 0, 1ull << 30, 20, 30);
   CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), 0);
   CHECK_EQ_INT(r.compute_limit, 40);
+  /* ...but not where that lifts another GPU of the slice past its own shares' 30. */
+  share(&c, "c", 1, 1ull << 30, 20, 30);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "gpu-0") && strstr(err, "gpu-1") && strstr(err, "40") && strstr(err, "30"));
+  /* Two on each GPU: 60 may be used on each, 40 is fine. */
+  share(&c, "d", 1, 1ull << 30, 10, 30);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), 0);
+  CHECK_EQ_INT(r.compute_limit, 40);
+  /* Priority and weight: both requests named. */
+  claim(&c, "u-prio");
+  share(&c, "a", 0, 1ull << 30, 10, 0);
+  share(&c, "b", 1, 1ull << 30, 10, 0);
+  c.shares[1].cfg.weight = 3;
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "\"a\"") && strstr(err, "\"b\"") && strstr(err, "weight 3"));
+}
+
+/* A status may be forged (the allocator never writes these): nothing past the GPU it names. */
+static void test_forged_status(void) {
+  static struct dra_claim c;
+  static struct dra_rec r;
+  char err[512] = "";
+
+  /* memory 1Ei of an 80 GiB GPU. */
+  claim(&c, "u-f1");
+  share(&c, "gpu", 0, 1ull << 60, 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "memory") && strstr(err, "1152921504606846976") && strstr(err, "85899345920"));
+  /* Two shares of one GPU whose sum is past its memory, each within it; and near wrapping. */
+  claim(&c, "u-f2");
+  share(&c, "a", 1, 50ull << 30, 10, 0);
+  share(&c, "b", 1, 40ull << 30, 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "\"b\"") && strstr(err, "gpu-1") && strstr(err, "85899345920"));
+  claim(&c, "u-f3");
+  share(&c, "a", 0, 80ull << 30, 10, 0);
+  share(&c, "b", 0, UINT64_MAX - (40ull << 30), 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  /* The whole GPU's memory, in two shares, is one. */
+  claim(&c, "u-f4");
+  share(&c, "a", 0, 40ull << 30, 10, 0);
+  share(&c, "b", 0, 40ull << 30, 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), 0);
+  CHECK_STR(r.gpus, "0:20:85899345920");
+  /* Compute over 100 on one GPU, a GPU this node does not have. */
+  claim(&c, "u-f5");
+  share(&c, "a", 1, 1ull << 30, 70, 0);
+  share(&c, "b", 1, 1ull << 30, 31, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "whole GPU") != NULL);
+  claim(&c, "u-f6");
+  share(&c, "a", 0, 1ull << 30, 10, 0);
+  share(&c, "b", 7, 1ull << 30, 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -ENODEV);
+  CHECK(strstr(err, "gpu-7") != NULL);
 }
 
 static void fill(struct dra_rec *r) {
@@ -326,6 +426,8 @@ static void test_unprepare_batch(void) {
 
 int main(void) {
   test_from_claim();
+  test_limit_ceiling();
+  test_forged_status();
   test_record();
   test_ids();
   test_prepare_batch();

@@ -69,10 +69,14 @@ int dra_rec_parse(char *text, struct dra_rec *r);
 int dra_claim_ids_check(const char *ns, const char *name, const char *uid, char *err,
                         size_t err_len);
 /* Pure. The slice of claim c on GPUs gpus (gsliced's): per GPU, the memory cap and compute
- * request its shares consume (summed when several land on one GPU), limit the largest its
- * SliceConfigs give (100 when none, never below the request), priority and weight theirs (they
- * must agree: one claim, one slice). Fills r (uid, ns, name, gpus, memory, devices,
- * compute_limit, priority, weight, results). 0 or -errno with err. */
+ * request its shares consume (summed when several land on one GPU: at most the GPU's memory and
+ * 100; a GPU not in gpus is -ENODEV), the limit, priority and weight its SliceConfigs give (100,
+ * normal, 1 when none), which must agree across its shares (one claim, one slice, held to one
+ * limit on all its GPUs: a class's computeLimit is never lifted by a share of another class).
+ * The limit is raised to what shares stacked on one GPU request together, refused where that
+ * would lift another GPU of the slice past what its own shares' limits add up to. Fills r (uid,
+ * ns, name, gpus, memory, devices, compute_limit, priority, weight, results). 0 or -errno with
+ * err. */
 int dra_rec_from_claim(const struct dra_claim *c, const struct node_gpu *gpus, uint32_t ngpus,
                        struct dra_rec *r, char *err, size_t err_len);
 /* Pure. The REGISTER spec of r (its name included). 0 or -EBADMSG. */

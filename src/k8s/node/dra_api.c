@@ -629,9 +629,14 @@ static int result_parse(const json_t *res, struct dra_share *s, const char *wher
     snprintf(err, err_len, "%s: %s", where, why);
     return r;
   }
-  if (strncmp(s->device, "gpu-", 4) || gs_uint_parse(s->device + 4, 0, GS_MAX_GPUS - 1, &idx)) {
-    snprintf(err, err_len, "%s: device \"%s\" is not one gslice-node offers (gpu-<index>)", where,
-             s->device);
+  /* The name as dra_slice_build writes it, and only so: "gpu-00" is no device of ours, and one
+   * GPU under two names would be two devices to whoever counts them by name. */
+  if (strncmp(s->device, "gpu-", 4) || gs_uint_parse(s->device + 4, 0, GS_MAX_GPUS - 1, &idx) ||
+      (s->device[4] == '0' && s->device[5])) {
+    snprintf(err, err_len,
+             "%s: device \"%s\" is not one gslice-node offers (gpu-<index>, the index in "
+             "decimal without leading zeros, 0 to %d)",
+             where, s->device, GS_MAX_GPUS - 1);
     return -EINVAL;
   }
   s->gpu_index = (uint32_t)idx;

@@ -49,8 +49,10 @@ struct dra_claim {
 /* Pure: a ResourceClaim object into c. metadata.uid must be uid (else -ESTALE: the claim was
  * replaced, err names both uids); status.allocation must be there (-EAGAIN: not allocated);
  * results of other drivers or pools are skipped; the opaque configs of driver gslice.io must be
- * SliceConfigs (an unknown field, kind or apiVersion: -EINVAL naming it). pool is this node's
- * (its name). 0 or -errno with err. */
+ * SliceConfigs (an unknown field, kind or apiVersion: -EINVAL naming it); a device is named
+ * gpu-<index> as dra_slice_build names it (no leading zeros). What the shares consume is checked
+ * against the node's GPUs by dra_rec_from_claim (dra.h). pool is this node's (its name). 0 or
+ * -errno with err. */
 int dra_claim_parse(const json_t *claim, const char *uid, const char *pool, struct dra_claim *c,
                     char *err, size_t err_len);
 

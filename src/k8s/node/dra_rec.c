@@ -112,49 +112,135 @@ static int list_add(char *list, size_t size, const char *fmt, ...) {
   return 0;
 }
 
-/* The shares' per-GPU sums, and the one limit, priority and weight of the claim's slice. */
-static int shares_sum(const struct dra_claim *c, uint64_t *mem, uint32_t *req, uint32_t *mask,
-                      uint32_t *limit, int32_t *prio, uint32_t *weight, char *err, size_t err_len) {
-  for (size_t i = 0; i < c->nshares; i++) {
-    const struct dra_share *sh = &c->shares[i];
-    uint32_t g = sh->gpu_index;
-    if (g >= GS_MAX_GPUS || sh->memory == 0 || sh->compute == 0 || sh->compute > 100) {
-      snprintf(err, err_len,
-               "claim %s/%s: result %s of %s consumes memory %" PRIu64
-               " and compute %u (wants memory > 0 and compute 1..100)",
-               c->ns, c->name, sh->device, sh->request, sh->memory, sh->compute);
-      return -EINVAL;
-    }
-    if (mem[g] + sh->memory < mem[g] || req[g] + sh->compute > 100) {
-      snprintf(err, err_len, "claim %s/%s: its shares of %s add up past the whole GPU", c->ns,
-               c->name, sh->device);
-      return -EINVAL;
-    }
-    mem[g] += sh->memory;
-    req[g] += sh->compute;
-    *mask |= 1u << g;
-    uint32_t l = sh->cfg.compute_limit ? sh->cfg.compute_limit : 100;
-    if (l > *limit)
-      *limit = l;
-    uint32_t w = sh->cfg.weight ? sh->cfg.weight : 1;
-    if (i > 0 && (sh->cfg.priority != *prio || w != *weight)) {
-      snprintf(err, err_len,
-               "claim %s/%s: its requests' SliceConfigs give different priorities or weights; "
-               "one claim is one slice: give its requests one priority and weight",
-               c->ns, c->name);
-      return -EINVAL;
-    }
-    *prio = sh->cfg.priority;
-    *weight = w;
+/* What a claim's shares make: per GPU the sums, and the one limit, priority and weight. */
+struct sums {
+  uint64_t mem[GS_MAX_GPUS];
+  uint32_t req[GS_MAX_GPUS], n[GS_MAX_GPUS], mask, limit, weight;
+  int32_t prio;
+};
+
+static const struct node_gpu *gpu_find(const struct node_gpu *gpus, uint32_t ngpus, uint32_t g) {
+  for (uint32_t j = 0; j < ngpus; j++)
+    if (gpus[j].index == g)
+      return &gpus[j];
+  return NULL;
+}
+
+/* One share against its GPU (gsliced's: the status may be forged, the allocator never writes
+ * more than the device offers) and what the claim's shares before it consumed there. */
+static int share_add(const struct dra_claim *c, const struct dra_share *sh,
+                     const struct node_gpu *gpus, uint32_t ngpus, struct sums *s, char *err,
+                     size_t err_len) {
+  uint32_t g = sh->gpu_index;
+  const struct node_gpu *gpu;
+
+  if (g >= GS_MAX_GPUS || sh->memory == 0 || sh->compute == 0 || sh->compute > 100) {
+    snprintf(err, err_len,
+             "claim %s/%s: result %s of %s consumes memory %" PRIu64
+             " and compute %u (wants memory > 0 and compute 1..100)",
+             c->ns, c->name, sh->device, sh->request, sh->memory, sh->compute);
+    return -EINVAL;
   }
+  if (!(gpu = gpu_find(gpus, ngpus, g))) {
+    snprintf(err, err_len, "claim %s/%s: gpu-%u is allocated, but gsliced has no GPU %u", c->ns,
+             c->name, g, g);
+    return -ENODEV;
+  }
+  /* s->mem[g] is at most the GPU's memory here: the sum cannot wrap. */
+  if (sh->memory > gpu->memory - s->mem[g]) {
+    snprintf(err, err_len,
+             "claim %s/%s: request \"%s\" consumes memory %" PRIu64 " bytes of %s (beside %" PRIu64
+             " of the claim's other shares there), more than the GPU's %" PRIu64
+             ": not an allocation this node's ResourceSlice offers",
+             c->ns, c->name, sh->request, sh->memory, sh->device, s->mem[g], gpu->memory);
+    return -EINVAL;
+  }
+  if (s->req[g] + sh->compute > 100) {
+    snprintf(err, err_len, "claim %s/%s: its shares of %s add up past the whole GPU", c->ns,
+             c->name, sh->device);
+    return -EINVAL;
+  }
+  s->mem[g] += sh->memory;
+  s->req[g] += sh->compute;
+  s->n[g]++;
+  s->mask |= 1u << g;
+  return 0;
+}
+
+/* The one limit, priority and weight of share i, or the error naming it and share 0. A limit is
+ * the share's class's ceiling (100 when none is set): gsliced holds a slice to one limit on all
+ * its GPUs, so shares with different limits would take the largest, and a request of an uncapped
+ * class added to a claim would lift a capped class's ceiling. */
+static int share_cfg_same(const struct dra_claim *c, size_t i, struct sums *s, char *err,
+                          size_t err_len) {
+  const struct dra_share *sh = &c->shares[i], *s0 = &c->shares[0];
+  uint32_t l = sh->cfg.compute_limit ? sh->cfg.compute_limit : 100;
+  uint32_t w = sh->cfg.weight ? sh->cfg.weight : 1;
+
+  if (i == 0) {
+    s->limit = l, s->prio = sh->cfg.priority, s->weight = w;
+  } else if (l != s->limit) {
+    snprintf(err, err_len,
+             "claim %s/%s: request \"%s\" has computeLimit %u%s and request \"%s\" %u%s; one "
+             "claim is one slice with one limit: give its requests one computeLimit (their "
+             "DeviceClasses' or lower), or put them in claims of their own",
+             c->ns, c->name, s0->request, s->limit, s0->cfg.compute_limit ? "" : " (none set)",
+             sh->request, l, sh->cfg.compute_limit ? "" : " (none set)");
+    return -EINVAL;
+  } else if (sh->cfg.priority != s->prio || w != s->weight) {
+    snprintf(err, err_len,
+             "claim %s/%s: request \"%s\" has priority %s and weight %u, request \"%s\" "
+             "priority %s and weight %u; one claim is one slice: give its requests one priority "
+             "and weight",
+             c->ns, c->name, s0->request, gs_priority_name(s->prio), s->weight, sh->request,
+             gs_priority_name(sh->cfg.priority), w);
+    return -EINVAL;
+  }
+  if (sh->compute > l) {
+    snprintf(err, err_len,
+             "claim %s/%s: request \"%s\" has compute %u above its computeLimit %u: a limit is "
+             "at least the request",
+             c->ns, c->name, sh->request, sh->compute, l);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* The shares' per-GPU sums, and the claim's one limit, priority and weight. The limit is raised
+ * to the compute that shares stacked on one GPU request together (gsliced takes no limit below a
+ * request), which their limits allow there (each is at least its request), but the raised limit
+ * holds every GPU of the slice: refused where a GPU's own shares may use less. */
+static int shares_sum(const struct dra_claim *c, const struct node_gpu *gpus, uint32_t ngpus,
+                      struct sums *s, char *err, size_t err_len) {
+  uint32_t top = 0;
+  int e;
+
+  for (size_t i = 0; i < c->nshares; i++)
+    if ((e = share_add(c, &c->shares[i], gpus, ngpus, s, err, err_len)) < 0 ||
+        (e = share_cfg_same(c, i, s, err, err_len)) < 0)
+      return e;
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++)
+    if (s->req[g] > s->req[top])
+      top = g;
+  if (s->req[top] <= s->limit)
+    return 0;
+  for (uint32_t g = 0; g < GS_MAX_GPUS; g++)
+    if ((s->mask & (1u << g)) && s->n[g] * s->limit < s->req[top]) {
+      snprintf(err, err_len,
+               "claim %s/%s: its shares of gpu-%u request compute %u in all, above their "
+               "computeLimit %u, and one slice has one limit on all its GPUs: gpu-%u, whose "
+               "shares may use %u, would be held to %u; put the requests in claims of their own",
+               c->ns, c->name, top, s->req[top], s->limit, g, s->n[g] * s->limit, s->req[top]);
+      return -EINVAL;
+    }
+  s->limit = s->req[top];
   return 0;
 }
 
 int dra_rec_from_claim(const struct dra_claim *c, const struct node_gpu *gpus, uint32_t ngpus,
                        struct dra_rec *r, char *err, size_t err_len) {
-  uint64_t mem[GS_MAX_GPUS] = {0};
-  uint32_t req[GS_MAX_GPUS] = {0}, mask = 0, limit = 0, weight = 1, o = 0;
-  int32_t prio = GS_PRIORITY_NORMAL;
+  struct sums s = {.weight = 1, .prio = GS_PRIORITY_NORMAL};
+  uint32_t o = 0;
   int e;
 
   if (c->nshares == 0) {
@@ -163,7 +249,7 @@ int dra_rec_from_claim(const struct dra_claim *c, const struct node_gpu *gpus, u
              c->ns, c->name);
     return -EINVAL;
   }
-  if ((e = shares_sum(c, mem, req, &mask, &limit, &prio, &weight, err, err_len)) < 0)
+  if ((e = shares_sum(c, gpus, ngpus, &s, err, err_len)) < 0)
     return e;
   memset(r, 0, sizeof(*r));
   snprintf(r->uid, sizeof(r->uid), "%s", c->uid);
@@ -171,29 +257,18 @@ int dra_rec_from_claim(const struct dra_claim *c, const struct node_gpu *gpus, u
   snprintf(r->name, sizeof(r->name), "%s", c->name);
   /* CUDA ordinal k is the k-th GPU of the mask in index order, as gsliced maps them. */
   for (uint32_t g = 0; g < GS_MAX_GPUS; g++) {
-    if (!(mask & (1u << g)))
+    if (!(s.mask & (1u << g)))
       continue;
-    const struct node_gpu *gpu = NULL;
-    for (uint32_t j = 0; j < ngpus; j++)
-      if (gpus[j].index == g)
-        gpu = &gpus[j];
-    if (!gpu) {
-      snprintf(err, err_len, "claim %s/%s: gpu-%u is allocated, but gsliced has no GPU %u", c->ns,
-               c->name, g, g);
-      return -ENODEV;
-    }
-    if (req[g] > limit)
-      limit = req[g];
-    if (list_add(r->gpus, sizeof(r->gpus), "%u:%u:%" PRIu64, g, req[g], mem[g]) < 0 ||
-        list_add(r->memory, sizeof(r->memory), "%u=%" PRIu64, o++, mem[g]) < 0 ||
-        list_add(r->devices, sizeof(r->devices), "%s", gpu->uuid) < 0) {
+    if (list_add(r->gpus, sizeof(r->gpus), "%u:%u:%" PRIu64, g, s.req[g], s.mem[g]) < 0 ||
+        list_add(r->memory, sizeof(r->memory), "%u=%" PRIu64, o++, s.mem[g]) < 0 ||
+        list_add(r->devices, sizeof(r->devices), "%s", gpu_find(gpus, ngpus, g)->uuid) < 0) {
       snprintf(err, err_len, "claim %s/%s: too many GPUs", c->ns, c->name);
       return -E2BIG;
     }
   }
-  r->compute_limit = limit > 100 ? 100 : limit;
-  r->weight = weight;
-  snprintf(r->priority, sizeof(r->priority), "%s", gs_priority_name(prio));
+  r->compute_limit = s.limit;
+  r->weight = s.weight;
+  snprintf(r->priority, sizeof(r->priority), "%s", gs_priority_name(s.prio));
   for (size_t i = 0; i < c->nshares; i++) {
     const struct dra_share *sh = &c->shares[i];
     if (strpbrk(sh->request, " ,\n") || strpbrk(sh->pool, " ,\n") || strpbrk(sh->device, " ,\n") ||
