@@ -19,6 +19,8 @@ the API documents them:
              A selector change makes MODIFIED into ADDED/DELETED for that watch.
   GET    /api/v1/nodes/NAME, /api/v1/namespaces/NS/pods/NAME
   GET    /api/v1/events, /api/v1/namespaces/NS/events[/NAME]  core/v1 Events
+  *      /api/v1/namespaces/NS/secrets[/NAME]  Secrets: GET, POST (409 AlreadyExists), PUT
+         (409 Conflict at a stale resourceVersion), as any object here (not validated)
   GET    /apis/coordination.k8s.io/v1/leases, .../namespaces/NS/leases[/NAME]  (lists,
          watches and gets as above)
   *      /apis/resource.k8s.io/v1/...  ResourceSlices, ResourceClaims (and their /status),
@@ -690,8 +692,8 @@ class Handler(BaseHTTPRequestHandler):
             return "Node", None, p[1] if len(p) == 2 else None, None, q
         if p[:1] == ["pods"] and len(p) == 1:
             return "Pod", None, None, None, q
-        if len(p) >= 3 and p[0] == "namespaces" and p[2] in ("pods", "events"):
-            kind = "Pod" if p[2] == "pods" else "Event"
+        if len(p) >= 3 and p[0] == "namespaces" and p[2] in ("pods", "events", "secrets"):
+            kind = {"pods": "Pod", "events": "Event", "secrets": "Secret"}[p[2]]
             if len(p) <= 5:
                 return kind, p[1], p[3] if len(p) >= 4 else None, p[4] if len(p) == 5 else None, q
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
