@@ -36,5 +36,6 @@ uint64_t regions_memory_used(struct daemon *d, struct slice *s, uint32_t gpu);
  * slice without a region shows (no processes, nothing used, its own caps). */
 int regions_read(struct daemon *d, struct slice *s, struct region_read *ret);
 /* Each second: caps still to write or read back, and every slice's region looked at (a file
- * grown past the region's size is cut back). */
+ * grown past the region's size is cut back) and given the slice's measured share of each of
+ * its GPUs over the last second (gs_region_set_util). */
 void regions_housekeeping(struct daemon *d);

@@ -180,3 +180,37 @@ int snapshot_take(struct daemon *d, struct gs_status *ret) {
   *ret = st;
   return 0;
 }
+
+/* The device time of the ring's newest span_ns / bucket_ns buckets, the one being filled among
+ * them, and in *ret_period_ns the time they cover up to now: span_ns less up to one bucket. */
+static uint64_t ring_recent(struct sched_ring *r, uint64_t now, uint64_t span_ns,
+                            uint64_t *ret_period_ns) {
+  uint32_t k = (uint32_t)(span_ns / r->bucket_ns);
+  uint64_t sum = 0;
+
+  (void)sched_ring_sum(r, now); /* moves the head to now */
+  if (k < 1)
+    k = 1;
+  if (k > r->nbuckets)
+    k = r->nbuckets;
+  for (uint32_t i = 0; i < k; i++)
+    sum += r->v[(r->head + r->nbuckets - i) % r->nbuckets];
+  *ret_period_ns = (uint64_t)(k - 1) * r->bucket_ns + (now - r->head_start);
+  return sum;
+}
+
+int snapshot_recent_share(struct daemon *d, const struct slice *s, uint32_t gpu, uint64_t now,
+                          unsigned *ret_pct, uint64_t *ret_period_ns) {
+  struct sched_slice *sl = gpu < d->ngpus ? sched_find(&d->gpus[gpu].s, s->id) : NULL;
+  uint64_t period;
+
+  if (!sl)
+    return -ENOENT;
+  uint64_t busy = ring_recent(&sl->stats, now, 1000000000ull, &period);
+  if (period == 0)
+    period = 1;
+  uint64_t pct = (busy * 100 + period / 2) / period;
+  *ret_pct = pct > 100 ? 100 : (unsigned)pct;
+  *ret_period_ns = period;
+  return 0;
+}

@@ -175,7 +175,8 @@ static nvmlReturn_t slice_util(nvmlDevice_t device, const struct gs_nvml_proc *p
 /* gpu and memory: the slice's processes' share of the last second. A slice with no process on
  * the device used none of it (0). Where NVML's pids are another namespace's (a container), the
  * samples cannot be told apart: NVML_ERROR_NOT_SUPPORTED (nvidia-smi shows N/A), never the
- * whole device's figure. */
+ * whole device's figure. gpu is gsliced's measured share wherever it is fresh, in any pid
+ * namespace (memory then the samples' where they are the slice's, else 0: docs/nvml.md). */
 GS_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
                                                      nvmlUtilization_t *utilization) {
   const struct gs_real *r = gs_real();
@@ -199,6 +200,11 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
     rc = NVML_ERROR_NOT_SUPPORTED;
   if (rc != NVML_SUCCESS)
     utilization->gpu = utilization->memory = 0;
+  unsigned measured;
+  if (rc != NVML_ERROR_UNKNOWN && gs_nvml_measured_util(device, &measured) == 0) {
+    utilization->gpu = measured;
+    rc = NVML_SUCCESS;
+  }
   free(procs);
   return rc;
 }

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* NVML's process lists as the slice sees them: its own processes only, by the pids of its pid
  * namespace, each with the memory the slice counts for it (the region's entries, which add up
- * to the slice's used memory that nvmlDeviceGetMemoryInfo shows). */
+ * to the slice's used memory that nvmlDeviceGetMemoryInfo shows); and the daemon's measured
+ * utilization of the slice, from the region too. */
 #include "nvml_slice.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "slice.h"
 
 int gs_nvml_slot(nvmlDevice_t device, unsigned *ret_slot) {
@@ -48,6 +50,22 @@ int gs_nvml_slice_procs(nvmlDevice_t device, struct gs_nvml_proc *out, unsigned 
   if (e == 0)
     *ret_n = n;
   return e;
+}
+
+int gs_nvml_measured_util(nvmlDevice_t device, unsigned *ret_pct) {
+  unsigned slot, pct;
+  uint64_t end;
+  gs_setup();
+  if (!gs_slice_region() || gs_nvml_slot(device, &slot) < 0 ||
+      gs_region_util(gs_slice_region(), slot, &pct, &end) < 0)
+    return -ENOENT;
+  /* The daemon's clock is this one (CLOCK_MONOTONIC: one per boot, unless a time namespace
+   * shifts it); an end ahead of now was not written by it. */
+  uint64_t now = gs_mono_ns();
+  if (end > now || now - end > GS_NVML_UTIL_FRESH_NS)
+    return -ENOENT;
+  *ret_pct = pct;
+  return 0;
 }
 
 bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid) {

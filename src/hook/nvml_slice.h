@@ -30,3 +30,9 @@ int gs_nvml_slice_procs(nvmlDevice_t device, struct gs_nvml_proc *out, unsigned 
 bool gs_nvml_pids_ours(nvmlDevice_t device, const struct gs_nvml_proc *procs, unsigned n);
 /* procs[] holds pid. */
 bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid);
+/* gsliced's measured share of `device` for the slice (percent of the last second its kernels
+ * ran: docs/nvml.md), from the slice's region, in any pid namespace: 0 and *ret_pct when the
+ * daemon wrote it within GS_NVML_UTIL_FRESH_NS, -ENOENT when absent or stale (no daemon, a
+ * device the slice never met or the daemon does not schedule it on). */
+#define GS_NVML_UTIL_FRESH_NS (3ull * 1000000000ull)
+int gs_nvml_measured_util(nvmlDevice_t device, unsigned *ret_pct);
