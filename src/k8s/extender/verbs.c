@@ -646,9 +646,12 @@ static int json_bounded(const char *what, const char *text, size_t len, size_t v
  * may cost by its counts (jansson 2.14: some 64 bytes a value, 192 more an object or array;
  * 8 MiB of real Nodes weigh 66 MB, NodeNames of 15,000 nodes 1 MB) and waits, up to
  * TREE_WAIT_MS, while the calls in flight and it would pass TREE_BUDGET; a call alone always
- * goes. kube-scheduler makes one call at a time (one scheduling cycle), so it waits only
- * beside others' large bodies, and a small call fits whatever room they leave. */
-#define TREE_BUDGET ((size_t)128 << 20)
+ * goes. Calls over TREE_SMALL share TREE_BUDGET less TREE_SMALL_ROOM: however many large ones
+ * wait, the small ones (kube-scheduler's NodeNames with a Pod: 1-15 MB) keep that room, and
+ * kube-scheduler makes one call at a time (one scheduling cycle). */
+#define TREE_BUDGET ((size_t)160 << 20)
+#define TREE_SMALL_ROOM ((size_t)32 << 20)
+#define TREE_SMALL ((size_t)16 << 20)
 #define TREE_WAIT_MS 5000
 static struct {
   pthread_mutex_t mu;
@@ -667,7 +670,8 @@ static int tree_take(size_t w, char *err, size_t errlen) {
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += TREE_WAIT_MS / 1000;
   pthread_mutex_lock(&trees.mu);
-  while (rc == 0 && trees.held && trees.held + w > TREE_BUDGET)
+  size_t room = w > TREE_SMALL ? TREE_BUDGET - TREE_SMALL_ROOM : TREE_BUDGET;
+  while (rc == 0 && trees.held && trees.held + w > room)
     rc = pthread_cond_timedwait(&trees.freed, &trees.mu, &until);
   if (rc == 0)
     trees.held += w;
@@ -679,7 +683,7 @@ static int tree_take(size_t w, char *err, size_t errlen) {
            "gslice-extender is reading %zu MiB of other requests now and this one would take "
            "%zu MiB more, over the %zu MiB it reads at once (waited %d s); kube-scheduler "
            "retries",
-           held >> 20, w >> 20, TREE_BUDGET >> 20, TREE_WAIT_MS / 1000);
+           held >> 20, w >> 20, room >> 20, TREE_WAIT_MS / 1000);
   return -EBUSY;
 }
 
