@@ -24,10 +24,6 @@ struct kube_events;
  * refused (400), an answer beyond them is an Error (500): never gigabytes for one call. */
 #define VERB_NODES_MAX 16384
 #define VERB_ANSWER_MAX (32u << 20)
-/* JSON values in one ExtenderArgs (a parsed value costs jansson some 64 bytes): NodeNames
- * of VERB_NODES_MAX and a large Pod take a tenth of it; whole Nodes (not nodeCacheCapable)
- * some 300 values a node, so that mode serves up to about 800 nodes. */
-#define VERB_VALUES_MAX 262144u
 /* An ExtenderBindingArgs is four names. */
 #define VERB_BIND_BODY_MAX 65536u
 /* How long a node /filter passed for a pod may be bound to (kube-scheduler binds within
