@@ -245,7 +245,7 @@ static int own_namespace(const struct flags *f, char *ns, size_t len, char *err,
   rc = gs_file_read(AT_FDCWD, KUBE_SA_DIR "/namespace", GS_FILE_REGULAR, 256, &text, NULL);
   if (rc || !text[0]) {
     snprintf(err, errlen,
-             "--self-signed-secret: no --namespace NS given and %s/namespace %s (mount the "
+             "--self-signed-secret: no --namespace NS given and %s/namespace: %s (mount the "
              "service account's token, or give --namespace)",
              KUBE_SA_DIR, rc ? strerror(-rc) : "is empty");
     free(text);
@@ -344,7 +344,10 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (f.secret) {
     if (selfsigned_start(&f, &st, err, sizeof err)) {
-      gs_log(GS_LOG_ERROR, "%s", err);
+      gs_log(GS_LOG_ERROR,
+             "%s (--self-signed-secret reads or makes its certificates at start: it needs the "
+             "API server, and get, create and update of that Secret)",
+             err);
       selfsigned_end(&st);
       return 1;
     }
