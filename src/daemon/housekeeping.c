@@ -54,6 +54,27 @@ static void publish_metrics(struct daemon *d) {
   }
 }
 
+/* Each slice's measured share of each of its GPUs over the last second, into its region. */
+static void write_utils(struct daemon *d) {
+  uint64_t now = loop_now();
+
+  for (uint32_t i = 0; i < d->reg.n; i++) {
+    struct slice *s = d->reg.slices[i];
+    int pct[GS_MAX_GPUS];
+    uint64_t period = 0;
+    for (uint32_t g = 0; g < d->ngpus && g < GS_MAX_GPUS; g++) {
+      unsigned p;
+      uint64_t span;
+      pct[g] = -1;
+      if (snapshot_recent_share(d, s, g, now, &p, &span) == 0) {
+        pct[g] = (int)p;
+        period = span;
+      }
+    }
+    regions_write_util(d, s, pct, now, period);
+  }
+}
+
 static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
   struct daemon *d = data;
 
@@ -62,6 +83,7 @@ static void housekeeping_cb(struct loop *l, uint64_t id, void *data) {
   remove_gone_slices(d);
   token_watchdog(d);
   regions_housekeeping(d);
+  write_utils(d);
   if (d->conns.freed_since_trim >= TRIM_AFTER) {
     malloc_trim(0);
     d->conns.freed_since_trim = 0;

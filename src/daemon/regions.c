@@ -16,7 +16,6 @@
 #include "daemon.h"
 #include "guard.h"
 #include "log.h"
-#include "snapshot.h"
 
 static int region_slot(struct gs_region *rg, const struct gpu *g, int create, unsigned *ret) {
   if (!g->has_uuid)
@@ -186,34 +185,40 @@ int regions_apply_cap(struct daemon *d, struct slice *s) {
   return r;
 }
 
-/* The slice's measured share of each of its GPUs over the last second, into the region slots
- * of those GPUs (the hook's nvmlDeviceGetUtilizationRates answers from it: docs/nvml.md); a slot
- * of no GPU of the slice's gets none. The open itself cut a grown file back. */
+/* The measured shares of write_util's call: per GPU of the daemon, a percent or -1. */
+struct util_arg {
+  const int *pct;
+  uint64_t now, period_ns;
+};
+
+/* The slice's measured share of each of its GPUs, into the region slots of those GPUs (the
+ * hook's nvmlDeviceGetUtilizationRates answers from it: docs/nvml.md); a slot of no GPU of the
+ * slice's gets none. The open itself cut a grown file back. */
 static int write_util(struct daemon *d, struct slice *s, struct gs_region *rg, void *arg) {
+  const struct util_arg *a = arg;
   uint8_t pct[GS_REGION_MAX_DEVICES];
-  uint64_t now = *(const uint64_t *)arg, period = 0;
 
   memset(pct, GS_REGION_UTIL_NONE, sizeof(pct));
   for (uint32_t i = 0; i < d->ngpus; i++) {
-    unsigned slot, p;
-    uint64_t span;
-    if (!(slice_mask(s) & (1u << i)) || region_slot(rg, &d->gpus[i], 0, &slot) < 0 ||
-        snapshot_recent_share(d, s, i, now, &p, &span) < 0)
+    unsigned slot;
+    if (!(slice_mask(s) & (1u << i)) || a->pct[i] < 0 || region_slot(rg, &d->gpus[i], 0, &slot) < 0)
       continue;
-    pct[slot] = (uint8_t)p;
-    period = span;
+    pct[slot] = (uint8_t)a->pct[i];
   }
-  return gs_region_set_util(rg, pct, now, (uint32_t)(period / 1000000));
+  return gs_region_set_util(rg, pct, a->now, (uint32_t)(a->period_ns / 1000000));
+}
+
+int regions_write_util(struct daemon *d, struct slice *s, const int *pct, uint64_t now,
+                       uint64_t period_ns) {
+  struct util_arg a = {pct, now, period_ns};
+  return with_region(d, s, 0, write_util, &a);
 }
 
 void regions_housekeeping(struct daemon *d) {
-  uint64_t now = loop_now();
-
   for (uint32_t i = 0; i < d->reg.n; i++) {
     struct slice *s = d->reg.slices[i];
     if (s->cap_pending)
       regions_apply_cap(d, s);
-    with_region(d, s, 0, write_util, &now);
   }
 }
 

@@ -35,7 +35,11 @@ uint64_t regions_memory_used(struct daemon *d, struct slice *s, uint32_t gpu);
 /* The slice's processes and usage on each of its GPUs: 0, or -errno with *ret holding what a
  * slice without a region shows (no processes, nothing used, its own caps). */
 int regions_read(struct daemon *d, struct slice *s, struct region_read *ret);
-/* Each second: caps still to write or read back, and every slice's region looked at (a file
- * grown past the region's size is cut back) and given the slice's measured share of each of
- * its GPUs over the last second (gs_region_set_util). */
+/* Each second: caps still to write or read back. */
 void regions_housekeeping(struct daemon *d);
+/* The slice's measured share of its GPUs (pct[i] for the daemon's GPU i: 0..100, or -1 for
+ * none) over the period of period_ns ending at now, into its region (gs_region_set_util; the
+ * region looked at: a file grown past the region's size is cut back). Housekeeping calls it each
+ * second with snapshot_recent_share's figures, so this layer needs nothing above it. */
+int regions_write_util(struct daemon *d, struct slice *s, const int *pct, uint64_t now,
+                       uint64_t period_ns);
