@@ -130,29 +130,50 @@ static CUresult wait_check_locked(struct sim_stream *s) {
   return rc;
 }
 
+/* sim.mu held: s is still a stream. sim_stream_get looks without the lock; another thread may
+ * destroy s between that look and the use (the driver then says CUDA_ERROR_INVALID_HANDLE, as for
+ * any destroyed handle), and a destroyed stream is zeroed (its context NULL). */
+static CUresult stream_live_locked(const struct sim_stream *s) {
+  return s->magic == SIM_STREAM_MAGIC && sim_ctx_alive(s->ctx) ? CUDA_SUCCESS
+                                                               : CUDA_ERROR_INVALID_HANDLE;
+}
+
 /* The capture rules for a synchronize or query of s; the legacy stream's is a potentially
- * unsafe call as well. *mk: what s has queued. */
-static CUresult wait_begin(struct sim_stream *s, int unsafe, struct sim_mark *mk) {
+ * unsafe call as well. *mk: what s has queued; *dev: its device (read under the lock). */
+static CUresult wait_begin(struct sim_stream *s, int unsafe, struct sim_mark *mk, int *dev) {
   pthread_mutex_lock(&sim.mu);
-  CUresult rc = sim_capturing_any() ? wait_check_locked(s) : CUDA_SUCCESS;
+  CUresult rc = stream_live_locked(s);
+  if (rc != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&sim.mu);
+    return rc;
+  }
+  enum sim_stream_kind kind = s->kind;
+  rc = sim_capturing_any() ? wait_check_locked(s) : CUDA_SUCCESS;
   *mk = stream_done(s);
+  *dev = s->ctx->dev;
   pthread_mutex_unlock(&sim.mu);
-  if (rc == CUDA_SUCCESS && (unsafe || s->kind == SIM_STREAM_LEGACY))
+  if (rc == CUDA_SUCCESS && (unsafe || kind == SIM_STREAM_LEGACY))
     rc = sim_capture_unsafe(unsafe ? "a synchronous copy or memset"
                                    : "a synchronize or query of the legacy stream");
   return rc;
 }
 
-CUresult sim_stream_wait(CUstream h, int ptds, int unsafe) {
+/* *dev: the stream's device. */
+static CUresult stream_wait_dev(CUstream h, int ptds, int unsafe, int *dev) {
   struct sim_stream *s;
   CUresult rc = sim_stream_get(h, ptds, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
   struct sim_mark mk;
-  if ((rc = wait_begin(s, unsafe, &mk)) != CUDA_SUCCESS)
+  if ((rc = wait_begin(s, unsafe, &mk, dev)) != CUDA_SUCCESS)
     return rc;
-  sim_mark_wait(s->ctx->dev, &mk);
+  sim_mark_wait(*dev, &mk);
   return CUDA_SUCCESS;
+}
+
+CUresult sim_stream_wait(CUstream h, int ptds, int unsafe) {
+  int dev;
+  return stream_wait_dev(h, ptds, unsafe, &dev);
 }
 
 /* sim.mu held: a context goes away; so do its streams. */
@@ -228,23 +249,21 @@ static CUresult stream_query(CUstream h, int ptsz) {
   if (rc != CUDA_SUCCESS)
     return rc;
   struct sim_mark mk;
-  if ((rc = wait_begin(s, 0, &mk)) != CUDA_SUCCESS)
+  int dev;
+  if ((rc = wait_begin(s, 0, &mk, &dev)) != CUDA_SUCCESS)
     return rc;
   uint64_t t;
-  return sim_mark_done(s->ctx->dev, &mk, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return sim_mark_done(dev, &mk, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIM_TWINS(cuStreamQuery, _ptsz, stream_query, (CUstream h), h)
 
 static CUresult stream_sync(CUstream h, int ptsz) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  rc = sim_stream_wait(h, ptsz, 0);
+  int dev;
+  CUresult rc = stream_wait_dev(h, ptsz, 0, &dev);
   if (rc == CUDA_SUCCESS)
-    sim_pools_trim(s->ctx->dev);
+    sim_pools_trim(dev);
   return rc;
 }
 
@@ -397,12 +416,13 @@ static CUresult event_record(CUevent hEvent, CUstream h, unsigned int flags, int
   CUresult rc = sim_stream_get(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  if (e->ctx != s->ctx)
-    return CUDA_ERROR_INVALID_HANDLE; /* cuda.h: event and stream of one context */
   if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
-  if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS) {
+  if ((rc = stream_live_locked(s)) != CUDA_SUCCESS) {
+  } else if (e->magic != SIM_EVENT_MAGIC || e->ctx != s->ctx) {
+    rc = CUDA_ERROR_INVALID_HANDLE; /* cuda.h: event and stream of one context */
+  } else if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS) {
   } else if (s->cap && (flags & CU_EVENT_RECORD_EXTERNAL)) {
     struct sim_node node = {.type = SIM_NODE_EVENT, .event = e};
     rc = sim_capture_add_locked(s, &node);
@@ -568,6 +588,10 @@ static CUresult stream_wait_event(CUstream h, CUevent hEvent, unsigned int flags
   if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
     return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sim.mu);
+  if ((rc = stream_live_locked(s)) != CUDA_SUCCESS || e->magic != SIM_EVENT_MAGIC) {
+    pthread_mutex_unlock(&sim.mu);
+    return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_HANDLE;
+  }
   if (sim_capturing_any() || e->captured) {
     if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS || capture_wait_locked(s, e, flags, &rc)) {
       pthread_mutex_unlock(&sim.mu);
@@ -579,17 +603,17 @@ static CUresult stream_wait_event(CUstream h, CUevent hEvent, unsigned int flags
     return CUDA_ERROR_INVALID_VALUE; /* "invalid outside of stream capture" */
   }
   struct sim_mark mk = e->mk;
-  int recorded = e->recorded, edev = e->ctx->dev;
+  int recorded = e->recorded, edev = e->ctx->dev, sdev = s->ctx->dev;
   if (recorded && e->ctx == s->ctx) {
     sim_mark_merge(&s->tail, &mk);
-  } else if (recorded && edev == s->ctx->dev) {
+  } else if (recorded && edev == sdev) {
     /* Another context's work on this device: the stream's next kernel waits for it. */
     struct sim_mark foreign = {0, mk.seq > mk.wait ? mk.seq : mk.wait, mk.t};
     sim_mark_merge(&s->tail, &foreign);
   }
   pthread_mutex_unlock(&sim.mu);
-  if (recorded && edev != s->ctx->dev)
-    sim_mark_wait(edev, &mk); /* another device's engine: waited for here, on the host */
+  if (recorded && edev != sdev) /* s may be destroyed by now: its device read under the lock */
+    sim_mark_wait(edev, &mk);   /* another device's engine: waited for here, on the host */
   return CUDA_SUCCESS;
 }
 
