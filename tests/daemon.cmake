@@ -30,6 +30,14 @@ if(TARGET gslice_sim_cuda)
   set_target_properties(compute_graph PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
                         SKIP_BUILD_RPATH TRUE)
 endif()
+# Streams destroyed while in a burst (integration/compute_stream_destroy.sh).
+if(TARGET gslice_sim_cuda)
+  add_executable(compute_stream_destroy progs/compute_stream_destroy.c)
+  target_include_directories(compute_stream_destroy PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(compute_stream_destroy PRIVATE gslice_sim_cuda Threads::Threads)
+  set_target_properties(compute_stream_destroy PROPERTIES
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests SKIP_BUILD_RPATH TRUE)
+endif()
 if(TARGET gslice_daemon_core)
   gslice_unit_test(test_registry SOURCES unit/test_registry.c LIBS gslice_daemon_core)
   gslice_unit_test(test_loop SOURCES unit/test_loop.c LIBS gslice_daemon_core)

@@ -251,10 +251,10 @@ static bool query_stream(struct burst *b, CUstream s, CUcontext *ctx) {
 /* A synchronize of a burst whose work has all run already (a launch-bound loop's): no event, no
  * lock, no segment end; the burst is idle from now to its next launch (stamp_idle), whatever the
  * synchronize waits for. 0: not so (work still queued, a launch on its way, a capture in progress,
- * a per-thread stream, the budget spent), or the burst has several streams: another thread may
- * destroy its own while this one looks (the hook does not see cuStreamDestroy), and a query of a
- * stream destroyed meanwhile crashed the sim (the event path records into them under mu, once a
- * synchronize, as before). */
+ * a per-thread stream, the budget spent, its stream destroyed), or the burst has several streams
+ * (the event path records into them under mu, once a synchronize, as before). The queries go
+ * without mu, counted in `querying`: a stream's destroy takes it out of the burst and waits for
+ * them before the driver's (gs_compute_stream_destroy), so none names a destroyed stream. */
 static uint64_t quick_mark(struct burst *b, CUcontext *ctx) {
   uint32_t epoch = atomic_load(&b->epoch);
   uint64_t g = atomic_load(&b->gate);
@@ -264,9 +264,15 @@ static uint64_t quick_mark(struct burst *b, CUcontext *ctx) {
       !atomic_load(&b->valid_until) || !atomic_load(&b->seg_open) ||
       atomic_load(&b->thread_local_stream) || (g >> 24) >= atomic_load(&b->budget))
     return 0;
-  for (unsigned i = 0; i < n; i++)
-    if (!query_stream(b, (CUstream)atomic_load(&b->streams[i]), ctx))
-      return 0;
+  bool done = true;
+  atomic_fetch_add(&b->querying, 1);
+  for (unsigned i = 0; i < n && done; i++) {
+    uintptr_t s = atomic_load(&b->streams[i]);
+    done = s != BURST_STREAM_GONE && query_stream(b, (CUstream)s, ctx);
+  }
+  atomic_fetch_sub(&b->querying, 1);
+  if (!done)
+    return 0;
   return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)(uint32_t)(g >> 24) << 8 | 1;
 }
 
@@ -330,8 +336,11 @@ uint64_t gs_compute_before_sync(void) {
     /* End events right behind what is queued: they complete when that work has, and time it. */
     unsigned n = atomic_load(&b->nstreams);
     bool ok = n > 0;
-    for (unsigned i = 0; i < n && ok; i++)
-      ok = gs_burst_record(b->end[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+    for (unsigned i = 0; i < n && ok; i++) {
+      uintptr_t s = atomic_load(&b->streams[i]);
+      if (s != BURST_STREAM_GONE) /* its end event was recorded as it went */
+        ok = gs_burst_record(b->end[i], (CUstream)s) == CUDA_SUCCESS;
+    }
     if (ok) {
       b->mark_launches = LAUNCHES(b);
       mark = (++b->sync_seq << 8) | (uint64_t)(dev + 1);
@@ -383,6 +392,18 @@ void gs_compute_after_sync(uint64_t mark) {
       atomic_store(&b->nstreams, n);
     }
   }
+  gs_burst_unrelax(mode);
+  pthread_mutex_unlock(&C.mu);
+}
+
+/* ---- streams destroyed ---- */
+
+void gs_compute_stream_destroy(CUstream stream) {
+  if (atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF)
+    return;
+  pthread_mutex_lock(&C.mu);
+  int mode = gs_burst_relax(false);
+  gs_burst_stream_gone(stream);
   gs_burst_unrelax(mode);
   pthread_mutex_unlock(&C.mu);
 }

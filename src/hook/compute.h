@@ -35,3 +35,8 @@ void gs_compute_capture_begun(int token, CUresult rc);
 /* After the real cuStreamEndCapture: a capture that ended (its graph, or invalidated) is no
  * longer counted. */
 void gs_compute_capture_ended(CUresult rc);
+
+/* Before the real cuStreamDestroy (either version): the stream leaves the gate's bursts, so that
+ * the gate never records into or queries a destroyed stream. Not the launch path: takes C.mu when
+ * the gate is on. */
+void gs_compute_stream_destroy(CUstream stream);

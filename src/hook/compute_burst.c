@@ -112,6 +112,17 @@ bool gs_burst_elapsed_ms(float *ret_ms, CUevent from, CUevent to) {
   return er == CUDA_SUCCESS;
 }
 
+/* A slot of a destroyed stream whose work has run, for a new stream to take: the events of the
+ * slots still there are recorded later than that work ended, and so end later. -1: none. */
+static int reusable_slot(struct burst *b, unsigned n) {
+  for (unsigned i = 0; i < n; i++)
+    if (atomic_load(&b->streams[i]) == BURST_STREAM_GONE &&
+        (!b->have_events || b->thread_local_stream ||
+         gs_real()->cuEventQuery(b->end[i]) == CUDA_SUCCESS))
+      return (int)i;
+  return -1;
+}
+
 /* A stream joins the burst before its first launch in it. */
 void gs_burst_add_stream(struct burst *b, CUstream s) {
   unsigned n = atomic_load(&b->nstreams);
@@ -119,6 +130,11 @@ void gs_burst_add_stream(struct burst *b, CUstream s) {
     return;
   if (s == CU_STREAM_PER_THREAD)
     b->thread_local_stream = true;
+  int slot = reusable_slot(b, n);
+  if (slot >= 0) {
+    atomic_store(&b->streams[slot], (uintptr_t)s);
+    return;
+  }
   if (n >= BURST_STREAMS) {
     /* Too many to time one by one: the close syncs the whole context. */
     b->thread_local_stream = true;
@@ -126,6 +142,50 @@ void gs_burst_add_stream(struct burst *b, CUstream s) {
   }
   atomic_store(&b->streams[n], (uintptr_t)s);
   atomic_store(&b->nstreams, n + 1);
+}
+
+/* Stream i of an open burst leaves it before its destroy. Its slot's events are recorded on it
+ * one last time, where the burst's next records would have found its queue's end (it takes no
+ * more work): the end event (the next mark or close skips the slot and times it by this one), the
+ * probe unless the helper's last one still holds, the handoff's unless marked already. Then no
+ * record or query of the gate names it (BURST_STREAM_GONE), and the quick synchronizes that may
+ * have read it before are waited for. A record refused: the close synchronizes the context. */
+static void stream_leaves(struct burst *b, unsigned i) {
+  const struct gs_real *r = gs_real();
+  CUstream s = (CUstream)atomic_load(&b->streams[i]);
+  CUcontext ctx = atomic_load(&b->ctx), saved = NULL;
+
+  if (b->have_events && !b->thread_local_stream) {
+    r->cuCtxGetCurrent(&saved);
+    if (saved != ctx)
+      r->cuCtxSetCurrent(ctx);
+    bool ok = gs_burst_record(b->end[i], s) == CUDA_SUCCESS;
+    if (ok && !(b->probe_set && b->probe_launches == LAUNCHES(b)))
+      ok = gs_burst_record(b->probe[i], s) == CUDA_SUCCESS;
+    if (ok && !b->handoff_set)
+      ok = gs_burst_record(b->handoff[i], s) == CUDA_SUCCESS;
+    if (saved != ctx)
+      r->cuCtxSetCurrent(saved);
+    if (!ok)
+      b->thread_local_stream = true;
+  }
+  atomic_store(&b->streams[i], BURST_STREAM_GONE);
+  while (atomic_load(&b->querying))
+    sched_yield();
+}
+
+void gs_burst_stream_gone(CUstream s) {
+  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+    return; /* not destroyed: the driver refuses it */
+  for (int dev = 0; dev < GS_MAX_GPUS; dev++) {
+    struct burst *b = &C.b[dev];
+    if (!b->open) /* a close in progress copied its streams under mu and records on none */
+      continue;
+    unsigned n = atomic_load(&b->nstreams);
+    for (unsigned i = 0; i < n; i++)
+      if (atomic_load(&b->streams[i]) == (uintptr_t)s)
+        stream_leaves(b, i);
+  }
 }
 
 void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uint64_t until,
@@ -218,7 +278,8 @@ static bool close_record_ends(struct burst *b, const struct close_view *v, bool 
     r->cuCtxSetCurrent(b->ctx);
   }
   for (unsigned i = 0; i < v->n && ok; i++)
-    ok = gs_burst_record(b->end[i], v->streams[i]) == CUDA_SUCCESS;
+    if ((uintptr_t)v->streams[i] != BURST_STREAM_GONE)
+      ok = gs_burst_record(b->end[i], v->streams[i]) == CUDA_SUCCESS;
   if (from_helper)
     r->cuCtxSetCurrent(saved);
   return ok;
@@ -509,8 +570,11 @@ static void probe_queue(struct burst *b, uint64_t launches) {
 
   r->cuCtxGetCurrent(&saved);
   r->cuCtxSetCurrent(b->ctx);
-  for (unsigned i = 0; i < n; i++)
-    ok = ok && gs_burst_record(b->probe[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+  for (unsigned i = 0; i < n; i++) {
+    uintptr_t s = atomic_load(&b->streams[i]);
+    if (s != BURST_STREAM_GONE)
+      ok = ok && gs_burst_record(b->probe[i], (CUstream)s) == CUDA_SUCCESS;
+  }
   r->cuCtxSetCurrent(saved);
   b->probe_set = ok;
   b->probe_launches = launches;
@@ -584,8 +648,11 @@ void gs_burst_mark_handoff(struct burst *b) {
   unsigned n = atomic_load(&b->nstreams);
   bool ok = n > 0 && b->have_events && !b->thread_local_stream && !b->self_burst;
 
-  for (unsigned i = 0; i < n && ok; i++)
-    ok = gs_burst_record(b->handoff[i], (CUstream)atomic_load(&b->streams[i])) == CUDA_SUCCESS;
+  for (unsigned i = 0; i < n && ok; i++) {
+    uintptr_t s = atomic_load(&b->streams[i]);
+    if (s != BURST_STREAM_GONE)
+      ok = gs_burst_record(b->handoff[i], (CUstream)s) == CUDA_SUCCESS;
+  }
   /* The helper looks at the handoff events within its tick (no wake-up in the launch path); a
    * thread that waits for the queue anyway hands off at once (gs_burst_handoff). */
   b->handoff_set = ok;

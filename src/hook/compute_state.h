@@ -20,6 +20,10 @@
 
 #define NS_PER_MS 1000000ull
 #define BURST_STREAMS 8
+/* A burst's stream the program destroyed (gs_compute_stream_destroy): its slot keeps the events
+ * recorded on it before it went, and nothing is recorded on it or queried of it again. No driver
+ * handle has this value, so no launch's stream matches it. */
+#define BURST_STREAM_GONE UINTPTR_MAX
 /* The helper's tick while a burst is open. A process is idle when two looks in a row find
  * nothing queued and no launch: 0.5-1 ms, longer than a synchronize-and-relaunch takes (tens
  * of us), so a process between two batches keeps its token, and one that stopped hands it
@@ -81,6 +85,9 @@ struct burst {
    * trailing idle time. Those gaps lie inside the open segments and come off the burst's time. */
   _Atomic uint64_t idle_since; /* gs_gate_ticks; 0: none */
   _Atomic uint64_t gap_ticks;  /* gs_ticks_ns makes them ns */
+  /* Quick synchronizes querying the burst's streams without mu: a stream's destroy waits for
+   * them once its slot is BURST_STREAM_GONE (a query of a destroyed handle is undefined). */
+  _Atomic unsigned querying;
   /* Launches allowed in this burst: the quantum over the mean kernel. */
   _Atomic uint64_t budget __attribute__((aligned(64)));
   bool open;
@@ -216,6 +223,9 @@ static inline bool gs_burst_stream_known(struct burst *b, CUstream s) {
   return false;
 }
 void gs_burst_add_stream(struct burst *b, CUstream s);
+/* Under mu, before the real cuStreamDestroy of s: takes s out of every open burst
+ * (BURST_STREAM_GONE), its work covered by the events recorded on it now. */
+void gs_burst_stream_gone(CUstream s);
 void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uint64_t until,
                    uint64_t quantum);
 void gs_burst_close(int dev, bool from_helper, bool more);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Every kernel launch path: the compute gate (compute.c) before and after the real launch; the
- * synchronizes that end a burst's segment; the captures the gate passes launches through in. */
+ * synchronizes that end a burst's segment; the captures the gate passes launches through in; the
+ * streams destroyed, which leave the gate's bursts first. */
 #include "hook.h"
 
 #include "compute.h"
@@ -164,4 +165,22 @@ GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
 
 GS_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
   GATED_SYNC(cuEventSynchronize, r->cuEventSynchronize(hEvent));
+}
+
+/* A stream destroyed leaves the gate's bursts first: the gate records events on and queries the
+ * streams of a burst, and a destroyed handle's memory is the driver's to free. */
+GS_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
+  const struct gs_real *r = gs_real();
+  if (!r->cuStreamDestroy_v2)
+    return CUDA_ERROR_NOT_FOUND;
+  gs_compute_stream_destroy(hStream);
+  return r->cuStreamDestroy_v2(hStream);
+}
+
+GS_EXPORT CUresult cuStreamDestroy(CUstream hStream) {
+  const struct gs_real *r = gs_real();
+  if (!r->cuStreamDestroy)
+    return CUDA_ERROR_NOT_FOUND;
+  gs_compute_stream_destroy(hStream);
+  return r->cuStreamDestroy(hStream);
 }

@@ -69,7 +69,9 @@
   X(cuStreamBeginCaptureToGraph)                                                                   \
   X(cuStreamBeginCaptureToGraph_ptsz)                                                              \
   X(cuStreamEndCapture)                                                                            \
-  X(cuStreamEndCapture_ptsz)
+  X(cuStreamEndCapture_ptsz)                                                                       \
+  X(cuStreamDestroy)                                                                               \
+  X(cuStreamDestroy_v2)
 
 /* Real entry points the hook (and the compute gate) call but do not wrap. */
 #define GS_CUDA_CALLED(X)                                                                          \
