@@ -3,7 +3,7 @@
 """gslice-webhook --self-signed-secret NAME --webhook-config NAME makes its certificates at
 start, for clusters without cert-manager. Two webhooks started at once against one API server
 stand-in (tests/k8s/apiserver.py's store, with the MutatingWebhookConfiguration path added
-here; both GETs of the Secret held a second so both find none): one Secret is made
+here; each GET of the Secret held until both have come, so both find none): one Secret is made
 (kubernetes.io/tls: tls.crt, tls.key, ca.crt, ca.key), the other's create is a 409 and it
 reads that one; both serve its certificate, which verifies against the caBundle written into
 the configuration for the service name and for NAME.cluster.local (python ssl with that CA,
@@ -44,11 +44,23 @@ if not shutil.which("openssl"):
     sys.exit(77)
 
 D = tempfile.mkdtemp(prefix="gslice-webhook-ss.")
+BARRIER = {"cv": threading.Condition(), "n": 0, "seen": 0}
 PROCS = []
 
 
 class Handler(apiserver.Handler):
     """apiserver.py's, with MutatingWebhookConfigurations held as any object (cluster-wide)."""
+
+    def serve_api(self):
+        # While BARRIER["n"] > 0: a GET of the Secret waits until that many have come (30 s at
+        # most), so the webhooks started together all find it absent.
+        if self.command == "GET" and self.path == SECRETS + "/" + SECRET:
+            with BARRIER["cv"]:
+                if BARRIER["n"] > 0:
+                    BARRIER["seen"] += 1
+                    BARRIER["cv"].notify_all()
+                    BARRIER["cv"].wait_for(lambda: BARRIER["seen"] >= BARRIER["n"], timeout=30)
+        return super().serve_api()
 
     def route(self):
         path = self.path.split("?")[0]
@@ -191,12 +203,14 @@ def test_flags(kc):
 
 
 def test_two(kc):
-    # Both GETs held a second: both find no Secret and both create one; one is refused (409).
-    with apiserver.STORE.lock:
-        apiserver.STORE.faults.append({"method": "GET", "path": SECRETS + "/", "status": 0,
-                                       "delay_s": 1, "count": 2})
+    # Each GET waits for the other: both find no Secret and both create one; one is a 409.
+    with BARRIER["cv"]:
+        BARRIER["n"] = 2
     (a, la), (b, lb) = start(kc, 0), start(kc, 1)
     pa, pb = port_of(a, la), port_of(b, lb)
+    with BARRIER["cv"]:
+        check(BARRIER["seen"] >= 2, "GETs of the Secret: %d" % BARRIER["seen"])
+        BARRIER["n"] = 0
     check(writes("POST", SECRETS) == 1, "Secret creates: %s" % apiserver.STORE.requests)
     refused = [r for r in apiserver.STORE.requests if r["method"] == "POST" and r["status"] == 409]
     check(len(refused) == 1, "the loser's create not a 409: %s" % apiserver.STORE.requests)
