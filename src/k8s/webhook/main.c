@@ -277,7 +277,19 @@ static int selfsigned_start(const struct flags *f, struct selfsigned *st, char *
     return -1;
   }
   struct wh_selfsign_cfg c = {f->kubeconfig, st->ns, f->secret, st->service, st->dir};
-  if (wh_selfsign_new(&c, &st->ss, err, errlen) || wh_selfsign_run(st->ss, &made, err, errlen))
+  if (wh_selfsign_new(&c, &st->ss, err, errlen))
+    return -1;
+  int rc = wh_selfsign_run(st->ss, &made, err, errlen);
+  if (rc == -EAGAIN) { /* the Secret's pair, near its end, served until a renewal is written */
+    gs_log(GS_LOG_WARNING,
+           "the serving certificate is not renewed: %s (serving the Secret's, "
+           "tried again every minute)",
+           err);
+    snprintf(st->last_err, sizeof st->last_err, "%s", err);
+    st->next_try = (long)time(NULL) + 60;
+    return 0;
+  }
+  if (rc)
     return -1;
   gs_log(GS_LOG_INFO, "%s the serving certificate for %s in Secret %s/%s", made ? "made" : "read",
          st->service, st->ns, f->secret);
@@ -292,7 +304,7 @@ static void selfsigned_tick(struct selfsigned *st) {
   bool made;
   if (!st->ss || !wh_selfsign_due(st->ss, now) || now < st->next_try)
     return;
-  if (wh_selfsign_run(st->ss, &made, err, sizeof err)) {
+  if (wh_selfsign_run(st->ss, &made, err, sizeof err)) { /* -EAGAIN: the old pair served */
     if (strcmp(err, st->last_err) != 0)
       gs_log(GS_LOG_WARNING,
              "the serving certificate is not renewed: %s (tried again every "

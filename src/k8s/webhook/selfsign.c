@@ -229,11 +229,12 @@ static long cert_end(X509 *x) {
   return (long)timegm(&tm);
 }
 
-/* 0 with *ret_end the serving certificate's end, *ret_fresh whether it may be served on
+/* 0 with *ret_end the serving certificate's end, *ret_usable whether it may be served now (for
+ * service, signed by the CA, its key, not ended), *ret_fresh whether it may be served on
  * (for service, not within WH_RENEW_BEFORE_S of its end, signed by the CA); -EINVAL with err
  * saying what is wrong with the Secret when its CA cannot be used. */
-static int judge(const struct wh_selfsign *s, const struct pems *p, long *ret_end, bool *ret_fresh,
-                 char *err, size_t errlen) {
+static int judge(const struct wh_selfsign *s, const struct pems *p, long *ret_end, bool *ret_usable,
+                 bool *ret_fresh, char *err, size_t errlen) {
   X509 *ca = p->ca_crt ? read_cert(p->ca_crt) : NULL, *x = NULL;
   EVP_PKEY *ca_key = p->ca_key ? read_key(p->ca_key) : NULL, *key = NULL;
   const char *why = NULL;
@@ -254,13 +255,14 @@ static int judge(const struct wh_selfsign *s, const struct pems *p, long *ret_en
     EVP_PKEY_free(ca_key);
     return -EINVAL;
   }
-  *ret_fresh = false;
+  *ret_usable = *ret_fresh = false;
   *ret_end = 0;
   if (p->tls_crt && p->tls_key && (x = read_cert(p->tls_crt)) && (key = read_key(p->tls_key))) {
     *ret_end = cert_end(x);
-    *ret_fresh = X509_check_private_key(x, key) == 1 && X509_verify(x, ca_key) == 1 &&
-                 X509_check_host(x, s->service, 0, X509_CHECK_FLAG_NO_WILDCARDS, NULL) == 1 &&
-                 *ret_end >= now + WH_RENEW_BEFORE_S;
+    *ret_usable = X509_check_private_key(x, key) == 1 && X509_verify(x, ca_key) == 1 &&
+                  X509_check_host(x, s->service, 0, X509_CHECK_FLAG_NO_WILDCARDS, NULL) == 1 &&
+                  *ret_end > now + 60;
+    *ret_fresh = *ret_usable && *ret_end >= now + WH_RENEW_BEFORE_S;
   }
   X509_free(ca);
   X509_free(x);
@@ -329,37 +331,45 @@ static int write_files(struct wh_selfsign *s, const struct pems *p, char *err, s
   return 0;
 }
 
-/* One round: 0 done, -EEXIST a 409 (go again), else an error. */
+/* One round: 0 done, -EEXIST a 409 (go again), -EAGAIN the renewal not written but the
+ * Secret's pair still usable (written to the files: err says why), else an error. */
 static int round_once(struct wh_selfsign *s, struct pems *p, bool *ret_renewed, char *err,
                       size_t errlen) {
   json_t *obj = NULL;
-  bool fresh = false;
+  bool fresh = false, usable = false;
   long end = 0;
-  int rc = kube_get(s->k, s->path, &obj, err, errlen);
+  int rc = kube_get(s->k, s->path, &obj, err, errlen), kept = 0;
 
   if (rc == -ENOENT) {
     if ((rc = make_all(p, s->service)) || (rc = secret_write(s, p, true, NULL, err, errlen)))
       return rc; /* -EEXIST: another replica made it first */
     *ret_renewed = true;
-    fresh = true;
   } else if (rc) {
     return rc;
   } else {
     const char *rv = kube_meta_str(obj, "resourceVersion");
     secret_read(obj, p);
-    if ((rc = judge(s, p, &end, &fresh, err, errlen)) == 0 && !fresh &&
-        !(rc = issue(p, s->service)) && !(rc = secret_write(s, p, false, rv, err, errlen)))
-      *ret_renewed = fresh = true;
+    if ((rc = judge(s, p, &end, &usable, &fresh, err, errlen)) == 0 && !fresh) {
+      if (!(rc = issue(p, s->service)) && !(rc = secret_write(s, p, false, rv, err, errlen)))
+        *ret_renewed = true;
+      else if (rc != -EEXIST && usable) { /* serve the old pair meanwhile */
+        secret_read(obj, p);
+        kept = -EAGAIN;
+      }
+    }
     json_decref(obj);
-    if (rc)
+    if (rc && !kept)
       return rc;
   }
-  if ((rc = judge(s, p, &end, &fresh, err, errlen)))
+  char jerr[512]; /* err keeps the failed renewal's reason */
+  if ((rc = judge(s, p, &end, &usable, &fresh, jerr, sizeof jerr))) {
+    snprintf(err, errlen, "%s", jerr);
     return rc;
+  }
   if ((rc = write_files(s, p, err, errlen)))
     return rc;
   s->not_after = end;
-  return 0;
+  return kept;
 }
 
 int wh_selfsign_run(struct wh_selfsign *s, bool *ret_renewed, char *err, size_t errlen) {

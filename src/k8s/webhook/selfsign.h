@@ -29,8 +29,10 @@ struct wh_selfsign_cfg {
 int wh_selfsign_new(const struct wh_selfsign_cfg *cfg, struct wh_selfsign **ret, char *err,
                     size_t errlen);
 /* Reads (or makes) the Secret, renews its serving certificate if due, and writes the files.
- * *ret_renewed: whether this call made a serving certificate (or the whole Secret). 0, or a
- * negative errno with err saying why (the files are then left as they were). */
+ * *ret_renewed: whether this call made a serving certificate (or the whole Secret). 0; -EAGAIN
+ * when a renewal could not be written but the Secret's pair may still be served (it is written
+ * to the files; err says why; call again later); or a negative errno with err saying why (the
+ * files are then left as they were). */
 int wh_selfsign_run(struct wh_selfsign *s, bool *ret_renewed, char *err, size_t errlen);
 /* Whether the certificate written last is within WH_RENEW_BEFORE_S of its end at now (true
  * before any was written). No API call. */
