@@ -85,6 +85,7 @@ import urllib.request
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ctlhttp  # noqa: E402
 from kubelet import CONTAINER_INIT, kill_container, namespaces_work  # noqa: E402
 
 VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet's preference order
@@ -609,22 +610,7 @@ def socket_id(p):
 
 
 def make_handler(k):
-    class H(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def reply(self, code, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def body(self):
-            n = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(n) or b"{}")
-
+    class H(ctlhttp.JSONHandler):
         def do_GET(self):
             parts = self.path.strip("/").split("/")
             if parts == ["state"]:

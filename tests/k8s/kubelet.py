@@ -77,6 +77,7 @@ from concurrent import futures
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ctlhttp  # noqa: E402
 import cdi_read  # noqa: E402
 
 # The container's init, run by unshare in the new mount and pid namespaces: a tmpfs on /run,
@@ -529,22 +530,7 @@ def log(msg):
 
 
 def make_handler(k):
-    class H(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def reply(self, code, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def body(self):
-            n = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(n) or b"{}")
-
+    class H(ctlhttp.JSONHandler):
         def do_GET(self):
             parts = self.path.strip("/").split("/")
             if parts == ["state"]:
