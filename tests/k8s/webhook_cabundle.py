@@ -8,7 +8,6 @@ API stand-in of its own (tests/k8s/apiserver.py holds no admission objects). Wit
 no API call is made; one flag without the other is refused. Skipped (77) without openssl."""
 import base64
 import http.server
-import json
 import os
 import shutil
 import signal
@@ -18,6 +17,7 @@ import tempfile
 import threading
 import time
 
+import ctlhttp  # noqa: E402
 from k8stest import BUILD, check, passed, wait_for
 
 WEBHOOK = os.path.join(BUILD, "bin", "gslice-webhook")
@@ -38,27 +38,17 @@ STATE = {"rv": 1, "conflicts": 0, "calls": [],
                                "clientConfig": {"caBundle": "b2xk", "service": {"name": "x"}}}]}}
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-
-    def answer(self, code, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class Handler(ctlhttp.JSONHandler):
 
     def do_GET(self):
         with LOCK:
             STATE["calls"].append(("GET", self.path))
             if self.path != PATH:
-                return self.answer(404, {"kind": "Status", "code": 404, "message": "not found"})
-            self.answer(200, STATE["obj"])
+                return self.reply(404, {"kind": "Status", "code": 404, "message": "not found"})
+            self.reply(200, STATE["obj"])
 
     def do_PUT(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.body()
         with LOCK:
             STATE["calls"].append(("PUT", self.path))
             if STATE["conflicts"] > 0:  # someone else wrote it since the GET
@@ -66,12 +56,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["rv"] += 1
                 STATE["obj"]["metadata"]["resourceVersion"] = str(STATE["rv"])
             if body["metadata"].get("resourceVersion") != str(STATE["rv"]):
-                return self.answer(409, {"kind": "Status", "code": 409, "reason": "Conflict",
+                return self.reply(409, {"kind": "Status", "code": 409, "reason": "Conflict",
                                          "message": "the object has been modified"})
             STATE["rv"] += 1
             body["metadata"]["resourceVersion"] = str(STATE["rv"])
             STATE["obj"] = body
-            self.answer(200, body)
+            self.reply(200, body)
 
 
 def sh(*args):
