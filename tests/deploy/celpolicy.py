@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one CEL harness of the admission-policy tests (deploy.node_guard, deploy.lease_guard,
-deploy.resourceslice_guard, k8s.ext_forge_policy): a ValidatingAdmissionPolicy, loaded from
-a YAML file or a rendered manifest (`kubectl kustomize`), decides a list of requests the way
-the API server does, and each test says which of them it must allow and which deny, and why.
+deploy.resourceslice_guard, k8s.ext_forge_policy, k8s.webhook_manifests): a
+ValidatingAdmissionPolicy, loaded from a YAML file or a rendered manifest (`kubectl
+kustomize`), decides a list of requests the way the API server does, and each test says which
+of them it must allow and which deny, and why; match_conditions() runs a webhook
+configuration's matchConditions the same way.
 
 The CEL runs in node with the npm package @marcbachmann/cel-js, found through GSLICE_CEL_JS
 (the directory holding its node_modules: CMakeLists.txt sets it where scripts/celjs.sh
@@ -188,6 +190,22 @@ def report(bad, n):
         sys.exit(1)
     print("PASS: CEL: %d cases, each allowed, denied or not matched as it should be, with its "
           "reason" % n)
+
+
+def match_conditions(conditions, cases):
+    """Each of conditions (a webhook configuration's matchConditions, which the API server
+    evaluates as a policy's) on each case (from request()), each condition alone, so that a
+    false one does not hide another's error: for each case, a list with, for each condition,
+    True, False or "error: ...". Raises as Policy.evaluate does."""
+    every = {"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]}
+    out = [[] for _ in cases]
+    for cond in conditions:
+        alone = Policy([{"kind": "ValidatingAdmissionPolicy", "metadata": {"name": cond["name"]},
+                         "spec": {"matchConstraints": {"resourceRules": [every]},
+                                  "matchConditions": [cond]}}])
+        for got, r in zip(out, alone.evaluate(cases)):
+            got.append("error: " + "; ".join(r.errors) if r.errors else r.matched)
+    return out
 
 
 def _rule_covers(rule, req):

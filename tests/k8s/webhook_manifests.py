@@ -9,24 +9,19 @@ the container serves HTTPS with the certificate and key of the Secret cert-manag
 Certificate writes, for the Service's DNS name, with probes on /healthz over HTTPS; the
 caBundle is cert-manager's (inject-ca-from names that Certificate). The kubeadm overlay has no
 webhook. Where a CEL evaluator is at hand (GSLICE_CEL_JS, as for deploy.node_guard) the
-matchCondition is run on pods: true exactly for those naming a gslice.io/ resource in a
-container's or init container's requests or limits. Skipped (77) without kubectl or
-python3-yaml; the CEL part skipped (77 when all else passed) without the evaluator."""
-import json
+matchCondition is run on pods (tests/deploy/celpolicy.py, each condition alone): true exactly
+for those naming a gslice.io/ resource in a container's or init container's requests or
+limits. Skipped (77) without kubectl or python3-yaml; the CEL part skipped (77 when all else
+passed) without the evaluator."""
 import os
 import shutil
-import subprocess
 import sys
 
-try:
-    import yaml
-except ImportError:
-    print("SKIP: no python3-yaml for /usr/bin/python3")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy"))
+import celpolicy  # noqa: E402 (it skips, 77, without python3-yaml)
 
 SRC = os.environ.get("GSLICE_SRC") or sys.exit("run through ctest (make test)")
-KUBECTL = shutil.which("kubectl")
-if not KUBECTL:
+if not shutil.which("kubectl"):
     print("SKIP: no kubectl (kubectl kustomize renders the overlays)")
     sys.exit(77)
 NS = "gslice-system"
@@ -41,12 +36,12 @@ def check(cond, msg):
 
 
 def render(rel):
-    p = subprocess.run([KUBECTL, "kustomize", os.path.join(SRC, "deploy", rel)],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    if p.returncode != 0:
-        print("FAIL: kubectl kustomize deploy/%s: %s" % (rel, p.stderr.decode()), file=sys.stderr)
+    try:
+        docs = celpolicy.render(os.path.join(SRC, "deploy", rel))
+    except RuntimeError as e:
+        print("FAIL: %s" % e, file=sys.stderr)
         sys.exit(1)
-    return {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(p.stdout) if d}
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 
 
 def arg_after(c, flag):
@@ -153,37 +148,17 @@ CASES = [
      False),
 ]
 
-JS = r"""
-import {evaluate} from '@marcbachmann/cel-js'
-let input = ''
-process.stdin.on('data', d => input += d)
-process.stdin.on('end', () => {
-  const {conds, pods} = JSON.parse(input)
-  console.log(JSON.stringify(pods.map(object => conds.map(c => {
-    try { return evaluate(c.expression, {object, request: {operation: 'CREATE'}}) }
-    catch (e) { return 'error: ' + e.message }
-  }))))
-})
-"""
-
-
 def check_cel(hook):
-    cel_dir = os.environ.get("GSLICE_CEL_JS")
-    nodejs = shutil.which("node")
-    if not (cel_dir and nodejs and os.path.isdir(os.path.join(cel_dir, "node_modules",
-                                                              "@marcbachmann", "cel-js"))):
-        print("SKIP (part): the matchCondition's CEL not run (set GSLICE_CEL_JS to a directory "
-              "with node_modules/@marcbachmann/cel-js)")
+    if not celpolicy.evaluator():
+        print("SKIP (part): the matchCondition's " + celpolicy.SKIP_CEL)
         return False
-    script = os.path.join(cel_dir, "gslice-webhook-match.mjs")
-    with open(script, "w") as f:
-        f.write(JS)
-    p = subprocess.run([nodejs, script], input=json.dumps({
-        "conds": hook["matchConditions"], "pods": [c[1] for c in CASES]}).encode(),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60, cwd=cel_dir)
-    if not check(p.returncode == 0, "CEL evaluation: %s" % p.stdout.decode()):
+    try:
+        results = celpolicy.match_conditions(hook["matchConditions"], [
+            celpolicy.request("CREATE", c[1]) for c in CASES])
+    except RuntimeError as e:
+        check(False, str(e))
         return True
-    for (what, _, want), got in zip(CASES, json.loads(p.stdout)):
+    for (what, _, want), got in zip(CASES, results):
         check(all(g in (True, False) for g in got), "%s: %s" % (what, got))
         check(all(got) == want, "%s: the matchConditions give %s, want %s" % (what, got, want))
     print("PASS: the matchCondition on %d pods: true exactly for the gslice ones" % len(CASES))
