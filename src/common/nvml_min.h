@@ -360,6 +360,170 @@ nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid,
 nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory);
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t *values);
+/* Video engines (NVENC, NvFBC): sessions by owning pid, the device's aggregates and the engines'
+ * utilization (NVML's ABI; the session structs are arrays of plain unsigned ints). */
+typedef unsigned int nvmlVgpuInstance_t;
+typedef enum nvmlEncoderType_enum {
+  NVML_ENCODER_QUERY_H264 = 0,
+  NVML_ENCODER_QUERY_HEVC = 1,
+  NVML_ENCODER_QUERY_AV1 = 2,
+  NVML_ENCODER_QUERY_UNKNOWN = 255
+} nvmlEncoderType_t;
+typedef struct nvmlEncoderSessionInfo_st {
+  unsigned int sessionId;
+  unsigned int pid; /* the owning process, as NVML shows pids */
+  nvmlVgpuInstance_t vgpuInstance;
+  nvmlEncoderType_t codecType;
+  unsigned int hResolution;
+  unsigned int vResolution;
+  unsigned int averageFps;
+  unsigned int averageLatency; /* us */
+} nvmlEncoderSessionInfo_t;
+typedef enum nvmlFBCSessionType_enum {
+  NVML_FBC_SESSION_TYPE_UNKNOWN = 0,
+  NVML_FBC_SESSION_TYPE_TOSYS = 1,
+  NVML_FBC_SESSION_TYPE_CUDA = 2,
+  NVML_FBC_SESSION_TYPE_VID = 3,
+  NVML_FBC_SESSION_TYPE_HWENC = 4
+} nvmlFBCSessionType_t;
+typedef struct nvmlFBCStats_st {
+  unsigned int sessionsCount;
+  unsigned int averageFPS;
+  unsigned int averageLatency; /* us */
+} nvmlFBCStats_t;
+typedef struct nvmlFBCSessionInfo_st {
+  unsigned int sessionId;
+  unsigned int pid;
+  nvmlVgpuInstance_t vgpuInstance;
+  unsigned int displayOrdinal;
+  nvmlFBCSessionType_t sessionType;
+  unsigned int sessionFlags;
+  unsigned int hMaxResolution;
+  unsigned int vMaxResolution;
+  unsigned int hResolution;
+  unsigned int vResolution;
+  unsigned int averageFPS;
+  unsigned int averageLatency;
+} nvmlFBCSessionInfo_t;
+#ifndef __cplusplus
+_Static_assert(sizeof(nvmlEncoderSessionInfo_t) == 32, "nvmlEncoderSessionInfo_t is NVML's");
+_Static_assert(sizeof(nvmlFBCSessionInfo_t) == 48, "nvmlFBCSessionInfo_t is NVML's");
+#endif
+/* Sessions: *sessionCount 0 asks for the count (SUCCESS); too small a count is
+ * NVML_ERROR_INSUFFICIENT_SIZE with the count needed; else the sessions and their count. */
+nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsigned int *sessionCount,
+                                          nvmlEncoderSessionInfo_t *sessionInfos);
+nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int *sessionCount,
+                                       unsigned int *averageFps, unsigned int *averageLatency);
+nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, nvmlEncoderType_t encoderQueryType,
+                                          unsigned int *encoderCapacity); /* percent left */
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                         unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                         unsigned int *samplingPeriodUs);
+nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats);
+nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int *sessionCount,
+                                      nvmlFBCSessionInfo_t *sessionInfo);
+
+/* GPM (Hopper+): opaque sample buffers, metrics computed from two of them. */
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+#define NVML_GPM_SUPPORT_VERSION 1
+#define NVML_GPM_METRICS_GET_VERSION 1
+/* The array's length in driver 550+'s nvml.h (older headers had fewer: numMetrics bounds it). */
+#define NVML_GPM_METRIC_MAX 333
+#define NVML_GPM_METRIC_GRAPHICS_UTIL 1
+#define NVML_GPM_METRIC_SM_UTIL 2
+#define NVML_GPM_METRIC_SM_OCCUPANCY 3
+typedef struct nvmlGpmSupport_st {
+  unsigned int version; /* NVML_GPM_SUPPORT_VERSION */
+  unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+typedef struct nvmlGpmMetric_st {
+  unsigned int metricId; /* in */
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct {
+    char *shortName;
+    char *longName;
+    char *unit;
+  } metricInfo;
+} nvmlGpmMetric_t;
+typedef struct nvmlGpmMetricsGet_st {
+  unsigned int version; /* NVML_GPM_METRICS_GET_VERSION */
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+#ifndef __cplusplus
+_Static_assert(sizeof(nvmlGpmMetric_t) == 40, "nvmlGpmMetric_t is NVML's 40-byte layout");
+#endif
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport);
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample);
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet);
+
+/* Topology: how two GPUs are connected, and which GPUs are near one or a CPU. */
+typedef enum nvmlGpuLevel_enum {
+  NVML_TOPOLOGY_INTERNAL = 0,
+  NVML_TOPOLOGY_SINGLE = 10,
+  NVML_TOPOLOGY_MULTIPLE = 20,
+  NVML_TOPOLOGY_HOSTBRIDGE = 30,
+  NVML_TOPOLOGY_NODE = 40,
+  NVML_TOPOLOGY_SYSTEM = 50
+} nvmlGpuTopologyLevel_t;
+typedef enum nvmlGpuP2PStatus_enum {
+  NVML_P2P_STATUS_OK = 0,
+  NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED = 1,
+  NVML_P2P_STATUS_GPU_NOT_SUPPORTED = 2,
+  NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 3,
+  NVML_P2P_STATUS_DISABLED_BY_REGKEY = 4,
+  NVML_P2P_STATUS_NOT_SUPPORTED = 5,
+  NVML_P2P_STATUS_UNKNOWN = 6
+} nvmlGpuP2PStatus_t;
+typedef enum nvmlGpuP2PCapsIndex_enum {
+  NVML_P2P_CAPS_INDEX_READ = 0,
+  NVML_P2P_CAPS_INDEX_WRITE = 1,
+  NVML_P2P_CAPS_INDEX_NVLINK = 2,
+  NVML_P2P_CAPS_INDEX_ATOMICS = 3,
+  NVML_P2P_CAPS_INDEX_PCI = 4,
+  NVML_P2P_CAPS_INDEX_UNKNOWN = 5
+} nvmlGpuP2PCapsIndex_t;
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 nvmlGpuTopologyLevel_t *pathInfo);
+/* *count 0: set to the number of GPUs found (SUCCESS); else up to *count handles written and
+ * *count set to their number. */
+nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGpuTopologyLevel_t level,
+                                              unsigned int *count, nvmlDevice_t *deviceArray);
+nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigned int *count,
+                                         nvmlDevice_t *deviceArray);
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
+                                    nvmlGpuP2PCapsIndex_t p2pIndex, nvmlGpuP2PStatus_t *p2pStatus);
+nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard);
+
+/* MIG: the mode (NVML_DEVICE_MIG_DISABLE 0, _ENABLE 1), MIG device handles, GPU instances. */
+#define NVML_DEVICE_MIG_DISABLE 0
+#define NVML_DEVICE_MIG_ENABLE 1
+typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                  unsigned int *pendingMode);
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count);
+/* NVML_ERROR_NOT_FOUND: no MIG device at index (MIG off, or none created there). */
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *migDevice);
+/* NVML_ERROR_NOT_SUPPORTED where MIG mode is off. */
+nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                       nvmlGpuInstance_t *gpuInstances, unsigned int *count);
+nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                          nvmlGpuInstance_t *gpuInstance);
+
 /* The hook (built with __CUDA_API_VERSION_INTERNAL, every ABI name as itself) wraps the v1 entry
  * points too, so it sees them as the sim defines them. */
 #if defined(NVML_NO_UNVERSIONED_FUNC_DEFS) || defined(__CUDA_API_VERSION_INTERNAL)
