@@ -6,10 +6,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "state.h"
@@ -899,4 +901,439 @@ SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCou
   }
   sim_unlock(m);
   return NVML_SUCCESS;
+}
+
+/* Video engines: the sim runs no encoder, so it gives every process with a context on the
+ * device one H.264 encoder session and one NvFBC (CUDA) session, a video pipeline's, so that
+ * tests see sessions by owning pid (as NVML shows pids: hidden or shifted by the knobs). The
+ * device's figures follow from them: encoder utilization 10% per session, its capacity what is
+ * left; decoder, JPEG and OFA idle. */
+#define SIM_ENC_FPS 30u
+#define SIM_ENC_LATENCY_US 2000u
+#define SIM_FBC_FPS 60u
+#define SIM_FBC_LATENCY_US 1000u
+#define SIM_ENGINE_PERIOD_US 167000u /* the engines' sampling period */
+
+/* The pids (as NVML shows them) of the processes with a context on d, up to max; their number. */
+static unsigned session_pids(struct sim_machine *m, unsigned d, unsigned *out, unsigned max) {
+  unsigned n = 0;
+  sim_lock(m);
+  sim_reap(m, 1);
+  for (unsigned i = 0; i < SIM_MAX_PROCS && !nv.hide_pids; i++) {
+    const struct sim_proc *p = &m->proc[i];
+    if (!p->pid || p->contexts[d] == 0)
+      continue;
+    if (n < max)
+      out[n] = shown_pid(p->pid);
+    n++;
+  }
+  sim_unlock(m);
+  return n;
+}
+
+/* The sessions' count protocol (nvmlDeviceGetEncoderSessions, nvmlDeviceGetFBCSessions):
+ * *count 0 asks for the count (SUCCESS); a count below the sessions is INSUFFICIENT_SIZE with
+ * the count needed; else each session written by fill() and their count. */
+static nvmlReturn_t sessions(nvmlDevice_t device, unsigned *count, void *infos,
+                             void (*fill)(void *infos, unsigned i, unsigned pid)) {
+  REQUIRE_MACHINE(m);
+  unsigned d, pids[SIM_MAX_PROCS];
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!count || (*count && !infos))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned n = session_pids(m, d, pids, SIM_MAX_PROCS);
+  if (*count == 0 || n > *count) {
+    rc = *count == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+    *count = n;
+    return rc;
+  }
+  for (unsigned i = 0; i < n; i++)
+    fill(infos, i, pids[i]);
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+static void fill_encoder(void *infos, unsigned i, unsigned pid) {
+  nvmlEncoderSessionInfo_t *s = (nvmlEncoderSessionInfo_t *)infos + i;
+  *s = (nvmlEncoderSessionInfo_t){.sessionId = pid,
+                                  .pid = pid,
+                                  .codecType = NVML_ENCODER_QUERY_H264,
+                                  .hResolution = 1920,
+                                  .vResolution = 1080,
+                                  .averageFps = SIM_ENC_FPS,
+                                  .averageLatency = SIM_ENC_LATENCY_US};
+}
+
+static void fill_fbc(void *infos, unsigned i, unsigned pid) {
+  nvmlFBCSessionInfo_t *s = (nvmlFBCSessionInfo_t *)infos + i;
+  *s = (nvmlFBCSessionInfo_t){.sessionId = pid,
+                              .pid = pid,
+                              .sessionType = NVML_FBC_SESSION_TYPE_CUDA,
+                              .hMaxResolution = 1920,
+                              .vMaxResolution = 1080,
+                              .hResolution = 1920,
+                              .vResolution = 1080,
+                              .averageFPS = SIM_FBC_FPS,
+                              .averageLatency = SIM_FBC_LATENCY_US};
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsigned int *sessionCount,
+                                                  nvmlEncoderSessionInfo_t *sessionInfos) {
+  return sessions(device, sessionCount, sessionInfos, fill_encoder);
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int *sessionCount,
+                                              nvmlFBCSessionInfo_t *sessionInfo) {
+  return sessions(device, sessionCount, sessionInfo, fill_fbc);
+}
+
+/* The device's sessions: 0 and their number, or NVML's error for the device. */
+static nvmlReturn_t session_count(nvmlDevice_t device, unsigned *ret_n) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS)
+    *ret_n = session_pids(m, d, NULL, 0);
+  return rc;
+}
+
+/* Every session's: their number, mean fps and latency (0 when there is none). */
+SIM_API nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int *sessionCount,
+                                               unsigned int *averageFps,
+                                               unsigned int *averageLatency) {
+  unsigned n = 0;
+  nvmlReturn_t rc = session_count(device, &n);
+  if (rc == NVML_SUCCESS && (!sessionCount || !averageFps || !averageLatency))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc != NVML_SUCCESS)
+    return rc;
+  *sessionCount = n;
+  *averageFps = n ? SIM_ENC_FPS : 0;
+  *averageLatency = n ? SIM_ENC_LATENCY_US : 0;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats) {
+  unsigned n = 0;
+  nvmlReturn_t rc = session_count(device, &n);
+  if (rc == NVML_SUCCESS && !fbcStats)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc != NVML_SUCCESS)
+    return rc;
+  fbcStats->sessionsCount = n;
+  fbcStats->averageFPS = n ? SIM_FBC_FPS : 0;
+  fbcStats->averageLatency = n ? SIM_FBC_LATENCY_US : 0;
+  return NVML_SUCCESS;
+}
+
+static unsigned encoder_percent(unsigned sessions_n) {
+  return sessions_n >= 10 ? 100 : sessions_n * 10;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device,
+                                                  nvmlEncoderType_t encoderQueryType,
+                                                  unsigned int *encoderCapacity) {
+  unsigned n = 0;
+  nvmlReturn_t rc = session_count(device, &n);
+  if (rc == NVML_SUCCESS && (!encoderCapacity || encoderQueryType > NVML_ENCODER_QUERY_AV1))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *encoderCapacity = 100 - encoder_percent(n);
+  return rc;
+}
+
+/* One engine's utilization over its sampling period: the encoder's from its sessions, the
+ * others idle. */
+static nvmlReturn_t engine_util(nvmlDevice_t device, int encoder, unsigned *util,
+                                unsigned *period_us) {
+  unsigned n = 0;
+  nvmlReturn_t rc = session_count(device, &n);
+  if (rc == NVML_SUCCESS && (!util || !period_us))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc != NVML_SUCCESS)
+    return rc;
+  *util = encoder ? encoder_percent(n) : 0;
+  *period_us = SIM_ENGINE_PERIOD_US;
+  return NVML_SUCCESS;
+}
+
+#define SIM_ENGINE_UTIL(fn, encoder)                                                               \
+  SIM_API nvmlReturn_t fn(nvmlDevice_t device, unsigned int *utilization,                          \
+                          unsigned int *samplingPeriodUs) {                                        \
+    return engine_util(device, encoder, utilization, samplingPeriodUs);                            \
+  }
+SIM_ENGINE_UTIL(nvmlDeviceGetEncoderUtilization, 1)
+SIM_ENGINE_UTIL(nvmlDeviceGetDecoderUtilization, 0)
+SIM_ENGINE_UTIL(nvmlDeviceGetJpgUtilization, 0)
+SIM_ENGINE_UTIL(nvmlDeviceGetOfaUtilization, 0)
+
+/* GPM: the sim's GPUs are Hopper-like (compute capability 9.0), so GPM is supported. A sample
+ * holds the device and its busy time so far (every process's kernels); the metrics of two are
+ * the busy share of the time between them (graphics and SM utilization, SM occupancy: the sim
+ * keeps every SM busy while a kernel runs); any other metric NOT_SUPPORTED in its own
+ * nvmlReturn. MIG is off, so a MIG sample is NOT_SUPPORTED. */
+#define GPM_MAGIC 0x67706d31u
+struct nvmlGpmSample_st {
+  uint32_t magic;
+  uint32_t filled;
+  unsigned dev;
+  uint64_t at_ns;
+  uint64_t busy_ns;
+};
+
+SIM_API nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample) {
+  if (!gpmSample)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  struct nvmlGpmSample_st *s = calloc(1, sizeof(*s));
+  if (!s)
+    return NVML_ERROR_MEMORY;
+  s->magic = GPM_MAGIC;
+  *gpmSample = s;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample) {
+  if (!gpmSample || gpmSample->magic != GPM_MAGIC)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  gpmSample->magic = 0;
+  free(gpmSample);
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && !gpmSupport)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS && gpmSupport->version != NVML_GPM_SUPPORT_VERSION)
+    rc = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (rc == NVML_SUCCESS)
+    gpmSupport->isSupportedDevice = 1;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  if (!gpmSample || gpmSample->magic != GPM_MAGIC)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  uint64_t now = sim_now_ns();
+  sim_lock(m);
+  gpmSample->busy_ns = sim_busy_total(m, d, -1, now);
+  sim_unlock(m);
+  gpmSample->dev = d;
+  gpmSample->at_ns = now;
+  gpmSample->filled = 1;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                         nvmlGpmSample_t gpmSample) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  (void)gpuInstanceId;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && (!gpmSample || gpmSample->magic != GPM_MAGIC))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
+}
+
+static nvmlReturn_t gpm_samples(const nvmlGpmMetricsGet_t *g) {
+  const struct nvmlGpmSample_st *a = g->sample1, *b = g->sample2;
+  if (!a || !b || a->magic != GPM_MAGIC || b->magic != GPM_MAGIC || !a->filled || !b->filled ||
+      a->dev != b->dev || b->at_ns <= a->at_ns)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet) {
+  if (!machine())
+    return NVML_ERROR_UNINITIALIZED;
+  if (!metricsGet)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION)
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (metricsGet->numMetrics == 0 || metricsGet->numMetrics > NVML_GPM_METRIC_MAX)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = gpm_samples(metricsGet);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  const struct nvmlGpmSample_st *a = metricsGet->sample1, *b = metricsGet->sample2;
+  double busy = (double)(b->busy_ns - a->busy_ns) * 100.0 / (double)(b->at_ns - a->at_ns);
+  for (unsigned i = 0; i < metricsGet->numMetrics; i++) {
+    nvmlGpmMetric_t *x = &metricsGet->metrics[i];
+    unsigned id = x->metricId;
+    memset(&x->metricInfo, 0, sizeof(x->metricInfo));
+    x->value = 0;
+    x->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    if (id == NVML_GPM_METRIC_GRAPHICS_UTIL || id == NVML_GPM_METRIC_SM_UTIL ||
+        id == NVML_GPM_METRIC_SM_OCCUPANCY) {
+      x->value = busy > 100.0 ? 100.0 : busy;
+      x->nvmlReturn = NVML_SUCCESS;
+      x->metricInfo.unit = (char *)"%";
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+/* Topology: GPUs in pairs on one PCIe switch (0 and 1, 2 and 3, ...), every pair on one host
+ * bridge of the one NUMA node; all of them near every CPU; peer access across any two; each GPU
+ * its own board. */
+static nvmlGpuTopologyLevel_t topo_level(unsigned a, unsigned b) {
+  if (a == b)
+    return NVML_TOPOLOGY_INTERNAL;
+  return a / 2 == b / 2 ? NVML_TOPOLOGY_SINGLE : NVML_TOPOLOGY_HOSTBRIDGE;
+}
+
+static bool topo_level_valid(nvmlGpuTopologyLevel_t l) {
+  return l == NVML_TOPOLOGY_INTERNAL || l == NVML_TOPOLOGY_SINGLE || l == NVML_TOPOLOGY_MULTIPLE ||
+         l == NVML_TOPOLOGY_HOSTBRIDGE || l == NVML_TOPOLOGY_NODE || l == NVML_TOPOLOGY_SYSTEM;
+}
+
+static nvmlReturn_t two_devices(nvmlDevice_t d1, nvmlDevice_t d2, unsigned *a, unsigned *b) {
+  REQUIRE_MACHINE(m);
+  nvmlReturn_t rc = dev_arg(m, d1, a);
+  return rc == NVML_SUCCESS ? dev_arg(m, d2, b) : rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                         nvmlGpuTopologyLevel_t *pathInfo) {
+  unsigned a, b;
+  nvmlReturn_t rc = two_devices(device1, device2, &a, &b);
+  if (rc == NVML_SUCCESS && !pathInfo)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *pathInfo = topo_level(a, b);
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
+                                            nvmlGpuP2PCapsIndex_t p2pIndex,
+                                            nvmlGpuP2PStatus_t *p2pStatus) {
+  unsigned a, b;
+  nvmlReturn_t rc = two_devices(device1, device2, &a, &b);
+  if (rc == NVML_SUCCESS && (!p2pStatus || (unsigned)p2pIndex >= NVML_P2P_CAPS_INDEX_UNKNOWN))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *p2pStatus = NVML_P2P_STATUS_OK;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2,
+                                           int *onSameBoard) {
+  unsigned a, b;
+  nvmlReturn_t rc = two_devices(device1, device2, &a, &b);
+  if (rc == NVML_SUCCESS && !onSameBoard)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *onSameBoard = a == b;
+  return rc;
+}
+
+/* The documented count protocol of both lists: *count 0 is set to the GPUs found; else up to
+ * *count handles written and *count set to their number. */
+static nvmlReturn_t device_list(struct sim_machine *m, int near, unsigned from,
+                                nvmlGpuTopologyLevel_t level, unsigned *count, nvmlDevice_t *out) {
+  unsigned n = 0;
+  if (!count || (*count && !out))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < m->devices; i++) {
+    if (near && (i == from || topo_level(from, i) > level))
+      continue;
+    if (*count && n == *count)
+      break;
+    if (*count)
+      out[n] = &nv.devs[i];
+    n++;
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device,
+                                                      nvmlGpuTopologyLevel_t level,
+                                                      unsigned int *count,
+                                                      nvmlDevice_t *deviceArray) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && !topo_level_valid(level))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  return rc == NVML_SUCCESS ? device_list(m, 1, d, level, count, deviceArray) : rc;
+}
+
+SIM_API nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigned int *count,
+                                                 nvmlDevice_t *deviceArray) {
+  REQUIRE_MACHINE(m);
+  long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  if (cpus > 0 && cpuNumber >= (unsigned long)cpus)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  return device_list(m, 0, 0, NVML_TOPOLOGY_SYSTEM, count, deviceArray);
+}
+
+/* MIG: the sim's GPUs can hold 7 MIG devices (an H100's) but run with MIG mode off, so there is
+ * no MIG device at any index (NOT_FOUND) and no GPU instance (NOT_SUPPORTED, as NVML answers
+ * where the mode is off). */
+#define SIM_MAX_MIG 7u
+
+SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                          unsigned int *pendingMode) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && (!currentMode || !pendingMode))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *currentMode = *pendingMode = NVML_DEVICE_MIG_DISABLE;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && !count)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *count = SIM_MAX_MIG;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                         nvmlDevice_t *migDevice) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && (!migDevice || index >= SIM_MAX_MIG))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_FOUND : rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                               nvmlGpuInstance_t *gpuInstances,
+                                               unsigned int *count) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  (void)profileId;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && (!count || !gpuInstances))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                                  nvmlGpuInstance_t *gpuInstance) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  (void)id;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && !gpuInstance)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
 }

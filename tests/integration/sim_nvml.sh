@@ -6,7 +6,8 @@
 #   total leaves it out, cuDeviceTotalMem's keeps it;
 # - nvmlDeviceGetProcessUtilization: the size call and any count below NVML's sample buffer (72)
 #   are INSUFFICIENT_SIZE with the count 72; a full call is NOT_FOUND (count untouched) with no
-#   samples, else SUCCESS with the samples; samples after now are NOT_FOUND.
+#   samples, else SUCCESS with the samples; samples after now are NOT_FOUND;
+# - video engines, GPM, MIG and topology by their documented protocols (docs/nvml.md, "The sim").
 source "$GSLICE_SRC/tests/integration/lib.sh"
 PTX="$GSLICE_SRC/tests/gpu/spin.ptx"
 MiB=$((1 << 20))
@@ -69,5 +70,23 @@ grep -Eq "^size rc=7 n=72 short rc=7 n=72 full rc=0 n=1 $long:[0-9]+ future rc=6
 grep -Eq "sm=$long:[0-9]+$" <<<"$("$TBIN/sim_nvml")" || fail "client: $("$TBIN/sim_nvml")"
 # Hidden pids: no process listed, no samples.
 expect_eq "hidden" "$(GSLICE_SIM_NVML_HIDE_PIDS=1 "$TBIN/sim_nvml" | grep -o 'procs=.*')" "procs=0 sm=none"
+# Video engines, GPM and MIG (docs/nvml.md, "The sim"): the spinning process's encoder and NvFBC
+# sessions, by the count protocols; the encoder 10% busy per session; GPM's SM utilization the
+# device's busy share (the kernel keeps it busy); MIG off.
+e=$("$TBIN/sim_nvml" engines)
+expect_eq "encoder sessions" "$(grep ^enc <<<"$e")" \
+  "enc count rc=0 n=1 full rc=0 n=1 pid=$long 1920x1080 fps=30 lat=2000 null rc=2 stats rc=0 n=1 fps=30 lat=2000"
+expect_eq "NvFBC sessions" "$(grep ^fbc <<<"$e")" \
+  "fbc count rc=0 n=1 full rc=0 n=1 pid=$long type=2 fps=60 lat=1000 stats rc=0 n=1 fps=60 lat=1000"
+expect_eq "engine utilization" "$(grep ^util <<<"$e")" \
+  "util enc=0:10:167000 dec=0:0 jpg=0:0 ofa=0:0 cap=0:90 badtype=2"
+grep -Eq "^gpm support bad=25 rc=0 supported=1 unfilled=2 mig=3 badversion=25 metrics rc=0 sm=0:(9[0-9]|100) pcie=3 reversed=2$" <<<"$e" ||
+  fail "GPM while $long runs: $(grep ^gpm <<<"$e")"
+expect_eq "MIG" "$(grep ^mig <<<"$e")" "mig mode=0:0:0 max=0:7 handle0=6 handle7=2 gis=3 gi=3"
+expect_eq "hidden: no sessions" "$(GSLICE_SIM_NVML_HIDE_PIDS=1 "$TBIN/sim_nvml" engines | grep -o '^enc count rc=0 n=0')" \
+  "enc count rc=0 n=0"
 kill -9 $long
-pass "NVML memory v1/v2 with a reservation, the process utilization protocol"
+# Topology of four GPUs: pairs on a PCIe switch, all on one host bridge.
+expect_eq "topology" "$(GSLICE_SIM_DEVICES=4 GSLICE_SIM_STATE="$T/four" "$TBIN/sim_nvml" topo)" \
+  "topo 01=10 02=30 single=1 host=3 short=1:1 set=4 badlevel=2 badcpu=2 p2p=0:0 badcaps=2 board=0"
+pass "NVML memory v1/v2 with a reservation, the process utilization protocol, video engines, GPM, MIG and topology"
