@@ -147,14 +147,18 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *ind
   return NVML_SUCCESS;
 }
 
+bool gs_nvml_hidden(nvmlDevice_t d) {
+  const struct gs_real *r = gs_real();
+  unsigned real;
+  return shown() == NVML_SUCCESS && V.filter &&
+         (!r->nvmlDeviceGetIndex || r->nvmlDeviceGetIndex(d, &real) != NVML_SUCCESS ||
+          shown_index(real) < 0);
+}
+
 /* A lookup's answer kept to the slice (UUID, serial, bus id): a GPU it does not see is
  * NVML_ERROR_NOT_FOUND, as NVML answers for a GPU that is not there. */
 static nvmlReturn_t kept(nvmlReturn_t rc, nvmlDevice_t d, nvmlDevice_t *device) {
-  const struct gs_real *r = gs_real();
-  unsigned real;
-  if (rc == NVML_SUCCESS && shown() == NVML_SUCCESS && V.filter &&
-      (!r->nvmlDeviceGetIndex || r->nvmlDeviceGetIndex(d, &real) != NVML_SUCCESS ||
-       shown_index(real) < 0))
+  if (rc == NVML_SUCCESS && gs_nvml_hidden(d))
     return NVML_ERROR_NOT_FOUND;
   if (rc == NVML_SUCCESS && device)
     *device = d;

@@ -66,9 +66,7 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTyp
   return NVML_SUCCESS;
 }
 
-/* The slice's processes on `device` whose pids NVML's lists are in (malloc'd, *ret_n): none
- * where NVML's pids are another namespace's (they cannot be told apart), NULL on no memory. */
-static struct gs_nvml_proc *slice_procs(nvmlDevice_t device, unsigned *ret_n) {
+struct gs_nvml_proc *gs_nvml_procs_named(nvmlDevice_t device, unsigned *ret_n) {
   struct gs_nvml_proc *procs = calloc(GS_NVML_MAX_PROCS, sizeof(*procs));
   *ret_n = 0;
   if (procs && gs_nvml_slice_procs(device, procs, GS_NVML_MAX_PROCS, ret_n) < 0)
@@ -96,7 +94,7 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned
     return NVML_ERROR_INVALID_ARGUMENT;
   unsigned room = need + 8, n = 0, kept = 0; /* room for processes that start between calls */
   unsigned *all = calloc(room, sizeof(*all));
-  struct gs_nvml_proc *procs = slice_procs(device, &n);
+  struct gs_nvml_proc *procs = gs_nvml_procs_named(device, &n);
   rc = all && procs ? NVML_SUCCESS : NVML_ERROR_MEMORY;
   if (rc == NVML_SUCCESS && n)
     rc = r->nvmlDeviceGetAccountingPids(device, &room, all);
@@ -129,7 +127,7 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigne
   if (rc != NVML_SUCCESS)
     return rc;
   unsigned n = 0;
-  struct gs_nvml_proc *procs = slice_procs(device, &n);
+  struct gs_nvml_proc *procs = gs_nvml_procs_named(device, &n);
   if (!procs)
     return NVML_ERROR_MEMORY;
   if (!gs_nvml_has_pid(procs, n, pid))

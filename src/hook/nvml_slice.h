@@ -28,6 +28,12 @@ int gs_nvml_slice_procs(nvmlDevice_t device, struct gs_nvml_proc *out, unsigned 
  * there is listed by NVML under its own pid, with about the memory the slice counts for it.
  * Inside a container NVML gives the host's pids (NVIDIA/nvidia-docker#1483) or none: false. */
 bool gs_nvml_pids_ours(nvmlDevice_t device, const struct gs_nvml_proc *procs, unsigned n);
+/* The slice's processes on `device` whose pids NVML's lists are in (malloc'd, *ret_n): none
+ * where NVML's pids are another namespace's (they cannot be told apart), NULL on no memory. */
+struct gs_nvml_proc *gs_nvml_procs_named(nvmlDevice_t device, unsigned *ret_n);
+/* Whether `d` is a GPU the slice does not see (nvml_devices.c: not among CUDA's devices for this
+ * process), or a handle NVML does not know. */
+bool gs_nvml_hidden(nvmlDevice_t d);
 /* procs[] holds pid. */
 bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid);
 /* gsliced's measured share of `device` for the slice (percent of the last second its kernels

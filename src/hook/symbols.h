@@ -106,7 +106,8 @@
   X(cuMemGetAddressRange_v2)
 
 /* NVML as nvidia-smi reads it (docs/nvml.md): memory, the device list, the process lists and
- * utilization answer for the slice; samples, accounting and field values too (nvml_more.c). */
+ * utilization answer for the slice; samples, accounting and field values too (nvml_more.c); video
+ * engines and GPM (nvml_engines.c), topology and MIG (nvml_topo.c). */
 #define GS_NVML_WRAPPED(X)                                                                         \
   X(nvmlDeviceGetMemoryInfo)                                                                       \
   X(nvmlDeviceGetMemoryInfo_v2)                                                                    \
@@ -135,7 +136,30 @@
   X(nvmlDeviceGetSamples)                                                                          \
   X(nvmlDeviceGetAccountingPids)                                                                   \
   X(nvmlDeviceGetAccountingStats)                                                                  \
-  X(nvmlDeviceGetFieldValues)
+  X(nvmlDeviceGetFieldValues)                                                                      \
+  X(nvmlDeviceGetEncoderSessions)                                                                  \
+  X(nvmlDeviceGetEncoderStats)                                                                     \
+  X(nvmlDeviceGetEncoderCapacity)                                                                  \
+  X(nvmlDeviceGetEncoderUtilization)                                                               \
+  X(nvmlDeviceGetDecoderUtilization)                                                               \
+  X(nvmlDeviceGetJpgUtilization)                                                                   \
+  X(nvmlDeviceGetOfaUtilization)                                                                   \
+  X(nvmlDeviceGetFBCSessions)                                                                      \
+  X(nvmlDeviceGetFBCStats)                                                                         \
+  X(nvmlGpmQueryDeviceSupport)                                                                     \
+  X(nvmlGpmSampleGet)                                                                              \
+  X(nvmlGpmMigSampleGet)                                                                           \
+  X(nvmlGpmMetricsGet)                                                                             \
+  X(nvmlDeviceGetTopologyCommonAncestor)                                                           \
+  X(nvmlDeviceGetTopologyNearestGpus)                                                              \
+  X(nvmlSystemGetTopologyGpuSet)                                                                   \
+  X(nvmlDeviceGetP2PStatus)                                                                        \
+  X(nvmlDeviceOnSameBoard)                                                                         \
+  X(nvmlDeviceGetMigMode)                                                                          \
+  X(nvmlDeviceGetMaxMigDeviceCount)                                                                \
+  X(nvmlDeviceGetMigDeviceHandleByIndex)                                                           \
+  X(nvmlDeviceGetGpuInstances)                                                                     \
+  X(nvmlDeviceGetGpuInstanceById)
 
 #define GS_NVML_CALLED(X)                                                                          \
   X(nvmlInit_v2)                                                                                   \

@@ -10,8 +10,13 @@
 #    encoder samples N/A (3); power samples pass through;
 #  - field values: NVLink throughput (the device's traffic) N/A per field, memory temperature
 #    and power pass through; BAR1 passes through;
+#  - encoder and NvFBC sessions (the sim gives each process with a context one of each) are the
+#    slice's own, their stats from them; none listed with a pid offset; the engines'
+#    utilization and the encoder's capacity N/A; GPM reported unsupported, its samples and
+#    metrics N/A (3), where NVML without the hook gives the device's;
 #  - with two GPUs and CUDA_VISIBLE_DEVICES=1, the other GPU is not found by serial or by bus
-#    id (v1), as by UUID.
+#    id (v1), as by UUID; the topology lists leave it out, and a handle of it (forged) is
+#    NVML_ERROR_INVALID_ARGUMENT (2) in every topology and MIG call.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 LEAKS="$TBIN/nvml_leaks"
@@ -85,6 +90,33 @@ check() {
   expect_eq "$s: memory temperature" "$(line "$f" field "id=82 ")" "field gpu=0 id=82 rc=0 val=45"
   expect_eq "$s: power" "$(line "$f" field "id=186 ")" "field gpu=0 id=186 rc=0 val=350000"
   expect_eq "$s: BAR1 total" "$(field <(line "$f" bar1) total)" "$(field <(line "$raw" bar1) total)"
+  # Video engines: the slice's sessions only; the device's load N/A.
+  local kind fps lat
+  for kind in enc fbc; do
+    echo "$(field <(line "$raw" $kind) pids)" | tr , '\n' | qgrep -x "$other" ||
+      fail "$s: NVML without the hook does not list $other's $kind session: $(line "$raw" $kind)"
+    expect_eq "$s: $kind sessions" "$(line "$f" $kind)" "$kind gpu=0 rc=0 count=1 pids=$own"
+    expect_eq "$s, pid offset: $kind sessions" "$(field <(line "$T/$s.off" $kind) count)" 0
+    [ $kind = enc ] && fps=30 lat=2000 || fps=60 lat=1000
+    expect_eq "$s: ${kind}stats" "$(line "$f" ${kind}stats)" \
+      "${kind}stats gpu=0 rc=0 n=1 fps=$fps lat=$lat"
+    expect_eq "$s: ${kind}stats without the hook" "$(field <(line "$raw" ${kind}stats) n)" 2
+  done
+  expect_eq "$s: encoder utilization without the hook" "$(line "$raw" engine name=enc)" \
+    "engine gpu=0 name=enc rc=0 util=20"
+  for kind in enc dec jpg ofa; do
+    expect_eq "$s: $kind utilization (N/A)" "$(line "$f" engine name=$kind)" \
+      "engine gpu=0 name=$kind rc=3 util=0"
+  done
+  expect_eq "$s: encoder capacity without the hook" "$(line "$raw" enccap)" "enccap gpu=0 rc=0 cap=80"
+  expect_eq "$s: encoder capacity (N/A)" "$(line "$f" enccap)" "enccap gpu=0 rc=3 cap=0"
+  # GPM: the device's counters without the hook; none inside the slice.
+  l=$(line "$raw" gpm)
+  expect_eq "$s: GPM without the hook" "$(echo "$l" | cut -d' ' -f3-7)" \
+    "rc=0 supported=1 sample=0 metrics=0 metric_rc=0"
+  echo "ok: $s: GPM SM occupancy without the hook $(field <(echo "$l") util)% (the device's)"
+  expect_eq "$s: GPM" "$(line "$f" gpm)" \
+    "gpm gpu=0 rc=0 supported=0 sample=3 metrics=3 metric_rc=3 util=0"
 }
 check a "$PA" "$PB"
 check b "$PB" "$PA"
@@ -104,4 +136,16 @@ for q in "serial $s0 6" "serial $s1 0" "bus1 $b0 6" "bus1 $b1 0"; do
     "$(CUDA_VISIBLE_DEVICES=1 LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice2" "$LEAKS" "$1" "$2")" \
     "$1 rc=$3"
 done
-pass "no call shows a slice another slice's pids, stats or traffic, the device's load, or a GPU not its own"
+# Topology and MIG, the slice given the second GPU: the lists leave the first out, and a handle
+# of it (forged from the handles' stride, as NVML's table is laid out) names no device.
+t=$("$LEAKS" topo)
+stride=$(echo "$t" | sed -n 's/.*stride=\([-0-9]*\).*/\1/p')
+expect_eq "two GPUs, without the hook: topology" "$t" "topo stride=$stride nearest=0:1 gpuset=0:2 self=0:0"
+expect_eq "two GPUs, without the hook: the first GPU's handle forged" \
+  "$("$LEAKS" topo "$stride" | tail -2)" "forged mig=0 max=0 mighandle=6 gis=3 gi=3
+forged index=0 ancestor=0 p2p=0 board=0 nearest=0"
+t=$(CUDA_VISIBLE_DEVICES=1 LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice2" "$LEAKS" topo "$stride")
+expect_eq "CUDA_VISIBLE_DEVICES=1: topology" "$t" "topo stride=0 nearest=0:0 gpuset=0:1 self=0:0
+forged mig=2 max=2 mighandle=2 gis=2 gi=2
+forged index=2 ancestor=2 p2p=2 board=2 nearest=2"
+pass "no call shows a slice another slice's pids, sessions, stats or traffic, the device's load or counters, or a GPU not its own"

@@ -7,11 +7,22 @@
  *   acct gpu=I rc=RC count=N pids=P,P,...     (nvmlDeviceGetAccountingPids, the count call first)
  *   field gpu=I id=ID rc=RC val=V            (nvmlDeviceGetFieldValues, each field's own rc)
  *   bar1 gpu=I rc=RC total=B used=B
+ *   enc|fbc gpu=I rc=RC count=N pids=P,...   (encoder / NvFBC sessions, the count call first)
+ *   encstats|fbcstats gpu=I rc=RC n=N fps=F lat=L
+ *   engine gpu=I name=enc|dec|jpg|ofa rc=RC util=U, enccap gpu=I rc=RC cap=C
+ *   gpm gpu=I rc=RC supported=S sample=RC metrics=RC util=V (two samples 200 ms apart)
  * `nvml_leaks ids`: "dev index=I serial=S bus=B" per GPU; `nvml_leaks serial S`, `bus1 B`:
- * "serial rc=RC", "bus1 rc=RC"; `nvml_leaks stats PID`: "stats gpu=I pid=P rc=RC mem=B". */
+ * "serial rc=RC", "bus1 rc=RC"; `nvml_leaks stats PID`: "stats gpu=I pid=P rc=RC mem=B".
+ * `nvml_leaks topo [STRIDE]`: the topology of GPU 0 as shown, "topo stride=S nearest=RC:N
+ * gpuset=RC:N self=RC:L" (S: bytes between the handles of GPUs 0 and 1, 0 with one GPU), then
+ * with STRIDE a handle forged STRIDE bytes below the last GPU's (as one guessing at NVML's table
+ * would):
+ * "forged mig=RC max=RC mighandle=RC gis=RC gi=RC" (MIG queries of it), then "forged index=RC
+ * ancestor=RC p2p=RC board=RC nearest=RC". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include "nvml_min.h"
@@ -59,6 +70,135 @@ static void fields(nvmlDevice_t d, unsigned i) {
                                                           : v[k].value.ullVal);
 }
 
+static void print_pids(const unsigned *pids, unsigned n) {
+  for (unsigned k = 0; k < n; k++)
+    printf("%s%u", k ? "," : "", pids[k]);
+  printf("\n");
+}
+
+static void encoder(nvmlDevice_t d, unsigned i) {
+  unsigned n = 0, pids[64], fps = 0, lat = 0, k;
+  nvmlReturn_t rc = nvmlDeviceGetEncoderSessions(d, &n, NULL);
+  nvmlEncoderSessionInfo_t *s = rc == NVML_SUCCESS && n ? calloc(n, sizeof(*s)) : NULL;
+  if (s)
+    rc = nvmlDeviceGetEncoderSessions(d, &n, s);
+  printf("enc gpu=%u rc=%d count=%u pids=", i, (int)rc, n);
+  for (k = 0; s && rc == NVML_SUCCESS && k < n && k < 64; k++)
+    pids[k] = s[k].pid;
+  print_pids(pids, s && rc == NVML_SUCCESS ? k : 0);
+  free(s);
+  rc = nvmlDeviceGetEncoderStats(d, &n, &fps, &lat);
+  printf("encstats gpu=%u rc=%d n=%u fps=%u lat=%u\n", i, (int)rc, n, fps, lat);
+  n = 0;
+  rc = nvmlDeviceGetFBCSessions(d, &n, NULL);
+  nvmlFBCSessionInfo_t *f = rc == NVML_SUCCESS && n ? calloc(n, sizeof(*f)) : NULL;
+  if (f)
+    rc = nvmlDeviceGetFBCSessions(d, &n, f);
+  printf("fbc gpu=%u rc=%d count=%u pids=", i, (int)rc, n);
+  for (k = 0; f && rc == NVML_SUCCESS && k < n && k < 64; k++)
+    pids[k] = f[k].pid;
+  print_pids(pids, f && rc == NVML_SUCCESS ? k : 0);
+  free(f);
+  nvmlFBCStats_t st = {0, 0, 0};
+  rc = nvmlDeviceGetFBCStats(d, &st);
+  printf("fbcstats gpu=%u rc=%d n=%u fps=%u lat=%u\n", i, (int)rc, st.sessionsCount, st.averageFPS,
+         st.averageLatency);
+}
+
+static void engines(nvmlDevice_t d, unsigned i) {
+  static const char *names[] = {"enc", "dec", "jpg", "ofa"};
+  for (unsigned k = 0; k < 4; k++) {
+    unsigned u = 0, period = 0;
+    nvmlReturn_t rc = k == 0   ? nvmlDeviceGetEncoderUtilization(d, &u, &period)
+                      : k == 1 ? nvmlDeviceGetDecoderUtilization(d, &u, &period)
+                      : k == 2 ? nvmlDeviceGetJpgUtilization(d, &u, &period)
+                               : nvmlDeviceGetOfaUtilization(d, &u, &period);
+    printf("engine gpu=%u name=%s rc=%d util=%u\n", i, names[k], (int)rc, u);
+  }
+  unsigned cap = 0;
+  nvmlReturn_t rc = nvmlDeviceGetEncoderCapacity(d, NVML_ENCODER_QUERY_H264, &cap);
+  printf("enccap gpu=%u rc=%d cap=%u\n", i, (int)rc, cap);
+}
+
+static void gpm(nvmlDevice_t d, unsigned i) {
+  nvmlGpmSupport_t sup = {.version = NVML_GPM_SUPPORT_VERSION};
+  nvmlGpmSample_t a = NULL, b = NULL;
+  nvmlReturn_t rc = nvmlGpmQueryDeviceSupport(d, &sup), sample = NVML_ERROR_UNKNOWN;
+  nvmlGpmMetricsGet_t *g = calloc(1, sizeof(*g));
+  if (!g || nvmlGpmSampleAlloc(&a) != NVML_SUCCESS || nvmlGpmSampleAlloc(&b) != NVML_SUCCESS) {
+    printf("gpm gpu=%u alloc failed\n", i);
+    exit(1);
+  }
+  sample = nvmlGpmSampleGet(d, a);
+  usleep(200000);
+  if (sample == NVML_SUCCESS)
+    sample = nvmlGpmSampleGet(d, b);
+  g->version = NVML_GPM_METRICS_GET_VERSION;
+  g->numMetrics = 1;
+  g->sample1 = a;
+  g->sample2 = b;
+  g->metrics[0].metricId = NVML_GPM_METRIC_SM_OCCUPANCY;
+  nvmlReturn_t mrc = nvmlGpmMetricsGet(g);
+  printf("gpm gpu=%u rc=%d supported=%u sample=%d metrics=%d metric_rc=%d util=%.0f\n", i, (int)rc,
+         sup.isSupportedDevice, (int)sample, (int)mrc, (int)g->metrics[0].nvmlReturn,
+         g->metrics[0].value);
+  nvmlGpmSampleFree(a);
+  nvmlGpmSampleFree(b);
+  free(g);
+}
+
+/* The list calls' documented protocol: the count first, then the handles. */
+static nvmlReturn_t listed(nvmlDevice_t d, int near, unsigned *ret_n) {
+  nvmlDevice_t all[64];
+  unsigned n = 0;
+  nvmlReturn_t rc = near ? nvmlDeviceGetTopologyNearestGpus(d, NVML_TOPOLOGY_SYSTEM, &n, NULL)
+                         : nvmlSystemGetTopologyGpuSet(0, &n, NULL);
+  if (rc == NVML_SUCCESS && n > 64)
+    n = 64;
+  if (rc == NVML_SUCCESS && n)
+    rc = near ? nvmlDeviceGetTopologyNearestGpus(d, NVML_TOPOLOGY_SYSTEM, &n, all)
+              : nvmlSystemGetTopologyGpuSet(0, &n, all);
+  *ret_n = rc == NVML_SUCCESS ? n : 0;
+  return rc;
+}
+
+static int topo(long stride) {
+  nvmlDevice_t d, d1;
+  unsigned count = 0, nn, ns, idx;
+  nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
+  if (nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS || count == 0 ||
+      nvmlDeviceGetHandleByIndex_v2(0, &d) != NVML_SUCCESS)
+    return 1;
+  long s = count > 1 && nvmlDeviceGetHandleByIndex_v2(1, &d1) == NVML_SUCCESS
+               ? (long)((char *)d1 - (char *)d)
+               : 0;
+  nvmlReturn_t rn = listed(d, 1, &nn), rs = listed(d, 0, &ns);
+  nvmlReturn_t ra = nvmlDeviceGetTopologyCommonAncestor(d, d, &level);
+  printf("topo stride=%ld nearest=%d:%u gpuset=%d:%u self=%d:%d\n", s, (int)rn, nn, (int)rs, ns,
+         (int)ra, (int)level);
+  if (!stride)
+    return 0;
+  if (nvmlDeviceGetHandleByIndex_v2(count - 1, &d) != NVML_SUCCESS)
+    return 1;
+  nvmlDevice_t f = (nvmlDevice_t)((char *)d - stride);
+  nvmlGpuP2PStatus_t st;
+  int board;
+  unsigned n = 0;
+  unsigned cur, pend, max;
+  nvmlGpuInstance_t gis[8];
+  printf("forged mig=%d max=%d mighandle=%d gis=%d gi=%d\n",
+         (int)nvmlDeviceGetMigMode(f, &cur, &pend), (int)nvmlDeviceGetMaxMigDeviceCount(f, &max),
+         (int)nvmlDeviceGetMigDeviceHandleByIndex(f, 0, &d1),
+         (int)nvmlDeviceGetGpuInstances(f, 0, gis, &n),
+         (int)nvmlDeviceGetGpuInstanceById(f, 1, gis));
+  printf("forged index=%d ancestor=%d p2p=%d board=%d nearest=%d\n",
+         (int)nvmlDeviceGetIndex(f, &idx), (int)nvmlDeviceGetTopologyCommonAncestor(d, f, &level),
+         (int)nvmlDeviceGetP2PStatus(f, d, NVML_P2P_CAPS_INDEX_READ, &st),
+         (int)nvmlDeviceOnSameBoard(d, f, &board),
+         (int)nvmlDeviceGetTopologyNearestGpus(f, NVML_TOPOLOGY_SYSTEM, &n, NULL));
+  return 0;
+}
+
 static int each_device(unsigned long stats_pid) {
   unsigned count = 0;
   if (nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS)
@@ -88,6 +228,9 @@ static int each_device(unsigned long stats_pid) {
     memset(&b, 0, sizeof(b));
     rc = nvmlDeviceGetBAR1MemoryInfo(d, &b);
     printf("bar1 gpu=%u rc=%d total=%llu used=%llu\n", i, (int)rc, b.bar1Total, b.bar1Used);
+    encoder(d, i);
+    engines(d, i);
+    gpm(d, i);
   }
   return 0;
 }
@@ -124,10 +267,13 @@ int main(int argc, char **argv) {
     rc = each_device(strtoul(argv[2], NULL, 10));
   else if (argc == 2 && strcmp(argv[1], "ids") == 0)
     rc = ids();
+  else if ((argc == 2 || argc == 3) && strcmp(argv[1], "topo") == 0)
+    rc = topo(argc == 3 ? strtol(argv[2], NULL, 10) : 0);
   else if (argc == 1)
     rc = each_device(0);
   else {
-    fprintf(stderr, "usage: nvml_leaks [ids | serial S | bus1 BUSID | stats PID]\n");
+    fprintf(stderr,
+            "usage: nvml_leaks [ids | serial S | bus1 BUSID | stats PID | topo [STRIDE]]\n");
     rc = 2;
   }
   nvmlShutdown();
