@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The DRA Prepare bench's driver (bench/dra_prepare.sh sets up gsliced, gslice-node --mode
 dra and the stand-ins): NodePrepareResources latency for a batch of 1 claim and of 32 claims
-(each claim one share: memory 128Mi, compute 2), Unprepare after each, as the kubelet stand-in
-times the gRPC call; and the time from the kubelet's first Prepare call of a pod to the slice
-enforced: a container started with the claim's CDI edits (a claim of 512Mi) sees its memory cap
-in cuMemGetInfo (hook_client "info"), stamped by the container itself."""
+(each claim one share: memory 768Mi, the least a claim is given: one CUDA context, compute 2),
+Unprepare after each, as the kubelet stand-in times the gRPC call; and the time from the
+kubelet's first Prepare call of a pod to the slice enforced: a container started with the
+claim's CDI edits (a claim of 768Mi) sees its memory cap in cuMemGetInfo (hook_client "info"),
+stamped by the container itself."""
 
 import argparse
 import json
@@ -17,7 +18,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "k8s"))
 import dra_alloc as A  # noqa: E402
 
-CAP = 512 * 2**20  # a claim of the enforced runs: room for the context (256 MiB on the sim)
+CAP = 768 * 2**20  # a claim of the enforced runs: the floor, one CUDA context (DRA_CONTEXT_FLOOR)
 
 
 def kl(base, method, path, body=None):
@@ -30,7 +31,7 @@ def kl(base, method, path, body=None):
         return json.load(e)
 
 
-def claims(api, prefix, n, pod, memory="128Mi"):
+def claims(api, prefix, n, pod, memory="768Mi"):
     out = []
     for i in range(n):
         name = "%s-%d" % (prefix, i)
@@ -67,7 +68,7 @@ def enforced(api, base, tbin, log_dir, runs):
     took = []
     for i in range(runs):
         name = "enf-%d" % i
-        c = claims(api, name, 1, name, "512Mi")[0]
+        c = claims(api, name, 1, name, "768Mi")[0]
         cmd = ["sh", "-c", '"$0" --lookup link --path alloc --script info; date +%s.%N',
                os.path.join(tbin, "hook_client_linked")]
         t0 = time.time()
@@ -86,7 +87,7 @@ def enforced(api, base, tbin, log_dir, runs):
         info = [x for x in lines if x.startswith("info ")]
         total = int(info[0].split("total=")[1].split()[0]) if info else -1
         if not info or "err=0" not in info[0] or abs(total - CAP) > 2**20:
-            sys.exit("%s: the container did not see its 512Mi cap: %s" % (name, lines))
+            sys.exit("%s: the container did not see its 768Mi cap: %s" % (name, lines))
         took.append(float(lines[-1]) - t0)
         kl(base, "DELETE", "/pods/default/" + name)
     return took

@@ -8,7 +8,8 @@
 : "${GSLICE_BUILD:?set GSLICE_BUILD (make bench does)}"
 export GSLICE_SRC=${GSLICE_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
 (
-  export GSLICE_SIM_DEVICES=4 GSLICE_SIM_MEMORY=8GiB
+  # 16 GiB GPUs: the 1 + 32 + DRA_BENCH_RUNS_ENFORCED claims of 768Mi stay allocated.
+  export GSLICE_SIM_DEVICES=4 GSLICE_SIM_MEMORY=16GiB
   source "$GSLICE_SRC/tests/k8s/lib.sh"
   source "$GSLICE_SRC/tests/k8s/lib_dra.sh"
   dra_up

@@ -112,6 +112,63 @@ class Rounding(unittest.TestCase):
         self.assertEqual(A.consumed_amount({"value": "8Gi"}, q("3Gi")), 3 * GiB)
 
 
+# The memory policy gslice-node publishes (dra_api.c): from one CUDA context (768Mi) in 2 MiB
+# steps to the GPU's memory. CapacityRequestPolicyRange's reference: "If the requested amount is
+# less than Min, it is rounded up to the Min value"; "rounded up to the next value equal to Min +
+# (n * Step)"; "If the requested or rounded amount exceeds Max (if set), the request does not
+# satisfy the policy, and the device cannot be allocated"; no entry: Default.
+FLOOR = q("768Mi")
+NODE_MEM = {"default": "80Gi", "validRange": {"min": "768Mi", "max": "80Gi", "step": "2Mi"}}
+
+
+class ContextFloor(unittest.TestCase):
+    def test_below_the_floor_is_the_floor(self):
+        c = {"value": "81921Mi", "requestPolicy": NODE_MEM}
+        for asked in ("0", "1", "2Mi", "256Mi", "767Mi", "768Mi"):
+            self.assertEqual(A.consumed_amount(c, q(asked)), FLOOR, asked)
+        self.assertEqual(A.consumed_amount(c, q("769Mi")), q("770Mi"))
+        self.assertEqual(A.consumed_amount(c, q("1001Mi")), q("1002Mi"))
+        self.assertEqual(A.consumed_amount(c, q("80Gi")), q("80Gi"))
+        self.assertIsNone(A.consumed_amount(c, q("80Gi") + 1))
+        self.assertEqual(A.consumed_amount(c, None), q("80Gi"))
+
+    def test_allocation_never_below_the_floor(self):
+        s = [rslice([gpu("gpu-0", mem="81921Mi", mem_policy=NODE_MEM,
+                         compute_policy=COMPUTE_RANGE)])]
+        a = A.allocate(claim([cap("2Mi", "5")]), s, CLASS, [], "node-a")
+        self.assertEqual(a["devices"]["results"][0]["consumedCapacity"]["memory"], "768Mi")
+        # A GPU of 1 GiB holds one floor-sized share of 2Mi requests, not 512 of them.
+        s = [rslice([gpu("gpu-0", mem="1Gi", mem_policy={
+            "default": "1Gi", "validRange": {"min": "768Mi", "max": "1Gi", "step": "2Mi"}},
+            compute_policy=COMPUTE_RANGE)])]
+        first = claim([cap("2Mi", "5")], name="a")
+        first["status"] = {"allocation": A.allocate(first, s, CLASS, [], "node-a")}
+        with self.assertRaises(A.Unschedulable):
+            A.allocate(claim([cap("2Mi", "5")], name="b"), s, CLASS, [first], "node-a")
+
+    def test_the_api_server_checks_the_range_against_the_value(self):
+        def bad(pol, value, field):
+            d = gpu("gpu-0", mem=value, mem_policy=pol)
+            with self.assertRaises(res.Invalid) as e:
+                res.validate("ResourceSlice", rslice([d]), None)
+            self.assertEqual(e.exception.args[0],
+                             "spec.devices[0].capacity[memory].requestPolicy" + field)
+        # "Min ... less than or equal to the capacity value"; "Min + Step must be less than or
+        # equal to the capacity value"; "requestPolicy.default must be more than or equal to
+        # the minimum"; "Max (if set) and requestPolicy.default must be a multiple of Step".
+        bad({"default": "512Mi", "validRange": {"min": "768Mi", "step": "2Mi"}}, "512Mi",
+            ".validRange.min")
+        bad({"default": "768Mi", "validRange": {"min": "768Mi", "step": "2Mi"}}, "768Mi",
+            ".validRange.step")
+        bad({"default": "512Mi", "validRange": {"min": "768Mi", "step": "2Mi"}}, "8Gi",
+            ".default")
+        bad({"default": "769Mi", "validRange": {"min": "768Mi", "step": "2Mi"}}, "8Gi",
+            ".default")
+        res.validate("ResourceSlice", rslice([gpu("gpu-0", mem="770Mi", mem_policy={
+            "default": "770Mi", "validRange": {"min": "768Mi", "max": "770Mi", "step": "2Mi"}})]),
+            None)
+
+
 class Allocate(unittest.TestCase):
     def one(self, c, slices, claims=()):
         return A.allocate(c, slices, CLASS, list(claims), "node-a")

@@ -6,8 +6,11 @@
 # hard 60 and hard 30 share gpu-0, a claim of 40 goes to gpu-1) and prepared by the kubelet
 # stand-in; each claim one gsliced slice with its consumed capacity and computeLimit; hard 60
 # and hard 30 held to their shares; a 1 GiB claim held to 1 GiB (its allocations past it fail);
-# two pods of one claim prepared once and held to one budget of compute and memory; unprepare
-# after the last pod removes the slice and the CDI spec.
+# two pods of one claim prepared once and held to one budget of compute and memory; a claim
+# asking less memory than one CUDA context (512Mi) allocated the context floor (768Mi) and its
+# container making its context and filling it; unprepare after the last pod removes the slice and
+# the CDI spec; a claim whose status gives less than the floor (written by hand) refused at
+# Prepare, saying so, the other claim of its batch prepared.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_dra.sh"
 source "$GSLICE_SRC/tests/integration/lib_starve.sh"
@@ -54,7 +57,9 @@ dra_pod s1 shared "$(run s1 hold)" >/dev/null
 dra_pod s2 shared "$(run s2 after "$T/default_s1_main.log")" >/dev/null
 expect_eq "Prepare calls for 4 pods of 3 claims" "$(($(prepares) - n0))" 3
 expect_eq "specs in the CDI dir" "$(specs)" 3
-expect_eq "gsliced's slices" "$(gs_slices)" "[(30, 30, [0], [$((GiB / 2))]), (40, 40, [1], [$GiB]), (60, 60, [0], [$GiB])]"
+# hard30 asked 512Mi, less than one CUDA context: the ResourceSlice's validRange min rounded it
+# up to 768Mi.
+expect_eq "gsliced's slices" "$(gs_slices)" "[(30, 30, [0], [$((GiB * 3 / 4))]), (40, 40, [1], [$GiB]), (60, 60, [0], [$GiB])]"
 pass "3 claims prepared once each (the second pod of 'shared' joined it), one slice each"
 
 done_all() {
@@ -73,7 +78,7 @@ s12=$(($(share default_s1_main s1) + $(share default_s2_main s2)))
 STARVE_NO_DAEMON=1 share_ceiling_floor "s1 + s2 (one claim, hard 40%)" "$s12" 33 45 "$T/s.line"
 pass "hard 60 and hard 30 held to their shares; two pods of one claim to one share"
 
-for f in "a 16" "b 8"; do
+for f in "a 16" "b 12"; do
   set -- $f
   n=$(filled "default_$1_main")
   [ -n "$n" ] && [ "$n" -le "$2" ] && [ "$n" -ge $(($2 - 6)) ] || fail "$1 filled $n x 64 MiB, its claim is $2 x 64 MiB"
@@ -85,7 +90,7 @@ grep -q "^alloc n=6 " "$T/default_s1_main.log" || fail "s1 could not take 6 x 64
 na=$(filled default_a_main) n2=$(filled default_s2_main)
 [ -n "$n2" ] && [ "$n2" -le $((na - 6)) ] || fail "s2 filled $n2 x 64 MiB while s1 held 6 of one 1 GiB claim (alone: $na)"
 echo "ok: s1 holds 6 x 64 MiB, s2 then got $n2 (a lone pod: $na): one 1 GiB budget"
-pass "a 1 GiB claim held to 1 GiB; two pods of one claim share its memory"
+pass "a 1 GiB claim held to 1 GiB, a 512Mi one to the 768Mi floor; two pods of one claim share its memory"
 
 # Unprepare: only after the last pod of a claim; its slice and its spec go.
 for p in a b; do kl DELETE /pods/default/$p >/dev/null; done
@@ -116,3 +121,37 @@ expect_eq "slices after the mixed batch" "$(nslices)" 1
 kl POST /unprepare '{"driver":"gslice.io","claims":[{"namespace":"default","name":"good","uid":"'"$good"'"}]}' >/dev/null
 until_secs 10 zero
 pass "a batch answers each claim: a replaced claim's error, the other prepared"
+
+# The second line: an allocation of less memory than one CUDA context (its status written by
+# hand, as a slice published without the floor would have it allocated) is refused at Prepare,
+# naming what it was given, the floor and what to do; the other claim of its batch is prepared.
+dra_claim byhand 2Mi 10
+"$PY" - "$API" "$K8S" <<'PYEOF'
+import sys, uuid
+sys.path.insert(0, sys.argv[2])
+import dra_alloc as A
+api = A.Api(sys.argv[1])
+p = A.claim_path("default", "byhand")
+c = api.get(p)
+c["status"] = {"allocation": {"devices": {"results": [{
+    "request": "gpu", "driver": "gslice.io", "pool": "node-a", "device": "gpu-1",
+    "shareID": str(uuid.uuid4()),
+    "consumedCapacity": {"memory": "2Mi", "compute": "10", "shares": "1"}}]},
+    "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}]}}}
+code, out = api.call("PUT", p + "/status", c)
+assert code == 200, out
+PYEOF
+bh=$(claim_uid byhand)
+ans=$(kl POST /prepare '{"driver":"gslice.io","claims":[{"namespace":"default","name":"good","uid":"'"$good"'"},{"namespace":"default","name":"byhand","uid":"'"$bh"'"}]}')
+expect_eq "good's answer beside byhand" "$(jget "$ans" "(d['claims']['$good']['error'], len(d['claims']['$good']['devices']))")" "(None, 1)"
+err=$(jget "$ans" "d['claims']['$bh']['error']")
+echo "byhand's error: $err"
+for w in 'default/byhand' 'request "gpu"' '2097152 bytes' 'gpu-1' '768 MiB one CUDA context' 'at least 768Mi'; do
+  case $err in *"$w"*) ;; *) fail "byhand's error does not say '$w': $err" ;; esac
+done
+expect_eq "slices after byhand's batch" "$(nslices)" 1
+expect_eq "specs after byhand's batch" "$(specs)" 1
+kl POST /unprepare '{"driver":"gslice.io","claims":[{"namespace":"default","name":"good","uid":"'"$good"'"},{"namespace":"default","name":"byhand","uid":"'"$bh"'"}]}' >/dev/null
+until_secs 10 zero
+pass "an allocation under one CUDA context refused at Prepare, saying why; the other claim prepared"

@@ -49,7 +49,7 @@ expect_eq "generation" "$(gen)" 1
 D='d["spec"]["devices"][1]'
 expect_eq "attributes" "$(jget "$SLICE" "sorted($D['attributes'].items())")" "[('index', {'int': 1}), ('uuid', {'string': 'GPU-bbbb-1111'})]"
 expect_eq "multi" "$(jget "$SLICE" "$D['allowMultipleAllocations']")" True
-expect_eq "memory" "$(jget "$SLICE" "$D['capacity']['memory']")" "{'value': '81921Mi', 'requestPolicy': {'default': '80Gi', 'validRange': {'min': '2Mi', 'max': '80Gi', 'step': '2Mi'}}}"
+expect_eq "memory" "$(jget "$SLICE" "$D['capacity']['memory']")" "{'value': '81921Mi', 'requestPolicy': {'default': '80Gi', 'validRange': {'min': '768Mi', 'max': '80Gi', 'step': '2Mi'}}}"
 expect_eq "compute" "$(jget "$SLICE" "$D['capacity']['compute']")" "{'value': '100', 'requestPolicy': {'default': '100', 'validRange': {'min': '1', 'max': '100', 'step': '1'}}}"
 expect_eq "shares" "$(jget "$SLICE" "$D['capacity']['shares']")" "{'value': '16', 'requestPolicy': {'default': '1', 'validValues': ['1']}}"
 expect_eq "this node's slices" "$(jget "$(api GET "$R?fieldSelector=spec.nodeName%3Dnode-a")" "sorted(x['metadata']['name'] for x in d['items'])")" "['node-a-gslice.io', 'other-node-a']"
@@ -139,7 +139,12 @@ out=$("$C" claim "$KUBECONFIG_FILE" node-a team-a c1 "$u4")
 echo "$out" | qgrep "^claim -116 .*has uid $u1, not $u4" || fail "c1 with c4's uid: $out"
 out=$("$C" claim "$KUBECONFIG_FILE" node-a team-a nope "$u4")
 echo "$out" | qgrep "^claim -2 " || fail "a missing claim: $out"
-pass "claims allocated on the published slice read back: rounding, defaults, a full GPU not given twice; a limit below the request, a raise and a replaced uid refused"
+# Less memory than one CUDA context (the request policy's min, 768Mi): rounded up to it.
+u5=$(mkclaim c5 '{"memory":"2Mi","compute":"5"}' '[]')
+allocate c5 >/dev/null
+out=$("$C" claim "$KUBECONFIG_FILE" node-a team-a c5 "$u5")
+expect_eq "c5's share (asked 2Mi)" "$(echo "$out" | sed -n 2p | cut -d' ' -f1-6)" "share gpu gpu-0 0 805306368 5"
+pass "claims allocated on the published slice read back: rounding (a request under one CUDA context to it), defaults, a full GPU not given twice; a limit below the request, a raise and a replaced uid refused"
 
 # A clean stop: every gslice.io slice of this node deleted, the other driver's kept (made
 # again: the wipe above took it too, as the kubelet's takes every driver's).

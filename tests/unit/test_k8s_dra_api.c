@@ -34,15 +34,19 @@ static json_t *at(const json_t *o, const char *path) {
 }
 
 static void test_slice_shape(void) {
-  struct dra_gpu g[3] = {
+  struct dra_gpu g[5] = {
       {.index = 0,
        .uuid = "GPU-aaaa",
        .product = "NVIDIA H200",
        .memory = (80ull << 30) + (1u << 20)},
       {.index = 3, .uuid = "GPU-bbbb", .product = "", .memory = 16ull << 30},
-      {.index = 5, .uuid = "GPU-tiny", .product = "x", .memory = 3u << 20}, /* under 4 MiB: out */
+      {.index = 5, .uuid = "GPU-tiny", .product = "x", .memory = 3u << 20}, /* no context: out */
+      /* A context and not one step more: out (a validRange needs min + step within the value);
+       * one step more: offered, its range min = max = default. */
+      {.index = 6, .uuid = "GPU-ctx", .product = "x", .memory = DRA_CONTEXT_FLOOR},
+      {.index = 7, .uuid = "GPU-ctx2", .product = "x", .memory = DRA_CONTEXT_FLOOR + (2u << 20)},
   };
-  json_t *s = dra_slice_build("node-a", g, 3, 7, 16);
+  json_t *s = dra_slice_build("node-a", g, 5, 7, 16);
   CHECK(s != NULL);
   CHECK_STR(str_at(s, "apiVersion"), "resource.k8s.io/v1");
   CHECK_STR(str_at(s, "kind"), "ResourceSlice");
@@ -52,16 +56,20 @@ static void test_slice_shape(void) {
   CHECK_STR(str_at(s, "spec.pool.name"), "node-a");
   CHECK_EQ_INT(json_integer_value(at(s, "spec.pool.generation")), 7);
   CHECK_EQ_INT(json_integer_value(at(s, "spec.pool.resourceSliceCount")), 1);
-  CHECK_EQ_INT(json_array_size(at(s, "spec.devices")), 2);
+  CHECK_EQ_INT(json_array_size(at(s, "spec.devices")), 3);
+  CHECK_STR(str_at(s, "spec.devices.2.name"), "gpu-7");
+  CHECK_STR(str_at(s, "spec.devices.2.capacity.memory.requestPolicy.validRange.min"), "768Mi");
+  CHECK_STR(str_at(s, "spec.devices.2.capacity.memory.requestPolicy.validRange.max"), "770Mi");
   CHECK_STR(str_at(s, "spec.devices.0.name"), "gpu-0");
   CHECK_STR(str_at(s, "spec.devices.0.attributes.uuid.string"), "GPU-aaaa");
   CHECK_EQ_INT(json_integer_value(at(s, "spec.devices.0.attributes.index.int")), 0);
   CHECK_STR(str_at(s, "spec.devices.0.attributes.productName.string"), "NVIDIA H200");
   CHECK(json_is_true(at(s, "spec.devices.0.allowMultipleAllocations")));
-  /* memory: the value as it is, the policy in 2 MiB steps up to the value rounded down */
+  /* memory: the value as it is, the policy in 2 MiB steps from one CUDA context (768Mi: a
+   * smaller request is rounded up to it) up to the value rounded down */
   CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.value"), "81921Mi");
   CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.default"), "80Gi");
-  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.min"), "2Mi");
+  CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.min"), "768Mi");
   CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.step"), "2Mi");
   CHECK_STR(str_at(s, "spec.devices.0.capacity.memory.requestPolicy.validRange.max"), "80Gi");
   CHECK_STR(str_at(s, "spec.devices.0.capacity.compute.value"), "100");
@@ -106,7 +114,7 @@ static void test_slice_same(void) {
   json_t *have = json_deep_copy(want);
   json_t *mem = at(have, "spec.devices.0.capacity.memory");
   json_object_set_new(mem, "value", json_string("1073741824"));
-  json_object_set_new(at(mem, "requestPolicy.validRange"), "min", json_string("2048Ki"));
+  json_object_set_new(at(mem, "requestPolicy.validRange"), "min", json_string("786432Ki"));
   json_object_set_new(at(have, "spec.pool"), "generation", json_integer(9));
   json_object_set_new(at(have, "metadata"), "resourceVersion", json_string("77"));
   json_object_set_new(at(have, "spec"), "perDeviceNodeSelection", json_false());

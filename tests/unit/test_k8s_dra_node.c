@@ -204,6 +204,38 @@ static void test_forged_status(void) {
   CHECK(strstr(err, "gpu-7") != NULL);
 }
 
+/* A slice without room for one CUDA context on a GPU (the ResourceSlice's validRange min rounds
+ * such requests up; this is a status from a slice published without it, or written by hand):
+ * refused, saying what was given, the floor and what to do. Two shares summing past the floor on
+ * one GPU make one slice that has the room. */
+static void test_context_floor(void) {
+  static struct dra_claim c;
+  static struct dra_rec r;
+  char err[768] = "";
+
+  claim(&c, "u-c1");
+  share(&c, "gpu", 1, 2ull << 20, 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "team-a/train-gpu") && strstr(err, "\"gpu\"") && strstr(err, "gpu-1"));
+  CHECK(strstr(err, "2097152 bytes") && strstr(err, "768 MiB") && strstr(err, "CUDA context"));
+  CHECK(strstr(err, "at least 768Mi") != NULL);
+  /* Just under, on the second GPU of a claim whose first is fine. */
+  claim(&c, "u-c2");
+  share(&c, "a", 0, 1ull << 30, 10, 0);
+  share(&c, "b", 1, DRA_CONTEXT_FLOOR - (2u << 20), 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "\"b\"") && strstr(err, "gpu-1") && strstr(err, "766 MiB"));
+  /* Exactly the floor; and two shares below it on one GPU whose sum is the floor. */
+  claim(&c, "u-c3");
+  share(&c, "a", 0, DRA_CONTEXT_FLOOR, 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), 0);
+  claim(&c, "u-c4");
+  share(&c, "a", 0, DRA_CONTEXT_FLOOR / 2, 10, 0);
+  share(&c, "b", 0, DRA_CONTEXT_FLOOR / 2, 10, 0);
+  CHECK_EQ_INT(dra_rec_from_claim(&c, gpus, 2, &r, err, sizeof(err)), 0);
+  CHECK_STR(r.gpus, "0:20:805306368");
+}
+
 static void fill(struct dra_rec *r) {
   static struct dra_claim c;
   char err[256];
@@ -428,6 +460,7 @@ int main(void) {
   test_from_claim();
   test_limit_ceiling();
   test_forged_status();
+  test_context_floor();
   test_record();
   test_ids();
   test_prepare_batch();

@@ -6,11 +6,14 @@
  * kube-scheduler's allocator (KEP-5075: a request is rounded up to the policy, and every
  * share consumes every capacity, its default where the request names none) never hands out a
  * share gslice would have to refuse or could not enforce exactly:
- * - memory (bytes): validRange min 2Mi, step 2Mi, max and default the GPU's memory rounded down
- *   to 2Mi. The hook reserves stream-ordered pools in 2 MiB granules (GS_POOL_GRANULE), so a
- *   cap that is not a multiple of 2 MiB is not what the hook can hold to the byte; a claim of
- *   1Gi gets exactly 1Gi. A request that names no memory gets the whole GPU's memory: what a
- *   request does not ask to share, it gets whole, as a plain request for the device would.
+ * - memory (bytes): validRange min DRA_CONTEXT_FLOOR (768Mi: one CUDA context, which the hook
+ *   counts against the cap; the documented rule rounds a request below min up to min, so no
+ *   allocation leaves a slice in which cuCtxCreate cannot succeed), step 2Mi, max and default the
+ *   GPU's memory rounded down to 2Mi. The hook reserves stream-ordered pools in 2 MiB granules
+ *   (GS_POOL_GRANULE), so a cap that is not a multiple of 2 MiB is not what the hook can hold to
+ *   the byte; a claim of 1Gi gets exactly 1Gi. A request that names no memory gets the whole
+ *   GPU's memory: what a request does not ask to share, it gets whole, as a plain request for
+ *   the device would.
  * - compute (percent of one GPU, 100 the whole): validRange 1..100 step 1, default 100. gsliced
  *   takes requests in whole percent (gs_slice_spec), and the sum of a GPU's requests is at most
  *   its 100, which the capacity's value bounds. No compute named: the whole GPU's compute.
@@ -79,7 +82,7 @@ static json_t *device(const struct dra_gpu *g, uint32_t shares) {
     json_object_set_new(attrs, "productName", json_pack("{s:s}", "string", g->product));
   json_t *caps = json_pack(
       "{s:o, s:o, s:{s:o, s:{s:o, s:[o]}}}", "memory",
-      capacity_range(qty_bytes, g->memory, mem, DRA_MEMORY_STEP, mem, DRA_MEMORY_STEP), "compute",
+      capacity_range(qty_bytes, g->memory, mem, DRA_CONTEXT_FLOOR, mem, DRA_MEMORY_STEP), "compute",
       capacity_range(qty, GS_PERCENT_MAX, GS_PERCENT_MAX, 1, GS_PERCENT_MAX, 1), "shares", "value",
       qty(shares), "requestPolicy", "default", qty(1), "validValues", qty(1));
   return json_pack("{s:s, s:o, s:o, s:b}", "name", name, "attributes", attrs, "capacity", caps,
@@ -111,8 +114,9 @@ json_t *dra_slice_build(const char *node, const struct dra_gpu *gpus, size_t ngp
   if (dra_slice_name(node, name, sizeof(name), why, sizeof(why)) < 0)
     snprintf(name, sizeof(name), "%s", node); /* the API server says what is wrong with it */
   for (size_t i = 0; devs && i < ngpus; i++) {
-    /* A validRange needs min + step within the value: a GPU under 4 MiB is no GPU to share. */
-    if (gpus[i].memory < 2 * DRA_MEMORY_STEP)
+    /* A validRange needs min + step within the value: a GPU without room for one context and
+     * a step more is no GPU to share. */
+    if (gpus[i].memory < DRA_CONTEXT_FLOOR + DRA_MEMORY_STEP)
       continue;
     json_t *d = device(&gpus[i], shares ? shares : 1);
     if (!d || json_array_append_new(devs, d)) {

@@ -21,6 +21,16 @@
 #define DRA_UID_MAX 64
 /* Memory is handed out in multiples of this (the hook reserves in 2 MiB granules). */
 #define DRA_MEMORY_STEP (2ull << 20)
+/* The least memory a claim's slice may have on a GPU: what one CUDA context takes there (the
+ * hook counts each context's measured cost against the slice's cap: docs/memory.md, 518 MiB by
+ * NVML and 527 MiB of the device's free memory on an H200 with driver 580), with room for what
+ * the driver adds once it runs (modules, the first launch's local memory). Below it cuInit and
+ * cuCtxCreate fail inside the slice and its containers crash-loop saying nothing clear. The
+ * ResourceSlice's memory validRange starts here (the allocator rounds a smaller request up to
+ * it), and a claim allocated less anyway (a slice published without it, a status written by
+ * hand) is refused at Prepare. A multiple of DRA_MEMORY_STEP. */
+#define DRA_CONTEXT_FLOOR (768ull << 20)
+_Static_assert(DRA_CONTEXT_FLOOR % DRA_MEMORY_STEP == 0, "the floor is a step of the range");
 
 /* The SliceConfig of one share, opaque config of driver gslice.io: the class's first, then the
  * claim's, which may only lower what the class sets. */

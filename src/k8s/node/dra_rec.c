@@ -206,6 +206,30 @@ static int share_cfg_same(const struct dra_claim *c, size_t i, struct sums *s, c
   return 0;
 }
 
+/* Every GPU of the slice has room for a CUDA context (DRA_CONTEXT_FLOOR): the ResourceSlice's
+ * validRange rounds a smaller request up to it, so a share below it comes from a slice published
+ * without it (an older gslice-node's, an API server that kept no request policy) or a status
+ * written by hand, and would make a slice its containers cannot start CUDA in. */
+static int floor_check(const struct dra_claim *c, const struct sums *s, char *err, size_t err_len) {
+  for (size_t i = 0; i < c->nshares; i++) {
+    const struct dra_share *sh = &c->shares[i];
+    uint64_t got = s->mem[sh->gpu_index];
+    if (got >= DRA_CONTEXT_FLOOR)
+      continue;
+    snprintf(err, err_len,
+             "claim %s/%s: request \"%s\" leaves its slice %" PRIu64 " bytes (%" PRIu64
+             " MiB) of memory on %s, less than the %llu MiB one CUDA context takes there: its "
+             "containers could not start CUDA. Ask for memory of at least %lluMi (this node's "
+             "ResourceSlice rounds a smaller request up to that; an allocation below it comes from "
+             "a slice published without that minimum, or a status written by hand): delete the "
+             "claim and make it again",
+             c->ns, c->name, sh->request, got, got >> 20, sh->device, DRA_CONTEXT_FLOOR >> 20,
+             DRA_CONTEXT_FLOOR >> 20);
+    return -EINVAL;
+  }
+  return 0;
+}
+
 /* The shares' per-GPU sums, and the claim's one limit, priority and weight. The limit is raised
  * to the compute that shares stacked on one GPU request together (gsliced takes no limit below a
  * request), which their limits allow there (each is at least its request), but the raised limit
@@ -219,6 +243,8 @@ static int shares_sum(const struct dra_claim *c, const struct node_gpu *gpus, ui
     if ((e = share_add(c, &c->shares[i], gpus, ngpus, s, err, err_len)) < 0 ||
         (e = share_cfg_same(c, i, s, err, err_len)) < 0)
       return e;
+  if ((e = floor_check(c, s, err, err_len)) < 0)
+    return e;
   for (uint32_t g = 0; g < GS_MAX_GPUS; g++)
     if (s->req[g] > s->req[top])
       top = g;
