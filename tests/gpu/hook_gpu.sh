@@ -6,7 +6,7 @@
 # prints a PASS/FAIL table. One command, by hand, where a GPU exists (never in CI):
 #     bash tests/gpu/hook_gpu.sh          # HOOK_GPU_CAP=2GiB to change the cap
 # Exit status: 0 when every row passed, 1 when one failed, 77 when none failed but one could not
-# run here (no PyTorch with CUDA): not a pass.
+# run here (no PyTorch with CUDA), or nothing could (no nvcc): not a pass.
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -35,6 +35,10 @@ to_bytes() {
 }
 CAPB=$(to_bytes "$CAP")
 
+command -v "$NVCC" > /dev/null || {
+  echo "SKIP: no nvcc ($NVCC; set NVCC or CUDA_HOME): the memory checks' programs need a CUDA toolkit"
+  exit 77
+}
 build() {
   local inc="-I$CUDA_HOME/include -I$SRC/src/common"
   "$NVCC" -O2 $inc -DHOOK_CLIENT_LINKED -o "$W/client_linked" "$SRC/tests/progs/hook_client.c" \

@@ -43,7 +43,7 @@ if [ -n "${GSLICE_GPU_OUT:-}" ]; then
   for args in "" "--query-gpu=index,uuid,name,memory.total,memory.used,utilization.gpu --format=csv" \
     "--query-compute-apps=pid,process_name,used_memory --format=csv"; do
     # shellcheck disable=SC2086
-    LD_DEBUG=bindings nvidia-smi $args 2>&1 > /dev/null |
+    LD_DEBUG=bindings timeout -k 2 30 nvidia-smi $args 2>&1 > /dev/null |
       grep -o "normal symbol \`nvml[A-Za-z0-9_]*'" | sed "s/normal symbol \`//; s/'$//" |
       sort -u | sed "s|^|${args:-default}: |"
   done > "$GSLICE_GPU_OUT/nvidia-smi-calls.txt"
@@ -63,10 +63,10 @@ cat > "$W/a.sh" << EOF
 "$W/compute_spin" --start $start --warmup 1 --duration $DUR --label a > "$W/a.spin" &
 echo \$! > "$W/a.pid"
 sleep 4
-nvidia-smi > "$W/a.default" 2>&1
-nvidia-smi --query-gpu=index,uuid,memory.total,memory.used,utilization.gpu \
+timeout -k 2 30 nvidia-smi > "$W/a.default" 2>&1
+timeout -k 2 30 nvidia-smi --query-gpu=index,uuid,memory.total,memory.used,utilization.gpu \
   --format=csv,noheader,nounits > "$W/a.gpu" 2>&1
-nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits > "$W/a.apps" 2>&1
+timeout -k 2 30 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits > "$W/a.apps" 2>&1
 wait
 EOF
 "$BUILD/bin/gslice" run --gpu 0 --compute 30 --compute-limit 30 --memory 2GiB --name a -- \
