@@ -524,6 +524,21 @@ nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile
 nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
                                           nvmlGpuInstance_t *gpuInstance);
 
+/* The process lists' ABI versions, one exported entry point each (X-macro): (name, the list's
+ * nvmlProcessMode_t, the ABI version, the entry's type). v1 takes nvmlProcessInfo_v1_t, _v2 and
+ * _v3 nvmlProcessInfo_t; all have the compute list's count protocol. The sim defines them and
+ * the hook wraps them from this one list. */
+#define NVML_PROCESS_LISTS(X)                                                                      \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, NVML_PROCESS_MODE_COMPUTE, 3, nvmlProcessInfo_t)      \
+  X(nvmlDeviceGetComputeRunningProcesses_v2, NVML_PROCESS_MODE_COMPUTE, 2, nvmlProcessInfo_v2_t)   \
+  X(nvmlDeviceGetComputeRunningProcesses, NVML_PROCESS_MODE_COMPUTE, 1, nvmlProcessInfo_v1_t)      \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v3, NVML_PROCESS_MODE_GRAPHICS, 3, nvmlProcessInfo_t)    \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v2, NVML_PROCESS_MODE_GRAPHICS, 2, nvmlProcessInfo_v2_t) \
+  X(nvmlDeviceGetGraphicsRunningProcesses, NVML_PROCESS_MODE_GRAPHICS, 1, nvmlProcessInfo_v1_t)    \
+  X(nvmlDeviceGetMPSComputeRunningProcesses_v3, NVML_PROCESS_MODE_MPS, 3, nvmlProcessInfo_t)       \
+  X(nvmlDeviceGetMPSComputeRunningProcesses_v2, NVML_PROCESS_MODE_MPS, 2, nvmlProcessInfo_v2_t)    \
+  X(nvmlDeviceGetMPSComputeRunningProcesses, NVML_PROCESS_MODE_MPS, 1, nvmlProcessInfo_v1_t)
+
 /* The hook (built with __CUDA_API_VERSION_INTERNAL, every ABI name as itself) wraps the v1 entry
  * points too, so it sees them as the sim defines them. */
 #if defined(NVML_NO_UNVERSIONED_FUNC_DEFS) || defined(__CUDA_API_VERSION_INTERNAL)
