@@ -172,19 +172,28 @@ SIM_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t
   return nvmlDeviceGetHandleByIndex_v2(index, device);
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+static void serial_text(const struct sim_machine *m, unsigned d, char *buf, size_t len);
+
+/* The device whose text (UUID, serial) is key: NOT_FOUND when none is. */
+static nvmlReturn_t handle_by_text(const char *key, nvmlDevice_t *device,
+                                   void (*text)(const struct sim_machine *, unsigned, char *,
+                                                size_t)) {
   REQUIRE_MACHINE(m);
-  if (!uuid || !device)
+  if (!key || !device)
     return NVML_ERROR_INVALID_ARGUMENT;
   for (unsigned i = 0; i < m->devices; i++) {
     char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    sim_uuid_text(m, i, buf, sizeof(buf));
-    if (strcmp(buf, uuid) == 0) {
+    text(m, i, buf, sizeof(buf));
+    if (strcmp(buf, key) == 0) {
       *device = &nv.devs[i];
       return NVML_SUCCESS;
     }
   }
   return NVML_ERROR_NOT_FOUND;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+  return handle_by_text(uuid, device, sim_uuid_text);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
@@ -370,24 +379,6 @@ static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *info
   return rc;
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                             unsigned int *infoCount,
-                                                             nvmlProcessInfo_t *infos) {
-  return running(device, infoCount, infos, 0);
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
-                                                             unsigned int *infoCount,
-                                                             nvmlProcessInfo_v2_t *infos) {
-  return running(device, infoCount, infos, 0);
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
-                                                          unsigned int *infoCount,
-                                                          nvmlProcessInfo_v1_t *infos) {
-  return running(device, infoCount, infos, 1);
-}
-
 /* Graphics and MPS clients: the sim runs CUDA contexts only, without an MPS server, so both
  * lists are empty (the compute list's protocol: SUCCESS and a count of 0). */
 static nvmlReturn_t no_clients(nvmlDevice_t device, unsigned int *count, void *infos) {
@@ -402,41 +393,14 @@ static nvmlReturn_t no_clients(nvmlDevice_t device, unsigned int *count, void *i
   return NVML_SUCCESS;
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
-                                                              unsigned int *infoCount,
-                                                              nvmlProcessInfo_t *infos) {
-  return no_clients(device, infoCount, infos);
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device,
-                                                              unsigned int *infoCount,
-                                                              nvmlProcessInfo_v2_t *infos) {
-  return no_clients(device, infoCount, infos);
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device,
-                                                           unsigned int *infoCount,
-                                                           nvmlProcessInfo_v1_t *infos) {
-  return no_clients(device, infoCount, infos);
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                                unsigned int *infoCount,
-                                                                nvmlProcessInfo_t *infos) {
-  return no_clients(device, infoCount, infos);
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
-                                                                unsigned int *infoCount,
-                                                                nvmlProcessInfo_v2_t *infos) {
-  return no_clients(device, infoCount, infos);
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device,
-                                                             unsigned int *infoCount,
-                                                             nvmlProcessInfo_v1_t *infos) {
-  return no_clients(device, infoCount, infos);
-}
+/* Each ABI version of the three lists (NVML_PROCESS_LISTS): the compute list, or no clients. */
+#define SIM_PROCESS_LIST(fn, mode, abi, type)                                                      \
+  SIM_API nvmlReturn_t fn(nvmlDevice_t device, unsigned int *infoCount, type *infos) {             \
+    return (mode) == NVML_PROCESS_MODE_COMPUTE ? running(device, infoCount, infos, (abi) == 1)     \
+                                               : no_clients(device, infoCount, infos);             \
+  }
+NVML_PROCESS_LISTS(SIM_PROCESS_LIST)
+#undef SIM_PROCESS_LIST
 
 /* The newer list call: the compute list (host pids, as ever), or none for graphics and MPS. */
 SIM_API nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
@@ -685,18 +649,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsi
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *device) {
-  REQUIRE_MACHINE(m);
-  if (!serial || !device)
-    return NVML_ERROR_INVALID_ARGUMENT;
-  for (unsigned i = 0; i < m->devices; i++) {
-    char buf[NVML_DEVICE_SERIAL_BUFFER_SIZE];
-    serial_text(m, i, buf, sizeof(buf));
-    if (strcmp(buf, serial) == 0) {
-      *device = &nv.devs[i];
-      return NVML_SUCCESS;
-    }
-  }
-  return NVML_ERROR_NOT_FOUND;
+  return handle_by_text(serial, device, serial_text);
 }
 
 /* The v1 lookup by bus id: the same devices. */

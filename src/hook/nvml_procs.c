@@ -155,32 +155,24 @@ static nvmlReturn_t answer(const struct gs_nvml_proc *procs, unsigned n, unsigne
   return NVML_SUCCESS;
 }
 
-enum list_kind { LIST_COMPUTE, LIST_GRAPHICS, LIST_MPS };
-
-/* The real list's call with a count of 0: what NVML says of the device and arguments (not
- * initialized, not a device, not supported) stands; SUCCESS or INSUFFICIENT_SIZE go on. */
-static nvmlReturn_t real_probe(enum list_kind kind, int v1, nvmlDevice_t device) {
+/* The real list's call (the caller's ABI version of it) with a count of 0: what NVML says of
+ * the device and arguments (not initialized, not a device, not supported) stands; SUCCESS or
+ * INSUFFICIENT_SIZE go on. */
+static nvmlReturn_t real_probe(nvmlProcessMode_t kind, int abi, nvmlDevice_t device) {
   const struct gs_real *r = gs_real();
   unsigned zero = 0;
   nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
-#define GS_PROBE(fn)                                                                               \
-  if (r->fn)                                                                                       \
+#define GS_PROBE(fn, mode, version, type)                                                          \
+  if (kind == (mode) && abi == (version) && r->fn)                                                 \
     rc = r->fn(device, &zero, NULL);
-  switch (kind * 2 + v1) {
-  case LIST_COMPUTE * 2: GS_PROBE(nvmlDeviceGetComputeRunningProcesses_v3) break;
-  case LIST_COMPUTE * 2 + 1: GS_PROBE(nvmlDeviceGetComputeRunningProcesses) break;
-  case LIST_GRAPHICS * 2: GS_PROBE(nvmlDeviceGetGraphicsRunningProcesses_v3) break;
-  case LIST_GRAPHICS * 2 + 1: GS_PROBE(nvmlDeviceGetGraphicsRunningProcesses) break;
-  case LIST_MPS * 2: GS_PROBE(nvmlDeviceGetMPSComputeRunningProcesses_v3) break;
-  default: GS_PROBE(nvmlDeviceGetMPSComputeRunningProcesses) break;
-  }
+  NVML_PROCESS_LISTS(GS_PROBE)
 #undef GS_PROBE
   return rc == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_SUCCESS : rc;
 }
 
 /* NVML's graphics or MPS list kept to the slice's processes (into out[], GS_NVML_MAX_PROCS),
  * only where NVML's pids are ours: else nothing of it can be told apart, and none is shown. */
-static unsigned real_kept(enum list_kind kind, nvmlDevice_t device,
+static unsigned real_kept(nvmlProcessMode_t kind, nvmlDevice_t device,
                           const struct gs_nvml_proc *procs, unsigned n, struct gs_nvml_proc *out) {
   const struct gs_real *r = gs_real();
   if (n == 0 || !gs_nvml_pids_ours(device, procs, n))
@@ -188,9 +180,9 @@ static unsigned real_kept(enum list_kind kind, nvmlDevice_t device,
   unsigned got = GS_NVML_MAX_PROCS, kept = 0;
   nvmlProcessInfo_t *infos = calloc(got, sizeof(*infos));
   nvmlReturn_t rc = NVML_ERROR_FUNCTION_NOT_FOUND;
-  if (infos && kind == LIST_GRAPHICS && r->nvmlDeviceGetGraphicsRunningProcesses_v3)
+  if (infos && kind == NVML_PROCESS_MODE_GRAPHICS && r->nvmlDeviceGetGraphicsRunningProcesses_v3)
     rc = r->nvmlDeviceGetGraphicsRunningProcesses_v3(device, &got, infos);
-  else if (infos && kind == LIST_MPS && r->nvmlDeviceGetMPSComputeRunningProcesses_v3)
+  else if (infos && kind == NVML_PROCESS_MODE_MPS && r->nvmlDeviceGetMPSComputeRunningProcesses_v3)
     rc = r->nvmlDeviceGetMPSComputeRunningProcesses_v3(device, &got, infos);
   for (unsigned i = 0; rc == NVML_SUCCESS && i < got && i < GS_NVML_MAX_PROCS; i++)
     for (unsigned j = 0; j < n; j++)
@@ -202,12 +194,12 @@ static unsigned real_kept(enum list_kind kind, nvmlDevice_t device,
 
 /* The processes shown in `kind`'s list of `device`: in buf (2 * GS_NVML_MAX_PROCS entries),
  * *ret_n of them at the pointer returned. */
-static const struct gs_nvml_proc *shown_list(enum list_kind kind, nvmlDevice_t device,
+static const struct gs_nvml_proc *shown_list(nvmlProcessMode_t kind, nvmlDevice_t device,
                                              struct gs_nvml_proc *buf, unsigned *ret_n) {
   unsigned n = 0;
   if (gs_nvml_slice_procs(device, buf, GS_NVML_MAX_PROCS, &n) < 0)
     n = 0;
-  if (kind == LIST_COMPUTE) {
+  if (kind == NVML_PROCESS_MODE_COMPUTE) {
     *ret_n = n;
     return buf;
   }
@@ -215,10 +207,10 @@ static const struct gs_nvml_proc *shown_list(enum list_kind kind, nvmlDevice_t d
   return buf + GS_NVML_MAX_PROCS;
 }
 
-static nvmlReturn_t slice_list(enum list_kind kind, int v1, nvmlDevice_t device, unsigned *count,
-                               void *infos) {
+static nvmlReturn_t slice_list(nvmlProcessMode_t kind, int abi, nvmlDevice_t device,
+                               unsigned *count, void *infos) {
   gs_setup();
-  nvmlReturn_t rc = real_probe(kind, v1, device);
+  nvmlReturn_t rc = real_probe(kind, abi, device);
   if (rc != NVML_SUCCESS)
     return rc;
   if (!count || (*count && !infos))
@@ -228,7 +220,7 @@ static nvmlReturn_t slice_list(enum list_kind kind, int v1, nvmlDevice_t device,
   if (!buf)
     return NVML_ERROR_MEMORY;
   const struct gs_nvml_proc *shown = shown_list(kind, device, buf, &n);
-  rc = answer(shown, n, count, infos, v1);
+  rc = answer(shown, n, count, infos, abi == 1);
   free(buf);
   return rc;
 }
@@ -253,9 +245,10 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device
   unsigned n = 0;
   if (!buf)
     return NVML_ERROR_MEMORY;
-  enum list_kind kind = plist->mode == NVML_PROCESS_MODE_GRAPHICS ? LIST_GRAPHICS
-                        : plist->mode == NVML_PROCESS_MODE_MPS    ? LIST_MPS
-                                                                  : LIST_COMPUTE;
+  nvmlProcessMode_t kind =
+      plist->mode == NVML_PROCESS_MODE_GRAPHICS || plist->mode == NVML_PROCESS_MODE_MPS
+          ? (nvmlProcessMode_t)plist->mode
+          : NVML_PROCESS_MODE_COMPUTE;
   const struct gs_nvml_proc *shown = shown_list(kind, device, buf, &n);
   rc = NVML_SUCCESS;
   if (!plist->procArray || plist->numProcArrayEntries < n) {
@@ -275,56 +268,10 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device
   return rc;
 }
 
-GS_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                               unsigned int *infoCount,
-                                                               nvmlProcessInfo_t *infos) {
-  return slice_list(LIST_COMPUTE, 0, device, infoCount, infos);
-}
-
-GS_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
-                                                               unsigned int *infoCount,
-                                                               nvmlProcessInfo_v2_t *infos) {
-  return slice_list(LIST_COMPUTE, 0, device, infoCount, infos);
-}
-
-GS_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
-                                                            unsigned int *infoCount,
-                                                            nvmlProcessInfo_v1_t *infos) {
-  return slice_list(LIST_COMPUTE, 1, device, infoCount, infos);
-}
-
-GS_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
-                                                                unsigned int *infoCount,
-                                                                nvmlProcessInfo_t *infos) {
-  return slice_list(LIST_GRAPHICS, 0, device, infoCount, infos);
-}
-
-GS_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device,
-                                                                unsigned int *infoCount,
-                                                                nvmlProcessInfo_v2_t *infos) {
-  return slice_list(LIST_GRAPHICS, 0, device, infoCount, infos);
-}
-
-GS_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device,
-                                                             unsigned int *infoCount,
-                                                             nvmlProcessInfo_v1_t *infos) {
-  return slice_list(LIST_GRAPHICS, 1, device, infoCount, infos);
-}
-
-GS_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                                  unsigned int *infoCount,
-                                                                  nvmlProcessInfo_t *infos) {
-  return slice_list(LIST_MPS, 0, device, infoCount, infos);
-}
-
-GS_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
-                                                                  unsigned int *infoCount,
-                                                                  nvmlProcessInfo_v2_t *infos) {
-  return slice_list(LIST_MPS, 0, device, infoCount, infos);
-}
-
-GS_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device,
-                                                               unsigned int *infoCount,
-                                                               nvmlProcessInfo_v1_t *infos) {
-  return slice_list(LIST_MPS, 1, device, infoCount, infos);
-}
+/* Each ABI version of the three lists, one exported entry point each (NVML_PROCESS_LISTS). */
+#define GS_PROCESS_LIST(fn, mode, abi, type)                                                       \
+  GS_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *infoCount, type *infos) {           \
+    return slice_list(mode, abi, device, infoCount, infos);                                        \
+  }
+NVML_PROCESS_LISTS(GS_PROCESS_LIST)
+#undef GS_PROCESS_LIST
