@@ -539,6 +539,15 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
   X(nvmlDeviceGetMPSComputeRunningProcesses_v2, NVML_PROCESS_MODE_MPS, 2, nvmlProcessInfo_v2_t)    \
   X(nvmlDeviceGetMPSComputeRunningProcesses, NVML_PROCESS_MODE_MPS, 1, nvmlProcessInfo_v1_t)
 
+/* PCIe throughput over the last 20 ms, KB/s, every process's traffic. */
+typedef enum nvmlPcieUtilCounter_enum {
+  NVML_PCIE_UTIL_TX_BYTES = 0,
+  NVML_PCIE_UTIL_RX_BYTES = 1,
+  NVML_PCIE_UTIL_COUNT
+} nvmlPcieUtilCounter_t;
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+                                         unsigned int *value);
+
 /* The hook (built with __CUDA_API_VERSION_INTERNAL, every ABI name as itself) wraps the v1 entry
  * points too, so it sees them as the sim defines them. */
 #if defined(NVML_NO_UNVERSIONED_FUNC_DEFS) || defined(__CUDA_API_VERSION_INTERNAL)
