@@ -1290,3 +1290,21 @@ SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned 
     rc = NVML_ERROR_INVALID_ARGUMENT;
   return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
 }
+
+/* PCIe throughput over the last 20 ms: the sim's model moves 100 KB/s per percent the device was
+ * busy (every process's kernels), either way. */
+SIM_API nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+                                                 unsigned int *value) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && (!value || (unsigned)counter >= NVML_PCIE_UTIL_COUNT))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc != NVML_SUCCESS)
+    return rc;
+  sim_lock(m);
+  sim_reap(m, 0);
+  *value = sim_util_percent(m, d, -1, 20000000ull) * 100u;
+  sim_unlock(m);
+  return NVML_SUCCESS;
+}

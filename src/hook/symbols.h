@@ -159,7 +159,8 @@
   X(nvmlDeviceGetMaxMigDeviceCount)                                                                \
   X(nvmlDeviceGetMigDeviceHandleByIndex)                                                           \
   X(nvmlDeviceGetGpuInstances)                                                                     \
-  X(nvmlDeviceGetGpuInstanceById)
+  X(nvmlDeviceGetGpuInstanceById)                                                                  \
+  X(nvmlDeviceGetPcieThroughput)
 
 #define GS_NVML_CALLED(X)                                                                          \
   X(nvmlInit_v2)                                                                                   \

@@ -12,7 +12,7 @@
 #    and power pass through; BAR1 passes through;
 #  - encoder and NvFBC sessions (the sim gives each process with a context one of each) are the
 #    slice's own, their stats from them; none listed with a pid offset; the engines'
-#    utilization and the encoder's capacity N/A; GPM reported unsupported, its samples and
+#    utilization, the encoder's capacity and PCIe throughput N/A; GPM reported unsupported, its samples and
 #    metrics N/A (3), where NVML without the hook gives the device's;
 #  - with two GPUs and CUDA_VISIBLE_DEVICES=1, the other GPU is not found by serial or by bus
 #    id (v1), as by UUID; the topology lists leave it out, and a handle of it (forged) is
@@ -110,6 +110,10 @@ check() {
   done
   expect_eq "$s: encoder capacity without the hook" "$(line "$raw" enccap)" "enccap gpu=0 rc=0 cap=80"
   expect_eq "$s: encoder capacity (N/A)" "$(line "$f" enccap)" "enccap gpu=0 rc=3 cap=0"
+  # PCIe throughput: the device's traffic, every slice's.
+  expect_eq "$s: PCIe throughput without the hook" "$(field <(line "$raw" pcie) rc)" 0
+  [ "$(field <(line "$raw" pcie) tx)" -gt 0 ] || fail "$s: no PCIe traffic without the hook: $(line "$raw" pcie)"
+  expect_eq "$s: PCIe throughput (N/A)" "$(line "$f" pcie)" "pcie gpu=0 rc=3 tx=0"
   # GPM: the device's counters without the hook; none inside the slice.
   l=$(line "$raw" gpm)
   expect_eq "$s: GPM without the hook" "$(echo "$l" | cut -d' ' -f3-7)" \

@@ -71,8 +71,8 @@ grep -Eq "sm=$long:[0-9]+$" <<<"$("$TBIN/sim_nvml")" || fail "client: $("$TBIN/s
 # Hidden pids: no process listed, no samples.
 expect_eq "hidden" "$(GSLICE_SIM_NVML_HIDE_PIDS=1 "$TBIN/sim_nvml" | grep -o 'procs=.*')" "procs=0 sm=none"
 # Video engines, GPM and MIG (docs/nvml.md, "The sim"): the spinning process's encoder and NvFBC
-# sessions, by the count protocols; the encoder 10% busy per session; GPM's SM utilization the
-# device's busy share (the kernel keeps it busy); MIG off.
+# sessions, by the count protocols; the encoder 10% busy per session; PCIe throughput and GPM's
+# SM utilization from the device's busy share (the kernel keeps it busy); MIG off.
 e=$("$TBIN/sim_nvml" engines)
 expect_eq "encoder sessions" "$(grep ^enc <<<"$e")" \
   "enc count rc=0 n=1 full rc=0 n=1 pid=$long 1920x1080 fps=30 lat=2000 null rc=2 stats rc=0 n=1 fps=30 lat=2000"
@@ -80,6 +80,7 @@ expect_eq "NvFBC sessions" "$(grep ^fbc <<<"$e")" \
   "fbc count rc=0 n=1 full rc=0 n=1 pid=$long type=2 fps=60 lat=1000 stats rc=0 n=1 fps=60 lat=1000"
 expect_eq "engine utilization" "$(grep ^util <<<"$e")" \
   "util enc=0:10:167000 dec=0:0 jpg=0:0 ofa=0:0 cap=0:90 badtype=2"
+expect_eq "PCIe throughput" "$(grep ^pcie <<<"$e")" "pcie tx=0:busy rx=0:busy bad=2"
 grep -Eq "^gpm support bad=25 rc=0 supported=1 unfilled=2 mig=3 badversion=25 metrics rc=0 sm=0:(9[0-9]|100) pcie=3 reversed=2$" <<<"$e" ||
   fail "GPM while $long runs: $(grep ^gpm <<<"$e")"
 expect_eq "MIG" "$(grep ^mig <<<"$e")" "mig mode=0:0:0 max=0:7 handle0=6 handle7=2 gis=3 gi=3"

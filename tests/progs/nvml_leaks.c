@@ -9,7 +9,7 @@
  *   bar1 gpu=I rc=RC total=B used=B
  *   enc|fbc gpu=I rc=RC count=N pids=P,...   (encoder / NvFBC sessions, the count call first)
  *   encstats|fbcstats gpu=I rc=RC n=N fps=F lat=L
- *   engine gpu=I name=enc|dec|jpg|ofa rc=RC util=U, enccap gpu=I rc=RC cap=C
+ *   engine gpu=I name=enc|dec|jpg|ofa rc=RC util=U, enccap gpu=I rc=RC cap=C, pcie gpu=I rc=RC tx=K
  *   gpm gpu=I rc=RC supported=S sample=RC metrics=RC util=V (two samples 200 ms apart)
  * `nvml_leaks ids`: "dev index=I serial=S bus=B" per GPU; `nvml_leaks serial S`, `bus1 B`:
  * "serial rc=RC", "bus1 rc=RC"; `nvml_leaks stats PID`: "stats gpu=I pid=P rc=RC mem=B".
@@ -115,9 +115,11 @@ static void engines(nvmlDevice_t d, unsigned i) {
                                : nvmlDeviceGetOfaUtilization(d, &u, &period);
     printf("engine gpu=%u name=%s rc=%d util=%u\n", i, names[k], (int)rc, u);
   }
-  unsigned cap = 0;
+  unsigned cap = 0, tx = 0;
   nvmlReturn_t rc = nvmlDeviceGetEncoderCapacity(d, NVML_ENCODER_QUERY_H264, &cap);
   printf("enccap gpu=%u rc=%d cap=%u\n", i, (int)rc, cap);
+  rc = nvmlDeviceGetPcieThroughput(d, NVML_PCIE_UTIL_TX_BYTES, &tx);
+  printf("pcie gpu=%u rc=%d tx=%u\n", i, (int)rc, tx);
 }
 
 static void gpm(nvmlDevice_t d, unsigned i) {

@@ -90,6 +90,12 @@ static void engines_util(nvmlDevice_t d) {
   nvmlReturn_t c = nvmlDeviceGetEncoderCapacity(d, NVML_ENCODER_QUERY_HEVC, &cap);
   printf(" cap=%d:%u badtype=%d\n", (int)c, cap,
          (int)nvmlDeviceGetEncoderCapacity(d, NVML_ENCODER_QUERY_UNKNOWN, &cap));
+  unsigned tx = 0, rx = 0;
+  c = nvmlDeviceGetPcieThroughput(d, NVML_PCIE_UTIL_TX_BYTES, &tx);
+  printf("pcie tx=%d:%s", (int)c, tx >= 9000 ? "busy" : "idle");
+  c = nvmlDeviceGetPcieThroughput(d, NVML_PCIE_UTIL_RX_BYTES, &rx);
+  printf(" rx=%d:%s bad=%d\n", (int)c, rx >= 9000 ? "busy" : "idle",
+         (int)nvmlDeviceGetPcieThroughput(d, NVML_PCIE_UTIL_COUNT, &rx));
 }
 
 /* GPM over 200 ms: the version words, the samples' checks, a metric the sim has not. */
