@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* NVML's memory and utilization queries show the slice: total = cap, used = the slice's, free =
- * what is left; utilization is the slice's own processes' share of the device. */
+ * what is left (a GPU the slice does not see has none: INVALID_ARGUMENT); utilization is the
+ * slice's own processes' share of the device. */
 #include "nvml_slice.h"
 
 #include <errno.h>
@@ -53,6 +54,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
   if (!r->nvmlDeviceGetMemoryInfo)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device)) /* its free memory is the other tenants' doing */
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t rc = r->nvmlDeviceGetMemoryInfo(device, memory);
   if (rc == NVML_SUCCESS && memory)
     slice_figures(device, memory->free, &memory->total, &memory->used, &memory->free);
@@ -64,6 +67,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
   if (!r->nvmlDeviceGetMemoryInfo_v2)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t rc = r->nvmlDeviceGetMemoryInfo_v2(device, memory);
   if (rc == NVML_SUCCESS && memory &&
       slice_figures(device, memory->free, &memory->total, &memory->used, &memory->free) == 0)

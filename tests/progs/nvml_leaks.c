@@ -17,8 +17,8 @@
  * gpuset=RC:N self=RC:L" (S: bytes between the handles of GPUs 0 and 1, 0 with one GPU), then
  * with STRIDE a handle forged STRIDE bytes below the last GPU's (as one guessing at NVML's table
  * would):
- * "forged mig=RC max=RC mighandle=RC gis=RC gi=RC" (MIG queries of it), then "forged index=RC
- * ancestor=RC p2p=RC board=RC nearest=RC". */
+ * "forged mig=RC max=RC mighandle=RC gis=RC gi=RC" (MIG queries of it), "forged mem=RC mem2=RC"
+ * (its memory, v1 and v2), then "forged index=RC ancestor=RC p2p=RC board=RC nearest=RC". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +193,10 @@ static int topo(long stride) {
          (int)nvmlDeviceGetMigDeviceHandleByIndex(f, 0, &d1),
          (int)nvmlDeviceGetGpuInstances(f, 0, gis, &n),
          (int)nvmlDeviceGetGpuInstanceById(f, 1, gis));
+  nvmlMemory_t mem;
+  nvmlMemory_v2_t mem2 = {.version = nvmlMemory_v2};
+  printf("forged mem=%d mem2=%d\n", (int)nvmlDeviceGetMemoryInfo(f, &mem),
+         (int)nvmlDeviceGetMemoryInfo_v2(f, &mem2));
   printf("forged index=%d ancestor=%d p2p=%d board=%d nearest=%d\n",
          (int)nvmlDeviceGetIndex(f, &idx), (int)nvmlDeviceGetTopologyCommonAncestor(d, f, &level),
          (int)nvmlDeviceGetP2PStatus(f, d, NVML_P2P_CAPS_INDEX_READ, &st),
