@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "event.h"
 #include "test.h"
 
@@ -465,6 +466,86 @@ static void test_object(time_t t) {
   json_decref(ev);
 }
 
+/* Whether text has the sample line "name value". */
+static bool has_sample(const char *text, const char *name, uint64_t value) {
+  char line[256];
+  snprintf(line, sizeof line, "\n%s %llu\n", name, (unsigned long long)value);
+  return strstr(text, line) != NULL;
+}
+
+/* kube_events_prom: every stat, under its name, as a counter; the families there (at 0) before
+ * anything happened. Driven to non-zero deferred and dropped_share: a repeat refused, then
+ * repeated within KUBE_EVENT_RETRY_S; seven namespaces asking in turn past their share of the
+ * global bucket, which keeps its reserve for a namespace asking little. */
+static void test_prom(time_t t) {
+  struct kube_events *q = NULL;
+  struct kube_event_stats st;
+  struct gs_buf b = GS_BUF_INIT(0);
+  char name[32], ns[16], err[1024];
+
+  reset_api();
+  CHECK_EQ_INT(kube_events_new("gslice-x", "", &q), 0);
+  CHECK_EQ_INT(kube_events_prom(q, "gslice_x", &b), 0);
+  CHECK(strstr(b.p, "# TYPE gslice_x_events_total counter\n") != NULL);
+  CHECK(strstr(b.p, "\ngslice_x_events_total{outcome=\"dropped_rate\"} 0\n") != NULL);
+  const char *fam[] = {"queued", "deferred", "dropped_namespace", "dropped_share"};
+  for (size_t i = 0; i < 4; i++) {
+    char f[64], type[128];
+    snprintf(f, sizeof f, "gslice_x_events_%s_total", fam[i]);
+    snprintf(type, sizeof type, "# TYPE %s counter\n", f);
+    CHECK(strstr(b.p, type) != NULL);
+    CHECK(has_sample(b.p, f, 0));
+  }
+  free(b.p);
+
+  for (int i = 0; i < KUBE_EVENT_NS_BURST; i++) {
+    snprintf(name, sizeof name, "p%d", i);
+    CHECK_EQ_INT(add_ns(q, "r", name, "why", t), 0);
+    kube_events_flush(q, k, err, sizeof err);
+  }
+  CHECK_EQ_INT(add_ns(q, "r", "p0", "why", t), 1);     /* refused: r's bucket is empty */
+  CHECK_EQ_INT(add_ns(q, "r", "p0", "why", t + 1), 1); /* deferred */
+  time_t t2 = t + 3600;
+  int share_drops = 0;
+  for (int round = 0; round < 20; round++)
+    for (int n = 0; n < 7; n++) {
+      snprintf(ns, sizeof ns, "s%d", n);
+      snprintf(name, sizeof name, "p%d", round);
+      share_drops += add_ns(q, ns, name, "why", t2) == -EAGAIN;
+      kube_events_flush(q, k, err, sizeof err);
+    }
+  CHECK_EQ_INT(add_ns(q, "quiet", "q", "why", t2), 0);
+  kube_events_flush(q, k, err, sizeof err);
+  api.post_rc = -EIO;
+  CHECK_EQ_INT(add_ns(q, "quiet", "q2", "why", t2 + 60), 0);
+  kube_events_flush(q, k, err, sizeof err);
+
+  kube_events_stats(q, &st);
+  CHECK(st.deferred == 1 && st.dropped_share > 0 && st.failed == 1 && st.dropped_ns == 1);
+  CHECK_EQ_U64(st.dropped_share, (uint64_t)share_drops);
+  b = (struct gs_buf)GS_BUF_INIT(0);
+  CHECK_EQ_INT(kube_events_prom(q, "gslice_x", &b), 0);
+  const char *outcome[] = {"posted",  "failed",       "repeated",
+                           "patched", "dropped_full", "dropped_rate"};
+  const uint64_t by_outcome[] = {st.posted,  st.failed,       st.repeated,
+                                 st.patched, st.dropped_full, st.dropped_rate};
+  for (size_t i = 0; i < 6; i++) {
+    char sample[128];
+    snprintf(sample, sizeof sample, "gslice_x_events_total{outcome=\"%s\"}", outcome[i]);
+    CHECK(has_sample(b.p, sample, by_outcome[i]));
+  }
+  CHECK(has_sample(b.p, "gslice_x_events_queued_total", st.queued));
+  CHECK(has_sample(b.p, "gslice_x_events_deferred_total", st.deferred));
+  CHECK(has_sample(b.p, "gslice_x_events_dropped_namespace_total", st.dropped_ns));
+  CHECK(has_sample(b.p, "gslice_x_events_dropped_share_total", st.dropped_share));
+  free(b.p);
+  /* A bounded buffer: its error, not a cut text passed off as whole. */
+  b = (struct gs_buf)GS_BUF_INIT(100);
+  CHECK_EQ_INT(kube_events_prom(q, "gslice_x", &b), -EFBIG);
+  free(b.p);
+  kube_events_free(q);
+}
+
 int main(void) {
   time_t t = 1800000000;
   struct kube_config *cfg = calloc(1, sizeof(*cfg));
@@ -478,6 +559,7 @@ int main(void) {
   test_object(t);
   test_paced(t);
   test_attack(t);
+  test_prom(t);
   reset_api();
   kube_close(k);
   return test_done();

@@ -5,6 +5,7 @@
  * (its share of the global bucket's reserve). */
 #include "event.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "annot.h"
 #include "log.h"
+#include "prom.h"
 
 /* One write waiting: the Event's text (a POST needs it whole, and a PATCH falls back to a POST
  * when the Event is gone) and which remembered Event it is. */
@@ -307,6 +309,61 @@ void kube_events_stats(struct kube_events *q, struct kube_event_stats *ret) {
   pthread_mutex_lock(&q->mu);
   *ret = q->st;
   pthread_mutex_unlock(&q->mu);
+}
+
+/* Counter family prefix + suffix: one sample for each of values of label, or (label NULL) one
+ * without labels. */
+static void prom_counter(struct gs_buf *b, const char *prefix, const char *suffix, const char *help,
+                         const char *label, const char *const *values, const uint64_t *n,
+                         size_t count) {
+  char name[128];
+  snprintf(name, sizeof name, "%s%s", prefix, suffix);
+  gs_prom_family(b, name, "counter", help);
+  for (size_t i = 0; i < count; i++)
+    gs_prom_sample_u64(b, name, NULL, label ? (const char *const[]){label, values[i], NULL} : NULL,
+                       n[i]);
+}
+
+int kube_events_prom(struct kube_events *q, const char *prefix, struct gs_buf *b) {
+  struct kube_event_stats st;
+  char help[512];
+  assert(strlen(prefix) < 64);
+  kube_events_stats(q, &st);
+  snprintf(help, sizeof help,
+           "Events by outcome: posted (created on the API server), failed (the API server "
+           "refused them or was not reached), repeated (the same within %d min: counted into "
+           "the Event there), patched (a count written to an Event there), dropped_full (the "
+           "queue of %d or the namespace's %d places full), dropped_rate (over the bound of %d "
+           "a minute, or the namespace's %d at once and %d a minute).",
+           KUBE_EVENT_REPEAT_S / 60, KUBE_EVENT_QUEUE_MAX, KUBE_EVENT_NS_QUEUE_MAX,
+           KUBE_EVENT_PER_MINUTE, KUBE_EVENT_NS_BURST, KUBE_EVENT_NS_PER_MINUTE);
+  prom_counter(b, prefix, "_events_total", help, "outcome",
+               (const char *const[]){"posted", "failed", "repeated", "patched", "dropped_full",
+                                     "dropped_rate"},
+               (const uint64_t[]){st.posted, st.failed, st.repeated, st.patched, st.dropped_full,
+                                  st.dropped_rate},
+               6);
+  prom_counter(b, prefix, "_events_queued_total",
+               "New Events taken into the queue to be posted (a repeat's write is counted in "
+               "repeated).",
+               NULL, NULL, &st.queued, 1);
+  snprintf(help, sizeof help,
+           "Of the repeated Events, those only counted while their Event waits to be written "
+           "again: once a write of it was refused, at most one each %d s, carrying their count.",
+           KUBE_EVENT_RETRY_S);
+  prom_counter(b, prefix, "_events_deferred_total", help, NULL, NULL, &st.deferred, 1);
+  snprintf(help, sizeof help,
+           "Of the dropped Events, those over their namespace's own bound (%d at once, %d a "
+           "minute, %d queued): one tenant's flood, not the cluster's.",
+           KUBE_EVENT_NS_BURST, KUBE_EVENT_NS_PER_MINUTE, KUBE_EVENT_NS_QUEUE_MAX);
+  prom_counter(b, prefix, "_events_dropped_namespace_total", help, NULL, NULL, &st.dropped_ns, 1);
+  snprintf(help, sizeof help,
+           "Of the dropped_rate Events, those over their namespace's fair share of the bound of "
+           "%d a minute (that over the namespaces that asked in the last minute) while its last "
+           "%d were kept for namespaces asking no more than theirs.",
+           KUBE_EVENT_PER_MINUTE, KUBE_EVENT_RESERVE);
+  prom_counter(b, prefix, "_events_dropped_share_total", help, NULL, NULL, &st.dropped_share, 1);
+  return b->err;
 }
 
 /* The Event as created: count occurrences from first to last. Names are DNS subdomains: at

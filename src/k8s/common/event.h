@@ -88,6 +88,14 @@ bool kube_events_pending(struct kube_events *q);
 int kube_events_flush(struct kube_events *q, struct kube *k, char *err, size_t errlen);
 void kube_events_stats(struct kube_events *q, struct kube_event_stats *ret);
 
+struct gs_buf;
+/* The stats as Prometheus counters, the same set in every program that records Events:
+ * PREFIX_events_total{outcome="posted"|"failed"|"repeated"|"patched"|"dropped_full"|
+ * "dropped_rate"}, and PREFIX_events_queued_total, PREFIX_events_deferred_total (of repeated),
+ * PREFIX_events_dropped_namespace_total and PREFIX_events_dropped_share_total (of the dropped).
+ * prefix: the program's ("gslice_extender"), under 64 bytes. Returns b->err (prom.h). */
+int kube_events_prom(struct kube_events *q, const char *prefix, struct gs_buf *b);
+
 /* A thread of its own that flushes through k as events come (for a program without an API
  * thread to spare); stop ends it (what is queued then is posted first, once). */
 int kube_events_start(struct kube_events *q, struct kube *k, char *err, size_t errlen);

@@ -133,26 +133,8 @@ static void metrics(struct ext_server *s, struct gs_buf *b) {
                  "Bytes held now for request bodies not yet answered (bounded in all).");
   gs_prom_sample_u64(b, "gslice_extender_request_body_bytes", NULL, NULL, vs.body_bytes);
   struct kube_events *ev = verbs_events(s->v);
-  if (ev) {
-    struct kube_event_stats es;
-    kube_events_stats(ev, &es);
-    counter(b, "gslice_extender_events_total",
-            "GSliceAssigned Events by outcome: posted, failed (the API server refused or was "
-            "not reached), repeated (the same within 10 min: counted into the Event there), "
-            "patched (a count written to an Event there), dropped (queue or the namespace's "
-            "share full, or over the bound per minute).",
-            "outcome",
-            (const char *const[]){"posted", "failed", "repeated", "patched", "dropped_full",
-                                  "dropped_rate"},
-            (const uint64_t[]){es.posted, es.failed, es.repeated, es.patched, es.dropped_full,
-                               es.dropped_rate},
-            6);
-    gs_prom_family(b, "gslice_extender_events_dropped_namespace_total", "counter",
-                   "Of the dropped Events, those over their namespace's own bound (20 at once, "
-                   "12 a minute, 16 queued): one tenant's flood, not the cluster's.");
-    gs_prom_sample_u64(b, "gslice_extender_events_dropped_namespace_total", NULL, NULL,
-                       es.dropped_ns);
-  }
+  if (ev)
+    kube_events_prom(ev, "gslice_extender", b);
   gs_prom_family(b, "gslice_extender_ready", "gauge",
                  "Whether the first list of nodes and pods is done.");
   gs_prom_sample_u64(b, "gslice_extender_ready", NULL, NULL, cluster_synced(c) ? 1 : 0);
