@@ -109,7 +109,7 @@ case_verdict() { # NAME SECONDS SPECS...
       awk -v g="$judged" -v l="$lo" -v h="$hi" 'BEGIN { exit !(g >= l && g <= h) }'; then
       res=PASS
     else
-      res="FAIL (want $lo..$hi$([ "${SPLIT:-0}" = 1 ] && echo ' of the device time'))"
+      res="FAIL (want $lo..$hi$([ "${SPLIT:-0}" = 1 ] && echo ' of the device time')$(starved "${specs[@]}"))"
       fails=$((fails + 1))
       verdict=FAIL
     fi
@@ -128,6 +128,19 @@ check_row() {
   [ -z "${GSLICE_GPU_CHECKS:-}" ] ||
     printf '| %s | %s | %s | %s |\n' "$1" "$2" "${3//|/\\|}" "$4" >>"$GSLICE_GPU_CHECKS"
   [ "$4" = PASS ] || fails=$((fails + 1))
+}
+
+# "; ..." when a slice of the case waited for a CPU over 5% of the window (cpu_wait_s=, summed
+# over its threads): a loaded host (a dry run beside other work), not the GPU, moved the shares.
+starved() {
+  local i w
+  for ((i = 0; i < $#; i += 3)); do
+    w=$(sed -n 's/.*cpu_wait_s=\([0-9.]*\).*/\1/p' "$W/out.$i" 2>/dev/null | head -1)
+    if [ -n "$w" ] && awk -v w="$w" -v d="$DUR" 'BEGIN { exit !(w > 0.05 * d) }'; then
+      echo "; s$((i / 3)) waited ${w} s for a CPU"
+      return
+    fi
+  done
 }
 
 share_of() { sed -n 's/.*share=\([0-9.]*\).*/\1/p' "$1" | head -1 | grep . || echo 0; }

@@ -16,14 +16,18 @@
 # results block). GSLICE_GPU_SKIP="torch-graph memory-isolation" leaves parts out (SKIP rows).
 # At the end a results block for docs/benchmarks.md ("On a real GPU"): the share and capture
 # tables, this table, each part's time; written to $OUT/gpu-results.md when OUT is set, with
-# each part's log beside it ($OUT/logs/) and nvidia-smi's NVML calls ($OUT/nvidia-smi-calls.txt).
+# each part's log beside it ($OUT/logs/) and nvidia-smi's NVML calls ($OUT/nvidia-smi-calls.txt);
+# rewritten after each part, so a run cut short keeps what it did. GSLICE_COMMIT names the
+# commit where the tree has no .git.
 # Exit status: 0 only when every check ran and passed; 1 when one failed (or nothing could be
 # built); 77 when none failed but some did not run (no gsliced built, no PyTorch): a partial run
 # is not a pass.
 # Where the sim and the GPU disagree, docs/sim.md says which behaviour the sim models.
-# Dry run on the sim (the script's own logic, no GPU; the torch-graph row with a stand-in for
-# PyTorch): GSLICE_GPU_LIBDIR=build/sim LD_LIBRARY_PATH=build/sim PYTHONPATH=tests/gpu/dryrun
-#   GSLICE_BUILD=build bash tests/gpu/run.sh
+# Dry run on the sim (the script's own logic, no GPU; the torch-graph and nvidia-smi rows with
+# the stand-ins of tests/gpu/dryrun for PyTorch and nvidia-smi):
+#   GSLICE_GPU_LIBDIR=build/sim LD_LIBRARY_PATH=build/sim GSLICE_BUILD=build \
+#   GSLICE_GPU_DRYRUN_TORCH=1 PATH=$PWD/tests/gpu/dryrun:$PATH bash tests/gpu/run.sh
+# (the stand-in nvidia-smi needs build/tests/nvml_smi: cmake --build build --target nvml_smi)
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -123,7 +127,12 @@ part() {
   *" $1 "*) record "$1" SKIP "left out by GSLICE_GPU_SKIP"; return 1 ;;
   esac
 }
-took() { PARTS+=("$1"); TOOK+=($((SECONDS - P0))); }
+# took NAME: the part's time; the results block so far written out (a run cut short keeps it).
+took() {
+  PARTS+=("$1")
+  TOOK+=($((SECONDS - P0)))
+  summary="(partial: up to $1)" results_block >"$RES/gpu-results.md"
+}
 # script_row NAME SCRIPT PASS-NOTE SKIP-NOTE: runs tests/gpu/SCRIPT BUILD (its output shown and
 # kept), one row from its exit status (0 PASS, 77 SKIP, else FAIL with its first FAIL line).
 script_row() {
@@ -188,7 +197,7 @@ fi
 results_block() {
   local gpu commit i
   gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0 2>/dev/null | head -1)
-  commit=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)
+  commit=${GSLICE_COMMIT:-$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)}
   echo "## On a real GPU (${gpu:-no nvidia-smi: a dry run?}), $(date -u +%Y-%m-%d)"
   echo
   echo "    DUR=$DUR bash tests/gpu/run.sh      # at ${commit:-?}, $((SECONDS - T_START)) s in all"

@@ -15,12 +15,14 @@
 # About 2 minutes on an H200 (PyTorch's import and setup, about 5-10 s a process, is most of it).
 # Exit: 0 all passed, 1 one failed, 77 no PyTorch with CUDA here.
 # Dry run on the sim, with a stand-in for PyTorch's few calls (tests/gpu/dryrun/torch: spin
-# kernels through the driver API): PYTHONPATH=tests/gpu/dryrun GSLICE_GPU_LIBDIR=build/sim
-#   LD_LIBRARY_PATH=build/sim bash tests/gpu/torch_graph.sh
+# kernels through the driver API; here only, not in hook_gpu.sh's PyTorch row):
+#   GSLICE_GPU_DRYRUN_TORCH=1 GSLICE_GPU_LIBDIR=build/sim LD_LIBRARY_PATH=build/sim \
+#   bash tests/gpu/torch_graph.sh
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd) || { echo "no build dir; run make first" >&2; exit 1; }
 TORCH_PY=${TORCH_PY:-}
+[ -z "${GSLICE_GPU_DRYRUN_TORCH:-}" ] || export PYTHONPATH="$SRC/tests/gpu/dryrun${PYTHONPATH:+:$PYTHONPATH}"
 for py in $TORCH_PY python3 python /usr/bin/python3; do
   if command -v "$py" >/dev/null &&
     "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
