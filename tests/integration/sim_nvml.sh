@@ -73,7 +73,12 @@ expect_eq "hidden" "$(GSLICE_SIM_NVML_HIDE_PIDS=1 "$TBIN/sim_nvml" | grep -o 'pr
 # Video engines, GPM and MIG (docs/nvml.md, "The sim"): the spinning process's encoder and NvFBC
 # sessions, by the count protocols; the encoder 10% busy per session; PCIe throughput and GPM's
 # SM utilization from the device's busy share (the kernel keeps it busy); MIG off.
-e=$("$TBIN/sim_nvml" engines)
+# The long kernel follows a short warm-up one: wait until it keeps the device busy.
+for _ in $(seq 300); do
+  e=$("$TBIN/sim_nvml" engines)
+  grep -q "^pcie tx=0:busy" <<<"$e" && break
+  sleep 0.05
+done
 expect_eq "encoder sessions" "$(grep ^enc <<<"$e")" \
   "enc count rc=0 n=1 full rc=0 n=1 pid=$long 1920x1080 fps=30 lat=2000 null rc=2 stats rc=0 n=1 fps=30 lat=2000"
 expect_eq "NvFBC sessions" "$(grep ^fbc <<<"$e")" \
