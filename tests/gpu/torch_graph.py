@@ -6,9 +6,12 @@ a graph of OPS half-precision matmuls of SIZE x SIZE (by the identity, so the re
       with nothing else on the GPU and no gslice: the capture with another thread at work
       (prints capture=ok or capture=error:...), then R replays back to back: replay_s= is one
       replay's device time as the wall clock sees it; init_s= how long import and setup took.
-  torch_graph.py capture [--mode global|thread_local|relaxed] [--replays R] [--ops K] [--size N]
+  torch_graph.py capture [--mode global|thread_local|relaxed] [--worker-mode global|relaxed]
+      [--replays R] [--ops K] [--size N]
       warm-up on a side stream, torch.cuda.graph in MODE while another thread launches and
-      synchronizes on its own stream, R (1000) replays; the graph's result checked.
+      synchronizes on its own stream, R (1000) replays; the graph's result checked. With
+      --worker-mode relaxed that thread first makes itself relaxed (cuThreadExchangeStreamCapture-
+      Mode through ctypes): the driver then prohibits it nothing, so an error is the hook's.
   torch_graph.py share --replay-s T [--batch B] [--start EPOCH_S] [--warmup S] [--duration S]
       [--label L] [--ops K] [--size N]
       replays in batches of B (4), synchronized; the replays inside the window (a batch counted by
@@ -17,6 +20,7 @@ a graph of OPS half-precision matmuls of SIZE x SIZE (by the identity, so the re
       window began.
 Exit status 0, or 1 with the error on stderr."""
 import argparse
+import ctypes
 import sys
 import threading
 import time
@@ -43,13 +47,20 @@ def build(ops, size):
 class Worker:
     """Another thread launching on its own stream and synchronizing it, in a loop."""
 
-    def __init__(self):
+    def __init__(self, mode="global"):
+        self.mode = mode
         self.stream = torch.cuda.Stream()
         self.z = torch.ones(1 << 16, device="cuda")
         self.rounds, self.error, self.stop = 0, None, False
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self):
+        if self.mode == "relaxed":
+            m = ctypes.c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
+            torch.cuda.current_stream()  # this thread's context first
+            if ctypes.CDLL("libcuda.so.1").cuThreadExchangeStreamCaptureMode(ctypes.byref(m)):
+                self.error = "cuThreadExchangeStreamCaptureMode failed"
+                return
         try:
             while not self.stop:
                 with torch.cuda.stream(self.stream):
@@ -118,7 +129,7 @@ def cmd_calibrate(a):
 
 def cmd_capture(a):
     x, step = build(a.ops, a.size)
-    worker = Worker()
+    worker = Worker(a.worker_mode)
     worker.thread.start()
     try:
         g, out = capture(step, a.mode, worker)
@@ -135,7 +146,7 @@ def cmd_capture(a):
     if not torch.equal(out, x):
         print("torch_graph: the replayed graph's result is wrong", file=sys.stderr)
         return 1
-    print(f"mode={a.mode} rounds={worker.rounds} replays={a.replays} wall_s={wall:.4f}")
+    print(f"mode={a.mode} worker={a.worker_mode} rounds={worker.rounds} replays={a.replays} wall_s={wall:.4f}")
     return 0
 
 
@@ -176,6 +187,7 @@ def main():
     p.add_argument("--size", type=int, default=4096)
     p.add_argument("--replays", type=int, default=None)
     p.add_argument("--mode", default="global", choices=["global", "thread_local", "relaxed"])
+    p.add_argument("--worker-mode", default="global", choices=["global", "relaxed"])
     p.add_argument("--replay-s", type=float, default=0.0)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--start", type=float, default=0.0)
