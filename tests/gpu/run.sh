@@ -10,8 +10,8 @@
 #                      and without a slice (tests/progs/compute_graph.c)
 #   torch-graph        torch_graph.sh: torch.cuda.graph captured and replayed under hard 30
 #                      and 70/30 (SKIP without PyTorch)
-#   memory-isolation   hook_gpu.sh: every allocation path, the CUDA runtime, PyTorch (needs nvcc)
 #   nvidia-smi         nvidia_smi.sh: the real nvidia-smi inside a slice
+#   memory-isolation   hook_gpu.sh: every allocation path, the CUDA runtime, PyTorch (needs nvcc)
 # About 5 minutes on an H200 with DUR=8 (the share cases' window; each part's time is in the
 # results block). GSLICE_GPU_SKIP="torch-graph memory-isolation" leaves parts out (SKIP rows).
 # At the end a results block for docs/benchmarks.md ("On a real GPU"): the share and capture
@@ -174,14 +174,6 @@ for g in graph-capture:graph_capture.sh torch-graph:torch_graph.sh; do
   fi
 done
 
-# Memory isolation (issue 3): every allocation path x lookup style, the CUDA runtime, NVML and
-# PyTorch under libgslice.so with a 1 GiB cap (tests/gpu/hook_gpu.sh prints its own table, and
-# exits 77 when some of it could not run, or all of it: no nvcc).
-if part memory-isolation; then
-  script_row memory-isolation hook_gpu.sh "every row of its table passed" \
-    "some of its rows did not run (see its table)"
-fi
-
 # nvidia-smi inside a slice (docs/nvml.md): the cap as memory.total, the slice's processes and
 # share only (tests/gpu/nvidia_smi.sh; 77 without nvidia-smi or a gslice build). A checkout
 # always has it; integration.hook_gpu_status runs this script in a tree of stubs without it.
@@ -190,6 +182,15 @@ if [ -f "$SRC/tests/gpu/nvidia_smi.sh" ] && part nvidia-smi; then
   GSLICE_GPU_OUT=${OUT:-${GSLICE_GPU_OUT:-}} script_row nvidia-smi nvidia_smi.sh \
     "memory total = cap, the slice's processes and share only" \
     "no nvidia-smi, GPU or gslice build (see above)"
+fi
+
+# Memory isolation (issue 3): every allocation path x lookup style, the CUDA runtime, NVML and
+# PyTorch under libgslice.so with a 1 GiB cap (tests/gpu/hook_gpu.sh prints its own table, and
+# exits 77 when some of it could not run, or all of it: no nvcc). Last: a GPU run passed it
+# before; a run cut short by its time loses this part first.
+if part memory-isolation; then
+  script_row memory-isolation hook_gpu.sh "every row of its table passed" \
+    "some of its rows did not run (see its table)"
 fi
 
 # The results block, markdown for docs/benchmarks.md: the machine, the command, the share and

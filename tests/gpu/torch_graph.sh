@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # torch.cuda.graph under a slice on a real GPU (issue 20, item 5), in one command:
 #   bash tests/gpu/torch_graph.sh [BUILD_DIR]      (default: build; run `make` first)
-# With the first python that has PyTorch with CUDA ($TORCH_PY, python3, python):
+# With the first python that has PyTorch with CUDA ($TORCH_PY, python3, python, /opt/conda):
 # 1. tests/gpu/torch_graph.py calibrate, alone without gslice: the capture with another thread at
 #    work (the driver's own verdict on the pattern) and one replay's device time from the wall
 #    clock of 200 replays back to back, nothing else on the GPU;
@@ -25,7 +25,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd) || { echo "no build dir; run make first" >&2; exit 1; }
 TORCH_PY=${TORCH_PY:-}
 [ -z "${GSLICE_GPU_DRYRUN_TORCH:-}" ] || export PYTHONPATH="$SRC/tests/gpu/dryrun${PYTHONPATH:+:$PYTHONPATH}"
-for py in $TORCH_PY python3 python /usr/bin/python3; do
+for py in $TORCH_PY python3 python /usr/bin/python3 /usr/local/bin/python3 /opt/conda/bin/python; do
   if command -v "$py" >/dev/null &&
     "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
     TORCH_PY=$(command -v "$py")
