@@ -62,12 +62,8 @@ Control interface, HTTP JSON on 127.0.0.1 (--port 0 and --port-file FILE: the po
 """
 
 import argparse
-import http.server
 import json
 import os
-import signal
-import socketserver
-import subprocess
 import sys
 import threading
 import time
@@ -77,42 +73,10 @@ from concurrent import futures
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ctlhttp  # noqa: E402
 import cdi_read  # noqa: E402
-
-# The container's init, run by unshare in the new mount and pid namespaces: a tmpfs on /run,
-# then "DEST SRC RO" triples (sorted by destination depth) bind-mounted, read-only where asked,
-# then "--" and the command. A mount point that is missing under a read-only mount cannot be
-# made (EROFS) and the container does not start, as with a runtime.
-CONTAINER_INIT = r"""
-set -e
-mount -t tmpfs -o mode=0755 gslice-test-run /run
-while [ "$1" != "--" ]; do
-  dest=$1 src=$2 ro=$3
-  shift 3
-  if [ -d "$src" ]; then
-    mkdir -p "$dest"
-  else
-    mkdir -p "$(dirname "$dest")"
-    [ -e "$dest" ] || : >"$dest"
-  fi
-  mount --bind "$src" "$dest"
-  if [ "$ro" = 1 ]; then mount -o remount,bind,ro "$dest"; fi
-done
-shift
-exec "$@"
-"""
-
-
-def namespaces_work():
-    if os.geteuid() != 0:
-        return False
-    try:
-        return subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "true"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+import kubelet_common  # noqa: E402
+# dra_kubelet.py takes these from here too.
+from kubelet_common import CONTAINER_INIT, kill_container, namespaces_work  # noqa: E402,F401
 
 
 def load_pb(pb_dir):
@@ -121,17 +85,6 @@ def load_pb(pb_dir):
     import podresources_pb2  # noqa: E402
     return deviceplugin_pb2, podresources_pb2
 
-
-
-def kill_container(c):
-    """Kills a container's process group (a runtime's stop) and reaps it; a stopped one is left."""
-    p = c.get("proc")
-    if p and p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
 
 class Kubelet:
     def __init__(self, args, dp, pr):
@@ -362,8 +315,6 @@ class Kubelet:
             else:
                 log("PreStartContainer %s: giving up, the container is not started" % c["name"])
                 return False
-        env = dict(os.environ)
-        env.update(c.get("env", {}))
         mounts = c.get("mounts_given", [])
         given = dict(c.get("env_given", {}))
         if c.get("cdi_given"):
@@ -373,42 +324,10 @@ class Kubelet:
             given.update(cdi["env"])
             ctr = set(m["container_path"] for m in cdi["mounts"])
             mounts = [m for m in mounts if m["container_path"] not in ctr] + cdi["mounts"]
-
-        def host(v):
-            for m in sorted(mounts, key=lambda m: -len(m["container_path"])):
-                cp = m["container_path"]
-                if v == cp or v.startswith(cp + "/"):
-                    return m["host_path"] + v[len(cp):]
-            return v
-        for k, v in given.items():
-            if self.namespaces or k == "GSLICE_K8S_SLOTS":
-                env[k] = v
-            else:
-                env[k] = ",".join(host(x) for x in v.split(","))
-        for m in mounts:
-            if m["container_path"] == "/etc/ld.so.preload":
-                with open(m["host_path"]) as f:
-                    libs = [host(line.strip()) for line in f if line.strip()]
-                pre = env.get("LD_PRELOAD", "")
-                env["LD_PRELOAD"] = ":".join(libs + ([pre] if pre else []))
-        cmd = c["command"]
-        if self.namespaces:
-            depth = lambda m: len([p for p in os.path.normpath(m["container_path"]).split("/") if p])
-            args = []
-            for m in sorted(mounts, key=depth):
-                if not (m["container_path"] + "/").startswith("/run/"):
-                    continue
-                args += [m["container_path"], m["host_path"], "1" if m["read_only"] else "0"]
-            cmd = ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation",
-                   "private", "/bin/sh", "-c", CONTAINER_INIT, "container-init"] + args + \
-                  ["--"] + list(cmd)
-        logf = os.path.join(self.args.log_dir, "%s_%s_%s.log" % (pod["namespace"], pod["name"],
-                                                                 c["name"]))
-        c["log"] = logf
-        with open(logf, "ab") as out:
-            c["proc"] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-        log("started %s/%s/%s pid %d" % (pod["namespace"], pod["name"], c["name"], c["proc"].pid))
+        # GSLICE_K8S_SLOTS names slots, not a path: never rewritten.
+        p = kubelet_common.launch(pod, c, given, mounts, self.namespaces, self.args.log_dir,
+                                  as_is=("GSLICE_K8S_SLOTS",))
+        log("started %s/%s/%s pid %d" % (pod["namespace"], pod["name"], c["name"], p.pid))
         return True
 
     def cdi_edits(self, c):
@@ -530,39 +449,21 @@ def log(msg):
 
 
 def make_handler(k):
-    class H(ctlhttp.JSONHandler):
-        def do_GET(self):
-            parts = self.path.strip("/").split("/")
-            if parts == ["state"]:
-                return self.reply(*k.state())
-            if len(parts) == 3 and parts[0] == "pods":
-                return self.reply(*k.pod_status(parts[1] + "/" + parts[2]))
-            self.reply(404, {"error": "no such endpoint"})
-
-        def do_POST(self):
-            try:
-                if self.path == "/pods":
-                    return self.reply(*k.admit(self.body()))
-                parts = self.path.strip("/").split("/")
-                if len(parts) == 4 and parts[0] == "pods" and parts[3] == "restart":
-                    return self.reply(*k.restart_container(parts[1] + "/" + parts[2], self.body()))
-                if self.path == "/restart":
-                    k.restart(float(self.body().get("down_s", 0.3)))
-                    return self.reply(200, {})
-            except Exception as e:  # noqa: BLE001
-                return self.reply(500, {"error": repr(e)})
-            self.reply(404, {"error": "no such endpoint"})
+    class H(kubelet_common.Handler):
+        def post(self, path):
+            if path == "/pods":
+                return k.admit(self.body())
+            parts = path.strip("/").split("/")
+            if len(parts) == 4 and parts[0] == "pods" and parts[3] == "restart":
+                return k.restart_container(parts[1] + "/" + parts[2], self.body())
+            return None
 
         def do_DELETE(self):
-            parts = self.path.strip("/").split("/")
-            if len(parts) == 3 and parts[0] == "pods":
-                return self.reply(*k.delete(parts[1] + "/" + parts[2]))
+            if self.pod_key():
+                return self.reply(*k.delete(self.pod_key()))
             self.reply(404, {"error": "no such endpoint"})
+    H.k = k
     return H
-
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
 
 
 def main():
@@ -581,30 +482,10 @@ def main():
     dp, pr = load_pb(args.pb_dir)
     k = Kubelet(args, dp, pr)
     k.start_servers()
-    srv = Server(("127.0.0.1", args.port), make_handler(k))
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(tmp, args.port_file)
-    log("up: %s, control port %d, containers %s" % (
-        args.dir, srv.server_address[1],
-        "in their own namespaces" if k.namespaces else "as plain processes (no namespaces)"))
-
-    def stop(*_):
-        # Every container's process group at once, no lock taken, nothing waited for: the test's
-        # cleanup sends SIGKILL soon after SIGTERM, and a container left then runs on.
-        for pod in list(k.pods.values()):
-            for c in pod["containers"]:
-                p = c.get("proc")
-                if p:
-                    try:
-                        os.killpg(p.pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-        os._exit(0)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    srv.serve_forever()
+    kubelet_common.serve(make_handler(k), args.port, args.port_file, k.pods, lambda port: log(
+        "up: %s, control port %d, containers %s" % (
+            args.dir, port, "in their own namespaces" if k.namespaces
+            else "as plain processes (no namespaces)")))
 
 
 if __name__ == "__main__":
