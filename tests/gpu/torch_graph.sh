@@ -8,8 +8,9 @@
 #    clock of 200 replays back to back, nothing else on the GPU;
 # 2. the capture pattern under a hard 30 in each mode (global, thread_local, relaxed), global
 #    under a token (--compute 30), and global with the other thread relaxed (should the driver
-#    refuse the plain pattern, 1., this one tells whether the hook is at fault): no error, 1000
-#    replays, the result right;
+#    refuse the plain pattern, 1., this one tells whether the hook is at fault), and global under
+#    a hard 30 with an 8 GiB memory cap (PyTorch allocates its graph pool during the capture,
+#    through the hook's memory accounting): no error, 1000 replays, the result right;
 # 3. shares (lib_shares.sh's run_case; replays x that time over the window): best effort alone
 #    (90..102: the measure itself), hard 30 alone (28..32), and next to a 70% slice of single
 #    launches, 70/30 +-2 of the device time they got (the calibration's own error on top of
@@ -57,7 +58,7 @@ row "$res" "torch.cuda.graph capture global" "" "$cal"
 
 HARD="--compute 30 --compute-limit 30"
 for spec in "thread_local|$HARD" "relaxed|$HARD" "global|$HARD" "global|--compute 30" \
-  "global --worker-mode relaxed|$HARD"; do
+  "global --worker-mode relaxed|$HARD" "global|$HARD --memory 8GiB"; do
   mode=${spec%%|*} slice=${spec#*|}
   # shellcheck disable=SC2086
   if out=$("$BUILD/bin/gslice" run $slice -- timeout -k 5 180 "$TORCH_PY" "$PYG" capture --mode $mode 2>&1); then
