@@ -7,35 +7,49 @@
 # the direct run of that round), median and range over the rounds; in wall time (what a program
 # sees on a quiet host) and in the launching threads' CPU time (what the gate itself spends, which
 # a loaded host moves far less: there a thread is off the CPU for most of each slice).
+# A hard-limited slice is run twice: at its limit, where a launch-bound loop (the gate counts its
+# token's time from a launch to the synchronize that waited for it, docs/compute.md) is paced to
+# half its speed by the limit itself; and below it, each batch followed by GATE_IDLE_NS of the
+# thread's own time (a spin, in the direct run too), where only the gate's cost is left.
+# Threads: 2 (no more than this machine's CPUs) and GATE_THREADS.
 #   GATE_SECONDS (2) per batch size per run, GATE_ROUNDS (5), GATE_THREADS (4: the threaded
-#   modes), GATE_BATCHES ("8 64"), GATE_SHORT=1: a smoke test (0.2 s, 2 rounds).
+#   modes), GATE_IDLE_NS (4000), GATE_BATCHES ("8 64"), GATE_SHORT=1: a smoke test (0.2 s, 2
+#   rounds).
 source "$GSLICE_SRC/bench/compute_env.inc"
-SECS=${GATE_SECONDS:-2} ROUNDS=${GATE_ROUNDS:-5} THREADS=${GATE_THREADS:-4}
+SECS=${GATE_SECONDS:-2} ROUNDS=${GATE_ROUNDS:-5} THREADS=${GATE_THREADS:-4} IDLE=${GATE_IDLE_NS:-4000}
 BATCHES=${GATE_BATCHES:-8 64}
 if [ "${GATE_SHORT:-0}" = 1 ]; then SECS=0.2 ROUNDS=2; fi
 GB="$GSLICE_BUILD/bench/gate_bench"
 bench_daemon
-# name|threads|how it runs (the direct run of the same thread count is its baseline)
+# name|threads|idle ns after each synchronize|how it runs (its baseline: the direct run of the
+# same threads and idle)
+H50="$BIN/gslice run --compute 50 --compute-limit 50 --"
 MODES=(
-  "direct|1|"
-  "hook, no slice (gate off)|1|env LD_PRELOAD=$HOOK"
-  "slice, best effort (token)|1|$BIN/gslice run --"
-  "soft: --compute 50 (token)|1|$BIN/gslice run --compute 50 --"
-  "hard: --compute 50 --compute-limit 50|1|$BIN/gslice run --compute 50 --compute-limit 50 --"
-  "direct, $THREADS threads|$THREADS|"
-  "soft, $THREADS threads|$THREADS|$BIN/gslice run --compute 50 --"
-  "hard, $THREADS threads|$THREADS|$BIN/gslice run --compute 50 --compute-limit 50 --"
+  "direct|1|0|"
+  "hook, no slice (gate off)|1|0|env LD_PRELOAD=$HOOK"
+  "slice, best effort (token)|1|0|$BIN/gslice run --"
+  "soft: --compute 50 (token)|1|0|$BIN/gslice run --compute 50 --"
+  "hard 50/50, at its limit (paced)|1|0|$H50"
+  "direct, idle ${IDLE} ns a batch|1|$IDLE|"
+  "hard 50/50, below its limit (idle ${IDLE} ns a batch)|1|$IDLE|$H50"
+  "direct, 2 threads|2|0|"
+  "soft, 2 threads|2|0|$BIN/gslice run --compute 50 --"
+  "hard 50/50, 2 threads, below its limit|2|$IDLE|$H50"
+  "direct, 2 threads, idle|2|$IDLE|"
+  "direct, $THREADS threads|$THREADS|0|"
+  "soft, $THREADS threads|$THREADS|0|$BIN/gslice run --compute 50 --"
+  "hard 50/50, $THREADS threads|$THREADS|0|$H50"
 )
 echo "gate cost: $(nproc) CPU(s), load $(cut -d' ' -f1-3 /proc/loadavg), ${SECS}s per batch" \
   "size per run, $ROUNDS rounds, batches $BATCHES"
 R="$BT/results"
 for round in $(seq "$ROUNDS"); do
   for m in "${MODES[@]}"; do
-    IFS='|' read -r name threads how <<<"$m"
+    IFS='|' read -r name threads idle how <<<"$m"
     # shellcheck disable=SC2086 # `how` is words
-    out=$($how "$GB" "$SECS" "$threads" $BATCHES 2>>"$BT/gate.err") ||
+    out=$(GATE_IDLE_NS=$idle $how "$GB" "$SECS" "$threads" $BATCHES 2>>"$BT/gate.err") ||
       { echo "gate_bench failed in '$name':"; cat "$BT/gate.err"; exit 1; }
-    echo "$round|$name|$threads|$out" >>"$R"
+    echo "$round|$name|$threads,$idle|$out" >>"$R"
   done
 done
 # The fit per round against that round's direct run of the same thread count; p: "" (wall time)

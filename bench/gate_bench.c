@@ -8,6 +8,10 @@
  *     time per batch(B) = sync_ns + B * launch_ns.
  * bench/gate.sh runs it directly and under the hook in each mode, rounds alternated, and prints
  * the difference. Linked with -lcuda like any program.
+ * GATE_IDLE_NS=N: after each synchronize the thread spins N ns on the clock (no CUDA call), so
+ * that the device is busy for a part of the time only (a hard-limited slice below its limit);
+ * then each batch is timed on its own, the spin left out (two more clock reads a batch, in the
+ * direct run too).
  * usage: gate_bench SECONDS THREADS B1 B2 [B...] */
 #include <cuda.h>
 #include <pthread.h>
@@ -29,6 +33,7 @@ static CUfunction fn;
 static int nsizes;
 static unsigned long sizes[MAX_SIZES];
 static double seconds;
+static unsigned long long idle_ns; /* GATE_IDLE_NS */
 
 struct worker {
   pthread_t t;
@@ -60,19 +65,37 @@ static int batch(CUstream s, unsigned long b) {
   return cuStreamSynchronize(s) == CUDA_SUCCESS ? 0 : -1;
 }
 
+/* With GATE_IDLE_NS: one batch timed on its own (wall and CPU), then the spin, not timed. */
+static int idle_batch(CUstream s, unsigned long b, unsigned long long *wall,
+                      unsigned long long *cpu) {
+  unsigned long long c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = now_ns();
+  if (batch(s, b) < 0)
+    return -1;
+  unsigned long long t1 = now_ns();
+  *cpu += clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+  *wall += t1 - t0;
+  for (unsigned long long until = t1 + idle_ns; now_ns() < until;)
+    ;
+  return 0;
+}
+
 /* Batches of size k until `end`; their mean time goes to w (when it is given). */
 static int run_slice(struct worker *w, CUstream s, int k, unsigned long long end) {
   unsigned long long c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = now_ns(), t = t0, n = 0;
+  unsigned long long wall = 0, cpu = 0;
   while (t < end) {
-    if (batch(s, sizes[k]) < 0)
+    if ((idle_ns ? idle_batch(s, sizes[k], &wall, &cpu) : batch(s, sizes[k])) < 0)
       return -1;
     t = now_ns();
     n++;
   }
-  unsigned long long c = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+  if (!idle_ns) {
+    cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    wall = t - t0;
+  }
   if (w && n && w->nslices[k] < MAX_SLICES) {
-    w->cpu[k][w->nslices[k]] = (double)c / (double)n;
-    w->slice[k][w->nslices[k]++] = (double)(t - t0) / (double)n;
+    w->cpu[k][w->nslices[k]] = (double)cpu / (double)n;
+    w->slice[k][w->nslices[k]++] = (double)wall / (double)n;
   }
   return 0;
 }
@@ -140,6 +163,8 @@ static int parse(int argc, char **argv, int *threads) {
     return -1;
   seconds = strtod(argv[1], NULL);
   *threads = atoi(argv[2]);
+  const char *idle = getenv("GATE_IDLE_NS");
+  idle_ns = idle ? strtoull(idle, NULL, 10) : 0;
   nsizes = argc - 3;
   for (int k = 0; k < nsizes; k++) {
     sizes[k] = strtoul(argv[3 + k], NULL, 10);
