@@ -38,6 +38,14 @@ if(TARGET gslice_sim_cuda)
   set_target_properties(compute_stream_destroy PROPERTIES
                         RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests SKIP_BUILD_RPATH TRUE)
 endif()
+# Launching threads that come and go (integration/compute_threads.sh).
+if(TARGET gslice_sim_cuda)
+  add_executable(compute_threads progs/compute_threads.c)
+  target_include_directories(compute_threads PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(compute_threads PRIVATE gslice_sim_cuda Threads::Threads)
+  set_target_properties(compute_threads PROPERTIES
+                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests SKIP_BUILD_RPATH TRUE)
+endif()
 if(TARGET gslice_daemon_core)
   gslice_unit_test(test_registry SOURCES unit/test_registry.c LIBS gslice_daemon_core)
   gslice_unit_test(test_loop SOURCES unit/test_loop.c LIBS gslice_daemon_core)

@@ -15,6 +15,86 @@
 #include "compute.h"
 #include "compute_state.h"
 
+/* ---- the launching threads' slots ---- */
+
+/* This thread's slot: its index + 1 (0: none yet; -1: none to be had, it counts in C.shared). */
+static __thread int tl_slot __attribute__((tls_model("initial-exec")));
+static pthread_key_t slot_key;
+static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
+static bool slot_key_ok;
+
+/* A thread that exits gives its slot back; its counts stay for the next owner to go on from. It
+ * runs in that thread: a launch from a later destructor of its counts in the shared slot (two
+ * writers' plain stores to one counter would lose one, and a close would wait forever). */
+static void slot_release(void *v) {
+  uintptr_t i = (uintptr_t)v;
+  tl_slot = -1;
+  if (i > 0 && i <= GATE_SLOTS)
+    atomic_store(&C.slot_owned[i - 1], 0);
+}
+
+static void slot_key_make(void) {
+  slot_key_ok = pthread_key_create(&slot_key, slot_release) == 0;
+}
+
+__attribute__((noinline, cold)) static void slot_claim(void) {
+  pthread_once(&slot_once, slot_key_make);
+  tl_slot = -1;
+  if (!slot_key_ok)
+    return;
+  for (unsigned i = 0; i < GATE_SLOTS; i++) {
+    uint8_t free_ = 0;
+    if (!atomic_compare_exchange_strong(&C.slot_owned[i], &free_, 1))
+      continue;
+    unsigned n = atomic_load(&C.nslots);
+    while (n < i + 1 && !atomic_compare_exchange_weak(&C.nslots, &n, i + 1))
+      ;
+    if (pthread_setspecific(slot_key, (void *)(uintptr_t)(i + 1)) != 0) {
+      atomic_store(&C.slot_owned[i], 0);
+      return;
+    }
+    tl_slot = (int)i + 1;
+    return;
+  }
+}
+
+/* What gs_compute_after_launch counts a launch of GPU dev done in: this thread's own counter, or
+ * (bit 0) the shared one. */
+static inline uintptr_t slot_done(int dev) {
+  if (__builtin_expect(tl_slot == 0, 0))
+    slot_claim();
+  if (tl_slot < 0)
+    return (uintptr_t)&C.shared.done[dev] | 1;
+  return (uintptr_t)&C.slots[tl_slot - 1].done[dev];
+}
+
+/* Entered less done, the gate word read before and after the slots: if no launch entered
+ * between the two reads, every done counted is of a launch counted in it. A gate that keeps
+ * moving (other threads launching) after a few tries: in flight, the caller looks again. */
+uint32_t gs_gate_inflight(const struct burst *b) {
+  unsigned dev = b->dev;
+  for (int tries = 0; tries < 4; tries++) {
+    uint64_t g = atomic_load(&b->gate);
+    uint32_t done = atomic_load_explicit(&C.shared.done[dev], memory_order_acquire);
+    unsigned n = atomic_load(&C.nslots);
+    for (unsigned i = 0; i < n; i++)
+      done += atomic_load_explicit(&C.slots[i].done[dev], memory_order_acquire);
+    if (GATE_ENTERED(atomic_load(&b->gate)) == GATE_ENTERED(g))
+      return (GATE_ENTERED(g) - done) & GATE_COUNT_MASK;
+  }
+  return 1;
+}
+
+void gs_gate_slots_forked(void) {
+  for (unsigned i = 0; i < GATE_SLOTS; i++) {
+    for (unsigned d = 0; d < GS_MAX_GPUS; d++)
+      atomic_store(&C.slots[i].done[d], 0);
+    atomic_store(&C.slot_owned[i], tl_slot == (int)i + 1);
+  }
+  for (unsigned d = 0; d < GS_MAX_GPUS; d++)
+    atomic_store(&C.shared.done[d], 0);
+}
+
 /* ---- the gate ---- */
 
 /* The open burst takes one more launch of ctx: within its time and budget. */
@@ -53,7 +133,7 @@ static void join_burst(struct burst *b, CUstream stream) {
   if (!b->handoff_set && LAUNCHES(b) == atomic_load(&b->fast_budget) &&
       atomic_load(&b->fast_budget) < atomic_load(&b->budget))
     gs_burst_mark_handoff(b);
-  atomic_fetch_add(&b->gate, GATE_LAUNCH + 1);
+  atomic_fetch_add(&b->gate, GATE_ENTER + 1);
 }
 
 /* The previous holder's tail is still running and ends soon. */
@@ -149,7 +229,7 @@ static void pace_self(struct burst *b, CUcontext ctx, CUstream stream, uint64_t 
  * token off, close the burst, wait for another thread's close, queue behind the previous
  * holder's tail, take a grant, wait for one, or pace without a daemon, and look again. */
 __attribute__((noinline, cold)) static CUresult slow_path(int dev, CUcontext ctx, CUstream stream,
-                                                          _Atomic uint64_t **inflight) {
+                                                          uintptr_t *done) {
   struct burst *b = &C.b[dev];
 
   pthread_mutex_lock(&C.mu);
@@ -193,47 +273,75 @@ __attribute__((noinline, cold)) static CUresult slow_path(int dev, CUcontext ctx
   }
   gs_burst_unrelax(mode);
   pthread_mutex_unlock(&C.mu);
-  *inflight = &b->gate;
+  *done = slot_done(dev);
   return CUDA_SUCCESS;
 }
 
-CUresult gs_compute_before_launch(CUstream stream, _Atomic uint64_t **inflight) {
+/* Everything but the one-GPU fast path: set-up, the gate off, a capture in progress, several
+ * GPUs, and a launch the fast path did not let through (counted in w: the stream new to the
+ * burst, the budget spent, no burst open, an idle stamp to take, no slot yet). */
+__attribute__((noinline)) static CUresult gate_general(CUstream stream, uintptr_t *done,
+                                                       bool counted, uint64_t w) {
   CUcontext ctx = NULL;
   int dev = 0;
 
-  if (atomic_load_explicit(&C.state, memory_order_acquire) == 0)
-    gs_link_ensure_setup();
-  if (C.mode == MODE_OFF)
-    return CUDA_SUCCESS;
-  /* Into a capture, a launch only adds a node to the program's graph: nothing runs, nothing is
-   * gated or counted (its replay is, by cuGraphLaunch). One load while nothing captures. */
-  if (__builtin_expect(atomic_load_explicit(&C.captures, memory_order_relaxed) != 0, 0) &&
-      gs_burst_stream_captured(stream))
-    return CUDA_SUCCESS;
-  /* One GPU: device 0 whatever the context, and the fast path asks the driver nothing (a launch
-   * without a context is counted, and fails in the driver); the slow path looks it up. */
-  if (!C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
-    return CUDA_SUCCESS; /* no context: the driver will say so */
+  if (!counted) {
+    if (atomic_load_explicit(&C.state, memory_order_acquire) == 0)
+      gs_link_ensure_setup();
+    if (C.mode == MODE_OFF)
+      return CUDA_SUCCESS;
+    /* Into a capture, a launch only adds a node to the program's graph: nothing runs, nothing
+     * is gated or counted (its replay is, by cuGraphLaunch). */
+    if (atomic_load(&C.captures) && gs_burst_stream_captured(stream))
+      return CUDA_SUCCESS;
+    /* One GPU: device 0 whatever the context (a launch without a context is counted, and fails
+     * in the driver); the slow path looks the context up. */
+    if (!C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
+      return CUDA_SUCCESS; /* no context: the driver will say so */
+    w = atomic_fetch_add(&C.b[dev].gate, GATE_ENTER + 1);
+  }
   struct burst *b = &C.b[dev];
-  /* No clock read: the helper closes the burst at its expiry (valid_until 0). */
-  uint64_t w = atomic_fetch_add(&b->gate, GATE_LAUNCH + 1);
-  if ((w >> 24) < atomic_load(&b->fast_budget) && atomic_load(&b->valid_until) &&
+  if (GATE_LAUNCHES(w) < atomic_load(&b->fast_budget) && atomic_load(&b->valid_until) &&
       gs_burst_stream_known(b, stream)) {
-    if (__builtin_expect(atomic_load(&b->idle_since) != 0, 0))
+    if (atomic_load(&b->idle_since) != 0)
       take_idle(b);
-    *inflight = &b->gate;
+    *done = slot_done(dev);
     return CUDA_SUCCESS;
   }
-  atomic_fetch_sub(&b->gate, GATE_LAUNCH + 1); /* the slow path counts it, under mu */
+  atomic_fetch_sub(&b->gate, GATE_ENTER + 1); /* the slow path counts it, under mu */
   if (C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
     return CUDA_SUCCESS;
-  return slow_path(dev, ctx, stream, inflight);
+  return slow_path(dev, ctx, stream, done);
+}
+
+/* The fast path, in a process that sees one GPU (a slice's) with the gate on and no capture in
+ * progress: one atomic add, a few loads, no call, no clock read (the helper closes the burst at
+ * its expiry: valid_until 0). The add is a full barrier: a close that stopped the burst
+ * (valid_until 0) before it is seen here; one after it counts this launch in flight
+ * (gs_gate_inflight). */
+CUresult gs_compute_before_launch(CUstream stream, uintptr_t *done) {
+  if (__builtin_expect(
+          atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF ||
+              atomic_load_explicit(&C.captures, memory_order_relaxed) != 0 || !C.one_gpu,
+          0))
+    return C.mode == MODE_OFF && atomic_load(&C.state) ? CUDA_SUCCESS
+                                                       : gate_general(stream, done, false, 0);
+  struct burst *b = &C.b[0];
+  uint64_t w = atomic_fetch_add(&b->gate, GATE_ENTER + 1);
+  if (__builtin_expect(GATE_LAUNCHES(w) < atomic_load(&b->fast_budget) &&
+                           atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream) &&
+                           atomic_load(&b->idle_since) == 0 && tl_slot > 0,
+                       1)) {
+    *done = (uintptr_t)&C.slots[tl_slot - 1].done[0];
+    return CUDA_SUCCESS;
+  }
+  return gate_general(stream, done, true, w);
 }
 
 /* ---- segments: the idle time between a synchronize and the next launch is not charged ---- */
 
 #define MARK_EPOCH(m) ((uint32_t)((m) >> 40))
-#define MARK_LAUNCHES(m) ((uint32_t)((m) >> 8))
+#define MARK_ENTERED(m) ((uint32_t)((m) >> 8) & GATE_COUNT_MASK)
 #define EPOCH_BITS 0xffffffu
 
 /* The legacy stream (NULL) is the current context's: a query of it says something of the burst
@@ -250,9 +358,10 @@ static bool query_stream(struct burst *b, CUstream s, CUcontext *ctx) {
 
 /* A synchronize of a burst whose work has all run already (a launch-bound loop's): no event, no
  * lock, no segment end; the burst is idle from now to its next launch (stamp_idle), whatever the
- * synchronize waits for. 0: not so (work still queued, a launch on its way, a capture in progress,
- * a per-thread stream, the budget spent, its stream destroyed), or the burst has several streams
- * (the event path records into them under mu, once a synchronize, as before). The queries go
+ * synchronize waits for. Every stream of the burst is asked (several threads on a stream each:
+ * one query per stream, the burst idle only when all are). 0: not so (work still queued on one of
+ * them, a launch on its way, a capture in progress, a per-thread stream, the budget spent, a
+ * stream destroyed): the event path ends the segment under mu, as before. The queries go
  * without mu, counted in `querying`: a stream's destroy takes it out of the burst and waits for
  * them before the driver's (gs_compute_stream_destroy), so none names a destroyed stream. */
 static uint64_t quick_mark(struct burst *b, CUcontext *ctx) {
@@ -260,9 +369,10 @@ static uint64_t quick_mark(struct burst *b, CUcontext *ctx) {
   uint64_t g = atomic_load(&b->gate);
   unsigned n = atomic_load(&b->nstreams);
 
-  if (!gs_real()->cuStreamQuery || atomic_load(&C.captures) || (g & GATE_INFLIGHT) || n != 1 ||
+  if (!gs_real()->cuStreamQuery || atomic_load(&C.captures) || n == 0 ||
       !atomic_load(&b->valid_until) || !atomic_load(&b->seg_open) ||
-      atomic_load(&b->thread_local_stream) || (g >> 24) >= atomic_load(&b->budget))
+      atomic_load(&b->thread_local_stream) || GATE_LAUNCHES(g) >= atomic_load(&b->budget) ||
+      gs_gate_inflight(b) || GATE_ENTERED(atomic_load(&b->gate)) != GATE_ENTERED(g))
     return 0;
   bool done = true;
   atomic_fetch_add(&b->querying, 1);
@@ -273,15 +383,15 @@ static uint64_t quick_mark(struct burst *b, CUcontext *ctx) {
   atomic_fetch_sub(&b->querying, 1);
   if (!done)
     return 0;
-  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)(uint32_t)(g >> 24) << 8 | 1;
+  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)GATE_ENTERED(g) << 8 | 1;
 }
 
-/* The burst the quick mark was taken in, open, nothing launched since. */
+/* The burst the quick mark was taken in, open, no launch entered its gate since (none was in
+ * flight at the mark). */
 static bool quick_holds(struct burst *b, uint64_t mark) {
   uint64_t g = atomic_load(&b->gate);
   return (atomic_load(&b->epoch) & EPOCH_BITS) == MARK_EPOCH(mark) &&
-         (uint32_t)(g >> 24) == MARK_LAUNCHES(mark) && (g & GATE_INFLIGHT) == 0 &&
-         atomic_load(&b->valid_until);
+         GATE_ENTERED(g) == MARK_ENTERED(mark) && atomic_load(&b->valid_until);
 }
 
 /* Stamped, then looked at again: a launch that counted itself before the stamp either took it (a

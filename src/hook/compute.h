@@ -6,16 +6,23 @@
 #include <stdint.h>
 
 /* Before the real launch on `stream` (in the calling thread's current context).
- * Returns CUDA_SUCCESS to go ahead; may block until the slice holds a token. *inflight: what to
- * give gs_compute_after_launch (NULL: the launch was not counted).
- * Fast path while the token is valid: no syscall, no lock, no allocation. */
-CUresult gs_compute_before_launch(CUstream stream, _Atomic uint64_t **inflight);
+ * Returns CUDA_SUCCESS to go ahead; may block until the slice holds a token. *done: what to give
+ * gs_compute_after_launch (0: the launch was not counted).
+ * Fast path while the token is valid: no syscall, no lock, no allocation, one atomic add. */
+CUresult gs_compute_before_launch(CUstream stream, uintptr_t *done);
 
-/* After the real launch, whatever it returned: the launch is no longer in flight (inline: one
- * atomic subtract from the burst's gate word, no call). */
-static inline void gs_compute_after_launch(_Atomic uint64_t *inflight) {
-  if (inflight)
-    atomic_fetch_sub(inflight, 1);
+/* After the real launch, whatever it returned: the launch is no longer in flight. Inline, no
+ * call: a plain store to the calling thread's own counter (bit 0 set: a counter threads share,
+ * an atomic add). */
+static inline void gs_compute_after_launch(uintptr_t done) {
+  _Atomic uint32_t *d = (_Atomic uint32_t *)(done & ~(uintptr_t)1);
+  if (!done)
+    return;
+  if (done & 1)
+    atomic_fetch_add_explicit(d, 1, memory_order_release);
+  else
+    atomic_store_explicit(d, atomic_load_explicit(d, memory_order_relaxed) + 1,
+                          memory_order_release);
 }
 
 /* Before the real synchronize (any kind) in the calling thread's context: marks where the

@@ -198,7 +198,7 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   b->probe_set = false;
   b->idle_ticks = 0;
   atomic_store(&b->nstreams, 0);
-  atomic_fetch_and(&b->gate, GATE_INFLIGHT); /* launches of the last burst: 0 */
+  atomic_fetch_and(&b->gate, ~GATE_LAUNCHES_MASK); /* launches of the last burst: 0 */
   /* Launches are asynchronous: without a budget a slice could queue seconds
    * of work inside one token. The budget keeps what is queued near the
    * quantum, by this process's measured kernel length. */

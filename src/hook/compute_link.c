@@ -283,6 +283,7 @@ static void child_after_fork(void) {
     close(C.wake_fd);
   C.fd = C.wake_fd = -1;
   memset(C.b, 0, sizeof(C.b));
+  gs_gate_slots_forked();
   /* The parent's captures and closes are not the child's (one in a context synchronize at the
    * fork would hold the child's first capture forever). */
   atomic_store(&C.captures, 0);
@@ -322,6 +323,8 @@ static void compute_setup(void) {
     return;
   }
   C.slice_id = (uint32_t)id;
+  for (unsigned i = 0; i < GS_MAX_GPUS; i++)
+    C.b[i].dev = i;
   clock_setup();
   int ngpus = 0;
   C.one_gpu = gs_real()->cuDeviceGetCount && gs_real()->cuDeviceGetCount(&ngpus) == CUDA_SUCCESS &&

@@ -56,10 +56,21 @@
 #define FIRST_BUDGET 16
 #define MAX_BUDGET (1u << 20)
 
-#define GATE_LAUNCH (1ull << 24)
-#define GATE_INFLIGHT (GATE_LAUNCH - 1)
-#define LAUNCHES(b) (atomic_load(&(b)->gate) >> 24)
-#define INFLIGHT(b) (atomic_load(&(b)->gate) & GATE_INFLIGHT)
+/* A burst's gate word: the launches that passed the gate in this burst (low 40 bits, 1 each) and,
+ * in the top 24 bits, every launch that ever entered it (GATE_ENTER each, wrapping harmlessly):
+ * one atomic add a launch. A launch back from the driver counts itself done in its thread's own
+ * slot (struct gate_slot) with a plain store, so the launches still in flight are the entered
+ * ones less the slots' done ones (gs_gate_inflight), and no launch writes a shared line twice. */
+#define GATE_ENTER_SHIFT 40
+#define GATE_ENTER (1ull << GATE_ENTER_SHIFT)
+#define GATE_LAUNCHES_MASK (GATE_ENTER - 1)
+#define GATE_LAUNCHES(g) ((g)&GATE_LAUNCHES_MASK)
+#define GATE_ENTERED(g) ((uint32_t)((g) >> GATE_ENTER_SHIFT))
+#define GATE_COUNT_MASK 0xffffffu /* entered and done counts: mod 2^24 */
+#define LAUNCHES(b) GATE_LAUNCHES(atomic_load(&(b)->gate))
+#define INFLIGHT(b) gs_gate_inflight(b)
+/* Launching threads with a slot of their own (more at once share one, with atomic adds). */
+#define GATE_SLOTS 256
 
 enum mode { MODE_OFF, MODE_DAEMON, MODE_SELF };
 
@@ -75,9 +86,9 @@ struct burst {
   _Atomic uintptr_t streams[BURST_STREAMS];
   _Atomic unsigned nstreams;
   _Atomic uint32_t epoch; /* bumped at each open and close: a stale stamp is not set */
-  /* One word, so that a launch costs one atomic add at the gate and one after: the launches
-   * that passed the gate in this burst (GATE_LAUNCH each) and those between the gate and the
-   * driver's return (1 each). */
+  uint32_t dev;           /* its index in C.b, set up before C.state */
+  /* The launches of this burst and those ever entered (GATE_ENTER_SHIFT): one atomic add a
+   * launch, the only write a launch makes to a line other threads' launches write too. */
   _Atomic uint64_t gate __attribute__((aligned(64)));
   /* A synchronize that found all of the burst's work done when called ends no segment (no event,
    * no lock): it stamps idle_since (the gate's clock) when called, the next launch (any thread)
@@ -138,6 +149,12 @@ struct burst {
   bool self_burst;       /* the open burst is self-paced, not the daemon's token */
 };
 
+/* One launching thread's launches back from the driver, per GPU (mod 2^24): written by that
+ * thread alone (a plain store), read by whoever waits for the launches in flight. One line. */
+struct gate_slot {
+  _Atomic uint32_t done[GS_MAX_GPUS];
+} __attribute__((aligned(64)));
+
 struct compute {
   _Atomic int state; /* 0: not set up, 1: set up */
   pthread_mutex_t init_mu;
@@ -172,6 +189,13 @@ struct compute {
   unsigned char in[1024] __attribute__((aligned(8)));
   size_t inlen;
   struct burst b[GS_MAX_GPUS];
+  /* The launching threads' slots (compute.c): claimed at a thread's first launch, given back at
+   * its exit (their counts stay: the next owner goes on from them); slots[nslots..] never used.
+   * A thread that finds none free counts in `shared` with atomic adds. */
+  struct gate_slot slots[GATE_SLOTS];
+  _Atomic uint8_t slot_owned[GATE_SLOTS];
+  _Atomic unsigned nslots;
+  struct gate_slot shared;
 };
 
 /* The hook's init-once table for compute (compute_link.c). */
@@ -196,6 +220,12 @@ void gs_link_wake(void);
 int gs_link_send(uint32_t type, const void *body, size_t len);
 /* Sets compute up at the first launch (reads the environment, connects, starts the helper). */
 void gs_link_ensure_setup(void);
+
+/* compute.c: the launches of burst b past its gate and not yet back from the driver (0: none);
+ * any thread, no lock. */
+uint32_t gs_gate_inflight(const struct burst *b);
+/* compute.c: in a child after fork, the slots are the forking thread's alone, every count 0. */
+void gs_gate_slots_forked(void);
 
 /* compute_burst.c: bursts (mu held, except the stream lookup of the fast path). */
 int gs_burst_current_dev(CUcontext *ret_ctx);

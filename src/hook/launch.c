@@ -10,12 +10,12 @@
   const struct gs_real *r = gs_real();                                                             \
   if (!r->name)                                                                                    \
     return CUDA_ERROR_NOT_FOUND;                                                                   \
-  _Atomic uint64_t *inflight = NULL;                                                               \
-  CUresult gate = gs_compute_before_launch(stream, &inflight);                                     \
+  uintptr_t done = 0;                                                                              \
+  CUresult gate = gs_compute_before_launch(stream, &done);                                         \
   if (gate != CUDA_SUCCESS)                                                                        \
     return gate;                                                                                   \
   CUresult rc = call;                                                                              \
-  gs_compute_after_launch(inflight);                                                               \
+  gs_compute_after_launch(done);                                                                   \
   return rc
 
 /* In a _ptsz launch the NULL stream is the calling thread's default stream: the gate must time
