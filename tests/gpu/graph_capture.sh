@@ -26,7 +26,7 @@ for pattern in global thread-local relaxed "global --per-thread"; do
     n=$((n + 1))
     run=()
     # shellcheck disable=SC2206
-    [ -z "$slice" ] || run=("$BUILD/bin/gslice" run $slice --)
+    [ -z "$slice" ] || run=(gsrun $slice --)
     # shellcheck disable=SC2086
     "${run[@]}" timeout -k 5 120 "$W/compute_graph" capture $pattern >"$W/cap.$n" 2>&1
     rc=$?

@@ -17,8 +17,18 @@
 #     `fails` counts the slices out of bounds. A workload is killed LEAD + DUR + 60 s on.
 #   check_row CHECK SLICE NOTE RESULT: one row of the checks table ($GSLICE_GPU_CHECKS when set),
 #     counted in `fails` unless RESULT is PASS.
+#   gsrun ARGS...: gslice run; in a sanitizer build (GSLICE_SANITIZE in its CMakeCache) with the
+#     ASan runtime ahead of the hook, as an uninstrumented workload needs it (a dry run's check).
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 DUR=${DUR:-10}
+ASAN_RT=""
+if grep -q '^GSLICE_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then
+  ASAN_RT=$(${CC:-cc} -print-file-name=libasan.so)
+  export ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=0
+fi
+gsrun() {
+  if [ -n "$ASAN_RT" ]; then LD_PRELOAD="$ASAN_RT" "$BUILD/bin/gslice" run "$@"; else "$BUILD/bin/gslice" run "$@"; fi
+}
 LEAD=${LEAD:-1}
 fails=${fails:-0}
 
@@ -82,7 +92,7 @@ run_case() { # NAME LO HI "RUN ARGS[|WORKLOAD ARGS]" ...
     # shellcheck disable=SC2086
     mapfile -t argv < <(workload_cmd $wa)
     # shellcheck disable=SC2086
-    "$BUILD/bin/gslice" run $ra -- timeout -k 5 $((${LEAD%.*} + DUR + 60)) "${argv[@]}" \
+    gsrun $ra -- timeout -k 5 $((${LEAD%.*} + DUR + 60)) "${argv[@]}" \
       --start "$start" --warmup 1 --duration "$DUR" --label s$((i / 3)) >"$W/out.$i" 2>>"$W/err" &
     pids+=($!)
     i=$((i + 3))

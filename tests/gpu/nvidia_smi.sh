@@ -21,16 +21,9 @@ command -v nvidia-smi > /dev/null || skip "no nvidia-smi on PATH"
 nvidia-smi -L > /dev/null 2>&1 || skip "nvidia-smi finds no GPU"
 [ -x "$BUILD/bin/gsliced" ] && [ -x "$BUILD/bin/gslice" ] && [ -f "$BUILD/lib/libgslice.so" ] ||
   skip "no gslice build in $BUILD (make, or set GSLICE_BUILD)"
-W=$(mktemp -d "${TMPDIR:-/tmp}/gslice-gpu-smi.XXXXXX")
-trap 'jobs -p | xargs -r kill 2>/dev/null; sleep 0.2; rm -rf "$W"' EXIT
-export GSLICE_SRC="$SRC" GSLICE_SOCKET="$W/gsliced.sock" GSLICE_DAEMON_STATE_DIR="$W/daemon"
-LIBDIR=${GSLICE_GPU_LIBDIR:+-L$GSLICE_GPU_LIBDIR}
-${CC:-cc} -O2 -I"$CUDA_HOME/include" -o "$W/compute_spin" "$SRC/tests/progs/compute_spin.c" \
-  $LIBDIR -l:libcuda.so.1 2> "$W/build.log" || {
-  cat "$W/build.log" >&2
-  echo "FAIL: cannot build the workload against libcuda.so.1"
-  exit 1
-}
+# shellcheck source=tests/gpu/lib_shares.sh
+source "$SRC/tests/gpu/lib_shares.sh"
+shares_setup smi || { echo "FAIL: no workload built or no gsliced (above)"; exit 1; }
 fails=0
 ok() { echo "PASS: $*"; }
 bad() {
@@ -51,13 +44,6 @@ if [ -n "${GSLICE_GPU_OUT:-}" ]; then
     "$GSLICE_GPU_OUT/nvidia-smi-calls.txt"
 fi
 
-"$BUILD/bin/gsliced" --state-dir "$W/daemon" --foreground 2> "$W/gsliced.log" &
-for _ in $(seq 100); do [ -S "$GSLICE_SOCKET" ] && break; sleep 0.05; done
-[ -S "$GSLICE_SOCKET" ] || {
-  cat "$W/gsliced.log"
-  echo "FAIL: gsliced did not start"
-  exit 1
-}
 start=$(date +%s.%N | awk '{ printf "%.3f", $1 + 1 }')
 cat > "$W/a.sh" << EOF
 "$W/compute_spin" --start $start --warmup 1 --duration $DUR --label a > "$W/a.spin" &
@@ -69,10 +55,10 @@ timeout -k 2 30 nvidia-smi --query-gpu=index,uuid,memory.total,memory.used,utili
 timeout -k 2 30 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits > "$W/a.apps" 2>&1
 wait
 EOF
-"$BUILD/bin/gslice" run --gpu 0 --compute 30 --compute-limit 30 --memory 2GiB --name a -- \
+gsrun --gpu 0 --compute 30 --compute-limit 30 --memory 2GiB --name a -- \
   bash "$W/a.sh" 2>> "$W/err" &
 A=$!
-"$BUILD/bin/gslice" run --gpu 0 --compute 70 --memory 4GiB --name b -- bash -c \
+gsrun --gpu 0 --compute 70 --memory 4GiB --name b -- bash -c \
   "echo \$\$ > '$W/b.pid'; exec '$W/compute_spin' --start $start --warmup 1 --duration $DUR --label b" \
   > "$W/b.spin" 2>> "$W/err" &
 B=$!
@@ -103,7 +89,7 @@ fi
 grep -q "compute_spin" "$W/a.default" && ok "the default view lists a's process by name" ||
   bad "the default view lists no compute_spin"
 [ $fails = 0 ] || {
-  tail -20 "$W/gsliced.log" "$W/err"
+  tail -n 20 "$W/gsliced.log" "$W/err"
   exit 1
 }
 exit 0

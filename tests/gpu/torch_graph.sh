@@ -61,7 +61,7 @@ for spec in "thread_local|$HARD" "relaxed|$HARD" "global|$HARD" "global|--comput
   "global --worker-mode relaxed|$HARD" "global|$HARD --memory 8GiB"; do
   mode=${spec%%|*} slice=${spec#*|}
   # shellcheck disable=SC2086
-  if out=$("$BUILD/bin/gslice" run $slice -- timeout -k 5 180 "$TORCH_PY" "$PYG" capture --mode $mode 2>&1); then
+  if out=$(gsrun $slice -- timeout -k 5 180 "$TORCH_PY" "$PYG" capture --mode $mode 2>&1); then
     row PASS "torch.cuda.graph capture $mode" "$slice" "$(grep '^mode=' <<<"$out")"
   else
     row FAIL "torch.cuda.graph capture $mode" "$slice" "$(tail -1 <<<"$out")"
