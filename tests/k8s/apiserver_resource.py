@@ -44,10 +44,19 @@ Validation (422 Invalid, "<field>: <why>"), for the fields gslice uses:
 """
 
 import copy
+import http.server
 import json
 import re
 from fractions import Fraction
 from urllib.parse import parse_qs, urlsplit
+
+# A kube-apiserver listens with the system's backlog (Go's net.Listen takes net.core.somaxconn,
+# 4096 on current kernels): a burst of connections, such as a DRA plugin reading the claims of
+# one NodePrepareResources at once, is queued, never dropped. Python's socketserver listens with
+# 5, and the sixth connection at once lost its SYN and waited the 1 s retransmit (1 per batch of
+# 32 claims read 8 at a time: TcpExtListenOverflows). The stand-in (apiserver.py, which imports
+# this module before it makes its server) takes the real server's behaviour.
+http.server.ThreadingHTTPServer.request_queue_size = 4096
 
 GROUP = "resource.k8s.io/v1"
 API_VERSION = {"ResourceSlice": GROUP, "ResourceClaim": GROUP, "DeviceClass": GROUP}
