@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """The DRA Prepare bench's driver (bench/dra_prepare.sh sets up gsliced, gslice-node --mode
-dra and the stand-ins): NodePrepareResources latency for a batch of 1 claim and of 32 claims
-(each claim one share: memory 768Mi, the least a claim is given: one CUDA context, compute 2),
+dra and the stand-ins): NodePrepareResources latency for a batch of 1 claim and of 32 claims, and
+the wall time of 8 calls of 4 claims sent at once (each claim one share: memory 768Mi, the
+least a claim is given: one CUDA context; compute 2),
 Unprepare after each, as the kubelet stand-in times the gRPC call; and the time from the
 kubelet's first Prepare call of a pod to the slice enforced: a container started with the
 claim's CDI edits (a claim of 768Mi) sees its memory cap in cuMemGetInfo (hook_client "info"),
@@ -12,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import urllib.request
 
@@ -58,6 +60,34 @@ def batches(base, batch, runs):
         if bad or len(r.get("claims", {})) != len(batch):
             sys.exit("Prepare failed: %s" % json.dumps(r)[:500])
         took.append(r["seconds"])
+        u = kl(base, "POST", "/unprepare", {"driver": "gslice.io", "claims": batch})
+        if any(v["error"] for v in u.get("claims", {}).values()) or "error" in u:
+            sys.exit("Unprepare failed: %s" % json.dumps(u)[:500])
+    return took
+
+
+def concurrent(base, batch, calls, runs):
+    """Wall time of `calls` NodePrepareResources at once, each of len(batch) / calls claims (the
+    kubelet calls per pod, and pods start together), from the first sent to the last answered."""
+    per = len(batch) // calls
+    parts = [batch[i * per:(i + 1) * per] for i in range(calls)]
+    took = []
+    for _ in range(runs):
+        out = [None] * calls
+
+        def one(i):
+            out[i] = kl(base, "POST", "/prepare", {"driver": "gslice.io", "claims": parts[i]})
+        th = [threading.Thread(target=one, args=(i,)) for i in range(calls)]
+        t0 = time.monotonic()
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        took.append(time.monotonic() - t0)
+        for r, part in zip(out, parts):
+            bad = [u for u, v in r.get("claims", {}).items() if v["error"]] or r.get("error")
+            if bad or len(r.get("claims", {})) != len(part):
+                sys.exit("Prepare failed: %s" % json.dumps(r)[:500])
         u = kl(base, "POST", "/unprepare", {"driver": "gslice.io", "claims": batch})
         if any(v["error"] for v in u.get("claims", {}).values()) or "error" in u:
             sys.exit("Unprepare failed: %s" % json.dumps(u)[:500])
@@ -111,6 +141,9 @@ def main():
         t = batches(a.kubelet, batch, runs)
         rows.append((label, runs, pct(t, 50) * 1e3, pct(t, 99) * 1e3,
                      pct(t, 50) * 1e3 / len(batch)))
+    t = concurrent(a.kubelet, many, 8, a.runs32)
+    rows.append(("8 calls of 4 at once (wall)", a.runs32, pct(t, 50) * 1e3, pct(t, 99) * 1e3,
+                 pct(t, 50) * 1e3 / len(many)))
     e = enforced(api, a.kubelet, a.tbin, a.log_dir, a.runs_enforced)
     print("| NodePrepareResources | runs | p50 ms | p99 ms | p50 ms per claim |")
     print("|---|---|---|---|---|")

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dra.h"
 #include "dra.pb-c.h"
@@ -343,12 +344,40 @@ static int fake_unprepare(void *ctx, const char *ns, const char *name, const cha
   return 0;
 }
 
-static const struct dra_ops fake = {fake_prepare, fake_unprepare};
+static const struct dra_ops fake = {.prepare = fake_prepare, .unprepare = fake_unprepare};
+
+/* Claims of one batch at once (dra_ops.parallel): how many were in prepare together, at most. */
+static int running, most_running, parallel_calls;
+
+static int slow_prepare(void *ctx, const char *ns, const char *name, const char *uid,
+                        struct dra_rec *out, char *err, size_t err_len) {
+  struct timespec ms = {0, 1000000};
+  int now = __atomic_add_fetch(&running, 1, __ATOMIC_SEQ_CST);
+  (void)ctx;
+  __atomic_add_fetch(&parallel_calls, 1, __ATOMIC_SEQ_CST);
+  for (int m = __atomic_load_n(&most_running, __ATOMIC_SEQ_CST); now > m;)
+    if (__atomic_compare_exchange_n(&most_running, &m, now, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
+      break;
+  /* Wait (2 s at most) until 4 are in: a batch run one claim after the other never gets there. */
+  for (int i = 0; i < 2000 && __atomic_load_n(&most_running, __ATOMIC_SEQ_CST) < 4; i++)
+    nanosleep(&ms, NULL);
+  nanosleep(&ms, NULL);
+  __atomic_sub_fetch(&running, 1, __ATOMIC_SEQ_CST);
+  if (!strcmp(name, "bad")) {
+    snprintf(err, err_len, "claim %s/%s: refused by the test", ns, name);
+    return -EINVAL;
+  }
+  memset(out, 0, sizeof(*out));
+  snprintf(out->uid, sizeof(out->uid), "%s", uid);
+  snprintf(out->results, sizeof(out->results), "gpu node-1 gpu-%c", uid[strlen(uid) - 1]);
+  return 0;
+}
 
 static uint8_t *pack_claims(const char *const *names, const char *const *uids, size_t n,
                             size_t *len) {
   Dra__NodePrepareResourcesRequest rq = DRA__NODE_PREPARE_RESOURCES_REQUEST__INIT;
-  Dra__Claim cl[8], *cp[8];
+  Dra__Claim cl[16], *cp[16];
   for (size_t i = 0; i < n; i++) {
     dra__claim__init(&cl[i]);
     cl[i].namespace_ = "default";
@@ -429,6 +458,46 @@ static void test_prepare_batch(void) {
   free(reply);
 }
 
+/* A batch with parallel 4: four claims in prepare at once, never five; every claim answered
+ * with its own devices or its own error, in the reply to its UID. */
+static void test_prepare_parallel(void) {
+  static const struct dra_ops par = {.prepare = slow_prepare, .parallel = 4};
+  const char *names[12], *uids[12];
+  char uidbuf[12][8];
+  size_t len, rlen = 0;
+  char err[256] = "";
+
+  for (int i = 0; i < 12; i++) {
+    snprintf(uidbuf[i], sizeof(uidbuf[i]), "u-%d", i % 10);
+    uidbuf[i][1] = (char)('a' + i); /* "ua-0", "ub-1", ...: distinct, ending in a digit */
+    uids[i] = uidbuf[i];
+    names[i] = i == 5 ? "bad" : "ok";
+  }
+  uint8_t *req = pack_claims(names, uids, 12, &len), *reply = NULL;
+  CHECK_EQ_INT(dra_prepare_batch(&par, NULL, req, len, &reply, &rlen, err, sizeof(err)), 0);
+  CHECK_EQ_INT(parallel_calls, 12);
+  CHECK_EQ_INT(most_running, 4);
+  Dra__NodePrepareResourcesResponse *rp =
+      dra__node_prepare_resources_response__unpack(NULL, rlen, reply);
+  CHECK(rp && rp->n_claims == 12);
+  for (int i = 0; rp && i < 12; i++) {
+    const Dra__NodePrepareResourceResponse *a = answer_of(rp, uids[i]);
+    char dev[16];
+    snprintf(dev, sizeof(dev), "gpu-%c", uids[i][strlen(uids[i]) - 1]);
+    CHECK(a != NULL);
+    if (a && i == 5)
+      CHECK(strstr(a->error, "refused by the test") && a->n_devices == 0);
+    else if (a && a->n_devices == 1)
+      CHECK_STR(a->devices[0]->device_name, dev);
+    else
+      CHECK(!"a claim without its device");
+  }
+  if (rp)
+    dra__node_prepare_resources_response__free_unpacked(rp, NULL);
+  free(reply);
+  free(req);
+}
+
 static void test_unprepare_batch(void) {
   const char *names[] = {"ok", "bad", "gone"};
   const char *uids[] = {"u-1", "u-2", "u-3"};
@@ -464,6 +533,7 @@ int main(void) {
   test_record();
   test_ids();
   test_prepare_batch();
+  test_prepare_parallel();
   test_unprepare_batch();
   return test_done();
 }

@@ -3,7 +3,11 @@
  * of one claim (its slice in gsliced through slices.c, its start directory, its CDI spec through
  * cdi.h, its record in state_dir/claims/), the reconciliation with gsliced and the health
  * stream. The records are n->dra's, under n->lock; the kubelet's batches run one at a time on
- * the service server's worker, GetInfo and the health stream on the serving threads. */
+ * the service server's worker, GetInfo and the health stream on the serving threads. The claims
+ * of a Prepare batch are prepared DRA_PREPARE_PARALLEL at a time, each on a thread of its own
+ * that holds n->lock only to look and to record: its record is marked in flight meanwhile
+ * (struct dra_rec), which the reconciliation, dra_gc and Unprepare leave alone. Lock order:
+ * n->lock, then seq_mu (around node_next_seq, which start directories and slice names take). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +34,7 @@ struct node_dra {
   uint32_t nrecs;
   struct dra_rec *recs[DRA_MAX_CLAIMS];
   bool reconciled;        /* with gsliced, since the start or its last restart */
+  pthread_mutex_t seq_mu; /* node_next_seq's n->start_seq, for every thread, n->lock or not */
   bool registered_event;  /* the kubelet said so; taken by dra_registered_event */
   char last_reg_err[512]; /* the kubelet's last refusal, said once */
 };
@@ -97,8 +102,10 @@ static int recs_load(struct node *n) {
 
 /* ---- the claim's slice, directory and CDI spec ---- */
 
-/* The CDI spec of r: one device "claim-<uid>" holding the container to r's slice. */
-static int cdi_write(struct node *n, const struct dra_rec *r, char *err, size_t err_len) {
+/* The CDI spec of r: one device "claim-<uid>" holding the container to r's slice. held: the
+ * caller has n->lock (else it is taken to read n->gpus, not to write the spec). */
+static int cdi_write(struct node *n, const struct dra_rec *r, bool held, char *err,
+                     size_t err_len) {
   struct cdi_slice_storage *st = malloc(sizeof(*st));
   struct gs_slice_spec spec;
   struct cdi_edits edits;
@@ -119,7 +126,11 @@ static int cdi_write(struct node *n, const struct dra_rec *r, char *err, size_t 
    * moves them, and a container started later mounts the new one with the same spec. */
   node_alloc_dir(n, key, dir, sizeof(dir));
   node_alloc_region(n, key, region, sizeof(region));
+  if (!held)
+    pthread_mutex_lock(&n->lock);
   e = cdi_slice_edits(n, dir, region, key, idx, k, st, &edits, err, err_len);
+  if (!held)
+    pthread_mutex_unlock(&n->lock);
   if (e == 0) {
     struct cdi_device dev = {.name = key, .edits = edits};
     e = cdi_spec_write(n->cfg.cdi_dir, file, NODE_CDI_KIND_CLAIM, &dev, 1, NULL, err, err_len);
@@ -129,9 +140,10 @@ static int cdi_write(struct node *n, const struct dra_rec *r, char *err, size_t 
 }
 
 /* After REGISTER answered: r's slice directory checked, its start directory and CDI spec
- * written, the record saved. 0 or -errno with err (the caller undoes the slice). */
+ * written, the record saved. 0 or -errno with err (the caller undoes the slice). held: as
+ * cdi_write's. */
 static int slice_finish(struct node *n, struct dra_rec *r, const struct gs_msg_registered *reg,
-                        char *err, size_t err_len) {
+                        bool held, char *err, size_t err_len) {
   char region[PATH_MAX], env[4096], key[DRA_KEY_MAX];
   int e;
 
@@ -142,11 +154,14 @@ static int slice_finish(struct node *n, struct dra_rec *r, const struct gs_msg_r
     return e;
   dra_key(r->uid, key, sizeof(key));
   node_slice_env(r->slice_id, r->nonce, r->memory, r->compute_limit, r->devices, env, sizeof(env));
-  if ((e = node_start_dir_make(n, key, env, region, r->start, sizeof(r->start))) < 0) {
+  pthread_mutex_lock(&n->dra->seq_mu);
+  e = node_start_dir_make(n, key, env, region, r->start, sizeof(r->start));
+  pthread_mutex_unlock(&n->dra->seq_mu);
+  if (e < 0) {
     snprintf(err, err_len, "cannot write the claim's start directory: %s", strerror(-e));
     return e;
   }
-  if ((e = cdi_write(n, r, err, err_len)) < 0)
+  if ((e = cdi_write(n, r, held, err, err_len)) < 0)
     return e;
   r->pending = false;
   if ((e = rec_save(n, r)) < 0)
@@ -190,24 +205,27 @@ static int rec_drop(struct node *n, uint32_t i, const char *why, char *err, size
 static void slice_name(struct node *n, struct dra_rec *r) {
   char raw[GS_NAME_MAX + 400];
   size_t i;
-  snprintf(raw, sizeof(raw), DRA_SLICE_PREFIX "%" PRIx64 ".%s.%s", node_next_seq(n), r->ns,
-           r->name);
+  pthread_mutex_lock(&n->dra->seq_mu);
+  uint64_t seq = node_next_seq(n);
+  pthread_mutex_unlock(&n->dra->seq_mu);
+  snprintf(raw, sizeof(raw), DRA_SLICE_PREFIX "%" PRIx64 ".%s.%s", seq, r->ns, r->name);
   for (i = 0; raw[i] && i < GS_NAME_MAX - 1; i++)
     r->slice_name[i] = raw[i];
   r->slice_name[i] = 0;
 }
 
-/* r's slice made in gsliced (r filled but for the slice), with its directory and spec: the
- * record first, pending, naming the slice (a crash after REGISTER leaves a slice the next start
- * finds by its name), then REGISTER, then the rest. 0, -EAGAIN (gsliced did not answer: the
- * pending record stays for the reconciliation), or -errno; err says why. With n->lock. */
-static int slice_make(struct node *n, struct dra_rec *r, char *err, size_t err_len) {
+/* r's slice made in gsliced (r filled but for the slice, its name given by slice_name), with its
+ * directory and spec: the record first, pending, naming the slice (a crash after REGISTER leaves
+ * a slice the next start finds by its name), then REGISTER, then the rest. 0, -EAGAIN (gsliced
+ * could not be reached: nothing made, no record), -EINPROGRESS (it did not answer REGISTER: the
+ * pending record stays for the reconciliation, which the caller asks for), or -errno; err says
+ * why. held: with n->lock (the reconciliation's); else r is in flight (prepare's thread). */
+static int slice_make(struct node *n, struct dra_rec *r, bool held, char *err, size_t err_len) {
   struct gs_slice_spec spec;
   struct gs_msg_registered reg;
   char derr[GS_PROTO_TEXT_MAX] = "";
   int fd = -1, e;
 
-  slice_name(n, r);
   if (dra_rec_spec(r, &spec) < 0) {
     snprintf(err, err_len, "claim %s/%s: no slice can be made of its shares", r->ns, r->name);
     return -EINVAL;
@@ -226,9 +244,7 @@ static int slice_make(struct node *n, struct dra_rec *r, char *err, size_t err_l
     if (fd < 0)
       unlinkat(n->claims_fd, r->uid, 0); /* nothing was made */
     else
-      n->dra->reconciled = false; /* the slice may be made or not: found by its name */
-    if (fd >= 0)
-      close(fd);
+      close(fd); /* the slice may be made or not: found by its name */
     return fd < 0 ? -EAGAIN : -EINPROGRESS;
   }
   if (e < 0) {
@@ -238,7 +254,7 @@ static int slice_make(struct node *n, struct dra_rec *r, char *err, size_t err_l
     close(fd);
     return e;
   }
-  if ((e = slice_finish(n, r, &reg, err, err_len)) < 0) {
+  if ((e = slice_finish(n, r, &reg, held, err, err_len)) < 0) {
     char key[DRA_KEY_MAX], file[DRA_KEY_MAX + 32], cerr[64];
     gs_client_unregister(fd, reg.slice_id, reg.slice_nonce, NULL, 0);
     dra_key(r->uid, key, sizeof(key));
@@ -253,24 +269,72 @@ static int slice_make(struct node *n, struct dra_rec *r, char *err, size_t err_l
 
 /* ---- Prepare and Unprepare of one claim ---- */
 
+/* A claim being prepared by another thread: the kubelet asks again (never within one batch). */
+static int in_flight(const char *ns, const char *name, char *err, size_t err_len) {
+  snprintf(err, err_len, "claim %s/%s is being prepared by another call (the kubelet tries again)",
+           ns, name);
+  return -EAGAIN;
+}
+
+/* Takes r (in d->recs, wherever it is now) out of the records; the caller frees it. */
+static void rec_forget(struct node_dra *d, const struct dra_rec *r) {
+  for (uint32_t i = 0; i < d->nrecs; i++)
+    if (d->recs[i] == r) {
+      d->recs[i] = d->recs[--d->nrecs];
+      return;
+    }
+}
+
+/* r (read from the claim now) recorded in flight, its slice made without n->lock, the outcome
+ * recorded. With n->lock, which it drops meanwhile. 0 with *out, or -errno; *keep: r is
+ * d->recs' now (prepared, or pending for the reconciliation). */
+static int prepare_make(struct node *n, struct dra_rec *r, struct dra_rec *out, bool *keep,
+                        char *err, size_t err_len) {
+  struct node_dra *d = n->dra;
+  slice_name(n, r);
+  r->pending = r->inflight = true;
+  r->slice_id = 0;
+  d->recs[d->nrecs++] = r;
+  pthread_mutex_unlock(&n->lock);
+  int e = slice_make(n, r, false, err, err_len);
+  pthread_mutex_lock(&n->lock);
+  r->inflight = false;
+  *keep = e == 0 || e == -EINPROGRESS;
+  if (e == 0) {
+    *out = *r;
+    gs_log(GS_LOG_INFO,
+           "claim %s/%s (uid %s) prepared: slice %u '%s', gpus %s, memory %s, "
+           "compute ..%u%%, priority %s, weight %u",
+           r->ns, r->name, r->uid, r->slice_id, r->slice_name, r->gpus, r->memory, r->compute_limit,
+           r->priority, r->weight);
+  } else if (e == -EINPROGRESS) {
+    d->reconciled = false; /* the pending record's slice is found by its name */
+  } else {
+    rec_forget(d, r);
+  }
+  return e;
+}
+
 static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
                    struct dra_rec *out, char *err, size_t err_len) {
   struct node *n = ctx;
   struct node_dra *d = n->dra;
   struct dra_claim *c = NULL;
   struct dra_rec *r = NULL, *have;
+  bool keep = false;
   int e;
 
   pthread_mutex_lock(&n->lock);
   have = rec_find(d, uid, NULL);
   /* Prepared already (another pod of the claim, a kubelet restart): the same answer, and every
    * pod and container of the claim joins the same slice. */
-  if (have && !have->pending) {
+  e = have && have->inflight ? in_flight(ns, name, err, err_len) : 0;
+  bool done = e < 0 || (have && !have->pending);
+  if (e == 0 && done)
     *out = *have;
-    pthread_mutex_unlock(&n->lock);
-    return 0;
-  }
   pthread_mutex_unlock(&n->lock);
+  if (done)
+    return e;
   if (n->cfg.no_api) {
     snprintf(err, err_len,
              "claim %s/%s: gslice-node runs without an API server "
@@ -296,33 +360,25 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
   if (e == 0)
     e = dra_rec_from_claim(c, n->gpus, n->ngpus, r, err, err_len);
   uint32_t hi;
-  if (e == 0 && (have = rec_find(d, uid, &hi)) && have->pending) {
+  if (e == 0 && (have = rec_find(d, uid, &hi)) && have->inflight) {
+    e = in_flight(ns, name, err, err_len);
+  } else if (e == 0 && have && have->pending) {
     /* Since the reconciliation no slice of it is left in gsliced: made anew below. */
     free(have);
     d->recs[hi] = d->recs[--d->nrecs];
     have = NULL;
   }
-  if (e == 0 && have) {
+  if (e == 0 && have)
     *out = *have; /* made meanwhile (the reconciliation) */
-  } else if (e == 0 && d->nrecs >= DRA_MAX_CLAIMS) {
+  else if (e == 0 && d->nrecs >= DRA_MAX_CLAIMS) {
     snprintf(err, err_len, "gslice-node holds %u prepared claims, its most", d->nrecs);
     e = -ENOSPC;
-  } else if (e == 0 && (e = slice_make(n, r, err, err_len)) == 0) {
-    d->recs[d->nrecs++] = r;
-    *out = *r;
-    gs_log(GS_LOG_INFO,
-           "claim %s/%s (uid %s) prepared: slice %u '%s', gpus %s, memory %s, "
-           "compute ..%u%%, priority %s, weight %u",
-           ns, name, uid, r->slice_id, r->slice_name, r->gpus, r->memory, r->compute_limit,
-           r->priority, r->weight);
-    r = NULL;
-  } else if (e == -EINPROGRESS) {
-    d->recs[d->nrecs++] = r; /* pending: the reconciliation finds its slice by name */
-    r = NULL;
-  }
+  } else if (e == 0)
+    e = prepare_make(n, r, out, &keep, err, err_len);
   pthread_mutex_unlock(&n->lock);
   free(c);
-  free(r);
+  if (!keep)
+    free(r);
   return e;
 }
 
@@ -332,10 +388,11 @@ static int unprepare(void *ctx, const char *ns, const char *name, const char *ui
   uint32_t i;
   int e = 0;
 
-  (void)ns, (void)name;
   pthread_mutex_lock(&n->lock);
   /* A pending record's slice is found by its name first (the reconciliation). */
-  if (rec_find(n->dra, uid, &i) && n->dra->recs[i]->pending && !n->dra->reconciled) {
+  if (rec_find(n->dra, uid, &i) && n->dra->recs[i]->inflight) {
+    e = in_flight(ns, name, err, err_len);
+  } else if (rec_find(n->dra, uid, &i) && n->dra->recs[i]->pending && !n->dra->reconciled) {
     snprintf(err, err_len, "gsliced on %s does not answer (the kubelet tries again)",
              n->cfg.socket);
     e = -EAGAIN;
@@ -346,7 +403,7 @@ static int unprepare(void *ctx, const char *ns, const char *name, const char *ui
   return e;
 }
 
-static const struct dra_ops ops = {prepare, unprepare};
+static const struct dra_ops ops = {prepare, unprepare, DRA_PREPARE_PARALLEL};
 
 /* ---- gsliced: slices without a claim go, claims without their slice get it again ---- */
 
@@ -363,7 +420,8 @@ static void slice_remake(struct node *n, uint32_t i) {
   struct dra_rec *r = n->dra->recs[i];
   char err[512] = "";
   uint32_t old = r->slice_id;
-  int e = slice_make(n, r, err, sizeof(err));
+  slice_name(n, r);
+  int e = slice_make(n, r, true, err, sizeof(err));
   if (e == 0)
     gs_log(GS_LOG_INFO, "claim %s/%s: gsliced had lost slice %u: made again as slice %u '%s'",
            r->ns, r->name, old, r->slice_id, r->slice_name);
@@ -375,7 +433,7 @@ static void slice_remake(struct node *n, uint32_t i) {
   /* Kept, pending: made at the claim's next Prepare, or at gsliced's next return. */
   if (e < 0 && e != -EINPROGRESS)
     rec_save(n, r);
-  if (e == -EAGAIN)
+  if (e == -EAGAIN || e == -EINPROGRESS)
     n->dra->reconciled = false;
 }
 
@@ -395,9 +453,11 @@ static int reconcile_daemon(struct node *n) {
     bool kept = false;
     if (strncmp(s->name, DRA_SLICE_PREFIX, strlen(DRA_SLICE_PREFIX)))
       continue;
+    /* A claim in flight may have made its slice since: kept by its name. */
     for (uint32_t k = 0; k < d->nrecs; k++)
-      kept |= !d->recs[k]->pending && d->recs[k]->slice_id == s->id &&
-              !strcmp(d->recs[k]->slice_name, s->name);
+      kept |= d->recs[k]->inflight ? !strcmp(d->recs[k]->slice_name, s->name)
+                                   : !d->recs[k]->pending && d->recs[k]->slice_id == s->id &&
+                                         !strcmp(d->recs[k]->slice_name, s->name);
     if (kept)
       continue;
     char err[GS_PROTO_TEXT_MAX] = "";
@@ -411,7 +471,7 @@ static int reconcile_daemon(struct node *n) {
   close(fd);
   d->reconciled = true;
   for (uint32_t i = 0; i < d->nrecs; i++)
-    if (d->recs[i]->pending || !slice_is(&st, d->recs[i])) {
+    if (!d->recs[i]->inflight && (d->recs[i]->pending || !slice_is(&st, d->recs[i]))) {
       /* A pending record's slice (if any) went just above: made anew, as a lost one is. */
       d->recs[i]->pending = false;
       slice_remake(n, i);
@@ -556,6 +616,7 @@ int dra_start(struct node *n, char *err, size_t err_len) {
   int e;
   if (!(n->dra = calloc(1, sizeof(*n->dra))))
     return -ENOMEM;
+  pthread_mutex_init(&n->dra->seq_mu, NULL);
   /* The service socket's directory is the plugin's own: made when the kubelet's plugins
    * directory is there but it is not. */
   if (mkdir(n->cfg.plugin_dir, 0750) < 0 && errno != EEXIST) {
@@ -614,7 +675,7 @@ void dra_gc(struct node *n) {
   pthread_mutex_lock(&n->lock);
   if ((ids = calloc(n->dra->nrecs ? n->dra->nrecs : 1, sizeof(*ids))))
     for (uint32_t i = 0; i < n->dra->nrecs; i++)
-      if (!n->dra->recs[i]->pending) {
+      if (!n->dra->recs[i]->inflight && !n->dra->recs[i]->pending) {
         snprintf(ids[k].uid, sizeof(ids[k].uid), "%s", n->dra->recs[i]->uid);
         snprintf(ids[k].ns, sizeof(ids[k].ns), "%s", n->dra->recs[i]->ns);
         snprintf(ids[k].name, sizeof(ids[k].name), "%s", n->dra->recs[i]->name);
@@ -630,7 +691,8 @@ void dra_gc(struct node *n) {
       continue;
     uint32_t at;
     pthread_mutex_lock(&n->lock);
-    if (rec_find(n->dra, ids[i].uid, &at) && !n->dra->recs[at]->pending &&
+    if (rec_find(n->dra, ids[i].uid, &at) && !n->dra->recs[at]->inflight &&
+        !n->dra->recs[at]->pending &&
         rec_drop(n, at,
                  e == -ENOENT ? "its ResourceClaim is gone from the API server"
                               : "its ResourceClaim was replaced (another uid)",
@@ -667,6 +729,7 @@ void dra_stop(struct node *n) {
   }
   for (uint32_t i = 0; i < n->dra->nrecs; i++)
     free(n->dra->recs[i]);
+  pthread_mutex_destroy(&n->dra->seq_mu);
   free(n->dra);
   n->dra = NULL;
 }

@@ -31,6 +31,10 @@ struct node_gpu;
 /* The most claims prepared at once on a node, and claims in one call. */
 #define DRA_MAX_CLAIMS 1024
 #define DRA_MAX_BATCH 256
+/* The claims of one batch prepared at the same time (each on a thread of its own): their reads
+ * of the API server, record and spec writes and gsliced's answers overlap (bench/dra_prepare.sh
+ * and docs/benchmarks.md, "DRA Prepare"). */
+#define DRA_PREPARE_PARALLEL 8
 /* A prepared claim's key: the start directory, alloc/ links, CDI device name and GSLICE_K8S_SLOTS
  * are "claim-<uid>" (never a device plugin's "gpu<i>-<k>"). */
 #define DRA_KEY_PREFIX "claim-"
@@ -48,6 +52,11 @@ struct dra_rec {
   /* Written before REGISTER, so that a slice made just before a crash is found by its name at
    * the next start and removed (dra_reconcile_daemon). */
   bool pending;
+  /* Not recorded: being prepared by one thread of a batch, outside n->lock. Until it is cleared
+   * (under n->lock) the rest of the record, its file, slice, start directory and spec are that
+   * thread's: others read only uid, ns, name and slice_name, which stay as they are, keep its
+   * slice in gsliced and touch nothing else of it. */
+  bool inflight;
   char slice_name[GS_NAME_MAX];
   char start[128], slice_dir[256];
   char memory[512], devices[1024]; /* slice.env's GSLICE_MEMORY_LIMIT, CUDA_VISIBLE_DEVICES */
@@ -94,6 +103,10 @@ struct dra_ops {
   /* 0 (an unknown claim too), or -errno with err. */
   int (*unprepare)(void *ctx, const char *ns, const char *name, const char *uid, char *err,
                    size_t err_len);
+  /* Claims of one Prepare batch given to prepare at the same time, from as many threads (0 or
+   * 1: one after the other, on the caller's). The batch returns once all are done; a UID is
+   * never in flight twice (a batch naming one twice is refused). */
+  unsigned parallel;
 };
 /* The NodePrepareResources / NodeUnprepareResources reply for request req: 0 and a malloc'd
  * reply, or a gRPC status (> 0) with err for a request that is not one. */

@@ -4,6 +4,7 @@
  * claim by claim. No I/O here: unit tests drive it all (tests/unit/test_k8s_dra_node.c). */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,13 +444,64 @@ static int prepare_one(const struct dra_ops *ops, void *ctx, const Dra__Claim *c
   return 0;
 }
 
+/* The claims of one Prepare batch, handed out to its threads one at a time. */
+struct batch {
+  const struct dra_ops *ops;
+  void *ctx;
+  Dra__Claim **claims;
+  struct slot *sl;
+  size_t n, next; /* next: under mu */
+  pthread_mutex_t mu;
+  bool nomem;
+};
+
+static void *batch_run(void *arg) {
+  struct batch *b = arg;
+  struct dra_rec *rec = malloc(sizeof(*rec));
+  for (;;) {
+    pthread_mutex_lock(&b->mu);
+    size_t i = b->next < b->n ? b->next++ : b->n;
+    if (!rec)
+      b->nomem = true;
+    pthread_mutex_unlock(&b->mu);
+    if (i == b->n || !rec)
+      break;
+    if (prepare_one(b->ops, b->ctx, b->claims[i], rec, &b->sl[i]) < 0) {
+      pthread_mutex_lock(&b->mu);
+      b->nomem = true;
+      pthread_mutex_unlock(&b->mu);
+    }
+  }
+  free(rec);
+  return NULL;
+}
+
+/* Every claim of the batch through prepare_one, ops->parallel of them at a time: this thread is
+ * one of them, so a thread that cannot be made only makes the batch slower. false on ENOMEM. */
+static bool batch_prepare(const struct dra_ops *ops, void *ctx, Dra__Claim **claims, size_t n,
+                          struct slot *sl) {
+  struct batch b = {.ops = ops, .ctx = ctx, .claims = claims, .sl = sl, .n = n};
+  pthread_t th[DRA_PREPARE_PARALLEL];
+  size_t want = ops->parallel < n ? ops->parallel : n, k = 0;
+
+  if (want > DRA_PREPARE_PARALLEL)
+    want = DRA_PREPARE_PARALLEL;
+  pthread_mutex_init(&b.mu, NULL);
+  while (k + 1 < want && pthread_create(&th[k], NULL, batch_run, &b) == 0)
+    k++;
+  batch_run(&b);
+  while (k)
+    pthread_join(th[--k], NULL);
+  pthread_mutex_destroy(&b.mu);
+  return !b.nomem;
+}
+
 int dra_prepare_batch(const struct dra_ops *ops, void *ctx, const uint8_t *req, size_t len,
                       uint8_t **ret, size_t *ret_len, char *err, size_t err_len) {
   Dra__NodePrepareResourcesRequest *rq =
       dra__node_prepare_resources_request__unpack(NULL, len, req);
   Dra__NodePrepareResourcesResponse rp = DRA__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
   Dra__NodePrepareResourcesResponse__ClaimsEntry **entries = NULL;
-  struct dra_rec *rec = NULL;
   struct slot *sl = NULL;
   int st = 0;
 
@@ -463,12 +515,9 @@ int dra_prepare_batch(const struct dra_ops *ops, void *ctx, const uint8_t *req, 
   }
   sl = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*sl));
   entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
-  rec = malloc(sizeof(*rec));
-  if (!sl || !entries || !rec)
+  if (!sl || !entries || !batch_prepare(ops, ctx, rq->claims, rq->n_claims, sl))
     goto nomem;
   for (size_t i = 0; i < rq->n_claims; i++) {
-    if (prepare_one(ops, ctx, rq->claims[i], rec, &sl[i]) < 0)
-      goto nomem;
     dra__node_prepare_resources_response__claims_entry__init(&sl[i].pe);
     sl[i].pe.key = rq->claims[i]->uid;
     sl[i].pe.value = &sl[i].pa;
@@ -487,7 +536,6 @@ nomem:
 out:
   slots_free(sl, rq->n_claims);
   free(entries);
-  free(rec);
   dra__node_prepare_resources_request__free_unpacked(rq, NULL);
   return st;
 }
