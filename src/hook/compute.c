@@ -29,6 +29,7 @@ static bool slot_key_ok;
 static void slot_release(void *v) {
   uintptr_t i = (uintptr_t)v;
   tl_slot = -1;
+  atomic_fetch_add(&C.shared_users, 1);
   if (i > 0 && i <= GATE_SLOTS)
     atomic_store(&C.slot_owned[i - 1], 0);
 }
@@ -37,9 +38,12 @@ static void slot_key_make(void) {
   slot_key_ok = pthread_key_create(&slot_key, slot_release) == 0;
 }
 
+/* A thread claims its slot before its first launch enters a gate (gate_general), so that a
+ * launch entered is always of a thread that has one or is counted in shared_users. */
 __attribute__((noinline, cold)) static void slot_claim(void) {
   pthread_once(&slot_once, slot_key_make);
   tl_slot = -1;
+  atomic_fetch_add(&C.shared_users, 1); /* taken back below when a slot is had */
   if (!slot_key_ok)
     return;
   for (unsigned i = 0; i < GATE_SLOTS; i++) {
@@ -54,6 +58,7 @@ __attribute__((noinline, cold)) static void slot_claim(void) {
       return;
     }
     tl_slot = (int)i + 1;
+    atomic_fetch_sub(&C.shared_users, 1);
     return;
   }
 }
@@ -73,6 +78,11 @@ static inline uintptr_t slot_done(int dev) {
  * moving (other threads launching) after a few tries: in flight, the caller looks again. */
 uint32_t gs_gate_inflight(const struct burst *b) {
   unsigned dev = b->dev;
+  /* The calling thread is the only one that ever launched (slot 1, the slots' high-water mark,
+   * nobody counting in the shared one), and it is not in a launch: a thread's slot is claimed
+   * before its first launch enters. The usual single-threaded program's every synchronize. */
+  if (tl_slot == 1 && atomic_load(&C.nslots) == 1 && atomic_load(&C.shared_users) == 0)
+    return 0;
   for (int tries = 0; tries < 4; tries++) {
     uint64_t g = atomic_load(&b->gate);
     uint32_t done = atomic_load_explicit(&C.shared.done[dev], memory_order_acquire);
@@ -93,6 +103,7 @@ void gs_gate_slots_forked(void) {
   }
   for (unsigned d = 0; d < GS_MAX_GPUS; d++)
     atomic_store(&C.shared.done[d], 0);
+  atomic_store(&C.shared_users, tl_slot < 0);
 }
 
 /* ---- the gate ---- */
@@ -298,6 +309,8 @@ __attribute__((noinline)) static CUresult gate_general(CUstream stream, uintptr_
      * in the driver); the slow path looks the context up. */
     if (!C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
       return CUDA_SUCCESS; /* no context: the driver will say so */
+    if (tl_slot == 0)
+      slot_claim();
     w = atomic_fetch_add(&C.b[dev].gate, GATE_ENTER + 1);
   }
   struct burst *b = &C.b[dev];
@@ -320,17 +333,18 @@ __attribute__((noinline)) static CUresult gate_general(CUstream stream, uintptr_
  * (valid_until 0) before it is seen here; one after it counts this launch in flight
  * (gs_gate_inflight). */
 CUresult gs_compute_before_launch(CUstream stream, uintptr_t *done) {
-  if (__builtin_expect(
-          atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF ||
-              atomic_load_explicit(&C.captures, memory_order_relaxed) != 0 || !C.one_gpu,
-          0))
+  if (__builtin_expect(atomic_load_explicit(&C.state, memory_order_acquire) == 0 ||
+                           C.mode == MODE_OFF ||
+                           atomic_load_explicit(&C.captures, memory_order_relaxed) != 0 ||
+                           !C.one_gpu || tl_slot <= 0,
+                       0))
     return C.mode == MODE_OFF && atomic_load(&C.state) ? CUDA_SUCCESS
                                                        : gate_general(stream, done, false, 0);
   struct burst *b = &C.b[0];
   uint64_t w = atomic_fetch_add(&b->gate, GATE_ENTER + 1);
   if (__builtin_expect(GATE_LAUNCHES(w) < atomic_load(&b->fast_budget) &&
                            atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream) &&
-                           atomic_load(&b->idle_since) == 0 && tl_slot > 0,
+                           atomic_load(&b->idle_since) == 0,
                        1)) {
     *done = (uintptr_t)&C.slots[tl_slot - 1].done[0];
     return CUDA_SUCCESS;

@@ -195,6 +195,7 @@ struct compute {
   struct gate_slot slots[GATE_SLOTS];
   _Atomic uint8_t slot_owned[GATE_SLOTS];
   _Atomic unsigned nslots;
+  _Atomic unsigned shared_users; /* threads counting in `shared`, or about to claim a slot */
   struct gate_slot shared;
 };
 
