@@ -723,16 +723,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_
  * the admin keeps per-process records), listing the processes with a context on the device
  * as NVML shows their pids (a container's own are not: GSLICE_SIM_NVML_HIDE_PIDS, _PID_OFFSET).
  * The sim forgets a process once it is gone, where the driver keeps finished ones. */
-SIM_API nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && !mode)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *mode = NVML_FEATURE_ENABLED;
-  return rc;
-}
+SIM_DEVICE_QUERY(nvmlDeviceGetAccountingMode, nvmlEnableState_t, NVML_FEATURE_ENABLED)
 
 SIM_API nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int *count,
                                                  unsigned int *pids) {
@@ -1247,16 +1238,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cur
   return rc;
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && !count)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *count = SIM_MAX_MIG;
-  return rc;
-}
+SIM_DEVICE_QUERY(nvmlDeviceGetMaxMigDeviceCount, unsigned int, SIM_MAX_MIG)
 
 SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
                                                          nvmlDevice_t *migDevice) {

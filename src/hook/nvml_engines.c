@@ -163,41 +163,21 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t
   return rc;
 }
 
-/* An engine's utilization over its sampling period is every tenant's work on it, and the hook
- * measures no slice's share of the video engines: NVML_ERROR_NOT_SUPPORTED (nvidia-smi prints
- * N/A), the values cleared, once NVML has answered for the device and arguments. */
+/* An engine's utilization over its sampling period is every tenant's work on it, and gsliced
+ * measures no slice's share of the video engines (the sampling period stays as NVML wrote it);
+ * the encoder's capacity left is 100 less every tenant's sessions' load. */
 #define GS_ENGINE_UTIL(fn)                                                                         \
-  GS_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *utilization,                        \
-                            unsigned int *samplingPeriodUs) {                                      \
-    const struct gs_real *r = gs_real();                                                           \
-    if (!r->fn)                                                                                    \
-      return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
-    gs_setup();                                                                                    \
-    nvmlReturn_t rc = r->fn(device, utilization, samplingPeriodUs);                                \
-    if (rc != NVML_SUCCESS)                                                                        \
-      return rc;                                                                                   \
-    *utilization = 0;                                                                              \
-    return NVML_ERROR_NOT_SUPPORTED;                                                               \
-  }
+  GS_NVML_REFUSED(                                                                                 \
+      fn, (nvmlDevice_t device, unsigned int *utilization, unsigned int *samplingPeriodUs),        \
+      (device, utilization, samplingPeriodUs), utilization)
 GS_ENGINE_UTIL(nvmlDeviceGetEncoderUtilization)
 GS_ENGINE_UTIL(nvmlDeviceGetDecoderUtilization)
 GS_ENGINE_UTIL(nvmlDeviceGetJpgUtilization)
 GS_ENGINE_UTIL(nvmlDeviceGetOfaUtilization)
-
-/* The capacity left is 100 less every tenant's sessions' load: the same. */
-GS_EXPORT nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device,
-                                                    nvmlEncoderType_t encoderQueryType,
-                                                    unsigned int *encoderCapacity) {
-  const struct gs_real *r = gs_real();
-  if (!r->nvmlDeviceGetEncoderCapacity)
-    return NVML_ERROR_FUNCTION_NOT_FOUND;
-  gs_setup();
-  nvmlReturn_t rc = r->nvmlDeviceGetEncoderCapacity(device, encoderQueryType, encoderCapacity);
-  if (rc != NVML_SUCCESS)
-    return rc;
-  *encoderCapacity = 0;
-  return NVML_ERROR_NOT_SUPPORTED;
-}
+GS_NVML_REFUSED(nvmlDeviceGetEncoderCapacity,
+                (nvmlDevice_t device, nvmlEncoderType_t encoderQueryType,
+                 unsigned int *encoderCapacity),
+                (device, encoderQueryType, encoderCapacity), encoderCapacity)
 
 /* GPM's counters (SM activity and occupancy, tensor and FP pipes, DRAM, PCIe, NVLink, the video
  * engines) are the device's, every tenant's kernels in them, and the hook has no slice's

@@ -171,19 +171,7 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesC
   return rc;
 }
 
-/* PCIe throughput is the device's traffic, every tenant's, and the hook has no slice's figure
- * for it: NVML_ERROR_NOT_SUPPORTED (nvidia-smi dmon prints -), the value cleared, once NVML has
- * answered for the device and counter. */
-GS_EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device,
-                                                   nvmlPcieUtilCounter_t counter,
-                                                   unsigned int *value) {
-  const struct gs_real *r = gs_real();
-  if (!r->nvmlDeviceGetPcieThroughput)
-    return NVML_ERROR_FUNCTION_NOT_FOUND;
-  gs_setup();
-  nvmlReturn_t rc = r->nvmlDeviceGetPcieThroughput(device, counter, value);
-  if (rc != NVML_SUCCESS)
-    return rc;
-  *value = 0;
-  return NVML_ERROR_NOT_SUPPORTED;
-}
+/* PCIe throughput is the device's traffic, every tenant's (nvidia-smi dmon -s t prints -). */
+GS_NVML_REFUSED(nvmlDeviceGetPcieThroughput,
+                (nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int *value),
+                (device, counter, value), value)

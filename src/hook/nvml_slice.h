@@ -42,3 +42,19 @@ bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid)
  * device the slice never met or the daemon does not schedule it on). */
 #define GS_NVML_UTIL_FRESH_NS (3ull * 1000000000ull)
 int gs_nvml_measured_util(nvmlDevice_t device, unsigned *ret_pct);
+
+/* A wrapper for a call whose answer is the whole device's load (every tenant's) and of which the
+ * hook has no slice's figure: what NVML says of the device and arguments stands; its answer is
+ * NVML_ERROR_NOT_SUPPORTED (tools print N/A), the value *out cleared. */
+#define GS_NVML_REFUSED(fn, params, args, out)                                                     \
+  GS_EXPORT nvmlReturn_t fn params {                                                               \
+    const struct gs_real *r = gs_real();                                                           \
+    if (!r->fn)                                                                                    \
+      return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
+    gs_setup();                                                                                    \
+    nvmlReturn_t rc = r->fn args;                                                                  \
+    if (rc != NVML_SUCCESS)                                                                        \
+      return rc;                                                                                   \
+    *(out) = 0;                                                                                    \
+    return NVML_ERROR_NOT_SUPPORTED;                                                               \
+  }
