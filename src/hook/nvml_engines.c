@@ -142,6 +142,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned i
   nvmlReturn_t rc = r->nvmlDeviceGetEncoderStats(device, sessionCount, averageFps, averageLatency);
   if (rc != NVML_SUCCESS)
     return rc;
+  if (!sessionCount || !averageFps || !averageLatency)
+    return NVML_ERROR_INVALID_ARGUMENT;
   rc = session_stats(SESSIONS_ENCODER, device, sessionCount, averageFps, averageLatency);
   if (rc != NVML_SUCCESS)
     *sessionCount = *averageFps = *averageLatency = 0;
@@ -156,6 +158,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t
   nvmlReturn_t rc = r->nvmlDeviceGetFBCStats(device, fbcStats);
   if (rc != NVML_SUCCESS)
     return rc;
+  if (!fbcStats)
+    return NVML_ERROR_INVALID_ARGUMENT;
   rc = session_stats(SESSIONS_FBC, device, &fbcStats->sessionsCount, &fbcStats->averageFPS,
                      &fbcStats->averageLatency);
   if (rc != NVML_SUCCESS)
@@ -191,7 +195,7 @@ GS_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device,
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
   nvmlReturn_t rc = r->nvmlGpmQueryDeviceSupport(device, gpmSupport);
-  if (rc == NVML_SUCCESS)
+  if (rc == NVML_SUCCESS && gpmSupport)
     gpmSupport->isSupportedDevice = 0;
   return rc;
 }

@@ -55,6 +55,7 @@ int gs_nvml_measured_util(nvmlDevice_t device, unsigned *ret_pct);
     nvmlReturn_t rc = r->fn args;                                                                  \
     if (rc != NVML_SUCCESS)                                                                        \
       return rc;                                                                                   \
-    *(out) = 0;                                                                                    \
+    if (out)                                                                                       \
+      *(out) = 0;                                                                                  \
     return NVML_ERROR_NOT_SUPPORTED;                                                               \
   }
