@@ -19,6 +19,11 @@ request policy rules of KEP-5075) and the API server's behaviour for them:
       (GET, PUT, merge PATCH) changes status only (the spec sent is replaced by the stored one).
       status.allocation may be set once and cleared (deallocation) but not changed, and not
       cleared while status.reservedFor holds consumers; reservedFor needs an allocation.
+      Server-side apply of /status (PATCH application/apply-patch+yaml, JSON being YAML,
+      ?fieldManager= required, &force=true) for status.devices only, a list map keyed by
+      driver, device, pool and shareID (its +listMapKey): each entry applied replaces the one
+      of its key, an entry the manager applied before and leaves out now goes, other managers'
+      entries stay; an entry another manager applied is a 409 conflict unless force.
 
 Validation (422 Invalid, "<field>: <why>"), for the fields gslice uses:
   names: metadata.name a DNS subdomain (all three kinds); driver names DNS subdomains of at
@@ -39,7 +44,9 @@ Validation (422 Invalid, "<field>: <why>"), for the fields gslice uses:
   requests of the claim; config[].opaque.driver a driver name and opaque.parameters a JSON
   object of at most 10 KiB. status.allocation.devices.results[]: request names a request,
   driver, pool, device valid, shareID (when set) a UUID; at most 256 reservedFor, each with
-  resource, name and uid, uids unique; status.devices[] name allocated devices only.
+  resource, name and uid, uids unique; status.devices[] name allocated devices only, each key
+  once, at most 8 conditions (metav1.Condition: type, status True/False/Unknown, reason,
+  lastTransitionTime) and data (RawExtension) of at most 10 KiB.
   DeviceClass: spec.selectors[].cel.expression required; spec.config[].opaque as above.
 """
 
@@ -369,10 +376,49 @@ def validate_claim_status(obj, old_status):
                   "status.allocation.devices.config[%d].source" % i,
                   'Unsupported value: %r: supported values: "FromClaim", "FromClass"'
                   % c.get("source"))
+    seen = set()
     for i, d in enumerate(st.get("devices") or []):
+        f = "status.devices[%d]" % i
+        check(isinstance(d, dict), f, "must be an object")
         key = (d.get("driver"), d.get("pool"), d.get("device"), d.get("shareID"))
-        check(key in allocated, "status.devices[%d]" % i, "Invalid value: %r: must be an "
+        check(key in allocated, f, "Invalid value: %r: must be an "
               "allocated device in the claim" % ("/".join(str(x) for x in key if x),))
+        check(key not in seen, f, "Duplicate value: %r" % ("/".join(str(x) for x in key if x),))
+        seen.add(key)
+        device_status(d, f)
+
+
+CONDITION_REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+
+
+def device_status(d, f):
+    """AllocatedDeviceStatus: conditions (at most 8, metav1.Condition each) and data
+    (RawExtension, at most 10 KiB)."""
+    conds = d.get("conditions") or []
+    check(isinstance(conds, list) and len(conds) <= 8, f + ".conditions",
+          "Too many: %d: must have at most 8 items" % len(conds))
+    types = set()
+    for j, c in enumerate(conds):
+        fc = "%s.conditions[%d]" % (f, j)
+        check(isinstance(c, dict), fc, "must be an object")
+        check(isinstance(c.get("type"), str) and c["type"], fc + ".type", "Required value")
+        qualified_name(c["type"], fc + ".type")
+        check(c["type"] not in types, fc + ".type", "Duplicate value: %r" % c["type"])
+        types.add(c["type"])
+        check(c.get("status") in ("True", "False", "Unknown"), fc + ".status",
+              'Unsupported value: %r: supported values: "False", "True", "Unknown"'
+              % c.get("status"))
+        check(isinstance(c.get("lastTransitionTime"), str) and c["lastTransitionTime"],
+              fc + ".lastTransitionTime", "Required value")
+        check(isinstance(c.get("reason"), str) and CONDITION_REASON.fullmatch(c["reason"]) and
+              len(c["reason"]) <= 1024, fc + ".reason", "Invalid value: %r: a condition "
+              "reason must start with a letter, then letters, digits, '_', ',' or ':'"
+              % c.get("reason"))
+        check(isinstance(c.get("message", ""), str) and len(c.get("message", "")) <= 32768,
+              fc + ".message", "Too long: may not be more than 32768 bytes")
+    if d.get("data") is not None:
+        check(len(json.dumps(d["data"], separators=(",", ":"))) <= 10 * 1024, f + ".data",
+              "Too long: may not be more than 10240 bytes")
 
 
 def validate_class(obj):
@@ -464,6 +510,8 @@ def serve_kind(h, m, kind, ns, name, sub, q):
         return h.send_json(200, update(m, kind, ns, name, sub, h.read_body(), False))
     if cmd == "PATCH":
         ctype = (h.headers.get("Content-Type") or "").split(";")[0].strip()
+        if ctype == "application/apply-patch+yaml" and kind == "ResourceClaim" and sub == "status":
+            return h.send_json(200, apply_status(m, ns, name, h.read_body(), q))
         if ctype != "application/merge-patch+json":
             raise m.ApiError(415, "UnsupportedMediaType", "the body of the request was in an "
                              "unknown format - accepted media types include: "
@@ -509,6 +557,57 @@ def update(m, kind, ns, name, sub, body, patch):
         validate(kind, new, old)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         return store.update(kind, ns, name, new)
+
+
+# Who applied which status.devices entry: {(ns, name, uid): {manager: {key, ...}}}.
+DEVICE_OWNERS = {}
+
+
+def device_key(d):
+    return tuple((d or {}).get(k) for k in ("driver", "device", "pool", "shareID"))
+
+
+def apply_status(m, ns, name, body, q):
+    """Server-side apply of a claim's status.devices by q["fieldManager"] (see the module's
+    docstring); the claim written."""
+    store, mgr = m.STORE, q.get("fieldManager")
+    if not mgr:
+        raise m.ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: '
+                         'Required value: is required for apply patch')
+    if not isinstance(body, dict) or body.get("apiVersion") != GROUP or \
+            body.get("kind") != "ResourceClaim" or (body.get("metadata") or {}).get("name") != name:
+        raise m.ApiError(400, "BadRequest", "an apply patch is a ResourceClaim of %s named %s"
+                         % (GROUP, name))
+    st = body.get("status") or {}
+    if set(st) - {"devices"}:
+        raise m.ApiError(422, "Invalid", "the stand-in applies status.devices only, not %s"
+                         % sorted(set(st) - {"devices"}))
+    mine = st.get("devices") or []
+    with store.lock:
+        old = store.get("ResourceClaim", ns, name)
+        owners = DEVICE_OWNERS.setdefault((ns, name, old["metadata"]["uid"]), {})
+        keys = [device_key(d) for d in mine]
+        taken = [k for k in keys for o, ks in owners.items() if o != mgr and k in ks]
+        if taken and q.get("force") not in ("true", "1"):
+            raise m.ApiError(409, "Conflict", 'Apply failed with %d conflict: conflict with "%s" '
+                             "using resource.k8s.io/v1: .status.devices" % (len(taken), [
+                                 o for o, ks in owners.items() if o != mgr and taken[0] in ks][0]))
+        dropped = owners.get(mgr, set()) - set(keys)
+        kept = [d for d in (old.get("status") or {}).get("devices") or []
+                if device_key(d) not in set(keys) | dropped]
+        new = copy.deepcopy(old)
+        new.setdefault("status", {})["devices"] = kept + copy.deepcopy(mine)
+        if not new["status"]["devices"]:
+            del new["status"]["devices"]
+        try:
+            validate("ResourceClaim", new, old)
+        except Invalid as e:
+            raise Invalid(e.args[0], e.args[1], name)
+        out = store.update("ResourceClaim", ns, name, new)
+        for o in owners.values():
+            o.difference_update(keys)
+        owners[mgr] = set(keys)
+        return out
 
 
 def delete_collection(m, kind, ns, labels, fields):

@@ -41,7 +41,8 @@ As a program (the e2e tests use it as kube-scheduler):
   dra_alloc.py --api URL allocate --namespace NS --claim NAME --node NODE --pod NAME:UID
   dra_alloc.py --api URL release  --namespace NS --claim NAME --pod-uid UID
 release takes the pod out of reservedFor and, once nobody holds the claim, clears its
-allocation, as the resource claim controller does when the last consumer is gone.
+allocation (and the drivers' status.devices with it, which may name allocated devices only), as
+the resource claim controller does when the last consumer is gone.
 """
 
 import argparse
@@ -315,6 +316,7 @@ def release_claim(api, ns, name, pod_uid):
         if not st["reservedFor"]:
             st.pop("reservedFor")
             st.pop("allocation", None)
+            st.pop("devices", None)  # they must name allocated devices: none are now
         claim["status"] = st
         code, obj = api.call("PUT", claim_path(ns, name) + "/status", claim)
         if code == 200:

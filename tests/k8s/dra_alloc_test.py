@@ -5,12 +5,15 @@ resource.k8s.io/v1 reference it is written from, and of the API server stand-in'
 resource.k8s.io validation (apiserver_resource.py)."""
 
 import copy
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
+import urllib.error
+import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -419,6 +422,83 @@ class ThroughTheApiServer(unittest.TestCase):
         self.assertEqual(self.api.get(A.R + "/resourceslices")["items"], [])
         code, _ = self.api.call("GET", A.R + "/resourceslices?fieldSelector=spec.devices=x")
         self.assertEqual(code, 400)
+
+    def apply(self, path, obj, query):
+        req = urllib.request.Request(
+            self.api.base + A.R + path + "?" + query, method="PATCH",
+            data=json.dumps(obj).encode(),
+            headers={"Content-Type": "application/apply-patch+yaml"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.load(r)
+        except urllib.error.HTTPError as e:
+            return e.code, json.load(e)
+
+    def test_status_devices_apply(self):
+        """Server-side apply of status.devices: a list map by driver, device, pool and shareID;
+        each manager's own entries, others' kept; a conflict without force; only allocated
+        devices; at most 8 conditions, data of at most 10 KiB; gone with the allocation."""
+        self.api.call("POST", A.R + "/deviceclasses", CLASS["gslice.io"])
+        self.post("/resourceslices", rslice([gpu("gpu-0", mem_policy=MEM_RANGE,
+                                                 compute_policy=COMPUTE_RANGE),
+                                             gpu("gpu-1", mem_policy=MEM_RANGE,
+                                                 compute_policy=COMPUTE_RANGE)], node="node-b"))
+        c = claim([cap("1Gi", "10"), cap("1Gi", "10")], name="st")
+        del c["metadata"]["uid"]
+        self.post("/namespaces/default/resourceclaims", c)
+        out = A.allocate_claim(self.api, "default", "st", "node-b", [("p", "pu")])
+        res = out["status"]["allocation"]["devices"]["results"]
+        path = "/namespaces/default/resourceclaims/st/status"
+        ready = [{"type": "Ready", "status": "True", "reason": "SlicePrepared", "message": "m",
+                  "lastTransitionTime": "2026-12-02T08:00:00Z"}]
+
+        def entry(r, **kw):
+            e = {k: r[k] for k in ("driver", "pool", "device", "shareID")}
+            e.update(kw)
+            return e
+
+        def body(*devs):
+            return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                    "metadata": {"name": "st", "namespace": "default"},
+                    "status": {"devices": list(devs)}}
+        code, out = self.apply(path, body(entry(res[0], conditions=ready, data={"a": 1})),
+                               "fieldManager=gslice.io&force=true")
+        self.assertEqual(code, 200, out)
+        self.assertEqual(out["status"]["devices"][0]["data"], {"a": 1})
+        self.assertEqual(out["status"]["reservedFor"][0]["uid"], "pu")  # the rest kept
+        code, out = self.apply(path, body(entry(res[0])), "force=true")
+        self.assertEqual(code, 422, out)  # no fieldManager
+        # Another manager's entry beside ours; ours again without force: no conflict.
+        code, out = self.apply(path, body(entry(res[1], data={"b": 2})), "fieldManager=other")
+        self.assertEqual(code, 200, out)
+        code, out = self.apply(path, body(entry(res[0], conditions=ready, data={"a": 3})),
+                               "fieldManager=gslice.io")
+        self.assertEqual(code, 200, out)
+        self.assertEqual(sorted((d["device"], json.dumps(d["data"]))
+                                for d in out["status"]["devices"]),
+                         sorted([(res[0]["device"], '{"a": 3}'), (res[1]["device"], '{"b": 2}')]))
+        # Taking the other's entry: a conflict, unless forced.
+        code, out = self.apply(path, body(entry(res[1], data={"c": 4})), "fieldManager=gslice.io")
+        self.assertEqual(code, 409, out)
+        # Leaving our entry out removes it; the other's stays.
+        code, out = self.apply(path, body(), "fieldManager=gslice.io")
+        self.assertEqual(code, 200, out)
+        self.assertEqual([d["data"] for d in out["status"]["devices"]], [{"b": 2}])
+        # Refused: a device not allocated, 9 conditions, 10 KiB + of data.
+        bad = dict(entry(res[0]), device="gpu-7")
+        code, out = self.apply(path, body(bad), "fieldManager=gslice.io")
+        self.assertEqual(code, 422, out)
+        nine = [dict(ready[0], type="T%d" % i) for i in range(9)]
+        code, out = self.apply(path, body(entry(res[0], conditions=nine)), "fieldManager=gslice.io")
+        self.assertEqual(code, 422, out)
+        self.assertIn("at most 8", out["message"])
+        code, out = self.apply(path, body(entry(res[0], data={"x": "y" * 10240})),
+                               "fieldManager=gslice.io")
+        self.assertEqual(code, 422, out)
+        self.assertIn("10240", out["message"])
+        # Released: the allocation and the devices' status go together.
+        out = A.release_claim(self.api, "default", "st", "pu")
+        self.assertEqual(out.get("status") or {}, {})
 
 
 if __name__ == "__main__":
