@@ -128,3 +128,26 @@ void gs_allocs_clear(struct gs_allocs *m) {
   m->cap = 0;
   m->n = 0;
 }
+
+size_t gs_allocs_rekey(struct gs_allocs *m, uint32_t kind, uint64_t ref, uint32_t new_kind,
+                       uint64_t new_ref, uint64_t *ret_bytes) {
+  size_t n = 0;
+  for (size_t i = 0; i < m->cap;) {
+    struct gs_alloc *c = &m->cell[i];
+    if (c->kind == kind && c->ref == ref) {
+      struct gs_alloc a;
+      gs_allocs_take(m, kind, c->key, &a);
+      a.kind = new_kind;
+      a.ref = new_ref;
+      /* Same count of entries, so put cannot fail for room. */
+      gs_allocs_put(m, &a);
+      n++;
+      if (ret_bytes)
+        *ret_bytes = *ret_bytes + a.bytes < *ret_bytes ? UINT64_MAX : *ret_bytes + a.bytes;
+      i = 0; /* take shifted entries, put may have landed anywhere: start over (rare path) */
+      continue;
+    }
+    i++;
+  }
+  return n;
+}

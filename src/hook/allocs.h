@@ -52,3 +52,8 @@ int gs_allocs_take(struct gs_allocs *m, uint32_t kind, uint64_t key, struct gs_a
 size_t gs_allocs_take_ctx(struct gs_allocs *m, const void *ctx, uint64_t *bytes_per_slot,
                           unsigned nslots);
 void gs_allocs_clear(struct gs_allocs *m);
+/* Re-keys every entry of `kind` whose ref is `ref` as `new_kind` with ref `new_ref` (a pool's
+ * allocations, a handle's mappings, once what they point at is gone); returns how many, their
+ * bytes added into *ret_bytes (saturating) when it is not NULL. */
+size_t gs_allocs_rekey(struct gs_allocs *m, uint32_t kind, uint64_t ref, uint32_t new_kind,
+                       uint64_t new_ref, uint64_t *ret_bytes);

@@ -119,31 +119,6 @@ void gs_pool_refresh(CUmemoryPool pool) {
   gs_slice_unlock();
 }
 
-/* Under S.lock: re-keys every entry of `kind` whose ref is `ref` as `new_kind` with ref
- * `new_ref`; returns how many, their bytes added into *ret_bytes. */
-static uint64_t rekey_locked(uint32_t kind, uint64_t ref, uint32_t new_kind, uint64_t new_ref,
-                             uint64_t *ret_bytes) {
-  uint64_t n = 0;
-  for (size_t i = 0; i < S.allocs.cap;) {
-    struct gs_alloc *c = &S.allocs.cell[i];
-    if (c->kind == kind && c->ref == ref) {
-      struct gs_alloc a;
-      gs_allocs_take(&S.allocs, kind, c->key, &a);
-      a.kind = new_kind;
-      a.ref = new_ref;
-      /* Same count of entries, so put cannot fail for room. */
-      gs_allocs_put(&S.allocs, &a);
-      n++;
-      if (ret_bytes)
-        *ret_bytes = *ret_bytes + a.bytes < *ret_bytes ? UINT64_MAX : *ret_bytes + a.bytes;
-      i = 0; /* take shifted entries, put may have landed anywhere: start over (rare path) */
-      continue;
-    }
-    i++;
-  }
-  return n;
-}
-
 void gs_pool_forget(CUmemoryPool pool) {
   gs_slice_lock();
   struct gs_alloc gone;
@@ -158,7 +133,8 @@ void gs_pool_forget(CUmemoryPool pool) {
        * than the pool's charge) stays counted until then, under a serial number: the pool's
        * handle may be handed out again. */
       uint64_t serial = ++S.serials, bytes = 0;
-      uint64_t n = rekey_locked(GS_ALLOC_POOL_PTR, key, GS_ALLOC_POOL_GONE_PTR, serial, &bytes);
+      uint64_t n = gs_allocs_rekey(&S.allocs, GS_ALLOC_POOL_PTR, key, GS_ALLOC_POOL_GONE_PTR,
+                                   serial, &bytes);
       if (n) {
         keep = bytes > UINT64_MAX - (GS_POOL_GRANULE - 1)
                    ? UINT64_MAX

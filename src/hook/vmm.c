@@ -17,24 +17,6 @@ void gs_vmm_mapped(uint64_t handle, uint64_t va, uint64_t size) {
   gs_slice_unlock();
 }
 
-/* Under S.lock: the mappings of `handle` now point at its serial `serial`. */
-static void vmm_orphan_maps_locked(uint64_t handle, uint64_t serial) {
-  for (size_t i = 0; i < S.allocs.cap;) {
-    struct gs_alloc *c = &S.allocs.cell[i];
-    if (c->kind == GS_ALLOC_MAP && c->ref == handle) {
-      struct gs_alloc m;
-      gs_allocs_take(&S.allocs, GS_ALLOC_MAP, c->key, &m);
-      m.kind = GS_ALLOC_MAP_GONE;
-      m.ref = serial;
-      /* Same size as the entry taken, and a kind of its own: put cannot fail for room. */
-      gs_allocs_put(&S.allocs, &m);
-      i = 0; /* take shifted entries, put may have landed anywhere: start over (rare path) */
-      continue;
-    }
-    i++;
-  }
-}
-
 void gs_vmm_released(const struct gs_alloc *a) {
   gs_slice_lock();
   if (a->maps == 0) {
@@ -42,12 +24,13 @@ void gs_vmm_released(const struct gs_alloc *a) {
       gs_region_release(S.region, S.proc, a->slot, a->bytes);
   } else {
     /* The driver frees the memory at the last unmap: until then it stays counted, under a
-     * serial number, since the handle's value may be handed out again. */
+     * serial number, since the handle's value may be handed out again; its mappings then name
+     * the serial. */
     struct gs_alloc gone = *a;
     gone.kind = GS_ALLOC_VMM_GONE;
     gone.key = ++S.serials;
     if (gs_allocs_put(&S.allocs, &gone) == 0)
-      vmm_orphan_maps_locked(a->key, gone.key);
+      gs_allocs_rekey(&S.allocs, GS_ALLOC_MAP, a->key, GS_ALLOC_MAP_GONE, gone.key, NULL);
     /* Without room to remember it, the bytes stay counted until the process exits. */
   }
   gs_slice_unlock();

@@ -79,9 +79,46 @@ static void test_ctx(void) {
   gs_allocs_clear(&m);
 }
 
+/* A pool's allocations (or a handle's mappings) re-keyed once the pool is gone: every entry of
+ * that kind and ref, and only those, under the new kind and ref; their bytes summed without
+ * wrapping. */
+static void test_rekey(void) {
+  struct gs_allocs m = {0};
+  for (uint64_t i = 0; i < 300; i++) {
+    struct gs_alloc a = {0x2000 + i, GS_ALLOC_POOL_PTR, 0, 10, NULL, i % 3 ? 0xA : 0xB, 0};
+    CHECK_EQ_INT(gs_allocs_put(&m, &a), 0);
+  }
+  struct gs_alloc other = {0x2000, GS_ALLOC_MAP, 0, 7, NULL, 0xA, 0}, got;
+  CHECK_EQ_INT(gs_allocs_put(&m, &other), 0);
+  uint64_t bytes = 0;
+  CHECK_EQ_INT(gs_allocs_rekey(&m, GS_ALLOC_POOL_PTR, 0xA, GS_ALLOC_POOL_GONE_PTR, 42, &bytes),
+               200);
+  CHECK_EQ_U64(bytes, 2000);
+  CHECK_EQ_INT(m.n, 301);
+  for (uint64_t i = 0; i < 300; i++) {
+    uint32_t kind = i % 3 ? GS_ALLOC_POOL_GONE_PTR : GS_ALLOC_POOL_PTR;
+    CHECK_EQ_INT(gs_allocs_take(&m, kind, 0x2000 + i, &got), 0);
+    CHECK_EQ_U64(got.ref, i % 3 ? 42 : 0xB);
+    CHECK_EQ_U64(got.bytes, 10);
+  }
+  CHECK_EQ_INT(gs_allocs_take(&m, GS_ALLOC_MAP, 0x2000, &got), 0);
+  CHECK_EQ_U64(got.ref, 0xA);
+  /* Nothing of that kind and ref: none, and no bytes asked for. */
+  CHECK_EQ_INT(gs_allocs_rekey(&m, GS_ALLOC_MAP, 0xA, GS_ALLOC_MAP_GONE, 1, NULL), 0);
+  struct gs_alloc big = {1, GS_ALLOC_MAP, 0, UINT64_MAX - 1, NULL, 5, 0};
+  struct gs_alloc big2 = {2, GS_ALLOC_MAP, 0, 5, NULL, 5, 0};
+  CHECK_EQ_INT(gs_allocs_put(&m, &big), 0);
+  CHECK_EQ_INT(gs_allocs_put(&m, &big2), 0);
+  bytes = 0;
+  CHECK_EQ_INT(gs_allocs_rekey(&m, GS_ALLOC_MAP, 5, GS_ALLOC_MAP_GONE, 6, &bytes), 2);
+  CHECK_EQ_U64(bytes, UINT64_MAX);
+  gs_allocs_clear(&m);
+}
+
 int main(void) {
   test_basic();
   test_churn();
   test_ctx();
+  test_rekey();
   return test_done();
 }
