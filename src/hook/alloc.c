@@ -22,11 +22,15 @@ static uint64_t sat_round_up(uint64_t v, uint64_t to) {
   return sat_mul(sat_add(v, to - 1) / to, to);
 }
 
-/* The last step of a create under ticket t, once the real call has made the handle: it is
- * recorded as (kind, key), or, when the record cannot be made, destroyed again with `destroy`
- * and the create fails as out of memory. */
-static CUresult ticket_keep(struct gs_ticket *t, enum gs_alloc_kind kind, uint64_t key,
+/* The last step of a create under ticket t, given the real call's result rc: a failed create
+ * gives the reservation back; a made handle is recorded as (kind, key), or, when the record
+ * cannot be made, destroyed again with `destroy` and the create fails as out of memory. */
+static CUresult ticket_keep(struct gs_ticket *t, CUresult rc, enum gs_alloc_kind kind, uint64_t key,
                             CUresult (*destroy)(uint64_t key)) {
+  if (rc != CUDA_SUCCESS) {
+    gs_ticket_abort(t);
+    return rc;
+  }
   if (gs_ticket_commit(t, kind, key) < 0) {
     destroy(key);
     gs_ticket_abort(t);
@@ -58,11 +62,7 @@ GS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   if (rc != CUDA_SUCCESS)
     return rc;
   rc = r->cuMemAlloc_v2(dptr, bytesize);
-  if (rc != CUDA_SUCCESS) {
-    gs_ticket_abort(&t);
-    return rc;
-  }
-  return ticket_keep(&t, GS_ALLOC_PTR, *dptr, free_ptr);
+  return ticket_keep(&t, rc, GS_ALLOC_PTR, rc == CUDA_SUCCESS ? *dptr : 0, free_ptr);
 }
 
 GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
@@ -72,11 +72,7 @@ GS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
   if (rc != CUDA_SUCCESS)
     return rc;
   rc = r->cuMemAllocManaged(dptr, bytesize, flags);
-  if (rc != CUDA_SUCCESS) {
-    gs_ticket_abort(&t);
-    return rc;
-  }
-  return ticket_keep(&t, GS_ALLOC_PTR, *dptr, free_ptr);
+  return ticket_keep(&t, rc, GS_ALLOC_PTR, rc == CUDA_SUCCESS ? *dptr : 0, free_ptr);
 }
 
 /* The pitch is the driver's choice: reserve with the usual 512-byte alignment, then re-count at
@@ -320,11 +316,7 @@ GS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
       return rc;
   }
   rc = r->cuMemCreate(handle, size, prop, flags);
-  if (rc != CUDA_SUCCESS) {
-    gs_ticket_abort(&t);
-    return rc;
-  }
-  return ticket_keep(&t, GS_ALLOC_VMM, *handle, release_vmm);
+  return ticket_keep(&t, rc, GS_ALLOC_VMM, rc == CUDA_SUCCESS ? *handle : 0, release_vmm);
 }
 
 /* A released handle's memory lives on while mapped (cuda.h: freed once released and unmapped):
@@ -536,11 +528,8 @@ GS_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTO
   if (rc != CUDA_SUCCESS)
     return rc;
   rc = r->cuArrayCreate_v2(pHandle, desc);
-  if (rc != CUDA_SUCCESS) {
-    gs_ticket_abort(&t);
-    return rc;
-  }
-  return ticket_keep(&t, GS_ALLOC_ARRAY, (uint64_t)(uintptr_t)*pHandle, destroy_array);
+  return ticket_keep(&t, rc, GS_ALLOC_ARRAY, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
+                     destroy_array);
 }
 
 GS_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
@@ -550,11 +539,8 @@ GS_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCR
   if (rc != CUDA_SUCCESS)
     return rc;
   rc = r->cuArray3DCreate_v2(pHandle, desc);
-  if (rc != CUDA_SUCCESS) {
-    gs_ticket_abort(&t);
-    return rc;
-  }
-  return ticket_keep(&t, GS_ALLOC_ARRAY, (uint64_t)(uintptr_t)*pHandle, destroy_array);
+  return ticket_keep(&t, rc, GS_ALLOC_ARRAY, rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
+                     destroy_array);
 }
 
 GS_EXPORT CUresult cuArrayDestroy(CUarray hArray) {
@@ -576,11 +562,8 @@ GS_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
   if (rc != CUDA_SUCCESS)
     return rc;
   rc = r->cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
-  if (rc != CUDA_SUCCESS) {
-    gs_ticket_abort(&t);
-    return rc;
-  }
-  return ticket_keep(&t, GS_ALLOC_MIPMAP, (uint64_t)(uintptr_t)*pHandle, destroy_mipmap);
+  return ticket_keep(&t, rc, GS_ALLOC_MIPMAP,
+                     rc == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, destroy_mipmap);
 }
 
 GS_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
