@@ -164,11 +164,12 @@ GS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   return rc;
 }
 
-/* After a release or reset: if the primary context is gone, so is everything it held. */
-static void primary_settle(CUdevice dev, int reset) {
+/* After a release or reset that returned rc: if the primary context is gone, so is everything it
+ * held. Returns rc. */
+static CUresult primary_settle(CUdevice dev, CUresult rc, int reset) {
   const struct gs_real *r = gs_real();
-  if (dev < 0 || dev >= GS_CONFIG_MAX_ORDINALS)
-    return;
+  if (rc != CUDA_SUCCESS || dev < 0 || dev >= GS_CONFIG_MAX_ORDINALS)
+    return rc;
   pthread_mutex_lock(&primary.lock);
   CUcontext ctx = primary.ctx[dev];
   pthread_mutex_unlock(&primary.lock);
@@ -176,39 +177,28 @@ static void primary_settle(CUdevice dev, int reset) {
   int active = 1;
   if (!ctx || !r->cuDevicePrimaryCtxGetState ||
       r->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
-    return;
+    return rc;
   if (!active || reset)
     gs_drop_context(ctx);
+  return rc;
 }
 
 GS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   GS_REAL_OR_NOT_FOUND(cuDevicePrimaryCtxRelease_v2);
-  CUresult rc = r->cuDevicePrimaryCtxRelease_v2(dev);
-  if (rc == CUDA_SUCCESS)
-    primary_settle(dev, 0);
-  return rc;
+  return primary_settle(dev, r->cuDevicePrimaryCtxRelease_v2(dev), 0);
 }
 
 GS_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
   GS_REAL_OR_NOT_FOUND(cuDevicePrimaryCtxRelease);
-  CUresult rc = r->cuDevicePrimaryCtxRelease(dev);
-  if (rc == CUDA_SUCCESS)
-    primary_settle(dev, 0);
-  return rc;
+  return primary_settle(dev, r->cuDevicePrimaryCtxRelease(dev), 0);
 }
 
 GS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   GS_REAL_OR_NOT_FOUND(cuDevicePrimaryCtxReset_v2);
-  CUresult rc = r->cuDevicePrimaryCtxReset_v2(dev);
-  if (rc == CUDA_SUCCESS)
-    primary_settle(dev, 1);
-  return rc;
+  return primary_settle(dev, r->cuDevicePrimaryCtxReset_v2(dev), 1);
 }
 
 GS_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
   GS_REAL_OR_NOT_FOUND(cuDevicePrimaryCtxReset);
-  CUresult rc = r->cuDevicePrimaryCtxReset(dev);
-  if (rc == CUDA_SUCCESS)
-    primary_settle(dev, 1);
-  return rc;
+  return primary_settle(dev, r->cuDevicePrimaryCtxReset(dev), 1);
 }
