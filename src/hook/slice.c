@@ -189,27 +189,27 @@ static int slot_locked(CUdevice dev, unsigned *ret_slot) {
   return 0;
 }
 
-int gs_slot_for_alloc_locked(CUdevice dev, unsigned *ret_slot) {
-  int e = slot_locked(dev, ret_slot);
-  /* No such device: the driver refuses the call itself. Anything else (the region's device table
-   * full, its lock not let go) must not let the allocation through uncounted. */
-  return e == -ENODEV || e == -EINVAL ? 1 : e;
-}
-
-int gs_slot_for_alloc(CUdevice dev, unsigned *ret_slot) {
-  gs_setup();
-  gs_slice_lock();
-  int e = gs_slot_for_alloc_locked(dev, ret_slot);
-  gs_slice_unlock();
-  return e;
-}
-
 int gs_slot_of(CUdevice dev, unsigned *ret_slot) {
   gs_setup();
   gs_slice_lock();
   int e = slot_locked(dev, ret_slot);
   gs_slice_unlock();
   return e;
+}
+
+/* A slot lookup's e for an allocation path. No such device: the driver refuses the call itself.
+ * Anything else (the region's device table full, its lock not let go) must not let the
+ * allocation through uncounted. */
+static int for_alloc(int e) {
+  return e == -ENODEV || e == -EINVAL ? 1 : e;
+}
+
+int gs_slot_for_alloc_locked(CUdevice dev, unsigned *ret_slot) {
+  return for_alloc(slot_locked(dev, ret_slot));
+}
+
+int gs_slot_for_alloc(CUdevice dev, unsigned *ret_slot) {
+  return for_alloc(gs_slot_of(dev, ret_slot));
 }
 
 int gs_current_device(CUdevice *ret_dev, CUcontext *ret_ctx) {
