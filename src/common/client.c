@@ -161,6 +161,17 @@ static int call(int fd, uint32_t type, const void *body, size_t len, void *buf, 
   return call_within(fd, type, body, len, buf, cap, 10000, ret, err, err_len);
 }
 
+/* A call whose answer is a plain OK. */
+static int call_ok(int fd, uint32_t type, const void *body, size_t len, char *err, size_t err_len) {
+  uint64_t buf[64];
+  struct gs_msg m;
+  int r = call(fd, type, body, len, buf, sizeof(buf), &m, err, err_len);
+
+  if (r < 0)
+    return r;
+  return m.hdr.type == GS_MSG_OK ? 0 : -EPROTO;
+}
+
 int gs_client_hello(int fd, uint32_t role, uint32_t slice_id, struct gs_msg_hello_ok *ret) {
   return gs_client_hello_err(fd, role, slice_id, ret, NULL, 0);
 }
@@ -191,17 +202,7 @@ int gs_client_hello_slice(int fd, uint32_t role, uint32_t slice_id, uint64_t non
 
 int gs_client_register(int fd, const struct gs_slice_spec *spec, struct gs_msg_registered *ret,
                        char *err, size_t err_len) {
-  struct gs_msg_register reg = {.spec = *spec, .runner_pid = (int32_t)getpid()};
-  uint64_t buf[64];
-  struct gs_msg m;
-  int r = call(fd, GS_MSG_REGISTER, &reg, sizeof(reg), buf, sizeof(buf), &m, err, err_len);
-
-  if (r < 0)
-    return r;
-  if (m.hdr.type != GS_MSG_REGISTERED)
-    return -EPROTO;
-  *ret = m.u.registered;
-  return 0;
+  return gs_client_register_flags(fd, spec, 0, ret, err, err_len);
 }
 
 int gs_client_register_flags(int fd, const struct gs_slice_spec *spec, uint32_t flags,
@@ -230,26 +231,14 @@ int gs_client_register_flags(int fd, const struct gs_slice_spec *spec, uint32_t 
 
 int gs_client_unregister(int fd, uint32_t slice_id, uint64_t nonce, char *err, size_t err_len) {
   struct gs_msg_unregister u = {.slice_id = slice_id, .slice_nonce = nonce};
-  uint64_t buf[64];
-  struct gs_msg m;
-  int r = call(fd, GS_MSG_UNREGISTER, &u, sizeof(u), buf, sizeof(buf), &m, err, err_len);
-
-  if (r < 0)
-    return r;
-  return m.hdr.type == GS_MSG_OK ? 0 : -EPROTO;
+  return call_ok(fd, GS_MSG_UNREGISTER, &u, sizeof(u), err, err_len);
 }
 
 int gs_client_set(int fd, uint32_t slice_id, uint32_t fields, const struct gs_slice_spec *values,
                   int force, char *err, size_t err_len) {
   struct gs_msg_set s = {
       .slice_id = slice_id, .fields = fields, .force = force ? 1 : 0, .spec = *values};
-  uint64_t buf[64];
-  struct gs_msg m;
-  int r = call(fd, GS_MSG_SET, &s, sizeof(s), buf, sizeof(buf), &m, err, err_len);
-
-  if (r < 0)
-    return r;
-  return m.hdr.type == GS_MSG_OK ? 0 : -EPROTO;
+  return call_ok(fd, GS_MSG_SET, &s, sizeof(s), err, err_len);
 }
 
 int gs_client_status(int fd, struct gs_status *ret) {
