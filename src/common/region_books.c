@@ -302,25 +302,20 @@ int gs_region_reserve(struct gs_region *region, unsigned proc, unsigned slot, ui
    * losing what the process really holds. */
   uint64_t cap = __atomic_load_n(&l->dev[slot].cap, __ATOMIC_ACQUIRE); /* the daemon's, lock-free */
   uint64_t used = device_used(l, slot);
-  if (cap == GS_REGION_NO_CAP && bytes > UINT64_MAX - used) {
+  int over =
+      cap == GS_REGION_NO_CAP ? bytes > UINT64_MAX - used : (used > cap || bytes > cap - used);
+  /* Over the cap: what dead processes held is looked for harder first. */
+  if (over && cap != GS_REGION_NO_CAP && reclaim_full(region) > 0) {
+    used = device_used(l, slot);
+    over = used > cap || bytes > cap - used;
+  }
+  if (over) {
     if (ret_denial) {
       ret_denial->used = used;
       ret_denial->cap = cap;
     }
     e = -ENOMEM;
     goto out;
-  }
-  if (cap != GS_REGION_NO_CAP && (used > cap || bytes > cap - used)) {
-    if (reclaim_full(region) > 0)
-      used = device_used(l, slot);
-    if (used > cap || bytes > cap - used) {
-      if (ret_denial) {
-        ret_denial->used = used;
-        ret_denial->cap = cap;
-      }
-      e = -ENOMEM;
-      goto out;
-    }
   }
   l->proc[proc].used[slot] += bytes;
 out:
