@@ -66,46 +66,33 @@ static CUresult undo_primary(CUcontext ctx, CUdevice dev) {
                                          : CUDA_ERROR_NOT_FOUND;
 }
 
+/* Every version of cuCtxCreate: the real `call` between ctx_begin and ctx_end (pctx and dev are
+ * the wrapper's own arguments). */
+#define CTX_CREATE(name, call)                                                                     \
+  GS_REAL_OR_NOT_FOUND(name);                                                                      \
+  struct ctx_op op;                                                                                \
+  CUresult rc = ctx_begin(&op, dev, "cuCtxCreate");                                                \
+  if (rc != CUDA_SUCCESS)                                                                          \
+    return rc;                                                                                     \
+  rc = call;                                                                                       \
+  return ctx_end(&op, rc, rc == CUDA_SUCCESS ? *pctx : NULL, dev, undo_ctx_create, "cuCtxCreate")
+
 GS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
                                   CUdevice dev) {
-  GS_REAL_OR_NOT_FOUND(cuCtxCreate_v4);
-  struct ctx_op op;
-  CUresult rc = ctx_begin(&op, dev, "cuCtxCreate");
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  rc = r->cuCtxCreate_v4(pctx, params, flags, dev);
-  return ctx_end(&op, rc, rc == CUDA_SUCCESS ? *pctx : NULL, dev, undo_ctx_create, "cuCtxCreate");
+  CTX_CREATE(cuCtxCreate_v4, r->cuCtxCreate_v4(pctx, params, flags, dev));
 }
 
 GS_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
                                   unsigned int flags, CUdevice dev) {
-  GS_REAL_OR_NOT_FOUND(cuCtxCreate_v3);
-  struct ctx_op op;
-  CUresult rc = ctx_begin(&op, dev, "cuCtxCreate");
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  rc = r->cuCtxCreate_v3(pctx, params, n, flags, dev);
-  return ctx_end(&op, rc, rc == CUDA_SUCCESS ? *pctx : NULL, dev, undo_ctx_create, "cuCtxCreate");
+  CTX_CREATE(cuCtxCreate_v3, r->cuCtxCreate_v3(pctx, params, n, flags, dev));
 }
 
 GS_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
-  GS_REAL_OR_NOT_FOUND(cuCtxCreate_v2);
-  struct ctx_op op;
-  CUresult rc = ctx_begin(&op, dev, "cuCtxCreate");
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  rc = r->cuCtxCreate_v2(pctx, flags, dev);
-  return ctx_end(&op, rc, rc == CUDA_SUCCESS ? *pctx : NULL, dev, undo_ctx_create, "cuCtxCreate");
+  CTX_CREATE(cuCtxCreate_v2, r->cuCtxCreate_v2(pctx, flags, dev));
 }
 
 GS_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
-  GS_REAL_OR_NOT_FOUND(cuCtxCreate);
-  struct ctx_op op;
-  CUresult rc = ctx_begin(&op, dev, "cuCtxCreate");
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  rc = r->cuCtxCreate(pctx, flags, dev);
-  return ctx_end(&op, rc, rc == CUDA_SUCCESS ? *pctx : NULL, dev, undo_ctx_create, "cuCtxCreate");
+  CTX_CREATE(cuCtxCreate, r->cuCtxCreate(pctx, flags, dev));
 }
 
 GS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
