@@ -188,6 +188,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
   if (!r->nvmlDeviceGetUtilizationRates)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t rc = r->nvmlDeviceGetUtilizationRates(device, utilization);
   if (rc != NVML_SUCCESS || !utilization)
     return rc;
@@ -225,6 +227,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   if (!r->nvmlDeviceGetProcessUtilization)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   unsigned passed = processSamplesCount ? *processSamplesCount : 0;
   nvmlReturn_t rc = r->nvmlDeviceGetProcessUtilization(device, utilization, processSamplesCount,
                                                        lastSeenTimeStamp);
@@ -255,6 +259,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device
   if (!r->nvmlDeviceGetProcessesUtilizationInfo)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   unsigned passed = info ? info->processSamplesCount : 0;
   nvmlReturn_t rc = r->nvmlDeviceGetProcessesUtilizationInfo(device, info);
   if (rc != NVML_SUCCESS || !info || !info->procUtilArray)

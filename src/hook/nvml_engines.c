@@ -77,6 +77,8 @@ static void *slice_sessions(enum session_kind kind, nvmlDevice_t device, unsigne
 static nvmlReturn_t answer_sessions(enum session_kind kind, nvmlDevice_t device, unsigned *count,
                                     void *infos) {
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   unsigned probe = 0, n;
   nvmlReturn_t rc = real_sessions(kind, device, &probe, NULL);
   if (rc != NVML_SUCCESS)
@@ -139,6 +141,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned i
   if (!r->nvmlDeviceGetEncoderStats)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t rc = r->nvmlDeviceGetEncoderStats(device, sessionCount, averageFps, averageLatency);
   if (rc != NVML_SUCCESS)
     return rc;
@@ -155,6 +159,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t
   if (!r->nvmlDeviceGetFBCStats)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t rc = r->nvmlDeviceGetFBCStats(device, fbcStats);
   if (rc != NVML_SUCCESS)
     return rc;
@@ -194,6 +200,8 @@ GS_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device,
   if (!r->nvmlGpmQueryDeviceSupport)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t rc = r->nvmlGpmQueryDeviceSupport(device, gpmSupport);
   if (rc == NVML_SUCCESS && gpmSupport)
     gpmSupport->isSupportedDevice = 0;

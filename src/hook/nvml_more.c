@@ -34,6 +34,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTyp
   if (!r->nvmlDeviceGetSamples)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   if (!util_samples(type))
     return r->nvmlDeviceGetSamples(device, type, lastSeenTimeStamp, sampleValType, sampleCount,
                                    samples);
@@ -86,6 +88,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned
   if (!r->nvmlDeviceGetAccountingPids)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   unsigned need = 0, probe[1];
   nvmlReturn_t rc = r->nvmlDeviceGetAccountingPids(device, &need, probe);
   if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
@@ -122,6 +126,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigne
   if (!r->nvmlDeviceGetAccountingStats)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlAccountingStats_t got;
   nvmlReturn_t rc = r->nvmlDeviceGetAccountingStats(device, pid, stats ? &got : NULL);
   if (rc != NVML_SUCCESS)
@@ -162,6 +168,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesC
   if (!r->nvmlDeviceGetFieldValues)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t rc = r->nvmlDeviceGetFieldValues(device, valuesCount, values);
   for (int i = 0; values && i < valuesCount; i++)
     if (!field_physical(values[i].fieldId)) {

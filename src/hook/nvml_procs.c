@@ -210,6 +210,8 @@ static const struct gs_nvml_proc *shown_list(nvmlProcessMode_t kind, nvmlDevice_
 static nvmlReturn_t slice_list(nvmlProcessMode_t kind, int abi, nvmlDevice_t device,
                                unsigned *count, void *infos) {
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   nvmlReturn_t rc = real_probe(kind, abi, device);
   if (rc != NVML_SUCCESS)
     return rc;
@@ -233,6 +235,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device
   if (!r->nvmlDeviceGetRunningProcessDetailList)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
   if (!plist)
     return r->nvmlDeviceGetRunningProcessDetailList(device, plist);
   nvmlProcessDetailList_t probe = *plist;

@@ -32,7 +32,8 @@ bool gs_nvml_pids_ours(nvmlDevice_t device, const struct gs_nvml_proc *procs, un
  * where NVML's pids are another namespace's (they cannot be told apart), NULL on no memory. */
 struct gs_nvml_proc *gs_nvml_procs_named(nvmlDevice_t device, unsigned *ret_n);
 /* Whether `d` is a GPU the slice does not see (nvml_devices.c: not among CUDA's devices for this
- * process), or a handle NVML does not know. */
+ * process), or a handle NVML does not know. Every per-device call the hook wraps answers such a
+ * handle NVML_ERROR_INVALID_ARGUMENT, as NVML answers a handle that is no device. */
 bool gs_nvml_hidden(nvmlDevice_t d);
 /* procs[] holds pid. */
 bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid);
@@ -44,14 +45,17 @@ bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid)
 int gs_nvml_measured_util(nvmlDevice_t device, unsigned *ret_pct);
 
 /* A wrapper for a call whose answer is the whole device's load (every tenant's) and of which the
- * hook has no slice's figure: what NVML says of the device and arguments stands; its answer is
- * NVML_ERROR_NOT_SUPPORTED (tools print N/A), the value *out cleared. */
+ * hook has no slice's figure: a GPU the slice does not see is INVALID_ARGUMENT, and what NVML
+ * says of the device and arguments stands; its answer is NVML_ERROR_NOT_SUPPORTED (tools print
+ * N/A), the value *out cleared. The call's device parameter is named `device`. */
 #define GS_NVML_REFUSED(fn, params, args, out)                                                     \
   GS_EXPORT nvmlReturn_t fn params {                                                               \
     const struct gs_real *r = gs_real();                                                           \
     if (!r->fn)                                                                                    \
       return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
     gs_setup();                                                                                    \
+    if (gs_nvml_hidden(device))                                                                    \
+      return NVML_ERROR_INVALID_ARGUMENT;                                                          \
     nvmlReturn_t rc = r->fn args;                                                                  \
     if (rc != NVML_SUCCESS)                                                                        \
       return rc;                                                                                   \

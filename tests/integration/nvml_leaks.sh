@@ -16,8 +16,8 @@
 #    metrics N/A (3), where NVML without the hook gives the device's;
 #  - with two GPUs and CUDA_VISIBLE_DEVICES=1, the other GPU is not found by serial or by bus
 #    id (v1), as by UUID; the topology lists leave it out, and a handle of it (forged) is
-#    NVML_ERROR_INVALID_ARGUMENT (2) in every topology and MIG call and the memory queries (its
-#    free memory would tell the other tenants' use).
+#    NVML_ERROR_INVALID_ARGUMENT (2) in every call the hook wraps (its free memory, for one,
+#    would tell the other tenants' use).
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 LEAKS="$TBIN/nvml_leaks"
@@ -147,12 +147,14 @@ t=$("$LEAKS" topo)
 stride=$(echo "$t" | sed -n 's/.*stride=\([-0-9]*\).*/\1/p')
 expect_eq "two GPUs, without the hook: topology" "$t" "topo stride=$stride nearest=0:1 gpuset=0:2 self=0:0"
 expect_eq "two GPUs, without the hook: the first GPU's handle forged" \
-  "$("$LEAKS" topo "$stride" | tail -3)" "forged mig=0 max=0 mighandle=6 gis=3 gi=3
+  "$("$LEAKS" topo "$stride" | tail -4)" "forged mig=0 max=0 mighandle=6 gis=3 gi=3
 forged mem=0 mem2=0
+forged util=0 procs=0 samples=0 acct=0 fields=0 enc=0 pcie=0 gpm=0
 forged index=0 ancestor=0 p2p=0 board=0 nearest=0"
 t=$(CUDA_VISIBLE_DEVICES=1 LD_PRELOAD="$HOOK" GSLICE_STATE_DIR="$T/slice2" "$LEAKS" topo "$stride")
 expect_eq "CUDA_VISIBLE_DEVICES=1: topology" "$t" "topo stride=0 nearest=0:0 gpuset=0:1 self=0:0
 forged mig=2 max=2 mighandle=2 gis=2 gi=2
 forged mem=2 mem2=2
+forged util=2 procs=2 samples=2 acct=2 fields=2 enc=2 pcie=2 gpm=2
 forged index=2 ancestor=2 p2p=2 board=2 nearest=2"
 pass "no call shows a slice another slice's pids, sessions, stats or traffic, the device's load or counters, or a GPU not its own"

@@ -18,7 +18,9 @@
  * with STRIDE a handle forged STRIDE bytes below the last GPU's (as one guessing at NVML's table
  * would):
  * "forged mig=RC max=RC mighandle=RC gis=RC gi=RC" (MIG queries of it), "forged mem=RC mem2=RC"
- * (its memory, v1 and v2), then "forged index=RC ancestor=RC p2p=RC board=RC nearest=RC". */
+ * (its memory, v1 and v2), "forged util=RC procs=RC samples=RC acct=RC fields=RC enc=RC pcie=RC
+ * gpm=RC" (the other wrapped calls), then "forged index=RC ancestor=RC p2p=RC board=RC
+ * nearest=RC". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +199,24 @@ static int topo(long stride) {
   nvmlMemory_v2_t mem2 = {.version = nvmlMemory_v2};
   printf("forged mem=%d mem2=%d\n", (int)nvmlDeviceGetMemoryInfo(f, &mem),
          (int)nvmlDeviceGetMemoryInfo_v2(f, &mem2));
+  nvmlUtilization_t u;
+  nvmlValueType_t vt;
+  nvmlFieldValue_t fv = {.fieldId = NVML_FI_DEV_MEMORY_TEMP};
+  unsigned fps, lat, pids[4], tx;
+  nvmlGpmSupport_t sup = {.version = NVML_GPM_SUPPORT_VERSION};
+  nvmlReturn_t fr[8];
+  n = 0;
+  fr[0] = nvmlDeviceGetUtilizationRates(f, &u);
+  fr[1] = nvmlDeviceGetComputeRunningProcesses_v3(f, &n, NULL);
+  fr[2] = nvmlDeviceGetSamples(f, NVML_GPU_UTILIZATION_SAMPLES, 0, &vt, &n, NULL);
+  n = 4;
+  fr[3] = nvmlDeviceGetAccountingPids(f, &n, pids);
+  fr[4] = nvmlDeviceGetFieldValues(f, 1, &fv);
+  fr[5] = nvmlDeviceGetEncoderStats(f, &n, &fps, &lat);
+  fr[6] = nvmlDeviceGetPcieThroughput(f, NVML_PCIE_UTIL_TX_BYTES, &tx);
+  fr[7] = nvmlGpmQueryDeviceSupport(f, &sup);
+  printf("forged util=%d procs=%d samples=%d acct=%d fields=%d enc=%d pcie=%d gpm=%d\n", (int)fr[0],
+         (int)fr[1], (int)fr[2], (int)fr[3], (int)fr[4], (int)fr[5], (int)fr[6], (int)fr[7]);
   printf("forged index=%d ancestor=%d p2p=%d board=%d nearest=%d\n",
          (int)nvmlDeviceGetIndex(f, &idx), (int)nvmlDeviceGetTopologyCommonAncestor(d, f, &level),
          (int)nvmlDeviceGetP2PStatus(f, d, NVML_P2P_CAPS_INDEX_READ, &st),
