@@ -127,32 +127,25 @@ void sim_capture_stream_gone_locked(struct sim_stream *s) {
 
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int ptsz) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   if (!mode_ok(mode))
     return CUDA_ERROR_INVALID_VALUE;
-  if (s->kind == SIM_STREAM_LEGACY)
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* "may not be initiated" on it */
   struct sim_graph *g = sim_graph_new();
   struct sim_capture *cap = calloc(1, sizeof(*cap));
-  if (!g || !cap) {
-    if (g)
-      sim_graph_free(g);
-    free(cap);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  struct sim_stream *s;
+  CUresult rc = !g || !cap ? CUDA_ERROR_OUT_OF_MEMORY : sim_stream_lock(h, ptsz, &s);
+  if (rc == CUDA_SUCCESS) {
+    if (s->kind == SIM_STREAM_LEGACY) {
+      rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* "may not be initiated" on it */
+    } else if (s->cap) {
+      rc = CUDA_ERROR_ILLEGAL_STATE; /* "only if the stream is not already in capture mode" */
+    } else {
+      *cap = (struct sim_capture){g, mode, sim_thread_id(), 0, capture_next_id++, s, sim.captures};
+      sim.captures = cap;
+      s->cap = cap;
+      __atomic_add_fetch(&sim.ncaptures, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&sim.mu);
   }
-  pthread_mutex_lock(&sim.mu);
-  if (s->cap) {
-    rc = CUDA_ERROR_ILLEGAL_STATE; /* "only if the stream is not already in capture mode" */
-  } else {
-    *cap = (struct sim_capture){g, mode, sim_thread_id(), 0, capture_next_id++, s, sim.captures};
-    sim.captures = cap;
-    s->cap = cap;
-    __atomic_add_fetch(&sim.ncaptures, 1, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&sim.mu);
   if (rc != CUDA_SUCCESS) {
     sim_graph_free(g);
     free(cap);
@@ -167,13 +160,12 @@ SIM_TWINS(cuStreamBeginCapture, _ptsz, begin_capture, (CUstream h), h,
 
 static CUresult end_capture(CUstream h, CUgraph *phGraph, int ptsz) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   if (!phGraph)
     return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.mu);
+  struct sim_stream *s;
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   struct sim_capture *cap = s->cap;
   if (!cap) {
     rc = CUDA_ERROR_ILLEGAL_STATE;
@@ -209,13 +201,12 @@ static CUresult capture_status_locked(struct sim_stream *s, CUstreamCaptureStatu
 
 static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *status, int ptsz) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   if (!status)
     return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.mu);
+  struct sim_stream *s;
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   rc = capture_status_locked(s, status);
   pthread_mutex_unlock(&sim.mu);
   return rc;
@@ -233,13 +224,12 @@ static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64
                              CUgraph *graph, const CUgraphNode **deps,
                              const CUgraphEdgeData **edges, size_t *ndeps, int ptsz) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   if (!status || (edges && !deps))
     return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.mu);
+  struct sim_stream *s;
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   rc = capture_status_locked(s, status);
   if (rc == CUDA_SUCCESS && *status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
     size_t n = sim_graph_nodes(s->cap->graph);

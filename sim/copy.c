@@ -42,11 +42,10 @@ static CUresult copy_sync(void *dst, const void *src, size_t n, enum copy_kind k
  * else the caller moves the bytes now. */
 static CUresult async_on(CUstream h, int ptsz, const struct sim_node *node, int *captured) {
   struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
   *captured = 0;
-  if (rc != CUDA_SUCCESS || !sim_capturing_any())
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
     return rc;
-  pthread_mutex_lock(&sim.mu);
   if ((rc = sim_capture_use_locked(s)) == CUDA_SUCCESS && s->cap) {
     rc = sim_capture_add_locked(s, node);
     *captured = 1;

@@ -249,7 +249,16 @@ void sim_pool_release_locked(struct sim_pool *p, uint64_t bytes);
 void sim_ctx_arrays_reset(struct sim_ctx *c);
 
 /* stream.c */
-CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret);
+/* Every use of a stream handle starts here: the stream h names (NULL, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD as the driver reads them; ptds: NULL is the per-thread stream), checked
+ * under sim.mu and returned with sim.mu HELD (CUDA_SUCCESS); else its error, sim.mu not held.
+ * Another thread may destroy the stream the moment sim.mu is released: a caller that lets go of
+ * the lock and comes back to the stream takes it again with sim_stream_relock. */
+CUresult sim_stream_lock(CUstream h, int ptds, struct sim_stream **ret);
+/* Takes sim.mu again for s, looked up (sim_stream_lock) when its id was id: CUDA_SUCCESS with
+ * sim.mu held while s is still that stream; CUDA_ERROR_INVALID_HANDLE, not held, once it was
+ * destroyed (or its memory became another stream). */
+CUresult sim_stream_relock(struct sim_stream *s, unsigned long long id);
 /* sim.mu held: the work new work on s comes after (the legacy stream and blocking streams
  * wait for each other). */
 struct sim_mark sim_stream_ready(const struct sim_stream *s);

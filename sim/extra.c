@@ -162,12 +162,14 @@ SIM_API CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSi
 
 static CUresult stream_get_device(CUstream h, CUdevice *device, int ptsz) {
   SIM_REQUIRE_INIT();
+  if (!device)
+    return CUDA_ERROR_INVALID_VALUE;
   struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc == CUDA_SUCCESS && !device)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  if (rc == CUDA_SUCCESS)
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc == CUDA_SUCCESS) {
     *device = s->ctx->dev;
+    pthread_mutex_unlock(&sim.mu);
+  }
   return rc;
 }
 
@@ -186,13 +188,12 @@ static void call_callback(CUstream h, void *fn, void *data) {
 static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, void *), void *fn,
                           void *userData) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   if (!fn)
     return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.mu);
+  struct sim_stream *s;
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
   if ((rc = sim_capture_use_locked(s)) == CUDA_SUCCESS && s->cap) {
     /* Captured, a host function is a host node; a stream callback cannot be captured. */
     if (call == call_host_fn) {
@@ -206,15 +207,19 @@ static CUresult host_func(CUstream h, int ptsz, void (*call)(CUstream, void *, v
     return rc;
   }
   struct sim_mark mk = sim_stream_ready(s);
+  int dev = s->ctx->dev;
+  unsigned long long id = s->id;
   pthread_mutex_unlock(&sim.mu);
   if (rc != CUDA_SUCCESS)
     return rc;
-  sim_mark_wait(s->ctx->dev, &mk);
+  sim_mark_wait(dev, &mk);
   call(h, fn, userData);
+  /* Queued before any destroy, it ran; a stream destroyed meanwhile has no later work to order. */
   struct sim_mark now = {0, 0, sim_now_ns()};
-  pthread_mutex_lock(&sim.mu);
-  sim_mark_merge(&s->tail, &now);
-  pthread_mutex_unlock(&sim.mu);
+  if (sim_stream_relock(s, id) == CUDA_SUCCESS) {
+    sim_mark_merge(&s->tail, &now);
+    pthread_mutex_unlock(&sim.mu);
+  }
   return CUDA_SUCCESS;
 }
 

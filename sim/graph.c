@@ -206,18 +206,15 @@ SIM_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
 }
 
 /* An executable graph and the stream it goes on, both checked, and what the capture rules say
- * of queueing work there (capture.c). */
+ * of queueing work there (capture.c); sim.mu held on success. */
 static CUresult exec_on(CUgraphExec hGraphExec, CUstream h, int ptsz, struct sim_graph **x,
                         struct sim_stream **s) {
   SIM_REQUIRE_INIT();
   if (!(*x = graph_arg(hGraphExec, SIM_EXEC_MAGIC)))
     return CUDA_ERROR_INVALID_VALUE;
-  CUresult rc = sim_stream_get(h, ptsz, s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
-  pthread_mutex_lock(&sim.mu);
-  rc = sim_capture_use_locked(*s);
-  pthread_mutex_unlock(&sim.mu);
+  CUresult rc = sim_stream_lock(h, ptsz, s);
+  if (rc == CUDA_SUCCESS && (rc = sim_capture_use_locked(*s)) != CUDA_SUCCESS)
+    pthread_mutex_unlock(&sim.mu);
   return rc;
 }
 
@@ -226,7 +223,10 @@ static CUresult exec_on(CUgraphExec hGraphExec, CUstream h, int ptsz, struct sim
 static CUresult graph_upload(CUgraphExec hGraphExec, CUstream h, int ptsz) {
   struct sim_graph *x;
   struct sim_stream *s;
-  return exec_on(hGraphExec, h, ptsz, &x, &s);
+  CUresult rc = exec_on(hGraphExec, h, ptsz, &x, &s);
+  if (rc == CUDA_SUCCESS)
+    pthread_mutex_unlock(&sim.mu);
+  return rc;
 }
 
 SIM_TWINS(cuGraphUpload, _ptsz, graph_upload, (CUgraphExec hGraphExec, CUstream hStream),
@@ -252,25 +252,32 @@ SIM_TWINS(cuGraphInstantiateWithParams, _ptsz, instantiate_with_params,
           phGraphExec, hGraph, p)
 
 /* A host node runs on the calling thread once the stream's earlier work is done (as
- * cuLaunchHostFunc does outside a capture, extra.c). */
-static void run_host_node(struct sim_stream *s, const struct sim_node *nd) {
-  pthread_mutex_lock(&sim.mu);
+ * cuLaunchHostFunc does outside a capture, extra.c). s is the stream of that id, unless another
+ * thread destroyed it meanwhile: CUDA_ERROR_INVALID_HANDLE if before the node ran. */
+static CUresult run_host_node(struct sim_stream *s, unsigned long long id,
+                              const struct sim_node *nd) {
+  if (sim_stream_relock(s, id) != CUDA_SUCCESS)
+    return CUDA_ERROR_INVALID_HANDLE;
   struct sim_mark mk = sim_stream_ready(s);
+  int dev = s->ctx->dev;
   pthread_mutex_unlock(&sim.mu);
-  sim_mark_wait(s->ctx->dev, &mk);
+  sim_mark_wait(dev, &mk);
   nd->fn(nd->data);
   struct sim_mark now = {0, 0, sim_now_ns()};
-  pthread_mutex_lock(&sim.mu);
-  sim_mark_merge(&s->tail, &now);
-  pthread_mutex_unlock(&sim.mu);
+  if (sim_stream_relock(s, id) == CUDA_SUCCESS) {
+    sim_mark_merge(&s->tail, &now);
+    pthread_mutex_unlock(&sim.mu);
+  }
+  return CUDA_SUCCESS;
 }
 
-static CUresult run_node(struct sim_stream *s, const struct sim_node *nd) {
+static CUresult run_node(struct sim_stream *s, unsigned long long id, const struct sim_node *nd) {
   /* Copies and memsets move their bytes as the launch reaches them, as async ones do
    * (and, like them, check their ranges under sim.mu themselves). */
   switch (nd->type) {
   case SIM_NODE_KERNEL:
-    pthread_mutex_lock(&sim.mu);
+    if (sim_stream_relock(s, id) != CUDA_SUCCESS)
+      return CUDA_ERROR_INVALID_HANDLE;
     sim_enqueue_locked(s, nd->dur);
     pthread_mutex_unlock(&sim.mu);
     return CUDA_SUCCESS;
@@ -278,12 +285,13 @@ static CUresult run_node(struct sim_stream *s, const struct sim_node *nd) {
   case SIM_NODE_MEMSET:
     return sim_do_memset((CUdeviceptr)(uintptr_t)nd->dst, nd->value, nd->elem, nd->n);
   case SIM_NODE_EVENT:
-    pthread_mutex_lock(&sim.mu);
+    if (sim_stream_relock(s, id) != CUDA_SUCCESS)
+      return CUDA_ERROR_INVALID_HANDLE;
     if (nd->event->magic == SIM_EVENT_MAGIC && nd->event->ctx == s->ctx)
       sim_event_record_locked(nd->event, s);
     pthread_mutex_unlock(&sim.mu);
     return CUDA_SUCCESS;
-  case SIM_NODE_HOST: run_host_node(s, nd); return CUDA_SUCCESS;
+  case SIM_NODE_HOST: return run_host_node(s, id, nd);
   }
   return CUDA_ERROR_INVALID_VALUE;
 }
@@ -297,7 +305,6 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream h, int ptsz) {
   CUresult rc = exec_on(hGraphExec, h, ptsz, &x, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  pthread_mutex_lock(&sim.mu);
   if (s->cap) {
     for (size_t i = 0; i < x->n && rc == CUDA_SUCCESS; i++)
       rc = sim_capture_add_locked(s, &x->nodes[i]);
@@ -306,13 +313,17 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream h, int ptsz) {
   }
   if (x->tail_ctx == s->ctx)
     sim_mark_merge(&s->tail, &x->tail);
+  unsigned long long id = s->id;
   pthread_mutex_unlock(&sim.mu);
+  /* The stream may be destroyed between nodes (each node takes it again): the rest then is
+   * CUDA_ERROR_INVALID_HANDLE, and the graph keeps the tail of its previous launch. */
   for (size_t i = 0; i < x->n && rc == CUDA_SUCCESS; i++)
-    rc = run_node(s, &x->nodes[i]);
-  pthread_mutex_lock(&sim.mu);
-  x->tail_ctx = s->ctx;
-  x->tail = s->tail;
-  pthread_mutex_unlock(&sim.mu);
+    rc = run_node(s, id, &x->nodes[i]);
+  if (sim_stream_relock(s, id) == CUDA_SUCCESS) {
+    x->tail_ctx = s->ctx;
+    x->tail = s->tail;
+    pthread_mutex_unlock(&sim.mu);
+  }
   return rc;
 }
 

@@ -110,12 +110,11 @@ static CUresult launch(CUfunction hf, CUstream h, void **params, void **extra, i
   struct sim_func *f = (struct sim_func *)hf;
   if (!f || f->magic != SIM_FUNC_MAGIC)
     return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t dur = sim_kernel_ns(f, params, extra);
   struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  uint64_t dur = sim_kernel_ns(f, params, extra);
-  pthread_mutex_lock(&sim.mu);
   /* Into a capturing stream a launch does not run: it is a kernel node of the capture. */
   if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS) {
   } else if (s->cap) {

@@ -96,10 +96,12 @@ static CUresult pool_alloc(struct sim_pool *p, size_t size, CUdeviceptr *dptr) {
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream h, int ptsz) {
   SIM_REQUIRE_INIT();
   struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
   if (rc != CUDA_SUCCESS)
     return rc;
-  return pool_alloc(sim.cur_pool[s->ctx->dev], bytesize, dptr);
+  int dev = s->ctx->dev;
+  pthread_mutex_unlock(&sim.mu);
+  return pool_alloc(sim.cur_pool[dev], bytesize, dptr);
 }
 
 SIM_TWINS(cuMemAllocAsync, _ptsz, alloc_async,
@@ -110,9 +112,11 @@ static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool
   SIM_REQUIRE_INIT();
   struct sim_stream *s;
   struct sim_pool *p;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc == CUDA_SUCCESS)
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc == CUDA_SUCCESS) {
+    pthread_mutex_unlock(&sim.mu);
     rc = pool_arg(pool, &p);
+  }
   return rc != CUDA_SUCCESS ? rc : pool_alloc(p, bytesize, dptr);
 }
 
@@ -123,8 +127,11 @@ SIM_TWINS(cuMemAllocFromPoolAsync, _ptsz, alloc_from_pool,
 static CUresult free_async(CUdeviceptr dptr, CUstream h, int ptsz) {
   SIM_REQUIRE_INIT();
   struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  return rc != CUDA_SUCCESS ? rc : sim_free_range(dptr);
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_unlock(&sim.mu);
+  return sim_free_range(dptr);
 }
 
 SIM_TWINS(cuMemFreeAsync, _ptsz, free_async, (CUdeviceptr dptr, CUstream hStream), dptr, hStream)

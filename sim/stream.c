@@ -60,7 +60,8 @@ static struct sim_stream *stream_new_locked(struct sim_ctx *c, enum sim_stream_k
 static struct sim_stream *per_thread_stream(struct sim_ctx *c) {
   for (int i = 0; i < PTDS_SLOTS; i++)
     if (ptds_slots[i].ctx == c && ptds_slots[i].generation == c->generation && ptds_slots[i].s &&
-        ptds_slots[i].s->magic == SIM_STREAM_MAGIC)
+        ptds_slots[i].s->magic == SIM_STREAM_MAGIC && ptds_slots[i].s->ctx == c &&
+        ptds_slots[i].s->kind == SIM_STREAM_PER_THREAD)
       return ptds_slots[i].s;
   pthread_mutex_lock(&sim.mu);
   struct sim_stream *s = stream_new_locked(c, SIM_STREAM_PER_THREAD, 0, 0);
@@ -77,24 +78,49 @@ static struct sim_stream *per_thread_stream(struct sim_ctx *c) {
   return s;
 }
 
-CUresult sim_stream_get(CUstream h, int ptds, struct sim_stream **ret) {
+/* The stream h names, not yet checked (a default stream is made on first use). */
+static CUresult stream_find(CUstream h, int ptds, struct sim_stream **ret) {
+  if (h != NULL && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) {
+    *ret = (struct sim_stream *)h;
+    return CUDA_SUCCESS;
+  }
+  struct sim_ctx *c;
+  CUresult rc = sim_ctx_current_rc(&c);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  int per_thread = h == CU_STREAM_PER_THREAD || (h == NULL && ptds);
+  *ret = per_thread ? per_thread_stream(c) : &c->legacy;
+  return *ret ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* sim.mu held: s is still a stream. Another thread may destroy it at any time (the driver then
+ * says CUDA_ERROR_INVALID_HANDLE, as for any destroyed handle); a destroyed stream is zeroed (its
+ * context NULL) and may come back as a new one. */
+static CUresult stream_live_locked(const struct sim_stream *s) {
+  return s->magic == SIM_STREAM_MAGIC && sim_ctx_alive(s->ctx) ? CUDA_SUCCESS
+                                                               : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult sim_stream_lock(CUstream h, int ptds, struct sim_stream **ret) {
   struct sim_stream *s;
-  if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
-    struct sim_ctx *c;
-    CUresult rc = sim_ctx_current_rc(&c);
-    if (rc != CUDA_SUCCESS)
-      return rc;
-    int per_thread = h == CU_STREAM_PER_THREAD || (h == NULL && ptds);
-    s = per_thread ? per_thread_stream(c) : &c->legacy;
-    if (!s)
-      return CUDA_ERROR_OUT_OF_MEMORY;
-  } else {
-    s = (struct sim_stream *)h;
-    if (s->magic != SIM_STREAM_MAGIC || !sim_ctx_alive(s->ctx))
-      return CUDA_ERROR_INVALID_HANDLE;
+  CUresult rc = stream_find(h, ptds, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  pthread_mutex_lock(&sim.mu);
+  if ((rc = stream_live_locked(s)) != CUDA_SUCCESS) {
+    pthread_mutex_unlock(&sim.mu);
+    return rc;
   }
   *ret = s;
   return CUDA_SUCCESS;
+}
+
+CUresult sim_stream_relock(struct sim_stream *s, unsigned long long id) {
+  pthread_mutex_lock(&sim.mu);
+  if (stream_live_locked(s) == CUDA_SUCCESS && s->id == id)
+    return CUDA_SUCCESS;
+  pthread_mutex_unlock(&sim.mu);
+  return CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* The legacy stream waits for every blocking stream of its context, and they wait for it. */
@@ -130,23 +156,14 @@ static CUresult wait_check_locked(struct sim_stream *s) {
   return rc;
 }
 
-/* sim.mu held: s is still a stream. sim_stream_get looks without the lock; another thread may
- * destroy s between that look and the use (the driver then says CUDA_ERROR_INVALID_HANDLE, as for
- * any destroyed handle), and a destroyed stream is zeroed (its context NULL). */
-static CUresult stream_live_locked(const struct sim_stream *s) {
-  return s->magic == SIM_STREAM_MAGIC && sim_ctx_alive(s->ctx) ? CUDA_SUCCESS
-                                                               : CUDA_ERROR_INVALID_HANDLE;
-}
-
-/* The capture rules for a synchronize or query of s; the legacy stream's is a potentially
- * unsafe call as well. *mk: what s has queued; *dev: its device (read under the lock). */
-static CUresult wait_begin(struct sim_stream *s, int unsafe, struct sim_mark *mk, int *dev) {
-  pthread_mutex_lock(&sim.mu);
-  CUresult rc = stream_live_locked(s);
-  if (rc != CUDA_SUCCESS) {
-    pthread_mutex_unlock(&sim.mu);
+/* The capture rules for a synchronize or query of h; the legacy stream's is a potentially
+ * unsafe call as well. *mk: what the stream has queued; *dev: its device (read under the lock:
+ * the stream may be destroyed as soon as it is released). */
+static CUresult wait_begin(CUstream h, int ptds, int unsafe, struct sim_mark *mk, int *dev) {
+  struct sim_stream *s;
+  CUresult rc = sim_stream_lock(h, ptds, &s);
+  if (rc != CUDA_SUCCESS)
     return rc;
-  }
   enum sim_stream_kind kind = s->kind;
   rc = sim_capturing_any() ? wait_check_locked(s) : CUDA_SUCCESS;
   *mk = stream_done(s);
@@ -160,12 +177,9 @@ static CUresult wait_begin(struct sim_stream *s, int unsafe, struct sim_mark *mk
 
 /* *dev: the stream's device. */
 static CUresult stream_wait_dev(CUstream h, int ptds, int unsafe, int *dev) {
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptds, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   struct sim_mark mk;
-  if ((rc = wait_begin(s, unsafe, &mk, dev)) != CUDA_SUCCESS)
+  CUresult rc = wait_begin(h, ptds, unsafe, &mk, dev);
+  if (rc != CUDA_SUCCESS)
     return rc;
   sim_mark_wait(*dev, &mk);
   return CUDA_SUCCESS;
@@ -244,13 +258,10 @@ SIM_API CUresult cuStreamDestroy(CUstream hStream) {
 
 static CUresult stream_query(CUstream h, int ptsz) {
   SIM_REQUIRE_INIT();
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   struct sim_mark mk;
   int dev;
-  if ((rc = wait_begin(s, 0, &mk, &dev)) != CUDA_SUCCESS)
+  CUresult rc = wait_begin(h, ptsz, 0, &mk, &dev);
+  if (rc != CUDA_SUCCESS)
     return rc;
   uint64_t t;
   return sim_mark_done(dev, &mk, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -269,53 +280,37 @@ static CUresult stream_sync(CUstream h, int ptsz) {
 
 SIM_TWINS(cuStreamSynchronize, _ptsz, stream_sync, (CUstream h), h)
 
-/* The stream an attribute query names, its output pointer checked. */
+/* The stream an attribute query names, its output pointer checked; sim.mu held on success. */
 static CUresult stream_query_arg(CUstream h, int ptsz, const void *out, struct sim_stream **ret) {
   SIM_REQUIRE_INIT();
-  CUresult rc = sim_stream_get(h, ptsz, ret);
-  if (rc == CUDA_SUCCESS && !out)
+  CUresult rc = sim_stream_lock(h, ptsz, ret);
+  if (rc == CUDA_SUCCESS && !out) {
+    pthread_mutex_unlock(&sim.mu);
     rc = CUDA_ERROR_INVALID_VALUE;
+  }
   return rc;
 }
 
-static CUresult stream_get_flags(CUstream h, unsigned int *flags, int ptsz) {
-  struct sim_stream *s;
-  CUresult rc = stream_query_arg(h, ptsz, flags, &s);
-  if (rc == CUDA_SUCCESS)
-    *flags = s->flags;
-  return rc;
-}
+/* One attribute of the stream, read under sim.mu. */
+#define STREAM_ATTR(fn, type, expr)                                                                \
+  static CUresult fn(CUstream h, type *out, int ptsz) {                                            \
+    struct sim_stream *s;                                                                          \
+    CUresult rc = stream_query_arg(h, ptsz, out, &s);                                              \
+    if (rc == CUDA_SUCCESS) {                                                                      \
+      *out = (expr);                                                                               \
+      pthread_mutex_unlock(&sim.mu);                                                               \
+    }                                                                                              \
+    return rc;                                                                                     \
+  }
+
+STREAM_ATTR(stream_get_flags, unsigned int, s->flags)
+STREAM_ATTR(stream_get_priority, int, s->priority)
+STREAM_ATTR(stream_get_ctx, CUcontext, (CUcontext)s->ctx)
+STREAM_ATTR(stream_get_id, unsigned long long, s->kind == SIM_STREAM_LEGACY ? 0 : s->id)
 
 SIM_TWINS(cuStreamGetFlags, _ptsz, stream_get_flags, (CUstream h, unsigned int *flags), h, flags)
-
-static CUresult stream_get_priority(CUstream h, int *priority, int ptsz) {
-  struct sim_stream *s;
-  CUresult rc = stream_query_arg(h, ptsz, priority, &s);
-  if (rc == CUDA_SUCCESS)
-    *priority = s->priority;
-  return rc;
-}
-
 SIM_TWINS(cuStreamGetPriority, _ptsz, stream_get_priority, (CUstream h, int *priority), h, priority)
-
-static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, int ptsz) {
-  struct sim_stream *s;
-  CUresult rc = stream_query_arg(h, ptsz, pctx, &s);
-  if (rc == CUDA_SUCCESS)
-    *pctx = (CUcontext)s->ctx;
-  return rc;
-}
-
 SIM_TWINS(cuStreamGetCtx, _ptsz, stream_get_ctx, (CUstream h, CUcontext *pctx), h, pctx)
-
-static CUresult stream_get_id(CUstream h, unsigned long long *id, int ptsz) {
-  struct sim_stream *s;
-  CUresult rc = stream_query_arg(h, ptsz, id, &s);
-  if (rc == CUDA_SUCCESS)
-    *id = s->kind == SIM_STREAM_LEGACY ? 0 : s->id;
-  return rc;
-}
-
 SIM_TWINS(cuStreamGetId, _ptsz, stream_get_id, (CUstream h, unsigned long long *id), h, id)
 
 /* ---- events ---- */
@@ -412,15 +407,13 @@ static CUresult event_record(CUevent hEvent, CUstream h, unsigned int flags, int
   struct sim_event *e = event_arg(hEvent);
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
     return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.mu);
-  if ((rc = stream_live_locked(s)) != CUDA_SUCCESS) {
-  } else if (e->magic != SIM_EVENT_MAGIC || e->ctx != s->ctx) {
+  struct sim_stream *s;
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (e->magic != SIM_EVENT_MAGIC || e->ctx != s->ctx) {
     rc = CUDA_ERROR_INVALID_HANDLE; /* cuda.h: event and stream of one context */
   } else if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS) {
   } else if (s->cap && (flags & CU_EVENT_RECORD_EXTERNAL)) {
@@ -581,16 +574,15 @@ static CUresult stream_wait_event(CUstream h, CUevent hEvent, unsigned int flags
   struct sim_event *e = event_arg(hEvent);
   if (!e)
     return CUDA_ERROR_INVALID_HANDLE;
-  struct sim_stream *s;
-  CUresult rc = sim_stream_get(h, ptsz, &s);
-  if (rc != CUDA_SUCCESS)
-    return rc;
   if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
     return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sim.mu);
-  if ((rc = stream_live_locked(s)) != CUDA_SUCCESS || e->magic != SIM_EVENT_MAGIC) {
+  struct sim_stream *s;
+  CUresult rc = sim_stream_lock(h, ptsz, &s);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (e->magic != SIM_EVENT_MAGIC) {
     pthread_mutex_unlock(&sim.mu);
-    return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_ERROR_INVALID_HANDLE;
   }
   if (sim_capturing_any() || e->captured) {
     if ((rc = sim_capture_use_locked(s)) != CUDA_SUCCESS || capture_wait_locked(s, e, flags, &rc)) {

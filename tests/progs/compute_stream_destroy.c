@@ -68,8 +68,12 @@ static int destroyed_handle_checks(void) {
 
 /* The sim's checks against a destroy in another thread (--sim-race: undefined on a real driver,
  * which may free the handle; the sim recycles it, and must look at it under its lock): one thread
- * makes and destroys streams, another queries, records into and synchronizes whichever is the
- * latest. Each call is CUDA_SUCCESS, NOT_READY or INVALID_HANDLE, never a crash. */
+ * makes and destroys streams, another uses whichever is the latest in every way a stream is used
+ * (queries, records, synchronizes, waits, launches, async copies and memsets, host functions,
+ * graph launches and uploads, stream-ordered allocations, the device query, and a capture in each
+ * mode with work in it). Each call is CUDA_SUCCESS, NOT_READY or INVALID_HANDLE (a capture's
+ * calls also ILLEGAL_STATE and STREAM_CAPTURE_INVALIDATED: the stream it began on destroyed, or
+ * recycled as a new one, meanwhile), never a crash. */
 static _Atomic(CUstream) race_stream;
 static _Atomic int race_stop;
 
@@ -81,6 +85,8 @@ static void *race_destroyer(void *arg) {
     if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS || launch(s, 1) != CUDA_SUCCESS)
       return (void *)1;
     race_stream = s;
+    for (double t = real_s() + 20e-6; real_s() < t;)
+      ; /* live a while: the other thread's calls find it live and then, some, destroyed */
     if (cuStreamDestroy(s) != CUDA_SUCCESS)
       return (void *)1;
     for (double t = real_s() + 20e-6; real_s() < t;)
@@ -89,37 +95,115 @@ static void *race_destroyer(void *arg) {
   return NULL;
 }
 
-static int sim_race(double seconds) {
+struct race {
   CUevent e;
+  CUstream own; /* the racer's own: frees what a destroyed stream's cuMemFreeAsync refused */
+  CUgraphExec exec;
+  CUdeviceptr dev;
+  char host[256];
+  unsigned long long calls, invalid, host_calls;
+  int bad;
+};
+
+static void race_host_fn(void *p) {
+  ++*(unsigned long long *)p;
+}
+
+/* One call's answer: SUCCESS, NOT_READY, INVALID_HANDLE, or (capture) one of the capture errors. */
+static void race_answer(struct race *r, const char *what, CUresult got, int capture) {
+  r->calls++;
+  r->invalid += got == CUDA_ERROR_INVALID_HANDLE;
+  if (got == CUDA_SUCCESS || got == CUDA_ERROR_NOT_READY || got == CUDA_ERROR_INVALID_HANDLE ||
+      (capture &&
+       (got == CUDA_ERROR_ILLEGAL_STATE || got == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)))
+    return;
+  fprintf(stderr, "compute_stream_destroy: %s on a stream being destroyed: %d\n", what, (int)got);
+  r->bad = -1;
+}
+
+/* The stream's work: what a capture records, and what runs outside one. */
+static void race_work(struct race *r, CUstream s, int capture) {
+  void *params[] = {&kernel_us};
+  race_answer(r, "cuLaunchKernel", cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL),
+              capture);
+  race_answer(r, "cuMemsetD8Async", cuMemsetD8Async(r->dev, 7, sizeof(r->host), s), capture);
+  race_answer(r, "cuMemcpyHtoDAsync", cuMemcpyHtoDAsync(r->dev, r->host, sizeof(r->host), s),
+              capture);
+  race_answer(r, "cuLaunchHostFunc", cuLaunchHostFunc(s, race_host_fn, &r->host_calls), capture);
+  race_answer(r, "cuGraphLaunch", cuGraphLaunch(r->exec, s), capture);
+  CUstreamCaptureStatus st;
+  cuuint64_t id;
+  race_answer(r, "cuStreamIsCapturing", cuStreamIsCapturing(s, &st), capture);
+  race_answer(r, "cuStreamGetCaptureInfo",
+              cuStreamGetCaptureInfo(s, &st, &id, NULL, NULL, NULL, NULL), capture);
+}
+
+/* Everything once on s: outside a capture, then inside one begun in mode. */
+static void race_round(struct race *r, CUstream s, CUstreamCaptureMode mode) {
+  CUresult q[] = {cuStreamQuery(s), cuEventRecord(r->e, s), cuStreamSynchronize(s),
+                  cuStreamWaitEvent(s, r->e, 0)};
+  for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
+    race_answer(r, "query, record, synchronize or wait", q[i], 0);
+  race_work(r, s, 0);
+  race_answer(r, "cuGraphUpload", cuGraphUpload(r->exec, s), 0);
+  CUdevice d;
+  race_answer(r, "cuStreamGetDevice", cuStreamGetDevice(s, &d), 0);
+  CUdeviceptr p = 0;
+  CUresult got = cuMemAllocAsync(&p, 4096, s);
+  race_answer(r, "cuMemAllocAsync", got, 0);
+  if (got == CUDA_SUCCESS && (got = cuMemFreeAsync(p, s)) != CUDA_SUCCESS)
+    cuMemFreeAsync(p, r->own);
+  race_answer(r, "cuMemFreeAsync", got, 0);
+  race_answer(r, "cuStreamBeginCapture", cuStreamBeginCapture(s, mode), 1);
+  race_work(r, s, 1);
+  CUgraph g = NULL;
+  race_answer(r, "cuStreamEndCapture", cuStreamEndCapture(s, &g), 1);
+  if (g)
+    cuGraphDestroy(g);
+}
+
+/* An executable graph of one kernel, for the race's graph launches. */
+static int race_graph(struct race *r) {
+  CUgraph g;
+  if (check(cuStreamBeginCapture(r->own, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture") ||
+      check(launch(r->own, 1), "launch into the capture") ||
+      check(cuStreamEndCapture(r->own, &g), "cuStreamEndCapture"))
+    return -1;
+  int rc = check(cuGraphInstantiate(&r->exec, g, 0), "cuGraphInstantiate");
+  cuGraphDestroy(g);
+  return rc;
+}
+
+static int sim_race(double seconds) {
+  static struct race r;
   pthread_t t;
-  unsigned long long calls = 0, invalid = 0;
-  if (check(cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate") ||
+  unsigned long long us = kernel_us;
+  kernel_us = 2; /* short kernels: the destroys come often, not throttled by a queue of work */
+  if (check(cuEventCreate(&r.e, CU_EVENT_DEFAULT), "cuEventCreate") ||
+      check(cuStreamCreate(&r.own, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+      check(cuMemAlloc(&r.dev, sizeof(r.host)), "cuMemAlloc") || race_graph(&r) ||
       pthread_create(&t, NULL, race_destroyer, NULL) != 0)
     return -1;
-  int bad = 0;
-  for (double end = real_s() + seconds; real_s() < end && !bad;) {
+  static const CUstreamCaptureMode modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                              CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                              CU_STREAM_CAPTURE_MODE_RELAXED};
+  unsigned long long rounds = 0;
+  for (double end = real_s() + seconds; real_s() < end && !r.bad;) {
     CUstream s = race_stream;
-    if (!s)
-      continue;
-    CUresult r[] = {cuStreamQuery(s), cuEventRecord(e, s), cuStreamSynchronize(s),
-                    cuStreamWaitEvent(s, e, 0)};
-    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
-      calls++;
-      invalid += r[i] == CUDA_ERROR_INVALID_HANDLE;
-      if (r[i] != CUDA_SUCCESS && r[i] != CUDA_ERROR_NOT_READY &&
-          r[i] != CUDA_ERROR_INVALID_HANDLE) {
-        fprintf(stderr, "compute_stream_destroy: call %zu on a stream being destroyed: %d\n", i,
-                (int)r[i]);
-        bad = -1;
-      }
-    }
+    if (s)
+      race_round(&r, s, modes[rounds++ % 3]);
   }
   race_stop = 1;
   void *rv;
   pthread_join(t, &rv);
-  printf("sim race: %llu calls on streams being destroyed, %llu INVALID_HANDLE, no crash\n", calls,
-         invalid);
-  return check(cuEventDestroy(e), "cuEventDestroy") || bad || rv != NULL ? -1 : 0;
+  kernel_us = us;
+  printf("sim race: %llu rounds, %llu calls on streams being destroyed, %llu INVALID_HANDLE, "
+         "%llu answered otherwise, %llu host functions run, no crash\n",
+         rounds, r.calls, r.invalid, r.calls - r.invalid, r.host_calls);
+  int rc = check(cuStreamSynchronize(r.own), "cuStreamSynchronize") ||
+           check(cuGraphExecDestroy(r.exec), "cuGraphExecDestroy") ||
+           check(cuMemFree(r.dev), "cuMemFree") || check(cuStreamDestroy(r.own), "cuStreamDestroy");
+  return check(cuEventDestroy(r.e), "cuEventDestroy") || rc || r.bad || rv != NULL ? -1 : 0;
 }
 
 struct launcher {
