@@ -482,6 +482,9 @@ static int event_time(struct sim_event *e, int wait, uint64_t *ret_t) {
   return resolved;
 }
 
+/* Of an event not recorded in a capture, a query is a potentially unsafe call: the capture
+ * modes decide who may make it (capture.c; docs/sim.md, "which calls are unsafe", gives the
+ * sources: NVIDIA's fix for PyTorch's NCCL watchdog and its caching allocator). */
 SIM_API CUresult cuEventQuery(CUevent hEvent) {
   SIM_REQUIRE_INIT();
   struct sim_event *e = event_arg(hEvent);
@@ -489,6 +492,9 @@ SIM_API CUresult cuEventQuery(CUevent hEvent) {
     return CUDA_ERROR_INVALID_HANDLE;
   if (event_captured(e))
     return CUDA_ERROR_CAPTURED_EVENT;
+  CUresult rc = sim_capture_unsafe("cuEventQuery");
+  if (rc != CUDA_SUCCESS)
+    return rc;
   uint64_t t;
   return !e->recorded || event_time(e, 0, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }

@@ -209,7 +209,8 @@ struct cross {
   CUcontext ctx;
   CUstreamCaptureMode thread_mode;
   pthread_barrier_t *bar;
-  CUresult rc_alloc, rc_exchange;
+  CUresult (*call)(void); /* the potentially unsafe call */
+  CUresult rc_call, rc_exchange;
 };
 
 static void *cross_thread(void *arg) {
@@ -218,42 +219,53 @@ static void *cross_thread(void *arg) {
   CUstreamCaptureMode m = x->thread_mode;
   x->rc_exchange = cuThreadExchangeStreamCaptureMode(&m);
   pthread_barrier_wait(x->bar); /* the other thread is capturing */
-  CUdeviceptr d;
-  x->rc_alloc = cuMemAlloc(&d, 4096);
-  if (x->rc_alloc == CUDA_SUCCESS)
-    cuMemFree(d);
+  x->rc_call = x->call();
   pthread_barrier_wait(x->bar);
   return NULL;
 }
 
-static void rule_unsafe_other_thread(void) {
+static CUresult alloc_call(void) {
+  CUdeviceptr d;
+  CUresult rc = cuMemAlloc(&d, 4096);
+  if (rc == CUDA_SUCCESS)
+    cuMemFree(d);
+  return rc;
+}
+
+/* call in another thread, in each thread mode, during a capture in each mode on s: prohibited
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, the capture invalidated) exactly when both are global. */
+static void other_thread_matrix(CUstream s, CUresult (*call)(void), const char *name) {
   CUcontext ctx;
   CK(cuCtxGetCurrent(&ctx));
-  CUstream s;
-  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   for (int cm = 0; cm < 3; cm++)
     for (int tm = 0; tm < 3; tm++) {
       pthread_barrier_t bar;
       pthread_barrier_init(&bar, NULL, 2);
-      struct cross x = {ctx, modes[tm], &bar, -1, -1};
+      struct cross x = {ctx, modes[tm], &bar, call, -1, -1};
       pthread_t t;
       pthread_create(&t, NULL, cross_thread, &x);
       CK(cuStreamBeginCapture(s, modes[cm]));
       CK(launch(10, s));
       pthread_barrier_wait(&bar);
-      pthread_barrier_wait(&bar); /* the other thread has allocated, or tried */
+      pthread_barrier_wait(&bar); /* the other thread has made the call */
       pthread_join(t, NULL);
       pthread_barrier_destroy(&bar);
       CK(x.rc_exchange);
       int prohibited =
           modes[cm] == CU_STREAM_CAPTURE_MODE_GLOBAL && modes[tm] == CU_STREAM_CAPTURE_MODE_GLOBAL;
       CUresult want = prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
-      if (x.rc_alloc != want)
-        fprintf(stderr, "FAIL: cuMemAlloc in a %s thread during a %s capture: %d, want %d\n",
-                mode_names[tm], mode_names[cm], x.rc_alloc, want);
-      EXPECT(x.rc_alloc == want);
+      if (x.rc_call != want)
+        fprintf(stderr, "FAIL: %s in a %s thread during a %s capture: %d, want %d\n", name,
+                mode_names[tm], mode_names[cm], x.rc_call, want);
+      EXPECT(x.rc_call == want);
       end_expect(s, prohibited ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS);
     }
+}
+
+static void rule_unsafe_other_thread(void) {
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  other_thread_matrix(s, alloc_call, "cuMemAlloc");
   CK(cuStreamDestroy(s));
 }
 
@@ -395,7 +407,12 @@ static void rule_events(void) {
   CK(cuEventRecordWithFlags(e0, s, CU_EVENT_RECORD_EXTERNAL));
   CK(launch(10000, s));
   CK(cuEventRecordWithFlags(e, s, CU_EVENT_RECORD_EXTERNAL));
-  CK(cuEventQuery(e)); /* not a captured event: its last record stands */
+  /* Not a captured event: its last record stands (queried relaxed, as a query of an event
+   * recorded outside the capture is a potentially unsafe call: rule event-query). */
+  CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CK(cuThreadExchangeStreamCaptureMode(&relaxed));
+  CK(cuEventQuery(e));
+  CK(cuThreadExchangeStreamCaptureMode(&relaxed));
   CUgraph g;
   CK(cuStreamEndCapture(s, &g));
   CUgraphExec x;
@@ -409,6 +426,48 @@ static void rule_events(void) {
   CK(cuGraphDestroy(g));
   CK(cuEventDestroy(e));
   CK(cuEventDestroy(e0));
+  CK(cuStreamDestroy(s));
+}
+
+/* A query of an event recorded outside any capture is a potentially unsafe call (PyTorch's NCCL
+ * watchdog, fixed by NVIDIA by querying in thread-local mode; its caching allocator, which skips
+ * its event queries in the capturing thread): the capturing thread, unless the capture or the
+ * thread is relaxed, and another thread in global mode during a global capture, get
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the capture is invalidated. */
+static CUevent query_event; /* recorded outside any capture, complete */
+
+static CUresult event_query_call(void) {
+  return cuEventQuery(query_event);
+}
+
+static void rule_event_query(void) {
+  CUstream s, other;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  CK(cuEventCreate(&query_event, CU_EVENT_DEFAULT));
+  CK(cuEventRecord(query_event, other));
+  CK(cuEventSynchronize(query_event));
+  for (int cm = 0; cm < 3; cm++)
+    for (int tm = 0; tm < 3; tm++) { /* the capturing thread's own query */
+      CK(cuStreamBeginCapture(s, modes[cm]));
+      CK(launch(10, s));
+      CUstreamCaptureMode m = modes[tm];
+      CK(cuThreadExchangeStreamCaptureMode(&m));
+      CUresult rc = cuEventQuery(query_event);
+      CK(cuThreadExchangeStreamCaptureMode(&m));
+      int prohibited = modes[cm] != CU_STREAM_CAPTURE_MODE_RELAXED &&
+                       modes[tm] != CU_STREAM_CAPTURE_MODE_RELAXED;
+      CUresult want = prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+      if (rc != want)
+        fprintf(stderr, "FAIL: cuEventQuery in its %s capture, the thread %s: %d, want %d\n",
+                mode_names[cm], mode_names[tm], rc, want);
+      EXPECT(rc == want);
+      end_expect(s, prohibited ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS);
+    }
+  other_thread_matrix(s, event_query_call, "cuEventQuery");
+  CK(cuEventQuery(query_event)); /* no capture: allowed */
+  CK(cuEventDestroy(query_event));
+  CK(cuStreamDestroy(other));
   CK(cuStreamDestroy(s));
 }
 
@@ -744,6 +803,7 @@ static const struct {
     {"exchange", rule_exchange},
     {"nodes", rule_nodes},
     {"events", rule_events},
+    {"event-query", rule_event_query},
     {"stream-sync", rule_stream_sync},
     {"ctx-sync", rule_ctx_sync},
     {"legacy", rule_legacy},
