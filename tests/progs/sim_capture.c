@@ -726,9 +726,10 @@ static void *worker_thread(void *arg) {
   struct worker *w = arg;
   CUstream ws;
   cuCtxSetCurrent(w->ctx);
-  w->rc = cuStreamCreate(&ws, CU_STREAM_DEFAULT);
-  while (w->rc == CUDA_SUCCESS && !__atomic_load_n(&w->stop, __ATOMIC_RELAXED)) {
-    CUresult rc = launch(50, ws);
+  CUresult rc = cuStreamCreate(&ws, CU_STREAM_DEFAULT);
+  __atomic_store_n(&w->rc, rc, __ATOMIC_RELAXED); /* the main thread reads it meanwhile */
+  while (rc == CUDA_SUCCESS && !__atomic_load_n(&w->stop, __ATOMIC_RELAXED)) {
+    rc = launch(50, ws);
     if (rc == CUDA_SUCCESS)
       rc = cuStreamSynchronize(ws);
     __atomic_store_n(&w->rc, rc, __ATOMIC_RELAXED);
