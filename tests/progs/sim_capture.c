@@ -4,7 +4,8 @@
  * interaction mode, the potentially unsafe calls a capture prohibits and the invalidation they
  * cause, captured work that does not run, events in a capture, the legacy stream, capture info,
  * fork and join through events, instantiate flags, upload and replay with device time.
- * Usage: sim_capture RULE (sim_capture list names them). */
+ * Usage: sim_capture RULE (sim_capture list names them); sim_capture probe prints what the
+ * driver answers to the calls the sources leave open. */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -471,6 +472,74 @@ static void rule_event_query(void) {
   CK(cuStreamDestroy(s));
 }
 
+/* What the sources leave open (docs/sim.md, "Not modelled"): cuEventSynchronize of an event
+ * recorded outside any capture, cuStreamQuery and cuStreamSynchronize of a stream outside every
+ * capture, made by the capturing thread and by another, in each capture and thread mode. `probe`
+ * prints what the driver answers and checks nothing: run against a GPU's libcuda (the program
+ * loads libcuda.so.1), it says what the sim should do. */
+static CUstream probe_stream; /* outside every capture, idle */
+
+static CUresult probe_event_sync(void) {
+  return cuEventSynchronize(query_event);
+}
+static CUresult probe_stream_query(void) {
+  return cuStreamQuery(probe_stream);
+}
+static CUresult probe_stream_sync(void) {
+  return cuStreamSynchronize(probe_stream);
+}
+
+static void probe_one(CUstream s, CUresult (*call)(void), const char *name, int other) {
+  CUcontext ctx;
+  CK(cuCtxGetCurrent(&ctx));
+  for (int cm = 0; cm < 3; cm++)
+    for (int tm = 0; tm < 3; tm++) {
+      pthread_barrier_t bar;
+      pthread_barrier_init(&bar, NULL, 2);
+      struct cross x = {ctx, modes[tm], &bar, call, -1, -1};
+      pthread_t t;
+      if (other)
+        pthread_create(&t, NULL, cross_thread, &x);
+      CK(cuStreamBeginCapture(s, modes[cm]));
+      CK(launch(10, s));
+      if (other) {
+        pthread_barrier_wait(&bar);
+        pthread_barrier_wait(&bar);
+        pthread_join(t, NULL);
+      } else {
+        CUstreamCaptureMode m = modes[tm];
+        CK(cuThreadExchangeStreamCaptureMode(&m));
+        x.rc_call = call();
+        CK(cuThreadExchangeStreamCaptureMode(&m));
+      }
+      pthread_barrier_destroy(&bar);
+      CUgraph g = NULL;
+      CUresult end = cuStreamEndCapture(s, &g);
+      if (g)
+        cuGraphDestroy(g);
+      printf("probe %s, %s thread in %s mode, %s capture: %d, end capture %d\n", name,
+             other ? "another" : "the capturing", mode_names[tm], mode_names[cm], x.rc_call, end);
+    }
+}
+
+static void probe(void) {
+  CUstream s;
+  CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CK(cuStreamCreate(&probe_stream, CU_STREAM_NON_BLOCKING));
+  CK(cuEventCreate(&query_event, CU_EVENT_DEFAULT));
+  CK(cuEventRecord(query_event, probe_stream));
+  CK(cuStreamSynchronize(probe_stream));
+  for (int other = 0; other < 2; other++) {
+    probe_one(s, event_query_call, "cuEventQuery", other); /* modelled: for comparison */
+    probe_one(s, probe_event_sync, "cuEventSynchronize", other);
+    probe_one(s, probe_stream_query, "cuStreamQuery", other);
+    probe_one(s, probe_stream_sync, "cuStreamSynchronize", other);
+  }
+  CK(cuEventDestroy(query_event));
+  CK(cuStreamDestroy(probe_stream));
+  CK(cuStreamDestroy(s));
+}
+
 /* A capturing stream cannot be synchronized or queried, in any mode: the capture is
  * invalidated. */
 static void rule_stream_sync(void) {
@@ -822,6 +891,12 @@ int main(int argc, char **argv) {
     return 0;
   }
   char buf[4096];
+  if (argc == 2 && strcmp(argv[1], "probe") == 0) {
+    if (spin_setup(spin_ptx_path(NULL, buf, sizeof(buf)), &spin, check) < 0)
+      return 1;
+    probe();
+    return failures ? 1 : 0;
+  }
   for (size_t i = 0; argc == 2 && i < n; i++) {
     if (strcmp(argv[1], rules[i].name) != 0)
       continue;
@@ -831,6 +906,6 @@ int main(int argc, char **argv) {
     printf("%s: %s\n", rules[i].name, failures ? "FAIL" : "ok");
     return failures ? 1 : 0;
   }
-  fprintf(stderr, "usage: sim_capture RULE (sim_capture list)\n");
+  fprintf(stderr, "usage: sim_capture RULE (sim_capture list) | probe\n");
   return 2;
 }
