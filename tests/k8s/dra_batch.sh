@@ -7,8 +7,9 @@
 # same and makes nothing; a batch where some claims fail (not allocated, a replaced uid) prepares
 # the others; two calls at once are both answered, each claim once; gslice-node dying at the
 # first REGISTER of a batch (GSLICE_NODE_TEST_CRASH_AT=registered) leaves, after its restart and
-# the kubelet's retry, one slice per claim and none of no claim; Unprepare of the batch leaves no
-# slice, spec or record.
+# the kubelet's retry, one slice per claim and none of no claim, and so does gsliced restarting
+# in the middle of a batch (its state kept, or lost); Unprepare of the batch leaves no slice, spec
+# or record.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_dra.sh"
 export GSLICE_SIM_DEVICES=4 GSLICE_SIM_MEMORY=16GiB
@@ -108,6 +109,36 @@ expect_eq "two calls at once" "$(answers "$both")" ok
 expect_eq "slices after them" "$(nslices)" $N
 expect_eq "each claim's record and slice after them" "$(each_own)" ok
 pass "two calls at once: both answered, each claim prepared once"
+
+# gsliced stopped and started again in the middle of a batch, its state kept, then lost: claims
+# cut off fail (the kubelet tries again), those done are kept or made again by the
+# reconciliation (which leaves the slices of claims in flight alone); after the retries one
+# slice per claim, each its own.
+kl POST /unprepare "$ALL" >/dev/null
+for lost in 0 1; do
+  kl POST /prepare "$ALL" >"$T/cut.json" &
+  p=$!
+  sleep 0.0$((RANDOM % 9))
+  stop_gsliced
+  [ $lost = 1 ] && rm -rf "$T/daemon"
+  start_gsliced
+  wait $p
+  for _ in $(seq 60); do
+    out=$(kl POST /prepare "$ALL")
+    [ "$(answers "$out")" = ok ] && break
+    sleep 0.25
+  done
+  expect_eq "the batch after gsliced's restart (state lost: $lost)" "$(answers "$out")" ok
+  # A claim prepared before the loss is answered from its record at once; its slice comes back
+  # with the reconciliation of gsliced's return (the main loop's, within its next turns).
+  all_back() { [ "$(nslices)" = $N ] && [ "$(each_own)" = ok ]; }
+  until_secs 20 all_back
+  expect_eq "slices after gsliced's restart (state lost: $lost)" "$(nslices)" $N
+  expect_eq "each claim's record and slice after gsliced's restart (state lost: $lost)" "$(each_own)" ok
+  echo "gsliced restarted during the batch (state lost: $lost): $(jget "$(cat "$T/cut.json")" "sum(1 for v in d.get('claims', {}).values() if v['error'])") claim(s) of the cut batch failed"
+  kl POST /unprepare "$ALL" >/dev/null
+done
+pass "gsliced restarting during a batch (its state kept, then lost): after the retries one slice per claim"
 
 # A crash at the first REGISTER of a batch: what the other threads had begun is pending or
 # nothing; after the restart and the kubelet's retry, one slice per claim, none left over.
