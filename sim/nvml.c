@@ -802,8 +802,9 @@ SIM_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Me
 }
 
 /* One field: memory temperature, power and energy are board figures; the NVLink throughput
- * counters (KiB since the driver loaded) grow with the device's work, every process's (the
- * sim's model: 1 KiB per microsecond a kernel ran); any other field NOT_SUPPORTED. */
+ * counters (KiB since the driver loaded) and the PCIe byte counters (R555: bytes since the
+ * driver loaded) grow with the device's work, every process's (the sim's model: 1 KiB per
+ * microsecond a kernel ran); any other field NOT_SUPPORTED. */
 static void field_value(struct sim_machine *m, unsigned d, nvmlFieldValue_t *v) {
   v->nvmlReturn = NVML_SUCCESS;
   v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
@@ -813,6 +814,11 @@ static void field_value(struct sim_machine *m, unsigned d, nvmlFieldValue_t *v) 
   case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
     v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
     v->value.ullVal = 350ull * (sim_now_ns() / 1000000ull); /* mJ at 350 W */
+    break;
+  case NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
+  case NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    v->value.ullVal = sim_busy_total(m, d, -1, sim_now_ns()) / 1000 * 1024;
     break;
   default:
     if (v->fieldId >= NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX &&

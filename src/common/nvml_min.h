@@ -271,6 +271,8 @@ _Static_assert(sizeof(nvmlAccountingStats_t) == 56, "nvmlAccountingStats_t is NV
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 /* ..141: NVLink throughput (KiB) */
 #define NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX 141
 #define NVML_FI_DEV_POWER_INSTANT 186
+#define NVML_FI_DEV_PCIE_COUNT_TX_BYTES 197 /* and 198 (RX): PCIe bytes since load (R555) */
+#define NVML_FI_DEV_PCIE_COUNT_RX_BYTES 198
 #define NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE 199 /* the last NVML 12.4 names */
 /* Prototypes under their ABI (exported) names. nvml.h maps the unsuffixed names to
  * the newest versions with macros; we do the same unless the includer defines

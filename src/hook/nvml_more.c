@@ -14,13 +14,15 @@ static unsigned long long now_us(void) {
   return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
 }
 
-static bool util_samples(nvmlSamplingType_t type) {
-  return type == NVML_GPU_UTILIZATION_SAMPLES || type == NVML_MEMORY_UTILIZATION_SAMPLES ||
-         type == NVML_ENC_UTILIZATION_SAMPLES || type == NVML_DEC_UTILIZATION_SAMPLES ||
-         type == NVML_JPG_UTILIZATION_SAMPLES || type == NVML_OFA_UTILIZATION_SAMPLES;
+/* The board's own samples: power and clocks (physical). */
+static bool board_samples(nvmlSamplingType_t type) {
+  return type == NVML_TOTAL_POWER_SAMPLES || type == NVML_PROCESSOR_CLK_SAMPLES ||
+         type == NVML_MEMORY_CLK_SAMPLES || type == NVML_MODULE_POWER_SAMPLES;
 }
 
-/* Power and clock samples are the board's (physical) and pass through. Utilization samples are
+/* Power and clock samples are the board's (physical) and pass through; a type NVML 12.4 does not
+ * name is not known to the hook, and is not passed (fail closed, as field values past 199; the
+ * third attack run of 2026-12-02 saw it passed through). Utilization samples are
  * the device's load, others' kernels included: GPU and memory utilization are one sample of the
  * slice's own figure (nvmlDeviceGetUtilizationRates as the hook answers it, now); encoder,
  * decoder, JPEG and OFA, of which the hook has no slice's figure, NVML_ERROR_NOT_SUPPORTED.
@@ -36,7 +38,7 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTyp
   gs_setup();
   if (gs_nvml_hidden(device))
     return NVML_ERROR_INVALID_ARGUMENT;
-  if (!util_samples(type))
+  if (board_samples(type))
     return r->nvmlDeviceGetSamples(device, type, lastSeenTimeStamp, sampleValType, sampleCount,
                                    samples);
   /* NVML's size call says whether the device and the type stand. */
@@ -48,7 +50,7 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingTyp
   if (!sampleValType || !sampleCount || (samples && *sampleCount == 0))
     return NVML_ERROR_INVALID_ARGUMENT;
   if (type != NVML_GPU_UTILIZATION_SAMPLES && type != NVML_MEMORY_UTILIZATION_SAMPLES)
-    return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_ERROR_NOT_SUPPORTED; /* the other engines', and types the hook does not know */
   nvmlUtilization_t u = {0, 0};
   rc = nvmlDeviceGetUtilizationRates(device, &u);
   if (rc != NVML_SUCCESS)
@@ -145,9 +147,11 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigne
 }
 
 /* Whether a field is the board's own (ECC, temperatures, power, clocks, link states and error
- * counters), which passes through. NVLink traffic and throughput counters and the
- * low-utilization policy counter tell the device's load, others' included; ids past those
- * NVML 12.4 names are not known to the hook: not passed (fail closed). */
+ * counters), which passes through. NVLink and PCIe traffic and throughput counters and the
+ * low-utilization policy counter tell the device's load, others' included (the PCIe byte
+ * counters, R555's fields 197 and 198, are what nvmlDeviceGetPcieThroughput, refused below,
+ * sums: found by the third attack run of 2026-12-02); ids past those NVML 12.4 names are not
+ * known to the hook: not passed (fail closed). */
 static bool field_physical(unsigned id) {
   if (id < NVML_FI_DEV_ECC_CURRENT || id > NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE)
     return false;
@@ -156,6 +160,8 @@ static bool field_physical(unsigned id) {
   if (id >= NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L6 && id <= NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L11)
     return false;
   if (id >= NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX && id <= NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX)
+    return false;
+  if (id == NVML_FI_DEV_PCIE_COUNT_TX_BYTES || id == NVML_FI_DEV_PCIE_COUNT_RX_BYTES)
     return false;
   return id != NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION;
 }

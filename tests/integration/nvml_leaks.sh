@@ -8,8 +8,8 @@
 #    (NVML_ERROR_NOT_FOUND, 6); with NVML's pids another namespace's, none is listed;
 #  - GPU utilization samples are one sample of the slice's own figure, not the device's;
 #    encoder samples N/A (3); power samples pass through;
-#  - field values: NVLink throughput (the device's traffic) N/A per field, memory temperature
-#    and power pass through; BAR1 passes through;
+#  - field values: NVLink throughput and the PCIe byte counters (the device's traffic) N/A per
+#    field, memory temperature and power pass through; BAR1 passes through;
 #  - encoder and NvFBC sessions (the sim gives each process with a context one of each) are the
 #    slice's own, their stats from them; none listed with a pid offset; the engines'
 #    utilization, the encoder's capacity and PCIe throughput N/A; GPM reported unsupported, its samples and
@@ -83,7 +83,7 @@ check() {
   expect_eq "$s: power samples" "$(line "$f" samples "type=0 ")" \
     "samples gpu=0 type=0 rc=0 n=6 max=350000"
   # Fields: the device's traffic N/A, the board's figures as they are.
-  for id in 138 141; do
+  for id in 138 141 197 198; do
     expect_eq "$s: field $id without the hook" "$(field <(line "$raw" field "id=$id ") rc)" 0
     expect_eq "$s: field $id (N/A)" "$(line "$f" field "id=$id ")" \
       "field gpu=0 id=$id rc=3 val=0"

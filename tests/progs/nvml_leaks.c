@@ -57,15 +57,19 @@ static void accounting(nvmlDevice_t d, unsigned i) {
 }
 
 static void fields(nvmlDevice_t d, unsigned i) {
-  static const unsigned ids[] = {NVML_FI_DEV_MEMORY_TEMP, NVML_FI_DEV_POWER_INSTANT,
+  static const unsigned ids[] = {NVML_FI_DEV_MEMORY_TEMP,
+                                 NVML_FI_DEV_POWER_INSTANT,
                                  NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
-                                 NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX};
-  nvmlFieldValue_t v[4];
+                                 NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX,
+                                 NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+                                 NVML_FI_DEV_PCIE_COUNT_RX_BYTES};
+  enum { N = sizeof(ids) / sizeof(ids[0]) };
+  nvmlFieldValue_t v[N];
   memset(v, 0, sizeof(v));
-  for (unsigned k = 0; k < 4; k++)
+  for (unsigned k = 0; k < N; k++)
     v[k].fieldId = ids[k];
-  nvmlReturn_t rc = nvmlDeviceGetFieldValues(d, 4, v);
-  for (unsigned k = 0; k < 4; k++)
+  nvmlReturn_t rc = nvmlDeviceGetFieldValues(d, N, v);
+  for (unsigned k = 0; k < N; k++)
     printf("field gpu=%u id=%u rc=%d val=%llu\n", i, ids[k],
            rc == NVML_SUCCESS ? (int)v[k].nvmlReturn : (int)rc,
            v[k].valueType == NVML_VALUE_TYPE_UNSIGNED_INT ? (unsigned long long)v[k].value.uiVal
