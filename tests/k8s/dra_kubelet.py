@@ -68,14 +68,10 @@ Control interface, HTTP JSON on 127.0.0.1 (--port-file FILE: the port chosen):
 """
 
 import argparse
-import http.server
 import json
 import os
 import re
-import signal
-import socketserver
 import stat
-import subprocess
 import sys
 import threading
 import time
@@ -85,8 +81,8 @@ import urllib.request
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ctlhttp  # noqa: E402
-from kubelet import CONTAINER_INIT, kill_container, namespaces_work  # noqa: E402
+import kubelet_common  # noqa: E402
+from kubelet_common import kill_container, namespaces_work  # noqa: E402
 
 VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")  # the kubelet's preference order
 SERVICE = {"v1.DRAPlugin": "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/",
@@ -491,42 +487,10 @@ class Kubelet:
                 raise RuntimeError("CDI device node %s is not on the host" % d["path"])
         mounts = [{"container_path": m["containerPath"], "host_path": m["hostPath"],
                    "read_only": "ro" in (m.get("options") or [])} for m in edits["mounts"]]
-        env = dict(os.environ)
-        env.update(c.get("env") or {})
-
-        def host(v):
-            for m in sorted(mounts, key=lambda m: -len(m["container_path"])):
-                cp = m["container_path"]
-                if v == cp or v.startswith(cp + "/"):
-                    return m["host_path"] + v[len(cp):]
-            return v
-        for kv in edits["env"]:
-            k, _, v = kv.partition("=")
-            env[k] = v if self.namespaces else ",".join(host(x) for x in v.split(","))
-        for m in mounts:
-            if m["container_path"] == "/etc/ld.so.preload":
-                with open(m["host_path"]) as f:
-                    libs = [host(line.strip()) for line in f if line.strip()]
-                pre = env.get("LD_PRELOAD", "")
-                env["LD_PRELOAD"] = ":".join(libs + ([pre] if pre else []))
-        cmd = list(c["command"])
-        if self.namespaces:
-            args = []
-            depth = lambda m: len([p for p in os.path.normpath(m["container_path"]).split("/") if p])
-            for m in sorted(mounts, key=depth):
-                if (m["container_path"] + "/").startswith("/run/"):
-                    args += [m["container_path"], m["host_path"], "1" if m["read_only"] else "0"]
-            cmd = ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation",
-                   "private", "/bin/sh", "-c", CONTAINER_INIT, "container-init"] + args + \
-                ["--"] + cmd
-        logf = os.path.join(self.args.log_dir, "%s_%s_%s.log" % (pod["namespace"], pod["name"],
-                                                                 c["name"]))
-        c["log"] = logf
-        with open(logf, "ab") as out:
-            c["proc"] = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+        given = {k: v for k, _, v in (kv.partition("=") for kv in edits["env"])}
+        p = kubelet_common.launch(pod, c, given, mounts, self.namespaces, self.args.log_dir)
         log("started %s/%s/%s pid %d with %s" % (pod["namespace"], pod["name"], c["name"],
-                                                 c["proc"].pid, c["cdi"]))
+                                                 p.pid, c["cdi"]))
 
     def delete_pod(self, key):
         with self.lock:
@@ -610,43 +574,25 @@ def socket_id(p):
 
 
 def make_handler(k):
-    class H(ctlhttp.JSONHandler):
-        def do_GET(self):
-            parts = self.path.strip("/").split("/")
-            if parts == ["state"]:
-                return self.reply(*k.state())
-            if len(parts) == 3 and parts[0] == "pods":
-                return self.reply(*k.pod_status(parts[1] + "/" + parts[2]))
-            self.reply(404, {"error": "no such endpoint"})
-
-        def do_POST(self):
-            try:
-                if self.path == "/pods":
-                    return self.reply(*k.add_pod(self.body()))
-                if self.path in ("/prepare", "/unprepare"):
-                    return self.reply(*k.raw(self.path[1:], self.body()))
-                if self.path == "/restart":
-                    k.restart(float(self.body().get("down_s", 0.3)))
-                    return self.reply(200, {})
-                if self.path == "/unprepare-retry":
-                    return self.reply(200, {"unprepare_failed": k.unprepare_unused()})
-            except Exception as e:  # noqa: BLE001
-                return self.reply(500, {"error": repr(e)})
-            self.reply(404, {"error": "no such endpoint"})
+    class H(kubelet_common.Handler):
+        def post(self, path):
+            if path == "/pods":
+                return k.add_pod(self.body())
+            if path in ("/prepare", "/unprepare"):
+                return k.raw(path[1:], self.body())
+            if path == "/unprepare-retry":
+                return 200, {"unprepare_failed": k.unprepare_unused()}
+            return None
 
         def do_DELETE(self):
-            parts = self.path.strip("/").split("/")
-            if len(parts) == 3 and parts[0] == "pods":
+            if self.pod_key():
                 try:
-                    return self.reply(*k.delete_pod(parts[1] + "/" + parts[2]))
+                    return self.reply(*k.delete_pod(self.pod_key()))
                 except Exception as e:  # noqa: BLE001
                     return self.reply(500, {"error": repr(e)})
             self.reply(404, {"error": "no such endpoint"})
+    H.k = k
     return H
-
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
 
 
 def main():
@@ -664,28 +610,10 @@ def main():
     dra, reg = load_pb(args.pb_dir)
     k = Kubelet(args, dra, reg)
     k.start()
-    srv = Server(("127.0.0.1", 0), make_handler(k))
-    tmp = args.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(tmp, args.port_file)
-    log("up: registry %s, control port %d, containers %s" % (
-        args.plugins_registry, srv.server_address[1],
-        "in their own namespaces" if k.namespaces else "as plain processes"))
-
-    def stop(*_):
-        for pod in list(k.pods.values()):
-            for c in pod.get("containers") or []:
-                p = c.get("proc")
-                if p:
-                    try:
-                        os.killpg(p.pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-        os._exit(0)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    srv.serve_forever()
+    kubelet_common.serve(make_handler(k), 0, args.port_file, k.pods, lambda port: log(
+        "up: registry %s, control port %d, containers %s" % (
+            args.plugins_registry, port,
+            "in their own namespaces" if k.namespaces else "as plain processes")))
 
 
 if __name__ == "__main__":

@@ -75,8 +75,7 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cdi_read  # noqa: E402
 import kubelet_common  # noqa: E402
-# dra_kubelet.py takes these from here too.
-from kubelet_common import CONTAINER_INIT, kill_container, namespaces_work  # noqa: E402,F401
+from kubelet_common import kill_container, namespaces_work  # noqa: E402
 
 
 def load_pb(pb_dir):
