@@ -21,30 +21,18 @@ if(TARGET gslice_sim_cuda)
   set_target_properties(compute_ptsz PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
                         SKIP_BUILD_RPATH TRUE)
 endif()
-# CUDA graphs under the gate (integration/compute_graph_*.sh): the capture pattern of PyTorch and
-# vLLM, and graph replays measured like compute_spin.
+# Threaded programs on the sim, each run by its integration/<name>*.sh: compute_graph (CUDA
+# graphs under the gate, the capture pattern of PyTorch and vLLM, replays measured like
+# compute_spin), compute_stream_destroy (streams destroyed while in a burst), compute_threads
+# (launching threads that come and go).
 if(TARGET gslice_sim_cuda)
-  add_executable(compute_graph progs/compute_graph.c)
-  target_include_directories(compute_graph PRIVATE ${CUDA_INCLUDE_DIR})
-  target_link_libraries(compute_graph PRIVATE gslice_sim_cuda Threads::Threads)
-  set_target_properties(compute_graph PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
-                        SKIP_BUILD_RPATH TRUE)
-endif()
-# Streams destroyed while in a burst (integration/compute_stream_destroy.sh).
-if(TARGET gslice_sim_cuda)
-  add_executable(compute_stream_destroy progs/compute_stream_destroy.c)
-  target_include_directories(compute_stream_destroy PRIVATE ${CUDA_INCLUDE_DIR})
-  target_link_libraries(compute_stream_destroy PRIVATE gslice_sim_cuda Threads::Threads)
-  set_target_properties(compute_stream_destroy PROPERTIES
-                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests SKIP_BUILD_RPATH TRUE)
-endif()
-# Launching threads that come and go (integration/compute_threads.sh).
-if(TARGET gslice_sim_cuda)
-  add_executable(compute_threads progs/compute_threads.c)
-  target_include_directories(compute_threads PRIVATE ${CUDA_INCLUDE_DIR})
-  target_link_libraries(compute_threads PRIVATE gslice_sim_cuda Threads::Threads)
-  set_target_properties(compute_threads PROPERTIES
-                        RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests SKIP_BUILD_RPATH TRUE)
+  foreach(prog compute_graph compute_stream_destroy compute_threads)
+    add_executable(${prog} progs/${prog}.c)
+    target_include_directories(${prog} PRIVATE ${CUDA_INCLUDE_DIR})
+    target_link_libraries(${prog} PRIVATE gslice_sim_cuda Threads::Threads)
+    set_target_properties(${prog} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
+                          SKIP_BUILD_RPATH TRUE)
+  endforeach()
 endif()
 if(TARGET gslice_daemon_core)
   gslice_unit_test(test_registry SOURCES unit/test_registry.c LIBS gslice_daemon_core)
