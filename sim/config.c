@@ -12,7 +12,7 @@
 
 #include "size.h"
 
-enum kind { K_COUNT, K_SIZE, K_PATH, K_KERNELS, K_OFFSET };
+enum kind { K_COUNT, K_SIZE, K_PATH, K_KERNELS, K_OFFSET, K_MIG };
 
 struct var {
   const char *name;
@@ -37,6 +37,10 @@ static const struct var vars[] = {
     {"GSLICE_SIM_TIMESLICE", K_COUNT, "2000", 0, 1000000, SIM_EXPLICIT_TIMESLICE},
     /* 1: nvmlDeviceGetProcessUtilization is NOT_SUPPORTED, as on Blackwell (HAMi-core#218) */
     {"GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION", K_COUNT, "0", 0, 1, 0},
+    /* DEV:N[,DEV:N...] (N MIG devices, 0..7) or DEV:pending: those devices' MIG mode */
+    {"GSLICE_SIM_NVML_MIG", K_MIG, "", 0, 0, 0},
+    /* sessions another tenant starts between two session list calls of this process */
+    {"GSLICE_SIM_NVML_SESSION_CHURN", K_COUNT, "0", 0, 1000, 0},
 };
 
 static int parse_u64(const char *s, uint64_t *ret) {
@@ -78,6 +82,65 @@ static int parse_kernels(const char *s, struct sim_config *cfg) {
     s = *comma ? comma + 1 : comma;
   }
   return 0;
+}
+
+/* DEV:N or DEV:pending[,...]: each device named once, below SIM_MAX_DEVICES. */
+static int parse_mig(const char *s, struct sim_config *cfg) {
+  while (*s) {
+    char item[32], *colon, *end;
+    size_t len = strcspn(s, ",");
+    if (len == 0 || len >= sizeof(item) || (s[len] == ',' && !s[len + 1]))
+      return -EINVAL;
+    memcpy(item, s, len);
+    item[len] = 0;
+    s += s[len] ? len + 1 : len;
+    uint64_t dev, n = 0;
+    if (!(colon = strchr(item, ':')))
+      return -EINVAL;
+    *colon = 0;
+    if (parse_u64(item, &dev) < 0 || dev >= SIM_MAX_DEVICES || cfg->nvml_mig_mode[dev])
+      return -EINVAL;
+    if (strcmp(colon + 1, "pending") == 0) {
+      cfg->nvml_mig_mode[dev] = SIM_MIG_PENDING;
+      continue;
+    }
+    n = strtoull(colon + 1, &end, 10);
+    if (colon[1] < '0' || colon[1] > '9' || *end || n > SIM_MAX_MIG)
+      return -EINVAL;
+    cfg->nvml_mig_mode[dev] = SIM_MIG_ON;
+    cfg->nvml_mig_devices[dev] = (uint8_t)n;
+  }
+  return 0;
+}
+
+/* A numeric variable's value into its field (vars[] order). */
+static void store(struct sim_config *cfg, size_t i, uint64_t n) {
+  switch (i) {
+  case 0: cfg->devices = (uint32_t)n; break;
+  case 1: cfg->memory = n; break;
+  case 2: cfg->context_memory = n; break;
+  case 3: cfg->sms = (uint32_t)n; break;
+  case 6: cfg->reserved = n; break;
+  case 7: cfg->nvml_hide_pids = (uint32_t)n; break;
+  case 9: cfg->timeslice_ns = n * 1000; break;
+  case 10: cfg->nvml_no_process_util = (uint32_t)n; break;
+  case 12: cfg->nvml_session_churn = (uint32_t)n; break;
+  default: break;
+  }
+}
+
+/* The one line saying which variable is wrong and what it wants: -EINVAL. */
+static int bad_value(const struct var *v, const char *val, const char *hint, char *err,
+                     size_t errlen) {
+  if (v->kind == K_OFFSET)
+    snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s between -%llu and %llu", v->name,
+             val, hint, (unsigned long long)v->max, (unsigned long long)v->max);
+  else if (v->kind == K_COUNT || v->kind == K_SIZE)
+    snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s between %llu and %llu", v->name,
+             val, hint, (unsigned long long)v->min, (unsigned long long)v->max);
+  else
+    snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s", v->name, val, hint);
+  return -EINVAL;
 }
 
 int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err, size_t errlen) {
@@ -125,34 +188,19 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
       if (r == 0 && n <= v->max)
         cfg.nvml_pid_offset = val[0] == '-' ? -(int64_t)n : (int64_t)n;
       break;
+    case K_MIG:
+      r = parse_mig(val, &cfg);
+      hint = "DEV:N[,DEV:N...] (N MIG devices, 0..7) or DEV:pending, each device once";
+      break;
     }
     if (r == 0 && (v->kind == K_COUNT || v->kind == K_SIZE || v->kind == K_OFFSET) &&
         (n < v->min || n > v->max))
       r = -ERANGE;
-    if (r < 0) {
-      if (v->kind == K_OFFSET)
-        snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s between -%llu and %llu",
-                 v->name, val, hint, (unsigned long long)v->max, (unsigned long long)v->max);
-      else if (v->kind == K_COUNT || v->kind == K_SIZE)
-        snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s between %llu and %llu",
-                 v->name, val, hint, (unsigned long long)v->min, (unsigned long long)v->max);
-      else
-        snprintf(err, errlen, "gslice-sim: %s='%s' is invalid: want %s", v->name, val, hint);
-      return -EINVAL;
-    }
+    if (r < 0)
+      return bad_value(v, val, hint, err, errlen);
     if (set)
       cfg.explicit_mask |= v->explicit_bit;
-    switch (i) {
-    case 0: cfg.devices = (uint32_t)n; break;
-    case 1: cfg.memory = n; break;
-    case 2: cfg.context_memory = n; break;
-    case 3: cfg.sms = (uint32_t)n; break;
-    case 6: cfg.reserved = n; break;
-    case 7: cfg.nvml_hide_pids = (uint32_t)n; break;
-    case 9: cfg.timeslice_ns = n * 1000; break;
-    case 10: cfg.nvml_no_process_util = (uint32_t)n; break;
-    default: break;
-    }
+    store(&cfg, i, n);
   }
   if (cfg.reserved >= cfg.memory) {
     snprintf(err, errlen,

@@ -33,6 +33,16 @@ struct sim_config {
    * nvmlDeviceGetProcessesUtilizationInfo has the samples (GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION).
    */
   uint32_t nvml_no_process_util;
+  /* MIG mode per device, as NVML reports it (GSLICE_SIM_NVML_MIG=DEV:N,...: device DEV in MIG mode
+   * with N MIG devices, 0..SIM_MAX_MIG; DEV:pending: the mode set to take effect at the next
+   * reset, still off). A board setting, but given per caller like the other NVML knobs: the
+   * sim's CUDA still runs the whole GPU. */
+  uint8_t nvml_mig_mode[SIM_MAX_DEVICES]; /* SIM_MIG_OFF, _ON, _PENDING */
+  uint8_t nvml_mig_devices[SIM_MAX_DEVICES];
+  /* Other tenants' encoder and NvFBC sessions starting between two calls: each session list
+   * call of this process sees this many more sessions than its last
+   * (GSLICE_SIM_NVML_SESSION_CHURN), owned by pids no process of the sim has. */
+  uint32_t nvml_session_churn;
   /* Which machine-shaping variables were set explicitly, so a disagreement with an
    * existing state file is only reported when the user asked for something. */
   unsigned explicit_mask;
@@ -46,6 +56,9 @@ enum {
   SIM_EXPLICIT_RESERVED = 1u << 4,
   SIM_EXPLICIT_TIMESLICE = 1u << 5,
 };
+
+enum { SIM_MIG_OFF = 0, SIM_MIG_ON = 1, SIM_MIG_PENDING = 2 };
+#define SIM_MAX_MIG 7u /* MIG devices a sim GPU can hold (an H100's 1g slices) */
 
 typedef char *(*sim_getenv_fn)(const char *name);
 

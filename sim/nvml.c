@@ -23,9 +23,18 @@
  * 72, and any smaller count is NVML_ERROR_INSUFFICIENT_SIZE even with one process running). */
 #define UTIL_SAMPLES 72u
 
+/* A GPU's handle (mig 0) or a MIG device's (mig k + 1: the parent's k-th MIG device). */
 struct nvmlDevice_st {
   unsigned index;
+  unsigned mig;
 };
+/* A GPU instance of a GPU in MIG mode: one per MIG device, of the 1-slice profile. */
+struct nvmlGpuInstance_st {
+  unsigned dev;
+  unsigned id;
+};
+#define SIM_NVLINKS 6u           /* links per GPU: 0-3 to its pair's GPU, 4-5 to an NVSwitch */
+#define SIM_PHANTOM_PID 4194305u /* past pid_max: other tenants' sessions (the churn knob) */
 
 /* The library's one instance: NVML is a process-global, refcounted API. */
 static struct {
@@ -33,6 +42,12 @@ static struct {
   unsigned refs;
   struct sim_state st;
   struct nvmlDevice_st devs[SIM_MAX_DEVICES];
+  struct nvmlDevice_st migs[SIM_MAX_DEVICES][SIM_MAX_MIG];
+  struct nvmlGpuInstance_st gis[SIM_MAX_DEVICES][SIM_MAX_MIG];
+  uint8_t mig_mode[SIM_MAX_DEVICES]; /* GSLICE_SIM_NVML_MIG */
+  uint8_t mig_devices[SIM_MAX_DEVICES];
+  uint32_t churn;           /* GSLICE_SIM_NVML_SESSION_CHURN */
+  uint32_t churn_calls;     /* session list calls so far */
   uint32_t hide_pids;       /* GSLICE_SIM_NVML_HIDE_PIDS */
   int64_t pid_offset;       /* GSLICE_SIM_NVML_PID_OFFSET */
   uint32_t no_process_util; /* GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION */
@@ -51,6 +66,9 @@ SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
       nv.hide_pids = cfg.nvml_hide_pids;
       nv.pid_offset = cfg.nvml_pid_offset;
       nv.no_process_util = cfg.nvml_no_process_util;
+      memcpy(nv.mig_mode, cfg.nvml_mig_mode, sizeof(nv.mig_mode));
+      memcpy(nv.mig_devices, cfg.nvml_mig_devices, sizeof(nv.mig_devices));
+      nv.churn = cfg.nvml_session_churn;
       int r = sim_state_open(&cfg, &nv.st, note, sizeof(note));
       if (note[0])
         fprintf(stderr, "%s\n", note);
@@ -60,8 +78,13 @@ SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
         rc = NVML_ERROR_DRIVER_NOT_LOADED;
       }
     }
-    for (unsigned i = 0; i < SIM_MAX_DEVICES; i++)
-      nv.devs[i].index = i;
+    for (unsigned i = 0; i < SIM_MAX_DEVICES; i++) {
+      nv.devs[i] = (struct nvmlDevice_st){.index = i};
+      for (unsigned k = 0; k < SIM_MAX_MIG; k++) {
+        nv.migs[i][k] = (struct nvmlDevice_st){.index = i, .mig = k + 1};
+        nv.gis[i][k] = (struct nvmlGpuInstance_st){.dev = i, .id = k + 1};
+      }
+    }
   }
   if (rc == NVML_SUCCESS)
     nv.refs++;
@@ -116,6 +139,42 @@ static nvmlReturn_t dev_arg(struct sim_machine *m, nvmlDevice_t device, unsigned
     return NVML_ERROR_INVALID_ARGUMENT;
   *ret = device->index;
   return NVML_SUCCESS;
+}
+
+/* A GPU's handle or a MIG device's (of a GPU in MIG mode, one it holds), for the calls NVML
+ * answers for both: *ret the GPU, *ret_mig 0 or the MIG device's index + 1. */
+static nvmlReturn_t any_arg(struct sim_machine *m, nvmlDevice_t device, unsigned *ret,
+                            unsigned *ret_mig) {
+  const struct nvmlDevice_st *first = &nv.migs[0][0];
+  *ret_mig = 0;
+  if (!device || device < first || device >= first + SIM_MAX_DEVICES * SIM_MAX_MIG)
+    return dev_arg(m, device, ret);
+  if (device->index >= m->devices || nv.mig_mode[device->index] != SIM_MIG_ON ||
+      device->mig > nv.mig_devices[device->index])
+    return NVML_ERROR_INVALID_ARGUMENT; /* destroyed or never made: no device */
+  *ret = device->index;
+  *ret_mig = device->mig;
+  return NVML_SUCCESS;
+}
+
+/* MIG device k of GPU d's UUID: its bytes (the GPU's, the last two marked) and "MIG-..." text. */
+static void mig_uuid(const struct sim_machine *m, unsigned d, unsigned k, unsigned char out[16]) {
+  sim_uuid(m, d, out);
+  out[14] ^= 0x4d;
+  out[15] ^= (unsigned char)(k + 1);
+}
+
+static void uuid_text(const struct sim_machine *m, unsigned d, unsigned mig, char *buf,
+                      size_t len) {
+  unsigned char u[16];
+  if (!mig) {
+    sim_uuid_text(m, d, buf, len);
+    return;
+  }
+  mig_uuid(m, d, mig - 1, u);
+  snprintf(buf, len, "MIG-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+           u[14], u[15]);
 }
 
 static nvmlReturn_t copy_str(char *buf, unsigned int len, const char *s) {
@@ -192,37 +251,98 @@ static nvmlReturn_t handle_by_text(const char *key, nvmlDevice_t *device,
   return NVML_ERROR_NOT_FOUND;
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
-  return handle_by_text(uuid, device, sim_uuid_text);
+/* The GPU or MIG device (of a GPU in MIG mode) whose UUID is text (ASCII) or bytes (binary). */
+static nvmlDevice_t handle_by_uuid(struct sim_machine *m, const char *text,
+                                   const unsigned char *bytes) {
+  for (unsigned d = 0; d < m->devices; d++)
+    for (unsigned mig = 0; mig <= SIM_MAX_MIG; mig++) {
+      if (mig && (nv.mig_mode[d] != SIM_MIG_ON || mig > nv.mig_devices[d]))
+        break;
+      char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+      unsigned char u[16];
+      if (mig)
+        mig_uuid(m, d, mig - 1, u);
+      else
+        sim_uuid(m, d, u);
+      uuid_text(m, d, mig, buf, sizeof(buf));
+      if (text ? strcmp(buf, text) == 0 : memcmp(u, bytes, sizeof(u)) == 0)
+        return mig ? &nv.migs[d][mig - 1] : &nv.devs[d];
+    }
+  return NULL;
 }
 
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+  REQUIRE_MACHINE(m);
+  if (!uuid || !device)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlDevice_t d = handle_by_uuid(m, uuid, NULL);
+  if (!d)
+    return NVML_ERROR_NOT_FOUND;
+  *device = d;
+  return NVML_SUCCESS;
+}
+
+/* R560's lookup: the version word checked, then the UUID as its type says (ASCII: the text, NUL
+ * within its 41 bytes; binary: the 16 bytes); no other type. */
+SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const nvmlUUID_t *uuid, nvmlDevice_t *device) {
+  REQUIRE_MACHINE(m);
+  if (!uuid || !device)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (uuid->version != nvmlUUID_v1)
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (uuid->type == NVML_UUID_TYPE_ASCII && !memchr(uuid->value.str, 0, sizeof(uuid->value.str)))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (uuid->type != NVML_UUID_TYPE_ASCII && uuid->type != NVML_UUID_TYPE_BINARY)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlDevice_t d = uuid->type == NVML_UUID_TYPE_ASCII ? handle_by_uuid(m, uuid->value.str, NULL)
+                                                      : handle_by_uuid(m, NULL, uuid->value.bytes);
+  if (!d)
+    return NVML_ERROR_NOT_FOUND;
+  *device = d;
+  return NVML_SUCCESS;
+}
+
+/* A GPU's NVML index; a MIG device's index under its GPU (what
+ * nvmlDeviceGetMigDeviceHandleByIndex takes back). */
 SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
   REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
+  unsigned d, mig;
+  nvmlReturn_t rc = any_arg(m, device, &d, &mig);
   if (rc == NVML_SUCCESS && !index)
     rc = NVML_ERROR_INVALID_ARGUMENT;
   if (rc == NVML_SUCCESS)
-    *index = d;
+    *index = mig ? mig - 1 : d;
   return rc;
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
   REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  return rc != NVML_SUCCESS ? rc : copy_str(name, length, "gslice simulated GPU");
+  unsigned d, mig;
+  nvmlReturn_t rc = any_arg(m, device, &d, &mig);
+  if (rc != NVML_SUCCESS)
+    return rc;
+  return copy_str(name, length, mig ? "gslice simulated GPU MIG 1g" : "gslice simulated GPU");
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
   REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
+  unsigned d, mig;
+  nvmlReturn_t rc = any_arg(m, device, &d, &mig);
   if (rc != NVML_SUCCESS)
     return rc;
   char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-  sim_uuid_text(m, d, buf, sizeof(buf));
+  uuid_text(m, d, mig, buf, sizeof(buf));
   return copy_str(uuid, length, buf);
+}
+
+/* A device on bus `bus` of domain 0 (device 0, function 0); id: device id << 16 | vendor id
+ * (0x233510de an H100-like GPU's, NVIDIA's vendor id). */
+static void pci_fill(nvmlPciInfo_t *pci, unsigned bus, unsigned id) {
+  memset(pci, 0, sizeof(*pci));
+  pci->bus = bus;
+  pci->pciDeviceId = id;
+  snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", bus);
+  snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", (unsigned char)bus);
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
@@ -233,14 +353,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t 
     return rc;
   if (!pci)
     return NVML_ERROR_INVALID_ARGUMENT;
-  /* The same bus id cuDeviceGetPCIBusId gives: bus index + 1. */
-  memset(pci, 0, sizeof(*pci));
-  pci->domain = 0;
-  pci->bus = d + 1;
-  pci->device = 0;
-  pci->pciDeviceId = 0x233510deu; /* an H100-like id, NVIDIA's vendor id */
-  snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", d + 1);
-  snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", (unsigned char)(d + 1));
+  pci_fill(pci, d + 1, 0x233510deu); /* the bus id cuDeviceGetPCIBusId gives: index + 1 */
   return NVML_SUCCESS;
 }
 
@@ -274,10 +387,15 @@ SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int
 static nvmlReturn_t memory(nvmlDevice_t device, uint64_t *total, uint64_t *reserved,
                            uint64_t *used) {
   REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
+  unsigned d, mig;
+  nvmlReturn_t rc = any_arg(m, device, &d, &mig);
   if (rc != NVML_SUCCESS)
     return rc;
+  if (mig) { /* a 1-slice instance: an eighth of the memory, nothing of the sim's runs there */
+    *total = m->memory / 8;
+    *reserved = *used = 0;
+    return NVML_SUCCESS;
+  }
   sim_lock(m);
   sim_reap(m, 1);
   *used = sim_dev_used(m, d);
@@ -328,6 +446,8 @@ SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtil
     return rc;
   if (!u)
     return NVML_ERROR_INVALID_ARGUMENT;
+  if (nv.mig_mode[d] == SIM_MIG_ON)
+    return NVML_ERROR_NOT_SUPPORTED; /* "On MIG-enabled GPUs ... not currently supported" */
   sim_lock(m);
   sim_reap(m, 0);
   u->gpu = sim_util_percent(m, d, -1, UTIL_WINDOW_NS);
@@ -345,12 +465,16 @@ static unsigned shown_pid(int32_t pid) {
  * cannot see them, as in a container: GSLICE_SIM_NVML_HIDE_PIDS). */
 static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *infos, int v1) {
   REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
+  unsigned d, mig;
+  nvmlReturn_t rc = any_arg(m, device, &d, &mig);
   if (rc != NVML_SUCCESS)
     return rc;
   if (!count || (*count && !infos))
     return NVML_ERROR_INVALID_ARGUMENT;
+  if (mig) { /* a MIG device's processes: the sim's CUDA runs none on one */
+    *count = 0;
+    return NVML_SUCCESS;
+  }
   sim_lock(m);
   sim_reap(m, 1);
   unsigned n = 0;
@@ -893,14 +1017,15 @@ static nvmlReturn_t sessions(nvmlDevice_t device, unsigned *count, void *infos,
     return rc;
   if (!count || (*count && !infos))
     return NVML_ERROR_INVALID_ARGUMENT;
-  unsigned n = session_pids(m, d, pids, SIM_MAX_PROCS);
+  unsigned n = session_pids(m, d, pids, SIM_MAX_PROCS), own = n < SIM_MAX_PROCS ? n : SIM_MAX_PROCS;
+  n += nv.churn * __atomic_add_fetch(&nv.churn_calls, 1, __ATOMIC_RELAXED);
   if (*count == 0 || n > *count) {
     rc = *count == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
     *count = n;
     return rc;
   }
   for (unsigned i = 0; i < n; i++)
-    fill(infos, i, pids[i]);
+    fill(infos, i, i < own ? pids[i] : SIM_PHANTOM_PID + i);
   *count = n;
   return NVML_SUCCESS;
 }
@@ -1227,11 +1352,11 @@ SIM_API nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigne
   return device_list(m, 0, 0, NVML_TOPOLOGY_SYSTEM, count, deviceArray);
 }
 
-/* MIG: the sim's GPUs can hold 7 MIG devices (an H100's) but run with MIG mode off, so there is
- * no MIG device at any index (NOT_FOUND) and no GPU instance (NOT_SUPPORTED, as NVML answers
- * where the mode is off). */
-#define SIM_MAX_MIG 7u
-
+/* MIG: the sim's GPUs can hold 7 MIG devices (an H100's 1-slice ones) and run with MIG mode off,
+ * unless GSLICE_SIM_NVML_MIG sets it: then a GPU holds the MIG devices it names, each a compute
+ * instance filling a GPU instance of the 1-slice profile (ids 1..N), an eighth of the memory.
+ * With MIG off there is no MIG device at any index (NOT_FOUND) and no GPU instance
+ * (NOT_SUPPORTED, as NVML answers where the mode is off). */
 SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
                                           unsigned int *pendingMode) {
   REQUIRE_MACHINE(m);
@@ -1239,12 +1364,18 @@ SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cur
   nvmlReturn_t rc = dev_arg(m, device, &d);
   if (rc == NVML_SUCCESS && (!currentMode || !pendingMode))
     rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *currentMode = *pendingMode = NVML_DEVICE_MIG_DISABLE;
+  if (rc == NVML_SUCCESS) {
+    *currentMode = nv.mig_mode[d] == SIM_MIG_ON ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    *pendingMode = nv.mig_mode[d] != SIM_MIG_OFF ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  }
   return rc;
 }
 
 SIM_DEVICE_QUERY(nvmlDeviceGetMaxMigDeviceCount, unsigned int, SIM_MAX_MIG)
+
+static bool mig_on(unsigned d) {
+  return nv.mig_mode[d] == SIM_MIG_ON;
+}
 
 SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
                                                          nvmlDevice_t *migDevice) {
@@ -1253,30 +1384,138 @@ SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, un
   nvmlReturn_t rc = dev_arg(m, device, &d);
   if (rc == NVML_SUCCESS && (!migDevice || index >= SIM_MAX_MIG))
     rc = NVML_ERROR_INVALID_ARGUMENT;
-  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_FOUND : rc;
+  if (rc == NVML_SUCCESS && (!mig_on(d) || index >= nv.mig_devices[d]))
+    rc = NVML_ERROR_NOT_FOUND;
+  if (rc == NVML_SUCCESS)
+    *migDevice = &nv.migs[d][index];
+  return rc;
 }
 
+/* The MIG queries of a handle of either kind: a MIG device's parent, its instances' ids; a GPU's
+ * handle has none (INVALID_ARGUMENT for the parent, NOT_SUPPORTED for the ids). */
+static nvmlReturn_t mig_query(nvmlDevice_t device, void *out, unsigned *ret_d, unsigned *ret_mig) {
+  REQUIRE_MACHINE(m);
+  nvmlReturn_t rc = any_arg(m, device, ret_d, ret_mig);
+  return rc == NVML_SUCCESS && !out ? NVML_ERROR_INVALID_ARGUMENT : rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
+  unsigned d, mig;
+  nvmlReturn_t rc = mig_query(device, isMigDevice, &d, &mig);
+  if (rc == NVML_SUCCESS)
+    *isMigDevice = mig != 0;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                                  nvmlDevice_t *device) {
+  unsigned d, mig;
+  nvmlReturn_t rc = mig_query(migDevice, device, &d, &mig);
+  if (rc == NVML_SUCCESS && !mig)
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *device = &nv.devs[d];
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
+  unsigned d, mig;
+  nvmlReturn_t rc = mig_query(device, id, &d, &mig);
+  if (rc == NVML_SUCCESS && !mig)
+    rc = NVML_ERROR_NOT_SUPPORTED;
+  if (rc == NVML_SUCCESS)
+    *id = nv.gis[d][mig - 1].id;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
+  unsigned d, mig;
+  nvmlReturn_t rc = mig_query(device, id, &d, &mig);
+  if (rc == NVML_SUCCESS && !mig)
+    rc = NVML_ERROR_NOT_SUPPORTED;
+  if (rc == NVML_SUCCESS)
+    *id = 0; /* the one compute instance filling its GPU instance */
+  return rc;
+}
+
+/* A profile's GPU instances, into an array the caller sized from the profile's instanceCount
+ * (*count is out only); only the 1-slice profile has any. */
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
                                                nvmlGpuInstance_t *gpuInstances,
                                                unsigned int *count) {
   REQUIRE_MACHINE(m);
   unsigned d;
-  (void)profileId;
   nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && (!count || !gpuInstances))
+  if (rc == NVML_SUCCESS &&
+      (!count || !gpuInstances || profileId >= NVML_GPU_INSTANCE_PROFILE_COUNT))
     rc = NVML_ERROR_INVALID_ARGUMENT;
-  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
+  if (rc == NVML_SUCCESS && !mig_on(d))
+    rc = NVML_ERROR_NOT_SUPPORTED;
+  if (rc != NVML_SUCCESS)
+    return rc;
+  *count = profileId == NVML_GPU_INSTANCE_PROFILE_1_SLICE ? nv.mig_devices[d] : 0;
+  for (unsigned k = 0; k < *count; k++)
+    gpuInstances[k] = &nv.gis[d][k];
+  return NVML_SUCCESS;
 }
 
 SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
                                                   nvmlGpuInstance_t *gpuInstance) {
   REQUIRE_MACHINE(m);
   unsigned d;
-  (void)id;
   nvmlReturn_t rc = dev_arg(m, device, &d);
   if (rc == NVML_SUCCESS && !gpuInstance)
     rc = NVML_ERROR_INVALID_ARGUMENT;
-  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
+  if (rc == NVML_SUCCESS && !mig_on(d))
+    rc = NVML_ERROR_NOT_SUPPORTED;
+  if (rc == NVML_SUCCESS && (id == 0 || id > nv.mig_devices[d]))
+    rc = NVML_ERROR_NOT_FOUND;
+  if (rc == NVML_SUCCESS)
+    *gpuInstance = &nv.gis[d][id - 1];
+  return rc;
+}
+
+/* NVLink: SIM_NVLINKS active links per GPU; links 0-3 bridge it to its pair's GPU (0 and 1, 2 and
+ * 3, ...: the PCIe switch's pairs), or to the NVSwitch where it has no pair; links 4-5 reach the
+ * NVSwitch (bus 0xC0, NVIDIA's vendor id). */
+#define SIM_NVSWITCH_BUS 0xC0u
+static nvmlReturn_t nvlink_peer(nvmlDevice_t device, unsigned link, void *out, int *ret_gpu) {
+  REQUIRE_MACHINE(m);
+  unsigned d;
+  nvmlReturn_t rc = dev_arg(m, device, &d);
+  if (rc == NVML_SUCCESS && (!out || link >= SIM_NVLINKS))
+    rc = NVML_ERROR_INVALID_ARGUMENT;
+  if (rc == NVML_SUCCESS)
+    *ret_gpu = link < 4 && (d ^ 1u) < m->devices ? (int)(d ^ 1u) : -1;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                              nvmlEnableState_t *isActive) {
+  int gpu;
+  nvmlReturn_t rc = nvlink_peer(device, link, isActive, &gpu);
+  if (rc == NVML_SUCCESS)
+    *isActive = NVML_FEATURE_ENABLED;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                         nvmlIntNvLinkDeviceType_t *type) {
+  int gpu;
+  nvmlReturn_t rc = nvlink_peer(device, link, type, &gpu);
+  if (rc == NVML_SUCCESS)
+    *type = gpu >= 0 ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
+  return rc;
+}
+
+SIM_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                         nvmlPciInfo_t *pci) {
+  int gpu;
+  nvmlReturn_t rc = nvlink_peer(device, link, pci, &gpu);
+  if (rc == NVML_SUCCESS)
+    pci_fill(pci, gpu >= 0 ? (unsigned)gpu + 1 : SIM_NVSWITCH_BUS,
+             gpu >= 0 ? 0x233510deu : 0x22a310deu);
+  return rc;
 }
 
 /* PCIe throughput over the last 20 ms: the sim's model moves 100 KB/s per percent the device was

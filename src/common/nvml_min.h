@@ -525,6 +525,57 @@ nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile
                                        nvmlGpuInstance_t *gpuInstances, unsigned int *count);
 nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
                                           nvmlGpuInstance_t *gpuInstance);
+/* A MIG device handle (a compute instance, usable with some calls as a GPU's): *isMigDevice 1
+ * for one, 0 for a GPU. */
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice);
+/* The GPU a MIG device handle is part of. */
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                          nvmlDevice_t *device);
+/* A MIG device's GPU and compute instance ids (NVML_ERROR_NOT_SUPPORTED for a GPU's handle). */
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id);
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id);
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE 0
+#define NVML_GPU_INSTANCE_PROFILE_COUNT 15 /* profile ids 0..14 (driver 550+) */
+
+/* nvmlDeviceGetHandleByUUIDV (R560): the UUID in ASCII ("GPU-..." or "MIG-...") or its 16
+ * bytes, the version word checked. */
+#define NVML_DEVICE_UUID_ASCII_LEN 41
+#define NVML_DEVICE_UUID_BINARY_LEN 16
+typedef enum nvmlUUIDType_enum {
+  NVML_UUID_TYPE_NONE = 0,
+  NVML_UUID_TYPE_ASCII = 1,
+  NVML_UUID_TYPE_BINARY = 2
+} nvmlUUIDType_t;
+typedef union nvmlUUIDValue_st {
+  char str[NVML_DEVICE_UUID_ASCII_LEN];
+  unsigned char bytes[NVML_DEVICE_UUID_BINARY_LEN];
+} nvmlUUIDValue_t;
+typedef struct nvmlUUID_v1_st {
+  unsigned int version; /* nvmlUUID_v1 */
+  unsigned int type;    /* nvmlUUIDType_t */
+  nvmlUUIDValue_t value;
+} nvmlUUID_v1_t;
+typedef nvmlUUID_v1_t nvmlUUID_t;
+#define nvmlUUID_v1 NVML_STRUCT_VERSION(UUID, 1)
+#ifndef __cplusplus
+_Static_assert(sizeof(nvmlUUID_v1_t) == 52, "nvmlUUID_v1_t is NVML's layout: version 0x1000034");
+#endif
+nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const nvmlUUID_t *uuid, nvmlDevice_t *device);
+
+/* NVLink: the far end of a link (another GPU, an NVSwitch, a CPU) by its PCI address. */
+typedef enum nvmlIntNvLinkDeviceType_enum {
+  NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+  NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+  NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+  NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+} nvmlIntNvLinkDeviceType_t;
+#define NVML_NVLINK_MAX_LINKS 18
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t *isActive);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType);
 
 /* The process lists' ABI versions, one exported entry point each (X-macro): (name, the list's
  * nvmlProcessMode_t, the ABI version, the entry's type). v1 takes nvmlProcessInfo_v1_t, _v2 and

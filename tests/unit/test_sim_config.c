@@ -122,6 +122,23 @@ int main(void) {
       CHECK_EQ_INT(r, -EINVAL);
   }
 
+  /* NVML's MIG mode per device: DEV:N (N MIG devices) or DEV:pending, each device once. */
+  set_env("GSLICE_SIM_NVML_MIG", "1:3,0:pending,2:0");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_INT(c.nvml_mig_mode[0] * 100 + c.nvml_mig_mode[1] * 10 + c.nvml_mig_mode[2],
+               SIM_MIG_PENDING * 100 + SIM_MIG_ON * 10 + SIM_MIG_ON);
+  CHECK_EQ_INT(c.nvml_mig_devices[1] * 10 + c.nvml_mig_devices[2], 30);
+  CHECK_EQ_INT(c.nvml_mig_mode[3], SIM_MIG_OFF);
+  const char *bad_mig[] = {"1", "1:8", "16:1", "1:1,1:2", "1:x", ":1", "1:-1", "1:1,", "1:on"};
+  for (size_t i = 0; i < sizeof(bad_mig) / sizeof(bad_mig[0]); i++) {
+    set_env("GSLICE_SIM_NVML_MIG", bad_mig[i]);
+    CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
+    CHECK(strstr(err, "GSLICE_SIM_NVML_MIG=") != NULL);
+  }
+  set_env("GSLICE_SIM_NVML_SESSION_CHURN", "20");
+  CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
+  CHECK_EQ_INT(c.nvml_session_churn, 20);
+
   /* CUDA_VISIBLE_DEVICES. */
   const char *uuids[] = {"GPU-11aa0000-0000-4000-8000-000000000000",
                          "GPU-11bb0000-0000-4000-8000-000000000000",
