@@ -3,6 +3,7 @@
  * daemon). */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +27,7 @@ struct nvml {
   __typeof__(nvmlDeviceGetUtilizationRates) *utilization;
   __typeof__(nvmlDeviceGetComputeRunningProcesses_v3) *procs;
   __typeof__(nvmlDeviceGetProcessUtilization) *proc_util;
+  __typeof__(nvmlDeviceGetMigMode) *mig_mode; /* NULL before MIG (R450) */
 };
 
 static struct nvml *nvml_open(void) {
@@ -48,6 +50,7 @@ static struct nvml *nvml_open(void) {
   if (!n->procs) /* the same layout (nvmlProcessInfo_t) */
     n->procs = (__typeof__(n->procs))dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v2");
   n->proc_util = (__typeof__(n->proc_util))dlsym(n->lib, "nvmlDeviceGetProcessUtilization");
+  n->mig_mode = (__typeof__(n->mig_mode))dlsym(n->lib, "nvmlDeviceGetMigMode");
   if (!n->init || !n->shutdown || !n->count || !n->handle || !n->name || !n->uuid || !n->memory ||
       n->init() != NVML_SUCCESS)
     goto fail;
@@ -74,7 +77,36 @@ void gpus_apply_sched_cfg(struct daemon *d) {
     d->gpus[i].s.cfg = sc;
 }
 
+/* A GPU in MIG mode is not gslice's to share: its SMs and memory are split among its MIG
+ * instances, each its own device (often another tenant's, through the NVIDIA device plugin), and
+ * a slice is a share of the whole GPU (docs/nvml.md, "MIG"). 0, or -ENOTSUP with the reason
+ * logged: gsliced does not start. A mode pending (on at the GPU's next reset) is warned of. */
+static int mig_check(const struct daemon *d, const struct gpu *g, nvmlDevice_t h) {
+  unsigned cur = NVML_DEVICE_MIG_DISABLE, pending = NVML_DEVICE_MIG_DISABLE;
+  if (!d->nvml->mig_mode || d->nvml->mig_mode(h, &cur, &pending) != NVML_SUCCESS)
+    return 0; /* NOT_SUPPORTED: a GPU without MIG */
+  if (cur == NVML_DEVICE_MIG_ENABLE) {
+    char fewer[96] = "";
+    if (g->index)
+      snprintf(fewer, sizeof(fewer),
+               ", or schedule only the GPUs before it (gpus=%u in the config)", g->index);
+    gs_log(GS_LOG_ERROR,
+           "GPU %u (%s %s) has MIG mode on: gslice shares whole GPUs, and this one's SMs and "
+           "memory belong to its MIG instances; refusing to schedule it. Turn MIG off "
+           "(nvidia-smi -i %u -mig 0, then reset the GPU)%s",
+           g->index, g->name, g->uuid, g->index, fewer);
+    return -ENOTSUP;
+  }
+  if (pending == NVML_DEVICE_MIG_ENABLE)
+    gs_log(GS_LOG_WARNING,
+           "GPU %u (%s %s) has MIG mode pending: at its next reset it turns MIG on, and gsliced "
+           "will then refuse to start over it",
+           g->index, g->name, g->uuid);
+  return 0;
+}
+
 int gpus_discover(struct daemon *d) {
+  int refused = 0;
   unsigned count = 0;
 
   d->nvml = nvml_open();
@@ -107,10 +139,12 @@ int gpus_discover(struct daemon *d) {
         snprintf(g->uuid, sizeof(g->uuid), "%.47s", uuid);
         g->has_uuid = gs_uuid_parse(uuid, g->uuid_bin) == 0;
       }
+      if (mig_check(d, g, h) < 0)
+        refused = -ENOTSUP;
     }
   }
   gpus_refresh_memory(d);
-  return 0;
+  return refused;
 }
 
 void gpus_refresh_memory(struct daemon *d) {

@@ -128,6 +128,16 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice
   return nvmlDeviceGetHandleByIndex_v2(index, device);
 }
 
+/* A MIG device handle: a compute instance of a GPU in MIG mode, which may be any tenant's (a
+ * slice is a share of a whole GPU, never a MIG device). Its nvmlDeviceGetIndex is its index
+ * under its GPU, which would pass for one of the slice's GPUs' numbers. */
+static bool is_mig(nvmlDevice_t d) {
+  const struct gs_real *r = gs_real();
+  unsigned mig = 0;
+  return r->nvmlDeviceIsMigDeviceHandle &&
+         r->nvmlDeviceIsMigDeviceHandle(d, &mig) == NVML_SUCCESS && mig;
+}
+
 /* The device's number in the list shown (as CUDA numbers it), not NVML's own. */
 GS_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
   const struct gs_real *r = gs_real();
@@ -135,6 +145,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *ind
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   unsigned real = 0;
   nvmlReturn_t rc = r->nvmlDeviceGetIndex(device, &real);
+  if (rc == NVML_SUCCESS && shown() == NVML_SUCCESS && is_mig(device))
+    return NVML_ERROR_INVALID_ARGUMENT; /* its index under its GPU: a MIG device is no slice's */
   if (rc != NVML_SUCCESS || shown() != NVML_SUCCESS || !V.filter) {
     if (rc == NVML_SUCCESS && index)
       *index = real;
@@ -150,9 +162,12 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *ind
 bool gs_nvml_hidden(nvmlDevice_t d) {
   const struct gs_real *r = gs_real();
   unsigned real;
-  return shown() == NVML_SUCCESS && V.filter &&
-         (!r->nvmlDeviceGetIndex || r->nvmlDeviceGetIndex(d, &real) != NVML_SUCCESS ||
-          shown_index(real) < 0);
+  if (shown() != NVML_SUCCESS)
+    return false;
+  if (is_mig(d))
+    return true;
+  return V.filter && (!r->nvmlDeviceGetIndex || r->nvmlDeviceGetIndex(d, &real) != NVML_SUCCESS ||
+                      shown_index(real) < 0);
 }
 
 /* A lookup's answer kept to the slice (UUID, serial, bus id): a GPU it does not see is
@@ -165,9 +180,10 @@ static nvmlReturn_t kept(nvmlReturn_t rc, nvmlDevice_t d, nvmlDevice_t *device) 
   return rc == NVML_SUCCESS && !device ? NVML_ERROR_INVALID_ARGUMENT : rc;
 }
 
-/* Each lookup of a device by name: NVML's answer, kept to the slice. */
-#define GS_LOOKUP(fn)                                                                              \
-  GS_EXPORT nvmlReturn_t fn(const char *key, nvmlDevice_t *device) {                               \
+/* Each lookup of a device by name: NVML's answer (its checks of the key: a version word, a
+ * type), kept to the slice. A MIG device's UUID finds none: a MIG device is no slice's. */
+#define GS_LOOKUP(fn, key_type)                                                                    \
+  GS_EXPORT nvmlReturn_t fn(key_type key, nvmlDevice_t *device) {                                  \
     const struct gs_real *r = gs_real();                                                           \
     nvmlDevice_t d = NULL;                                                                         \
     if (!r->fn)                                                                                    \
@@ -175,7 +191,8 @@ static nvmlReturn_t kept(nvmlReturn_t rc, nvmlDevice_t d, nvmlDevice_t *device) 
     nvmlReturn_t rc = r->fn(key, &d); /* before d is read: argument order is unspecified */        \
     return kept(rc, d, device);                                                                    \
   }
-GS_LOOKUP(nvmlDeviceGetHandleByUUID)
-GS_LOOKUP(nvmlDeviceGetHandleBySerial)
-GS_LOOKUP(nvmlDeviceGetHandleByPciBusId_v2)
-GS_LOOKUP(nvmlDeviceGetHandleByPciBusId) /* v1: the same answer (the v2 only parses more forms) */
+GS_LOOKUP(nvmlDeviceGetHandleByUUID, const char *)
+GS_LOOKUP(nvmlDeviceGetHandleByUUIDV, const nvmlUUID_t *) /* R560: ASCII or binary, versioned */
+GS_LOOKUP(nvmlDeviceGetHandleBySerial, const char *)
+GS_LOOKUP(nvmlDeviceGetHandleByPciBusId_v2, const char *)
+GS_LOOKUP(nvmlDeviceGetHandleByPciBusId, const char *) /* v1: as v2 (which parses more forms) */

@@ -32,8 +32,9 @@ bool gs_nvml_pids_ours(nvmlDevice_t device, const struct gs_nvml_proc *procs, un
  * where NVML's pids are another namespace's (they cannot be told apart), NULL on no memory. */
 struct gs_nvml_proc *gs_nvml_procs_named(nvmlDevice_t device, unsigned *ret_n);
 /* Whether `d` is a GPU the slice does not see (nvml_devices.c: not among CUDA's devices for this
- * process), or a handle NVML does not know. Every per-device call the hook wraps answers such a
- * handle NVML_ERROR_INVALID_ARGUMENT, as NVML answers a handle that is no device. */
+ * process), a MIG device (never a slice's: docs/nvml.md, "MIG"), or a handle NVML does not know.
+ * Every per-device call the hook wraps answers such a handle NVML_ERROR_INVALID_ARGUMENT, as NVML
+ * answers a handle that is no device. */
 bool gs_nvml_hidden(nvmlDevice_t d);
 /* procs[] holds pid. */
 bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid);

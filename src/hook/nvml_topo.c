@@ -7,6 +7,7 @@
 #include "nvml_slice.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* A call on the slice's GPUs is NVML's; naming any other GPU (`hidden`), it has no answer. */
 #define GS_OWN_DEVICES(fn, hidden, params, args)                                                   \
@@ -30,24 +31,94 @@ GS_OWN_DEVICES(nvmlDeviceOnSameBoard, GS_TWO_HIDDEN,
                (nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard),
                (device1, device2, onSameBoard))
 
-/* MIG queries of one of the slice's GPUs are NVML's (its mode and what it can hold are the
- * board's settings; slices run on whole GPUs). */
+/* MIG: the mode of one of the slice's GPUs and what it can hold are the board's settings, NVML's.
+ * Its MIG devices and GPU instances are not the slice's (a slice is a share of a whole GPU; a
+ * MIG instance is another tenant's, or no one's yet): none is listed, by the answers NVML gives
+ * for none, once NVML has answered for the device and arguments. A MIG device handle got some
+ * other way is no device (gs_nvml_hidden) in every call the hook wraps. */
 #define GS_HIDDEN gs_nvml_hidden(device)
 GS_OWN_DEVICES(nvmlDeviceGetMigMode, GS_HIDDEN,
                (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode),
                (device, currentMode, pendingMode))
 GS_OWN_DEVICES(nvmlDeviceGetMaxMigDeviceCount, GS_HIDDEN,
                (nvmlDevice_t device, unsigned int *count), (device, count))
-GS_OWN_DEVICES(nvmlDeviceGetMigDeviceHandleByIndex, GS_HIDDEN,
-               (nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice),
-               (device, index, migDevice))
-GS_OWN_DEVICES(nvmlDeviceGetGpuInstances, GS_HIDDEN,
-               (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstances,
-                unsigned int *count),
-               (device, profileId, gpuInstances, count))
-GS_OWN_DEVICES(nvmlDeviceGetGpuInstanceById, GS_HIDDEN,
-               (nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance),
-               (device, id, gpuInstance))
+GS_OWN_DEVICES(nvmlDeviceIsMigDeviceHandle, GS_HIDDEN,
+               (nvmlDevice_t device, unsigned int *isMigDevice), (device, isMigDevice))
+GS_OWN_DEVICES(nvmlDeviceGetGpuInstanceId, GS_HIDDEN, (nvmlDevice_t device, unsigned int *id),
+               (device, id))
+GS_OWN_DEVICES(nvmlDeviceGetComputeInstanceId, GS_HIDDEN, (nvmlDevice_t device, unsigned int *id),
+               (device, id))
+GS_OWN_DEVICES(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, gs_nvml_hidden(migDevice),
+               (nvmlDevice_t migDevice, nvmlDevice_t *device), (migDevice, device))
+
+/* No MIG device at any index: NVML_ERROR_NOT_FOUND, as NVML answers for an index with none. */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                           nvmlDevice_t *migDevice) {
+  const struct gs_real *r = gs_real();
+  nvmlDevice_t got = NULL;
+  if (!r->nvmlDeviceGetMigDeviceHandleByIndex)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = r->nvmlDeviceGetMigDeviceHandleByIndex(device, index, migDevice ? &got : NULL);
+  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_FOUND : rc;
+}
+
+/* No GPU instance of any profile: NVML_SUCCESS with *count 0 (what NVML wrote into the caller's
+ * array, sized from the profile's instance count, cleared). */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                                 nvmlGpuInstance_t *gpuInstances,
+                                                 unsigned int *count) {
+  const struct gs_real *r = gs_real();
+  if (!r->nvmlDeviceGetGpuInstances)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = r->nvmlDeviceGetGpuInstances(device, profileId, gpuInstances, count);
+  if (rc == NVML_SUCCESS && count && gpuInstances) {
+    memset(gpuInstances, 0, *count * sizeof(*gpuInstances));
+    *count = 0;
+  }
+  return rc;
+}
+
+/* No GPU instance by any id: NVML_ERROR_NOT_FOUND. */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                                    nvmlGpuInstance_t *gpuInstance) {
+  const struct gs_real *r = gs_real();
+  nvmlGpuInstance_t got = NULL;
+  if (!r->nvmlDeviceGetGpuInstanceById)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = r->nvmlDeviceGetGpuInstanceById(device, id, gpuInstance ? &got : NULL);
+  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_FOUND : rc;
+}
+
+/* The far end of one of the slice's GPU's NVLinks, as NVML gives it where it is no GPU (an
+ * NVSwitch, a CPU) or one of the slice's GPUs; a GPU the slice does not see is
+ * NVML_ERROR_NO_PERMISSION, pci cleared: the link is there (nvmlDeviceGetNvLinkState says so),
+ * which GPU is at its end is not the slice's to know (its bus id would name it). */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                           nvmlPciInfo_t *pci) {
+  const struct gs_real *r = gs_real();
+  nvmlDevice_t far = NULL;
+  if (!r->nvmlDeviceGetNvLinkRemotePciInfo_v2)
+    return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (gs_nvml_hidden(device))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlReturn_t rc = r->nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, pci);
+  if (rc != NVML_SUCCESS || !pci)
+    return rc;
+  /* A bus id NVML has no GPU on is no GPU; the lookup's other errors leave it unknown: refused. */
+  nvmlReturn_t found = r->nvmlDeviceGetHandleByPciBusId_v2
+                           ? r->nvmlDeviceGetHandleByPciBusId_v2(pci->busId, &far)
+                           : NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (found == NVML_ERROR_NOT_FOUND || (found == NVML_SUCCESS && !gs_nvml_hidden(far)))
+    return NVML_SUCCESS;
+  memset(pci, 0, sizeof(*pci));
+  return NVML_ERROR_NO_PERMISSION;
+}
 
 /* all[0..n) kept to the slice's GPUs, answered by the lists' documented count protocol:
  * *count 0 is set to the GPUs there are; else up to *count handles written, *count their

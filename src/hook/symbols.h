@@ -160,6 +160,12 @@
   X(nvmlDeviceGetMigDeviceHandleByIndex)                                                           \
   X(nvmlDeviceGetGpuInstances)                                                                     \
   X(nvmlDeviceGetGpuInstanceById)                                                                  \
+  X(nvmlDeviceIsMigDeviceHandle)                                                                   \
+  X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)                                                  \
+  X(nvmlDeviceGetGpuInstanceId)                                                                    \
+  X(nvmlDeviceGetComputeInstanceId)                                                                \
+  X(nvmlDeviceGetHandleByUUIDV)                                                                    \
+  X(nvmlDeviceGetNvLinkRemotePciInfo_v2)                                                           \
   X(nvmlDeviceGetPcieThroughput)
 
 #define GS_NVML_CALLED(X)                                                                          \
