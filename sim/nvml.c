@@ -141,6 +141,28 @@ static nvmlReturn_t dev_arg(struct sim_machine *m, nvmlDevice_t device, unsigned
   return NVML_SUCCESS;
 }
 
+/* A query of one device by NVML's pattern, the body of most calls below: NVML's answer for the
+ * device (dev_arg), then for the arguments (`bad` true: INVALID_ARGUMENT), then the answer: the
+ * statements after, with the device in d (they may set rc). */
+#define SIM_DEVICE_CALL(fn, params, bad, ...)                                                      \
+  SIM_API nvmlReturn_t fn params {                                                                 \
+    REQUIRE_MACHINE(m);                                                                            \
+    unsigned d;                                                                                    \
+    nvmlReturn_t rc = dev_arg(m, device, &d);                                                      \
+    SIM_ANSWER(bad, __VA_ARGS__);                                                                  \
+  }
+/* The end of each SIM_*_CALL, once NVML has answered for the device(s) in rc. */
+#define SIM_ANSWER(bad, ...)                                                                       \
+  if (rc == NVML_SUCCESS && (bad))                                                                 \
+    rc = NVML_ERROR_INVALID_ARGUMENT;                                                              \
+  if (rc == NVML_SUCCESS) {                                                                        \
+    __VA_ARGS__;                                                                                   \
+  }                                                                                                \
+  return rc
+/* A fixed figure of a device: *out = value. */
+#define SIM_DEVICE_QUERY(fn, type, value)                                                          \
+  SIM_DEVICE_CALL(fn, (nvmlDevice_t device, type * out), !out, *out = (value))
+
 /* A GPU's handle or a MIG device's (of a GPU in MIG mode, one it holds), for the calls NVML
  * answers for both: *ret the GPU, *ret_mig 0 or the MIG device's index + 1. */
 static nvmlReturn_t any_arg(struct sim_machine *m, nvmlDevice_t device, unsigned *ret,
@@ -345,42 +367,14 @@ static void pci_fill(nvmlPciInfo_t *pci, unsigned bus, unsigned id) {
   snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", (unsigned char)bus);
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc != NVML_SUCCESS)
-    return rc;
-  if (!pci)
-    return NVML_ERROR_INVALID_ARGUMENT;
-  pci_fill(pci, d + 1, 0x233510deu); /* the bus id cuDeviceGetPCIBusId gives: index + 1 */
-  return NVML_SUCCESS;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetPciInfo_v3, (nvmlDevice_t device, nvmlPciInfo_t *pci), !pci,
+                pci_fill(pci, d + 1, 0x233510deu)) /* cuDeviceGetPCIBusId's: index + 1 */
 
-SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && !minorNumber)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *minorNumber = d;
-  return rc;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetMinorNumber, (nvmlDevice_t device, unsigned int *minorNumber),
+                !minorNumber, *minorNumber = d)
 
-SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
-                                                        int *minor) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && (!major || !minor))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS) {
-    *major = 9;
-    *minor = 0;
-  }
-  return rc;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetCudaComputeCapability, (nvmlDevice_t device, int *major, int *minor),
+                !major || !minor, *major = 9, *minor = 0)
 
 /* The device's memory as NVML sees it: the whole of it (total), the driver's reservation,
  * and what processes allocated (contexts included). */
@@ -606,44 +600,18 @@ SIM_API nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsi
 
 /* The rest of nvidia-smi's default view: fixed figures of a data-center GPU at work (passively
  * cooled, so no fan: NOT_SUPPORTED, which nvidia-smi shows as N/A). */
-#define SIM_DEVICE_QUERY(fn, type, value)                                                          \
-  SIM_API nvmlReturn_t fn(nvmlDevice_t device, type *out) {                                        \
-    REQUIRE_MACHINE(m);                                                                            \
-    unsigned d;                                                                                    \
-    nvmlReturn_t rc = dev_arg(m, device, &d);                                                      \
-    if (rc == NVML_SUCCESS && !out)                                                                \
-      rc = NVML_ERROR_INVALID_ARGUMENT;                                                            \
-    if (rc == NVML_SUCCESS)                                                                        \
-      *out = (value);                                                                              \
-    return rc;                                                                                     \
-  }
 SIM_DEVICE_QUERY(nvmlDeviceGetPowerUsage, unsigned int, 350000u)         /* mW */
 SIM_DEVICE_QUERY(nvmlDeviceGetEnforcedPowerLimit, unsigned int, 700000u) /* mW */
 SIM_DEVICE_QUERY(nvmlDeviceGetPerformanceState, nvmlPstates_t, NVML_PSTATE_0)
 SIM_DEVICE_QUERY(nvmlDeviceGetComputeMode, nvmlComputeMode_t, NVML_COMPUTEMODE_DEFAULT)
 SIM_DEVICE_QUERY(nvmlDeviceGetPersistenceMode, nvmlEnableState_t, NVML_FEATURE_ENABLED)
 
-SIM_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
-                                              nvmlTemperatureSensors_t sensorType,
-                                              unsigned int *temp) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && (!temp || sensorType != NVML_TEMPERATURE_GPU))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *temp = 40;
-  return rc;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetTemperature,
+                (nvmlDevice_t device, nvmlTemperatureSensors_t sensorType, unsigned int *temp),
+                !temp || sensorType != NVML_TEMPERATURE_GPU, *temp = 40)
 
-SIM_API nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && !speed)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetFanSpeed, (nvmlDevice_t device, unsigned int *speed), !speed,
+                rc = NVML_ERROR_NOT_SUPPORTED)
 
 static uint64_t realtime_us(void) {
   struct timespec ts;
@@ -1139,10 +1107,7 @@ static nvmlReturn_t engine_util(nvmlDevice_t device, int encoder, unsigned *util
                           unsigned int *samplingPeriodUs) {                                        \
     return engine_util(device, encoder, utilization, samplingPeriodUs);                            \
   }
-SIM_ENGINE_UTIL(nvmlDeviceGetEncoderUtilization, 1)
-SIM_ENGINE_UTIL(nvmlDeviceGetDecoderUtilization, 0)
-SIM_ENGINE_UTIL(nvmlDeviceGetJpgUtilization, 0)
-SIM_ENGINE_UTIL(nvmlDeviceGetOfaUtilization, 0)
+NVML_ENGINE_UTILIZATIONS(SIM_ENGINE_UTIL)
 
 /* GPM: the sim's GPUs are Hopper-like (compute capability 9.0), so GPM is supported. A sample
  * holds the device and its busy time so far (every process's kernels); the metrics of two are
@@ -1177,18 +1142,11 @@ SIM_API nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample) {
   return NVML_SUCCESS;
 }
 
-SIM_API nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && !gpmSupport)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS && gpmSupport->version != NVML_GPM_SUPPORT_VERSION)
-    rc = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  if (rc == NVML_SUCCESS)
-    gpmSupport->isSupportedDevice = 1;
-  return rc;
-}
+SIM_DEVICE_CALL(nvmlGpmQueryDeviceSupport, (nvmlDevice_t device, nvmlGpmSupport_t *gpmSupport),
+                !gpmSupport,
+                if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION)
+                    rc = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+                else gpmSupport->isSupportedDevice = 1)
 
 SIM_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample) {
   REQUIRE_MACHINE(m);
@@ -1208,16 +1166,10 @@ SIM_API nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSa
   return NVML_SUCCESS;
 }
 
-SIM_API nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
-                                         nvmlGpmSample_t gpmSample) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  (void)gpuInstanceId;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && (!gpmSample || gpmSample->magic != GPM_MAGIC))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
-}
+SIM_DEVICE_CALL(nvmlGpmMigSampleGet,
+                (nvmlDevice_t device, unsigned int gpuInstanceId, nvmlGpmSample_t gpmSample),
+                !gpmSample || gpmSample->magic != GPM_MAGIC, (void)gpuInstanceId;
+                rc = NVML_ERROR_NOT_SUPPORTED)
 
 static nvmlReturn_t gpm_samples(const nvmlGpmMetricsGet_t *g) {
   const struct nvmlGpmSample_st *a = g->sample1, *b = g->sample2;
@@ -1277,39 +1229,24 @@ static nvmlReturn_t two_devices(nvmlDevice_t d1, nvmlDevice_t d2, unsigned *a, u
   return rc == NVML_SUCCESS ? dev_arg(m, d2, b) : rc;
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
-                                                         nvmlGpuTopologyLevel_t *pathInfo) {
-  unsigned a, b;
-  nvmlReturn_t rc = two_devices(device1, device2, &a, &b);
-  if (rc == NVML_SUCCESS && !pathInfo)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *pathInfo = topo_level(a, b);
-  return rc;
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
-                                            nvmlGpuP2PCapsIndex_t p2pIndex,
-                                            nvmlGpuP2PStatus_t *p2pStatus) {
-  unsigned a, b;
-  nvmlReturn_t rc = two_devices(device1, device2, &a, &b);
-  if (rc == NVML_SUCCESS && (!p2pStatus || (unsigned)p2pIndex >= NVML_P2P_CAPS_INDEX_UNKNOWN))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *p2pStatus = NVML_P2P_STATUS_OK;
-  return rc;
-}
-
-SIM_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2,
-                                           int *onSameBoard) {
-  unsigned a, b;
-  nvmlReturn_t rc = two_devices(device1, device2, &a, &b);
-  if (rc == NVML_SUCCESS && !onSameBoard)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *onSameBoard = a == b;
-  return rc;
-}
+/* A query of two devices (NVML's answer for both, then the arguments, then the answer, with the
+ * devices in a and b), as SIM_DEVICE_CALL. */
+#define SIM_PAIR_CALL(fn, params, bad, ...)                                                        \
+  SIM_API nvmlReturn_t fn params {                                                                 \
+    unsigned a, b;                                                                                 \
+    nvmlReturn_t rc = two_devices(device1, device2, &a, &b);                                       \
+    SIM_ANSWER(bad, __VA_ARGS__);                                                                  \
+  }
+SIM_PAIR_CALL(nvmlDeviceGetTopologyCommonAncestor,
+              (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t *pathInfo),
+              !pathInfo, *pathInfo = topo_level(a, b))
+SIM_PAIR_CALL(nvmlDeviceGetP2PStatus,
+              (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t p2pIndex,
+               nvmlGpuP2PStatus_t *p2pStatus),
+              !p2pStatus || (unsigned)p2pIndex >= NVML_P2P_CAPS_INDEX_UNKNOWN,
+              *p2pStatus = NVML_P2P_STATUS_OK)
+SIM_PAIR_CALL(nvmlDeviceOnSameBoard, (nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard),
+              !onSameBoard, *onSameBoard = a == b)
 
 /* The documented count protocol of both lists: *count 0 is set to the GPUs found; else up to
  * *count handles written and *count set to their number. */
@@ -1357,181 +1294,100 @@ SIM_API nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigne
  * instance filling a GPU instance of the 1-slice profile (ids 1..N), an eighth of the memory.
  * With MIG off there is no MIG device at any index (NOT_FOUND) and no GPU instance
  * (NOT_SUPPORTED, as NVML answers where the mode is off). */
-SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
-                                          unsigned int *pendingMode) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && (!currentMode || !pendingMode))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS) {
-    *currentMode = nv.mig_mode[d] == SIM_MIG_ON ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
-    *pendingMode = nv.mig_mode[d] != SIM_MIG_OFF ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
-  }
-  return rc;
-}
-
-SIM_DEVICE_QUERY(nvmlDeviceGetMaxMigDeviceCount, unsigned int, SIM_MAX_MIG)
-
 static bool mig_on(unsigned d) {
   return nv.mig_mode[d] == SIM_MIG_ON;
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
-                                                         nvmlDevice_t *migDevice) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && (!migDevice || index >= SIM_MAX_MIG))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS && (!mig_on(d) || index >= nv.mig_devices[d]))
-    rc = NVML_ERROR_NOT_FOUND;
-  if (rc == NVML_SUCCESS)
-    *migDevice = &nv.migs[d][index];
-  return rc;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetMigMode,
+                (nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode),
+                !currentMode || !pendingMode,
+                *currentMode = mig_on(d) ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+                *pendingMode = nv.mig_mode[d] != SIM_MIG_OFF ? NVML_DEVICE_MIG_ENABLE
+                                                             : NVML_DEVICE_MIG_DISABLE)
 
-/* The MIG queries of a handle of either kind: a MIG device's parent, its instances' ids; a GPU's
- * handle has none (INVALID_ARGUMENT for the parent, NOT_SUPPORTED for the ids). */
-static nvmlReturn_t mig_query(nvmlDevice_t device, void *out, unsigned *ret_d, unsigned *ret_mig) {
-  REQUIRE_MACHINE(m);
-  nvmlReturn_t rc = any_arg(m, device, ret_d, ret_mig);
-  return rc == NVML_SUCCESS && !out ? NVML_ERROR_INVALID_ARGUMENT : rc;
-}
+SIM_DEVICE_QUERY(nvmlDeviceGetMaxMigDeviceCount, unsigned int, SIM_MAX_MIG)
 
-SIM_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
-  unsigned d, mig;
-  nvmlReturn_t rc = mig_query(device, isMigDevice, &d, &mig);
-  if (rc == NVML_SUCCESS)
-    *isMigDevice = mig != 0;
-  return rc;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetMigDeviceHandleByIndex,
+                (nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice),
+                !migDevice || index >= SIM_MAX_MIG,
+                if (!mig_on(d) || index >= nv.mig_devices[d]) rc = NVML_ERROR_NOT_FOUND;
+                else *migDevice = &nv.migs[d][index])
 
-SIM_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
-                                                                  nvmlDevice_t *device) {
-  unsigned d, mig;
-  nvmlReturn_t rc = mig_query(migDevice, device, &d, &mig);
-  if (rc == NVML_SUCCESS && !mig)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *device = &nv.devs[d];
-  return rc;
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
-  unsigned d, mig;
-  nvmlReturn_t rc = mig_query(device, id, &d, &mig);
-  if (rc == NVML_SUCCESS && !mig)
-    rc = NVML_ERROR_NOT_SUPPORTED;
-  if (rc == NVML_SUCCESS)
-    *id = nv.gis[d][mig - 1].id;
-  return rc;
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
-  unsigned d, mig;
-  nvmlReturn_t rc = mig_query(device, id, &d, &mig);
-  if (rc == NVML_SUCCESS && !mig)
-    rc = NVML_ERROR_NOT_SUPPORTED;
-  if (rc == NVML_SUCCESS)
-    *id = 0; /* the one compute instance filling its GPU instance */
-  return rc;
-}
+/* The MIG queries of a handle of either kind (any_arg): `out` NULL is INVALID_ARGUMENT; a GPU's
+ * handle (no MIG device) is answered `gpu_rc` (SUCCESS: answered like a MIG device's); then the
+ * answer, with the GPU in d and the MIG device's index + 1 in mig. */
+#define SIM_MIG_CALL(fn, handle, type, gpu_rc, ...)                                                \
+  SIM_API nvmlReturn_t fn(nvmlDevice_t handle, type *out) {                                        \
+    REQUIRE_MACHINE(m);                                                                            \
+    unsigned d, mig;                                                                               \
+    nvmlReturn_t rc = any_arg(m, handle, &d, &mig);                                                \
+    SIM_ANSWER(                                                                                    \
+        !out, if (!mig && (gpu_rc) != NVML_SUCCESS) rc = (gpu_rc); else { __VA_ARGS__; });         \
+  }
+SIM_MIG_CALL(nvmlDeviceIsMigDeviceHandle, device, unsigned int, NVML_SUCCESS, *out = mig != 0)
+SIM_MIG_CALL(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, migDevice, nvmlDevice_t,
+             NVML_ERROR_INVALID_ARGUMENT, *out = &nv.devs[d])
+SIM_MIG_CALL(nvmlDeviceGetGpuInstanceId, device, unsigned int, NVML_ERROR_NOT_SUPPORTED,
+             *out = nv.gis[d][mig - 1].id)
+/* The one compute instance filling its GPU instance: id 0. */
+SIM_MIG_CALL(nvmlDeviceGetComputeInstanceId, device, unsigned int, NVML_ERROR_NOT_SUPPORTED,
+             *out = 0)
 
 /* A profile's GPU instances, into an array the caller sized from the profile's instanceCount
  * (*count is out only); only the 1-slice profile has any. */
-SIM_API nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
-                                               nvmlGpuInstance_t *gpuInstances,
-                                               unsigned int *count) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS &&
-      (!count || !gpuInstances || profileId >= NVML_GPU_INSTANCE_PROFILE_COUNT))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS && !mig_on(d))
-    rc = NVML_ERROR_NOT_SUPPORTED;
-  if (rc != NVML_SUCCESS)
-    return rc;
-  *count = profileId == NVML_GPU_INSTANCE_PROFILE_1_SLICE ? nv.mig_devices[d] : 0;
+static void gpu_instances(unsigned d, unsigned profile, nvmlGpuInstance_t *out, unsigned *count) {
+  *count = profile == NVML_GPU_INSTANCE_PROFILE_1_SLICE ? nv.mig_devices[d] : 0;
   for (unsigned k = 0; k < *count; k++)
-    gpuInstances[k] = &nv.gis[d][k];
-  return NVML_SUCCESS;
+    out[k] = &nv.gis[d][k];
 }
 
-SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
-                                                  nvmlGpuInstance_t *gpuInstance) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && !gpuInstance)
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS && !mig_on(d))
-    rc = NVML_ERROR_NOT_SUPPORTED;
-  if (rc == NVML_SUCCESS && (id == 0 || id > nv.mig_devices[d]))
-    rc = NVML_ERROR_NOT_FOUND;
-  if (rc == NVML_SUCCESS)
-    *gpuInstance = &nv.gis[d][id - 1];
-  return rc;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetGpuInstances,
+                (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t *gpuInstances,
+                 unsigned int *count),
+                !count || !gpuInstances || profileId >= NVML_GPU_INSTANCE_PROFILE_COUNT,
+                if (!mig_on(d)) rc = NVML_ERROR_NOT_SUPPORTED;
+                else gpu_instances(d, profileId, gpuInstances, count))
+
+SIM_DEVICE_CALL(nvmlDeviceGetGpuInstanceById,
+                (nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance),
+                !gpuInstance, if (!mig_on(d)) rc = NVML_ERROR_NOT_SUPPORTED;
+                else if (id == 0 || id > nv.mig_devices[d]) rc = NVML_ERROR_NOT_FOUND;
+                else *gpuInstance = &nv.gis[d][id - 1])
 
 /* NVLink: SIM_NVLINKS active links per GPU; links 0-3 bridge it to its pair's GPU (0 and 1, 2 and
  * 3, ...: the PCIe switch's pairs), or to the NVSwitch where it has no pair; links 4-5 reach the
  * NVSwitch (bus 0xC0, NVIDIA's vendor id). */
 #define SIM_NVSWITCH_BUS 0xC0u
-static nvmlReturn_t nvlink_peer(nvmlDevice_t device, unsigned link, void *out, int *ret_gpu) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && (!out || link >= SIM_NVLINKS))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc == NVML_SUCCESS)
-    *ret_gpu = link < 4 && (d ^ 1u) < m->devices ? (int)(d ^ 1u) : -1;
-  return rc;
+/* The GPU at the far end of link `link` of GPU d, or -1 (the NVSwitch). */
+static int nvlink_gpu(const struct sim_machine *m, unsigned d, unsigned link) {
+  return link < 4 && (d ^ 1u) < m->devices ? (int)(d ^ 1u) : -1;
 }
-
-SIM_API nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
-                                              nvmlEnableState_t *isActive) {
-  int gpu;
-  nvmlReturn_t rc = nvlink_peer(device, link, isActive, &gpu);
-  if (rc == NVML_SUCCESS)
-    *isActive = NVML_FEATURE_ENABLED;
-  return rc;
+SIM_DEVICE_CALL(nvmlDeviceGetNvLinkState,
+                (nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive),
+                !isActive || link >= SIM_NVLINKS, *isActive = NVML_FEATURE_ENABLED)
+SIM_DEVICE_CALL(nvmlDeviceGetNvLinkRemoteDeviceType,
+                (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *type),
+                !type || link >= SIM_NVLINKS,
+                *type = nvlink_gpu(m, d, link) >= 0 ? NVML_NVLINK_DEVICE_TYPE_GPU
+                                                    : NVML_NVLINK_DEVICE_TYPE_SWITCH)
+static void nvlink_pci(const struct sim_machine *m, unsigned d, unsigned link, nvmlPciInfo_t *pci) {
+  int gpu = nvlink_gpu(m, d, link);
+  pci_fill(pci, gpu >= 0 ? (unsigned)gpu + 1 : SIM_NVSWITCH_BUS,
+           gpu >= 0 ? 0x233510deu : 0x22a310deu);
 }
-
-SIM_API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
-                                                         nvmlIntNvLinkDeviceType_t *type) {
-  int gpu;
-  nvmlReturn_t rc = nvlink_peer(device, link, type, &gpu);
-  if (rc == NVML_SUCCESS)
-    *type = gpu >= 0 ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
-  return rc;
-}
-
-SIM_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
-                                                         nvmlPciInfo_t *pci) {
-  int gpu;
-  nvmlReturn_t rc = nvlink_peer(device, link, pci, &gpu);
-  if (rc == NVML_SUCCESS)
-    pci_fill(pci, gpu >= 0 ? (unsigned)gpu + 1 : SIM_NVSWITCH_BUS,
-             gpu >= 0 ? 0x233510deu : 0x22a310deu);
-  return rc;
-}
+SIM_DEVICE_CALL(nvmlDeviceGetNvLinkRemotePciInfo_v2,
+                (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci),
+                !pci || link >= SIM_NVLINKS, nvlink_pci(m, d, link, pci))
 
 /* PCIe throughput over the last 20 ms: the sim's model moves 100 KB/s per percent the device was
  * busy (every process's kernels), either way. */
-SIM_API nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
-                                                 unsigned int *value) {
-  REQUIRE_MACHINE(m);
-  unsigned d;
-  nvmlReturn_t rc = dev_arg(m, device, &d);
-  if (rc == NVML_SUCCESS && (!value || (unsigned)counter >= NVML_PCIE_UTIL_COUNT))
-    rc = NVML_ERROR_INVALID_ARGUMENT;
-  if (rc != NVML_SUCCESS)
-    return rc;
+static unsigned pcie_kbps(struct sim_machine *m, unsigned d) {
   sim_lock(m);
   sim_reap(m, 0);
-  *value = sim_util_percent(m, d, -1, 20000000ull) * 100u;
+  unsigned kbps = sim_util_percent(m, d, -1, 20000000ull) * 100u;
   sim_unlock(m);
-  return NVML_SUCCESS;
+  return kbps;
 }
+SIM_DEVICE_CALL(nvmlDeviceGetPcieThroughput,
+                (nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int *value),
+                !value || (unsigned)counter >= NVML_PCIE_UTIL_COUNT, *value = pcie_kbps(m, d))

@@ -297,21 +297,24 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
-                                                     nvmlProcessInfo_t *infos);
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
-                                                     nvmlProcessInfo_v2_t *infos);
-/* Graphics and MPS clients: the same protocol as the compute list. */
-nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
-                                                      nvmlProcessInfo_t *infos);
-nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
-                                                      nvmlProcessInfo_v2_t *infos);
-nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                        unsigned int *infoCount,
-                                                        nvmlProcessInfo_t *infos);
-nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device,
-                                                        unsigned int *infoCount,
-                                                        nvmlProcessInfo_v2_t *infos);
+/* The process lists' ABI versions, one exported entry point each (X-macro): (name, the list's
+ * nvmlProcessMode_t, the ABI version, the entry's type). v1 takes nvmlProcessInfo_v1_t, _v2 and
+ * _v3 nvmlProcessInfo_t; all have the compute list's count protocol. Their prototypes (below),
+ * the sim's definitions and the hook's wrappers all come from this one list. */
+#define NVML_PROCESS_LISTS(X)                                                                      \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, NVML_PROCESS_MODE_COMPUTE, 3, nvmlProcessInfo_t)      \
+  X(nvmlDeviceGetComputeRunningProcesses_v2, NVML_PROCESS_MODE_COMPUTE, 2, nvmlProcessInfo_v2_t)   \
+  X(nvmlDeviceGetComputeRunningProcesses, NVML_PROCESS_MODE_COMPUTE, 1, nvmlProcessInfo_v1_t)      \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v3, NVML_PROCESS_MODE_GRAPHICS, 3, nvmlProcessInfo_t)    \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v2, NVML_PROCESS_MODE_GRAPHICS, 2, nvmlProcessInfo_v2_t) \
+  X(nvmlDeviceGetGraphicsRunningProcesses, NVML_PROCESS_MODE_GRAPHICS, 1, nvmlProcessInfo_v1_t)    \
+  X(nvmlDeviceGetMPSComputeRunningProcesses_v3, NVML_PROCESS_MODE_MPS, 3, nvmlProcessInfo_t)       \
+  X(nvmlDeviceGetMPSComputeRunningProcesses_v2, NVML_PROCESS_MODE_MPS, 2, nvmlProcessInfo_v2_t)    \
+  X(nvmlDeviceGetMPSComputeRunningProcesses, NVML_PROCESS_MODE_MPS, 1, nvmlProcessInfo_v1_t)
+#define NVML_PROCESS_LIST_PROTOTYPE(fn, mode, abi, type)                                           \
+  nvmlReturn_t fn(nvmlDevice_t device, unsigned int *infoCount, type *infos);
+NVML_PROCESS_LISTS(NVML_PROCESS_LIST_PROTOTYPE)
+#undef NVML_PROCESS_LIST_PROTOTYPE
 /* Count call: procArray NULL or numProcArrayEntries too small -> NVML_ERROR_INSUFFICIENT_SIZE
  * (SUCCESS when there is none) with numProcArrayEntries = the entries needed. */
 nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
@@ -419,14 +422,17 @@ nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int *sessio
                                        unsigned int *averageFps, unsigned int *averageLatency);
 nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, nvmlEncoderType_t encoderQueryType,
                                           unsigned int *encoderCapacity); /* percent left */
-nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
-                                             unsigned int *samplingPeriodUs);
-nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
-                                             unsigned int *samplingPeriodUs);
-nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsigned int *utilization,
-                                         unsigned int *samplingPeriodUs);
-nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization,
-                                         unsigned int *samplingPeriodUs);
+/* The video engines' utilization over their sampling period (X-macro: the call, whether its
+ * engine is the encoder): their prototypes, the sim's definitions and the hook's wrappers. */
+#define NVML_ENGINE_UTILIZATIONS(X)                                                                \
+  X(nvmlDeviceGetEncoderUtilization, 1)                                                            \
+  X(nvmlDeviceGetDecoderUtilization, 0)                                                            \
+  X(nvmlDeviceGetJpgUtilization, 0)                                                                \
+  X(nvmlDeviceGetOfaUtilization, 0)
+#define NVML_ENGINE_UTILIZATION_PROTOTYPE(fn, encoder)                                             \
+  nvmlReturn_t fn(nvmlDevice_t device, unsigned int *utilization, unsigned int *samplingPeriodUs);
+NVML_ENGINE_UTILIZATIONS(NVML_ENGINE_UTILIZATION_PROTOTYPE)
+#undef NVML_ENGINE_UTILIZATION_PROTOTYPE
 nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats);
 nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int *sessionCount,
                                       nvmlFBCSessionInfo_t *sessionInfo);
@@ -577,21 +583,6 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
                                                  nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType);
 
-/* The process lists' ABI versions, one exported entry point each (X-macro): (name, the list's
- * nvmlProcessMode_t, the ABI version, the entry's type). v1 takes nvmlProcessInfo_v1_t, _v2 and
- * _v3 nvmlProcessInfo_t; all have the compute list's count protocol. The sim defines them and
- * the hook wraps them from this one list. */
-#define NVML_PROCESS_LISTS(X)                                                                      \
-  X(nvmlDeviceGetComputeRunningProcesses_v3, NVML_PROCESS_MODE_COMPUTE, 3, nvmlProcessInfo_t)      \
-  X(nvmlDeviceGetComputeRunningProcesses_v2, NVML_PROCESS_MODE_COMPUTE, 2, nvmlProcessInfo_v2_t)   \
-  X(nvmlDeviceGetComputeRunningProcesses, NVML_PROCESS_MODE_COMPUTE, 1, nvmlProcessInfo_v1_t)      \
-  X(nvmlDeviceGetGraphicsRunningProcesses_v3, NVML_PROCESS_MODE_GRAPHICS, 3, nvmlProcessInfo_t)    \
-  X(nvmlDeviceGetGraphicsRunningProcesses_v2, NVML_PROCESS_MODE_GRAPHICS, 2, nvmlProcessInfo_v2_t) \
-  X(nvmlDeviceGetGraphicsRunningProcesses, NVML_PROCESS_MODE_GRAPHICS, 1, nvmlProcessInfo_v1_t)    \
-  X(nvmlDeviceGetMPSComputeRunningProcesses_v3, NVML_PROCESS_MODE_MPS, 3, nvmlProcessInfo_t)       \
-  X(nvmlDeviceGetMPSComputeRunningProcesses_v2, NVML_PROCESS_MODE_MPS, 2, nvmlProcessInfo_v2_t)    \
-  X(nvmlDeviceGetMPSComputeRunningProcesses, NVML_PROCESS_MODE_MPS, 1, nvmlProcessInfo_v1_t)
-
 /* PCIe throughput over the last 20 ms, KB/s, every process's traffic. */
 typedef enum nvmlPcieUtilCounter_enum {
   NVML_PCIE_UTIL_TX_BYTES = 0,
@@ -609,12 +600,6 @@ nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device);
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
-                                                  nvmlProcessInfo_v1_t *infos);
-nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
-                                                   nvmlProcessInfo_v1_t *infos);
-nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
-                                                     nvmlProcessInfo_v1_t *infos);
 #else
 #define nvmlInit nvmlInit_v2
 #define nvmlDeviceGetCount nvmlDeviceGetCount_v2

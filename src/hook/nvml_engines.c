@@ -182,14 +182,11 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t
 /* An engine's utilization over its sampling period is every tenant's work on it, and gsliced
  * measures no slice's share of the video engines (the sampling period stays as NVML wrote it);
  * the encoder's capacity left is 100 less every tenant's sessions' load. */
-#define GS_ENGINE_UTIL(fn)                                                                         \
+#define GS_ENGINE_UTIL(fn, encoder)                                                                \
   GS_NVML_REFUSED(                                                                                 \
       fn, (nvmlDevice_t device, unsigned int *utilization, unsigned int *samplingPeriodUs),        \
       (device, utilization, samplingPeriodUs), utilization)
-GS_ENGINE_UTIL(nvmlDeviceGetEncoderUtilization)
-GS_ENGINE_UTIL(nvmlDeviceGetDecoderUtilization)
-GS_ENGINE_UTIL(nvmlDeviceGetJpgUtilization)
-GS_ENGINE_UTIL(nvmlDeviceGetOfaUtilization)
+NVML_ENGINE_UTILIZATIONS(GS_ENGINE_UTIL)
 GS_NVML_REFUSED(nvmlDeviceGetEncoderCapacity,
                 (nvmlDevice_t device, nvmlEncoderType_t encoderQueryType,
                  unsigned int *encoderCapacity),

@@ -51,18 +51,27 @@ GS_OWN_DEVICES(nvmlDeviceGetComputeInstanceId, GS_HIDDEN, (nvmlDevice_t device, 
 GS_OWN_DEVICES(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, gs_nvml_hidden(migDevice),
                (nvmlDevice_t migDevice, nvmlDevice_t *device), (migDevice, device))
 
-/* No MIG device at any index: NVML_ERROR_NOT_FOUND, as NVML answers for an index with none. */
-GS_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
-                                                           nvmlDevice_t *migDevice) {
-  const struct gs_real *r = gs_real();
-  nvmlDevice_t got = NULL;
-  if (!r->nvmlDeviceGetMigDeviceHandleByIndex)
-    return NVML_ERROR_FUNCTION_NOT_FOUND;
-  if (gs_nvml_hidden(device))
-    return NVML_ERROR_INVALID_ARGUMENT;
-  nvmlReturn_t rc = r->nvmlDeviceGetMigDeviceHandleByIndex(device, index, migDevice ? &got : NULL);
-  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_FOUND : rc;
-}
+/* A lookup of which the slice has nothing (a MIG device, a GPU instance): NVML's answer for the
+ * device and arguments, then NVML_ERROR_NOT_FOUND, as NVML answers where there is none; what NVML
+ * found goes to a local (`got`, of `type`), never to the caller. */
+#define GS_NONE_FOUND(fn, type, params, args)                                                      \
+  GS_EXPORT nvmlReturn_t fn params {                                                               \
+    const struct gs_real *r = gs_real();                                                           \
+    type got = NULL;                                                                               \
+    if (!r->fn)                                                                                    \
+      return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
+    if (gs_nvml_hidden(device))                                                                    \
+      return NVML_ERROR_INVALID_ARGUMENT;                                                          \
+    nvmlReturn_t rc = r->fn args;                                                                  \
+    return rc == NVML_SUCCESS ? NVML_ERROR_NOT_FOUND : rc;                                         \
+  }
+/* No MIG device at any index; no GPU instance by any id. */
+GS_NONE_FOUND(nvmlDeviceGetMigDeviceHandleByIndex, nvmlDevice_t,
+              (nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice),
+              (device, index, migDevice ? &got : NULL))
+GS_NONE_FOUND(nvmlDeviceGetGpuInstanceById, nvmlGpuInstance_t,
+              (nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gpuInstance),
+              (device, id, gpuInstance ? &got : NULL))
 
 /* No GPU instance of any profile: NVML_SUCCESS with *count 0 (what NVML wrote into the caller's
  * array, sized from the profile's instance count, cleared). */
@@ -80,19 +89,6 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned i
     *count = 0;
   }
   return rc;
-}
-
-/* No GPU instance by any id: NVML_ERROR_NOT_FOUND. */
-GS_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
-                                                    nvmlGpuInstance_t *gpuInstance) {
-  const struct gs_real *r = gs_real();
-  nvmlGpuInstance_t got = NULL;
-  if (!r->nvmlDeviceGetGpuInstanceById)
-    return NVML_ERROR_FUNCTION_NOT_FOUND;
-  if (gs_nvml_hidden(device))
-    return NVML_ERROR_INVALID_ARGUMENT;
-  nvmlReturn_t rc = r->nvmlDeviceGetGpuInstanceById(device, id, gpuInstance ? &got : NULL);
-  return rc == NVML_SUCCESS ? NVML_ERROR_NOT_FOUND : rc;
 }
 
 /* The far end of one of the slice's GPU's NVLinks, as NVML gives it where it is no GPU (an
