@@ -9,7 +9,8 @@
 # first REGISTER of a batch (GSLICE_NODE_TEST_CRASH_AT=registered) leaves, after its restart and
 # the kubelet's retry, one slice per claim and none of no claim, and so does gsliced restarting
 # in the middle of a batch (its state kept, or lost); Unprepare of the batch leaves no slice, spec
-# or record.
+# or record, and so does one cut by a crash right after its first UNREGISTER
+# (GSLICE_NODE_TEST_CRASH_AT=unregistered), once gslice-node is back and the kubelet tries again.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_dra.sh"
 export GSLICE_SIM_DEVICES=4 GSLICE_SIM_MEMORY=16GiB
@@ -144,21 +145,9 @@ pass "gsliced restarting during a batch (its state kept, then lost): after the r
 # nothing; after the restart and the kubelet's retry, one slice per claim, none left over.
 kl POST /unprepare "$ALL" >/dev/null
 expect_eq "slices before the crash" "$(nslices)" 0
-stop_node
-n=$(registrations)
-export GSLICE_NODE_TEST_CRASH_AT=registered
-start_dra_node
-unset GSLICE_NODE_TEST_CRASH_AT
-over() { [ "$(registrations)" -gt "$n" ]; }
-until_secs 15 over
-kl POST /prepare "$ALL" >/dev/null || true
-rc=0
-wait "$NODE_PID" || rc=$?
-expect_eq "gslice-node's exit at the crash point" "$rc" 99
+dra_crash registered prepare "$ALL"
 echo "at the crash: $(nslices) slice(s) in gsliced, $(ls "$NSTATE/claims" | wc -l) record(s), $(specs) spec(s)"
-n=$(registrations)
-start_dra_node
-until_secs 15 over
+dra_node_again
 reconciled() { grep -q "is of no prepared claim\|gsliced had lost slice" "$T/node.log"; }
 until_secs 15 reconciled
 out=$(kl POST /prepare "$ALL")
@@ -180,3 +169,23 @@ expect_eq "slices after Unprepare" "$(nslices)" 0
 expect_eq "specs after Unprepare" "$(specs)" 0
 [ -z "$(ls -A "$NSTATE/claims")" ] || fail "claim records are left: $(ls "$NSTATE/claims")"
 pass "Unprepare of the batch: no slice, spec or record left"
+
+# A crash in the middle of an Unprepare batch (its claims unprepared DRA_PREPARE_PARALLEL at a
+# time), right after the first slice's UNREGISTER, before its record goes: what the other
+# threads had begun is done or left whole; after the restart (the reconciliation makes the
+# slices of the records left again) and the kubelet's retry, no slice, spec or record is left.
+out=$(kl POST /prepare "$ALL")
+expect_eq "the batch before the Unprepare crash" "$(answers "$out")" ok
+dra_crash unregistered unprepare "$ALL"
+echo "at the Unprepare crash: $(nslices) slice(s) in gsliced, $(ls "$NSTATE/claims" | wc -l) record(s), $(specs) spec(s)"
+dra_node_again
+for _ in $(seq 20); do # a claim met in the reconciliation's remake is "tried again"
+  out=$(kl POST /unprepare "$ALL")
+  [ "$(jget "$out" "[v['error'] for v in d['claims'].values() if v['error']]")" = "[]" ] && break
+  sleep 0.5
+done
+expect_eq "Unprepare errors after the crash" "$(jget "$out" "[v['error'] for v in d['claims'].values() if v['error']]")" "[]"
+expect_eq "slices after the Unprepare crash" "$(nslices)" 0
+expect_eq "specs after the Unprepare crash" "$(specs)" 0
+[ -z "$(ls -A "$NSTATE/claims")" ] || fail "claim records are left after the Unprepare crash: $(ls "$NSTATE/claims")"
+pass "a crash in the middle of an Unprepare batch: after the restart and the retry, nothing left"

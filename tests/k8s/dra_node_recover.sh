@@ -21,27 +21,10 @@ want="[(30, 30, [0], [$GiB])]"
 dra_slice_names() { "$BIN/gslice" status --json | "$PY" -c 'import json,sys; print(sorted(s["name"].split(".")[0] + ":" + ".".join(s["name"].split(".")[2:]) for s in json.load(sys.stdin)["slices"]))'; }
 
 # The crash: REGISTER done, gslice-node gone before its record says so.
-stop_node
-start_dra_node_crash() {
-  GSLICE_NODE_TEST_CRASH_AT=registered "$BIN/gslice-node" --mode dra --plugins-registry "$REG" \
-    --plugin-dir "$PLUGIN_DIR" --cdi-dir "$CDI" --state-dir "$NSTATE" --socket "$GSLICE_SOCKET" \
-    --daemon-state-dir "$T/daemon" --hook "$HOOK" --nvidia-visible-devices "" \
-    --kubeconfig "$KUBECONFIG_FILE" --node-name node-a 2>>"$T/node.log" &
-  NODE_PID=$!
-}
-n=$(registrations)
-start_dra_node_crash
-over() { [ "$(registrations)" -gt "$n" ]; }
-until_secs 15 over
-kl POST /prepare "$batch" >/dev/null || true
-rc=0
-wait "$NODE_PID" || rc=$?
-expect_eq "gslice-node's exit at the crash point" "$rc" 99
+dra_crash registered prepare "$batch"
 expect_eq "the slice REGISTER made" "$(gs_slices)" "$want"
 [ "$(specs)" = 0 ] || fail "a CDI spec was written before the crash point"
-n=$(registrations)
-start_dra_node
-until_secs 15 over
+dra_node_again
 # The orphan goes and the claim's slice is made (once).
 one() { [ "$(dra_slice_names)" = "['dra:default.c1']" ] && [ "$(gs_slices)" = "$want" ] && grep -q "is of no prepared claim" "$T/node.log"; }
 until_secs 15 one

@@ -36,6 +36,27 @@ start_dra_node() {
 
 dra_registered() { [ "$(kstate "'gslice.io' in d['plugins']")" = True ]; }
 registrations() { kstate "d['registrations']"; }
+# dra_node_again [ARGS...]: gslice-node (stopped, or gone) started again; back once the kubelet
+# stand-in registered it anew.
+dra_node_again() {
+  DRA_REGS=$(registrations)
+  start_dra_node "$@"
+  until_secs 15 dra_registered_anew
+}
+dra_registered_anew() { [ "$(registrations)" -gt "$DRA_REGS" ]; }
+# dra_crash AT KIND BATCH: gslice-node stopped and started again to die at its crash point AT
+# (GSLICE_NODE_TEST_CRASH_AT, tests only: exit 99), sent BATCH as one KIND call (prepare or
+# unprepare) once registered; back once it died there.
+dra_crash() {
+  local rc=0
+  stop_node
+  export GSLICE_NODE_TEST_CRASH_AT=$1
+  dra_node_again
+  unset GSLICE_NODE_TEST_CRASH_AT
+  kl POST "/$2" "$3" >/dev/null || true
+  wait "$NODE_PID" || rc=$?
+  expect_eq "gslice-node's exit at the crash point $1" "$rc" 99
+}
 prepares() { kstate "d['prepares']"; }
 node_slices() { jget "$(api GET "$RES/resourceslices?fieldSelector=spec.nodeName=node-a,spec.driver=gslice.io")" "len(d['items'])"; }
 published() { [ "$(node_slices)" -ge 1 ]; }

@@ -349,11 +349,10 @@ static const struct dra_ops fake = {.prepare = fake_prepare, .unprepare = fake_u
 /* Claims of one batch at once (dra_ops.parallel): how many were in prepare together, at most. */
 static int running, most_running, parallel_calls;
 
-static int slow_prepare(void *ctx, const char *ns, const char *name, const char *uid,
-                        struct dra_rec *out, char *err, size_t err_len) {
+/* One more claim in a slow op: counted, then back once 4 were in at once (2 s at most). */
+static void slow_op(void) {
   struct timespec ms = {0, 1000000};
   int now = __atomic_add_fetch(&running, 1, __ATOMIC_SEQ_CST);
-  (void)ctx;
   __atomic_add_fetch(&parallel_calls, 1, __ATOMIC_SEQ_CST);
   for (int m = __atomic_load_n(&most_running, __ATOMIC_SEQ_CST); now > m;)
     if (__atomic_compare_exchange_n(&most_running, &m, now, false, __ATOMIC_SEQ_CST,
@@ -364,6 +363,23 @@ static int slow_prepare(void *ctx, const char *ns, const char *name, const char 
     nanosleep(&ms, NULL);
   nanosleep(&ms, NULL);
   __atomic_sub_fetch(&running, 1, __ATOMIC_SEQ_CST);
+}
+
+static int slow_unprepare(void *ctx, const char *ns, const char *name, const char *uid, char *err,
+                          size_t err_len) {
+  (void)ctx, (void)uid;
+  slow_op();
+  if (!strcmp(name, "bad")) {
+    snprintf(err, err_len, "claim %s/%s: gsliced does not answer (test)", ns, name);
+    return -EAGAIN;
+  }
+  return 0;
+}
+
+static int slow_prepare(void *ctx, const char *ns, const char *name, const char *uid,
+                        struct dra_rec *out, char *err, size_t err_len) {
+  (void)ctx;
+  slow_op();
   if (!strcmp(name, "bad")) {
     snprintf(err, err_len, "claim %s/%s: refused by the test", ns, name);
     return -EINVAL;
@@ -525,6 +541,40 @@ static void test_unprepare_batch(void) {
   free(req);
 }
 
+/* Unprepare as Prepare: four claims at once, never five, each its own answer. */
+static void test_unprepare_parallel(void) {
+  static const struct dra_ops par = {.unprepare = slow_unprepare, .parallel = 4};
+  const char *names[12], *uids[12];
+  char uidbuf[12][8];
+  size_t len, rlen = 0;
+  char err[256] = "";
+
+  running = most_running = parallel_calls = 0;
+  for (int i = 0; i < 12; i++) {
+    snprintf(uidbuf[i], sizeof(uidbuf[i]), "u%c-%d", 'a' + i, i % 10);
+    uids[i] = uidbuf[i];
+    names[i] = i == 7 ? "bad" : "ok";
+  }
+  uint8_t *req = pack_claims(names, uids, 12, &len), *reply = NULL;
+  CHECK_EQ_INT(dra_unprepare_batch(&par, NULL, req, len, &reply, &rlen, err, sizeof(err)), 0);
+  CHECK_EQ_INT(parallel_calls, 12);
+  CHECK_EQ_INT(most_running, 4);
+  Dra__NodeUnprepareResourcesResponse *rp =
+      dra__node_unprepare_resources_response__unpack(NULL, rlen, reply);
+  CHECK(rp && rp->n_claims == 12);
+  for (size_t i = 0; rp && i < rp->n_claims; i++) {
+    bool bad = !strcmp(rp->claims[i]->key, uids[7]);
+    CHECK(rp->claims[i]->value != NULL);
+    if (rp->claims[i]->value)
+      CHECK(bad ? strstr(rp->claims[i]->value->error, "default/bad: gsliced") != NULL
+                : !rp->claims[i]->value->error[0]);
+  }
+  if (rp)
+    dra__node_unprepare_resources_response__free_unpacked(rp, NULL);
+  free(reply);
+  free(req);
+}
+
 int main(void) {
   test_from_claim();
   test_limit_ceiling();
@@ -535,5 +585,6 @@ int main(void) {
   test_prepare_batch();
   test_prepare_parallel();
   test_unprepare_batch();
+  test_unprepare_parallel();
   return test_done();
 }

@@ -2,12 +2,14 @@
 /* The running DRA plugin (dra.h): the registration and service servers, Prepare and Unprepare
  * of one claim (its slice in gsliced through slices.c, its start directory, its CDI spec through
  * cdi.h, its record in state_dir/claims/), the reconciliation with gsliced and the health
- * stream. The records are n->dra's, under n->lock; the kubelet's batches run one at a time on
- * the service server's worker, GetInfo and the health stream on the serving threads. The claims
- * of a Prepare batch are prepared DRA_PREPARE_PARALLEL at a time, each on a thread of its own
- * that holds n->lock only to look and to record: its record is marked in flight meanwhile
- * (struct dra_rec), which the reconciliation, dra_gc and Unprepare leave alone. Lock order:
- * n->lock, then seq_mu (around node_next_seq, which start directories and slice names take). */
+ * stream. The records are n->dra's, under n->lock; the kubelet's batches run on the service
+ * server's workers (--dra-workers of them at once: one slow call holds up only its own), GetInfo
+ * and the health stream on the serving threads. The claims of a batch are prepared or
+ * unprepared DRA_PREPARE_PARALLEL at a time, each on a thread of its own that holds n->lock only
+ * to look and to record: its record is marked in flight meanwhile (struct dra_rec), which the
+ * reconciliation and dra_gc leave alone and another call's Prepare or Unprepare of the same
+ * claim waits for (settle: one claim, one call at a time). Lock order: n->lock, then seq_mu
+ * (around node_next_seq, which start directories and slice names take). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +36,7 @@ struct node_dra {
   uint32_t nrecs;
   struct dra_rec *recs[DRA_MAX_CLAIMS];
   bool reconciled;        /* with gsliced, since the start or its last restart */
+  pthread_cond_t settled; /* with n->lock: a record is no longer in flight */
   pthread_mutex_t seq_mu; /* node_next_seq's n->start_seq, for every thread, n->lock or not */
   bool registered_event;  /* the kubelet said so; taken by dra_registered_event */
   char last_reg_err[512]; /* the kubelet's last refusal, said once */
@@ -169,11 +172,20 @@ static int slice_finish(struct node *n, struct dra_rec *r, const struct gs_msg_r
   return e;
 }
 
-/* Takes r's slice, directories, spec and record away. -EAGAIN (all left in place) when gsliced
- * cannot be asked. With n->lock. */
-static int rec_drop(struct node *n, uint32_t i, const char *why, char *err, size_t err_len) {
-  struct node_dra *d = n->dra;
-  struct dra_rec *r = d->recs[i];
+/* GSLICE_NODE_TEST_CRASH_AT=<at> (tests only): gslice-node dies there. */
+static void crash_point(const char *at) {
+  const char *crash = secure_getenv("GSLICE_NODE_TEST_CRASH_AT");
+  if (crash && !strcmp(crash, at)) {
+    gs_log(GS_LOG_WARNING, "GSLICE_NODE_TEST_CRASH_AT=%s: exiting (test)", at);
+    _exit(99);
+  }
+}
+
+/* r's slice, directories, spec and record file taken away, in that order (the record last: a
+ * crash before it leaves a record the next start makes the slice of again, and the kubelet's
+ * Unprepare, tried again, removes). -EAGAIN (all left in place) when gsliced cannot be asked.
+ * Without n->lock: r is in flight. */
+static int rec_undo(struct node *n, const struct dra_rec *r, char *err, size_t err_len) {
   char derr[GS_PROTO_TEXT_MAX] = "", key[DRA_KEY_MAX], file[DRA_KEY_MAX + 32], cerr[256];
   int fd, e;
 
@@ -188,6 +200,7 @@ static int rec_drop(struct node *n, uint32_t i, const char *why, char *err, size
                r->slice_id, r->ns, r->name, derr[0] ? derr : strerror(-e));
       return -EAGAIN;
     }
+    crash_point("unregistered");
   }
   dra_key(r->uid, key, sizeof(key));
   dra_cdi_file(r->uid, file, sizeof(file));
@@ -195,10 +208,29 @@ static int rec_drop(struct node *n, uint32_t i, const char *why, char *err, size
     gs_log(GS_LOG_WARNING, "claim %s/%s: %s", r->ns, r->name, cerr);
   node_start_dirs_remove(n, key);
   unlinkat(n->claims_fd, r->uid, 0);
+  return 0;
+}
+
+static void rec_forget(struct node_dra *d, const struct dra_rec *r);
+
+/* Takes record i's slice, directories, spec and record away (rec_undo), with n->lock, which is
+ * dropped meanwhile (the record in flight): look records up again afterwards. */
+static int rec_drop(struct node *n, uint32_t i, const char *why, char *err, size_t err_len) {
+  struct node_dra *d = n->dra;
+  struct dra_rec *r = d->recs[i];
+
+  r->inflight = true;
+  pthread_mutex_unlock(&n->lock);
+  int e = rec_undo(n, r, err, err_len);
+  pthread_mutex_lock(&n->lock);
+  r->inflight = false;
+  pthread_cond_broadcast(&d->settled);
+  if (e < 0)
+    return e;
   gs_log(GS_LOG_INFO, "claim %s/%s (uid %s): slice %u removed: %s", r->ns, r->name, r->uid,
          r->slice_id, why);
+  rec_forget(d, r);
   free(r);
-  d->recs[i] = d->recs[--d->nrecs];
   return 0;
 }
 
@@ -269,11 +301,25 @@ static int slice_make(struct node *n, struct dra_rec *r, bool held, char *err, s
 
 /* ---- Prepare and Unprepare of one claim ---- */
 
-/* A claim being prepared by another thread: the kubelet asks again (never within one batch). */
-static int in_flight(const char *ns, const char *name, char *err, size_t err_len) {
-  snprintf(err, err_len, "claim %s/%s is being prepared by another call (the kubelet tries again)",
-           ns, name);
-  return -EAGAIN;
+/* With n->lock: until no other call has uid's claim in flight (the lock is dropped meanwhile:
+ * look records up again afterwards), at most DRA_SETTLE_S. 0, or -EAGAIN with err when it still
+ * is (the kubelet asks again). Never within one batch: a UID is in it once. */
+static int settle(struct node *n, const char *ns, const char *name, const char *uid, char *err,
+                  size_t err_len) {
+  struct timespec dl;
+  struct dra_rec *r;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += DRA_SETTLE_S;
+  while ((r = rec_find(n->dra, uid, NULL)) && r->inflight)
+    if (pthread_cond_timedwait(&n->dra->settled, &n->lock, &dl) == ETIMEDOUT &&
+        (r = rec_find(n->dra, uid, NULL)) && r->inflight) {
+      snprintf(err, err_len,
+               "claim %s/%s is being prepared or unprepared by another call for %d s (the "
+               "kubelet tries again)",
+               ns, name, DRA_SETTLE_S);
+      return -EAGAIN;
+    }
+  return 0;
 }
 
 /* Takes r (in d->recs, wherever it is now) out of the records; the caller frees it. */
@@ -299,6 +345,7 @@ static int prepare_make(struct node *n, struct dra_rec *r, struct dra_rec *out, 
   int e = slice_make(n, r, false, err, err_len);
   pthread_mutex_lock(&n->lock);
   r->inflight = false;
+  pthread_cond_broadcast(&d->settled);
   *keep = e == 0 || e == -EINPROGRESS;
   if (e == 0) {
     *out = *r;
@@ -325,10 +372,10 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
   int e;
 
   pthread_mutex_lock(&n->lock);
+  /* Prepared already (another pod of the claim, a kubelet restart), or by the call that has it
+   * in flight: the same answer, and every pod and container of the claim joins the same slice. */
+  e = settle(n, ns, name, uid, err, err_len);
   have = rec_find(d, uid, NULL);
-  /* Prepared already (another pod of the claim, a kubelet restart): the same answer, and every
-   * pod and container of the claim joins the same slice. */
-  e = have && have->inflight ? in_flight(ns, name, err, err_len) : 0;
   bool done = e < 0 || (have && !have->pending);
   if (e == 0 && done)
     *out = *have;
@@ -360,9 +407,10 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
   if (e == 0)
     e = dra_rec_from_claim(c, n->gpus, n->ngpus, r, err, err_len);
   uint32_t hi;
-  if (e == 0 && (have = rec_find(d, uid, &hi)) && have->inflight) {
-    e = in_flight(ns, name, err, err_len);
-  } else if (e == 0 && have && have->pending) {
+  /* Another call may have taken the claim meanwhile: its outcome is this one's. */
+  if (e == 0)
+    e = settle(n, ns, name, uid, err, err_len);
+  if (e == 0 && (have = rec_find(d, uid, &hi)) && have->pending) {
     /* Since the reconciliation no slice of it is left in gsliced: made anew below. */
     free(have);
     d->recs[hi] = d->recs[--d->nrecs];
@@ -389,14 +437,15 @@ static int unprepare(void *ctx, const char *ns, const char *name, const char *ui
   int e = 0;
 
   pthread_mutex_lock(&n->lock);
-  /* A pending record's slice is found by its name first (the reconciliation). */
-  if (rec_find(n->dra, uid, &i) && n->dra->recs[i]->inflight) {
-    e = in_flight(ns, name, err, err_len);
-  } else if (rec_find(n->dra, uid, &i) && n->dra->recs[i]->pending && !n->dra->reconciled) {
+  /* After a call that has the claim in flight; a pending record's slice is found by its name
+   * first (the reconciliation). */
+  e = settle(n, ns, name, uid, err, err_len);
+  bool have = e == 0 && rec_find(n->dra, uid, &i);
+  if (have && n->dra->recs[i]->pending && !n->dra->reconciled) {
     snprintf(err, err_len, "gsliced on %s does not answer (the kubelet tries again)",
              n->cfg.socket);
     e = -EAGAIN;
-  } else if (rec_find(n->dra, uid, &i)) {
+  } else if (have) {
     e = rec_drop(n, i, "unprepared by the kubelet", err, err_len);
   }
   pthread_mutex_unlock(&n->lock);
@@ -605,8 +654,8 @@ static int servers_start(struct node *n, bool reg, char *err, size_t err_len) {
     rpc_server_stop(*s);
     *s = NULL;
   }
-  int e = rpc_server_start_methods(path, reg ? NULL : streams, reg ? NULL : workers, serve, n, s,
-                                   err, err_len);
+  int e = rpc_server_start_pool(path, reg ? NULL : streams, reg ? NULL : workers,
+                                reg ? 1 : n->cfg.dra_workers, serve, n, s, err, err_len);
   if (e == 0 && !reg)
     dra_health_publish(n);
   return e;
@@ -617,6 +666,11 @@ int dra_start(struct node *n, char *err, size_t err_len) {
   if (!(n->dra = calloc(1, sizeof(*n->dra))))
     return -ENOMEM;
   pthread_mutex_init(&n->dra->seq_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&n->dra->settled, &ca);
+  pthread_condattr_destroy(&ca);
   /* The service socket's directory is the plugin's own: made when the kubelet's plugins
    * directory is there but it is not. */
   if (mkdir(n->cfg.plugin_dir, 0750) < 0 && errno != EEXIST) {
@@ -730,6 +784,7 @@ void dra_stop(struct node *n) {
   for (uint32_t i = 0; i < n->dra->nrecs; i++)
     free(n->dra->recs[i]);
   pthread_mutex_destroy(&n->dra->seq_mu);
+  pthread_cond_destroy(&n->dra->settled);
   free(n->dra);
   n->dra = NULL;
 }

@@ -31,10 +31,12 @@ struct node_gpu;
 /* The most claims prepared at once on a node, and claims in one call. */
 #define DRA_MAX_CLAIMS 1024
 #define DRA_MAX_BATCH 256
-/* The claims of one batch prepared at the same time (each on a thread of its own): their reads
- * of the API server, record and spec writes and gsliced's answers overlap (bench/dra_prepare.sh
- * and docs/benchmarks.md, "DRA Prepare"). */
+/* The claims of one batch prepared (unprepared) at the same time, each on a thread of its own:
+ * their reads of the API server, record and spec writes and gsliced's answers overlap
+ * (bench/dra_prepare.sh and docs/benchmarks.md, "DRA Prepare"). */
 #define DRA_PREPARE_PARALLEL 8
+/* How long a Prepare or Unprepare waits for another call that has its claim in flight. */
+#define DRA_SETTLE_S 20
 /* A prepared claim's key: the start directory, alloc/ links, CDI device name and GSLICE_K8S_SLOTS
  * are "claim-<uid>" (never a device plugin's "gpu<i>-<k>"). */
 #define DRA_KEY_PREFIX "claim-"
@@ -103,9 +105,9 @@ struct dra_ops {
   /* 0 (an unknown claim too), or -errno with err. */
   int (*unprepare)(void *ctx, const char *ns, const char *name, const char *uid, char *err,
                    size_t err_len);
-  /* Claims of one Prepare batch given to prepare at the same time, from as many threads (0 or
-   * 1: one after the other, on the caller's). The batch returns once all are done; a UID is
-   * never in flight twice (a batch naming one twice is refused). */
+  /* Claims of one batch given to prepare (unprepare) at the same time, from as many threads
+   * (0 or 1: one after the other, on the caller's). The batch returns once all are done; a UID
+   * is never in flight twice in one batch (a batch naming one twice is refused). */
   unsigned parallel;
 };
 /* The NodePrepareResources / NodeUnprepareResources reply for request req: 0 and a malloc'd

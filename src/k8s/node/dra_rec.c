@@ -444,12 +444,27 @@ static int prepare_one(const struct dra_ops *ops, void *ctx, const Dra__Claim *c
   return 0;
 }
 
-/* The claims of one Prepare batch, handed out to its threads one at a time. */
+/* One claim unprepared into its answer: its own error, or none. */
+static void unprepare_one(const struct dra_ops *ops, void *ctx, const Dra__Claim *cl,
+                          struct slot *s) {
+  dra__node_unprepare_resource_response__init(&s->ua);
+  /* A UID that was never one was never prepared: nothing to undo, said as an error all the
+   * same (the kubelet sent what no claim is). */
+  if (dra_claim_ids_check(cl->namespace_, cl->name, cl->uid, s->err, sizeof(s->err)) == 0 &&
+      ops->unprepare(ctx, cl->namespace_, cl->name, cl->uid, s->err, sizeof(s->err)) == 0)
+    s->err[0] = 0;
+  else if (!s->err[0])
+    snprintf(s->err, sizeof(s->err), "claim %.80s: not unprepared (no reason given)", cl->uid);
+  s->ua.error = s->err;
+}
+
+/* The claims of one batch, handed out to its threads one at a time. */
 struct batch {
   const struct dra_ops *ops;
   void *ctx;
   Dra__Claim **claims;
   struct slot *sl;
+  bool unprepare; /* else Prepare */
   size_t n, next; /* next: under mu */
   pthread_mutex_t mu;
   bool nomem;
@@ -466,7 +481,9 @@ static void *batch_run(void *arg) {
     pthread_mutex_unlock(&b->mu);
     if (i == b->n || !rec)
       break;
-    if (prepare_one(b->ops, b->ctx, b->claims[i], rec, &b->sl[i]) < 0) {
+    if (b->unprepare)
+      unprepare_one(b->ops, b->ctx, b->claims[i], &b->sl[i]);
+    else if (prepare_one(b->ops, b->ctx, b->claims[i], rec, &b->sl[i]) < 0) {
       pthread_mutex_lock(&b->mu);
       b->nomem = true;
       pthread_mutex_unlock(&b->mu);
@@ -476,11 +493,13 @@ static void *batch_run(void *arg) {
   return NULL;
 }
 
-/* Every claim of the batch through prepare_one, ops->parallel of them at a time: this thread is
- * one of them, so a thread that cannot be made only makes the batch slower. false on ENOMEM. */
-static bool batch_prepare(const struct dra_ops *ops, void *ctx, Dra__Claim **claims, size_t n,
-                          struct slot *sl) {
-  struct batch b = {.ops = ops, .ctx = ctx, .claims = claims, .sl = sl, .n = n};
+/* Every claim of the batch through prepare_one (unprepare_one), ops->parallel of them at a
+ * time: this thread is one of them, so a thread that cannot be made only makes the batch
+ * slower. false on ENOMEM. */
+static bool batch_run_all(const struct dra_ops *ops, void *ctx, Dra__Claim **claims, size_t n,
+                          struct slot *sl, bool unprepare) {
+  struct batch b = {
+      .ops = ops, .ctx = ctx, .claims = claims, .sl = sl, .unprepare = unprepare, .n = n};
   pthread_t th[DRA_PREPARE_PARALLEL];
   size_t want = ops->parallel < n ? ops->parallel : n, k = 0;
 
@@ -515,7 +534,7 @@ int dra_prepare_batch(const struct dra_ops *ops, void *ctx, const uint8_t *req, 
   }
   sl = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*sl));
   entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
-  if (!sl || !entries || !batch_prepare(ops, ctx, rq->claims, rq->n_claims, sl))
+  if (!sl || !entries || !batch_run_all(ops, ctx, rq->claims, rq->n_claims, sl, false))
     goto nomem;
   for (size_t i = 0; i < rq->n_claims; i++) {
     dra__node_prepare_resources_response__claims_entry__init(&sl[i].pe);
@@ -559,25 +578,15 @@ int dra_unprepare_batch(const struct dra_ops *ops, void *ctx, const uint8_t *req
   }
   sl = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*sl));
   entries = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*entries));
-  if (!sl || !entries) {
+  if (!sl || !entries || !batch_run_all(ops, ctx, rq->claims, rq->n_claims, sl, true)) {
     snprintf(err, err_len, "NodeUnprepareResources: out of memory");
     st = 8;
     goto out;
   }
   for (size_t i = 0; i < rq->n_claims; i++) {
-    const Dra__Claim *cl = rq->claims[i];
     struct slot *s = &sl[i];
-    dra__node_unprepare_resource_response__init(&s->ua);
-    /* A UID that was never one was never prepared: nothing to undo, said as an error all the
-     * same (the kubelet sent what no claim is). */
-    if (dra_claim_ids_check(cl->namespace_, cl->name, cl->uid, s->err, sizeof(s->err)) == 0 &&
-        ops->unprepare(ctx, cl->namespace_, cl->name, cl->uid, s->err, sizeof(s->err)) == 0)
-      s->err[0] = 0;
-    else if (!s->err[0])
-      snprintf(s->err, sizeof(s->err), "claim %.80s: not unprepared (no reason given)", cl->uid);
-    s->ua.error = s->err;
     dra__node_unprepare_resources_response__claims_entry__init(&s->ue);
-    s->ue.key = cl->uid;
+    s->ue.key = rq->claims[i]->uid;
     s->ue.value = &s->ua;
     entries[i] = &s->ue;
   }

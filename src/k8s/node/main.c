@@ -52,7 +52,7 @@ static void usage(FILE *out) {
       "                   [--lease-namespace NS] [--no-api-server] [--health-listen [HOST:]PORT]\n"
       "                   [--signing-key FILE [--signing-key FILE]] [--mode device-plugin|dra]\n"
       "                   [--plugins-registry DIR] [--plugin-dir DIR] [--cdi-dir DIR]\n"
-      "                   [--allocate-cdi]\n"
+      "                   [--allocate-cdi] [--dra-workers N]\n"
       "  --kubelet-dir        the kubelet's device plugin directory\n"
       "                       (default /var/lib/kubelet/device-plugins)\n"
       "  --slots-per-gpu      gslice.io/gpu slots advertised per GPU, the most slices one GPU\n"
@@ -90,15 +90,18 @@ static void usage(FILE *out) {
       "                       (default " NODE_DRA_PLUGIN_DIR_DEFAULT ")\n"
       "  --cdi-dir            the CDI specs gslice-node writes (default " NODE_CDI_DIR_DEFAULT ")\n"
       "  --allocate-cdi       device-plugin: Allocate answers CDI device names (specs in\n"
-      "                       --cdi-dir) instead of mounts, for runtimes with CDI on\n",
-      GS_DEFAULT_SOCKET);
+      "                       --cdi-dir) instead of mounts, for runtimes with CDI on\n"
+      "  --dra-workers N      dra: the kubelet's NodePrepareResources/NodeUnprepareResources\n"
+      "                       calls served at once, 1..%d (default %d): a slow one holds up\n"
+      "                       only its own\n",
+      GS_DEFAULT_SOCKET, RPC_MAX_WORKERS, NODE_DRA_WORKERS_DEFAULT);
 }
 
 /* The command line: one table of flags, each naming what it sets. */
 enum flag_kind {
   FLAG_PATH,   /* a value of 1.. characters into a node_cfg field */
   FLAG_VALUE,  /* a value of 0.. characters (--nvidia-visible-devices "") */
-  FLAG_SLOTS,  /* 1..NODE_MAX_SLOTS_PER_GPU */
+  FLAG_COUNT,  /* 1..size into an unsigned node_cfg field at off */
   FLAG_NO_API, /* --no-api-server */
   FLAG_KEY,    /* --signing-key, at most K8S_SIGN_MAX_KEYS */
   FLAG_MODE,   /* --mode device-plugin|dra */
@@ -109,10 +112,10 @@ enum flag_kind {
 static const struct flag {
   const char *name;
   enum flag_kind kind;
-  size_t off, size;
+  size_t off, size; /* FLAG_COUNT: size is the most it takes */
 } flags[] = {
     {"kubelet-dir", FLAG_PATH, CFG(kubelet_dir)},
-    {"slots-per-gpu", FLAG_SLOTS, 0, 0},
+    {"slots-per-gpu", FLAG_COUNT, offsetof(struct node_cfg, slots_per_gpu), NODE_MAX_SLOTS_PER_GPU},
     {"kubeconfig", FLAG_PATH, CFG(kubeconfig)},
     {"node-name", FLAG_PATH, CFG(node_name)},
     {"socket", FLAG_PATH, CFG(socket)},
@@ -130,6 +133,7 @@ static const struct flag {
     {"plugin-dir", FLAG_PATH, CFG(plugin_dir)},
     {"cdi-dir", FLAG_PATH, CFG(cdi_dir)},
     {"allocate-cdi", FLAG_CDI, 0, 0},
+    {"dra-workers", FLAG_COUNT, offsetof(struct node_cfg, dra_workers), RPC_MAX_WORKERS},
     {"help", FLAG_HELP, 0, 0},
 };
 #undef CFG
@@ -155,15 +159,14 @@ static int flag_set(const struct flag *f, const char *v, struct node_cfg *c) {
     }
     memcpy(dst, v, strlen(v) + 1);
     return 0;
-  case FLAG_SLOTS: {
+  case FLAG_COUNT: {
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
-    if (errno || *end || end == v || v[0] == '-' || n < 1 || n > NODE_MAX_SLOTS_PER_GPU) {
-      fprintf(stderr, "gslice-node: --slots-per-gpu wants 1..%d, not \"%s\"\n",
-              NODE_MAX_SLOTS_PER_GPU, v);
+    if (errno || *end || end == v || v[0] == '-' || n < 1 || n > f->size) {
+      fprintf(stderr, "gslice-node: --%s wants 1..%zu, not \"%s\"\n", f->name, f->size, v);
       return 2;
     }
-    c->slots_per_gpu = (unsigned)n;
+    *(unsigned *)(void *)dst = (unsigned)n;
     return 0;
   }
   case FLAG_NO_API: c->no_api = true; return 0;
@@ -206,6 +209,7 @@ static void cfg_defaults(struct node_cfg *c) {
   if (env_node)
     snprintf(c->node_name, sizeof(c->node_name), "%s", env_node);
   c->slots_per_gpu = 16;
+  c->dra_workers = NODE_DRA_WORKERS_DEFAULT;
   ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (l > 0) {
     self[l] = 0;

@@ -46,6 +46,8 @@
 #define NODE_DRA_DRIVER "gslice.io"
 #define NODE_DRA_REG_SOCK "gslice.io-reg.sock"
 #define NODE_DRA_SOCK "dra.sock"
+/* --dra-workers: the kubelet's DRA calls served at once (one slow claim holds up only its own). */
+#define NODE_DRA_WORKERS_DEFAULT 4
 #define NODE_DRA_REGISTRY_DEFAULT "/var/lib/kubelet/plugins_registry"
 #define NODE_DRA_PLUGIN_DIR_DEFAULT "/var/lib/kubelet/plugins/gslice.io"
 #define NODE_CDI_DIR_DEFAULT "/var/run/cdi"
@@ -72,9 +74,10 @@ struct node_cfg {
   char plugin_dir[PATH_MAX];       /* --plugin-dir: service socket NODE_DRA_SOCK */
   char cdi_dir[PATH_MAX];          /* --cdi-dir: the CDI specs gslice-node writes */
   unsigned slots_per_gpu;
-  bool no_api;       /* --no-api-server: tests of the device plugin alone */
-  bool dra;          /* --mode dra (default: device-plugin) */
-  bool allocate_cdi; /* --allocate-cdi: Allocate answers CDI device names, not mounts */
+  unsigned dra_workers; /* --dra-workers: the DRA service's worker threads (rpc.h) */
+  bool no_api;          /* --no-api-server: tests of the device plugin alone */
+  bool dra;             /* --mode dra (default: device-plugin) */
+  bool allocate_cdi;    /* --allocate-cdi: Allocate answers CDI device names, not mounts */
 };
 
 struct node_gpu {

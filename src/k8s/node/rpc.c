@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The gRPC core C API, used directly: a completion queue per server, polled by the server's own
- * serving thread (every gRPC operation of the server happens there), a worker thread for the
- * method that may wait, and a pluck queue per client call. The API is batch based: each step of
+ * serving thread (every gRPC operation of the server happens there), a pool of worker threads
+ * for the methods that may wait (each takes the oldest queued call; the handler runs there,
+ * never a gRPC operation), and a pluck queue per client call. The API is batch based: each step of
  * a call is a batch of operations whose completion comes back on the queue with the tag given. */
 #include "rpc.h"
 
@@ -159,7 +160,7 @@ struct call {
   struct call *next; /* open streams */
 };
 
-/* Calls of the worker's method queued or running at once, at most. */
+/* Calls of the workers' methods queued or running at once, at most. */
 #define RPC_WORKER_QUEUE_MAX 64
 
 /* A call of the worker's method: the request in, the answer out. */
@@ -185,12 +186,13 @@ struct rpc_server {
   size_t msg_len;
   uint64_t gen;
   struct call *streams;
-  unsigned jobs_out; /* handed to the worker, not answered yet */
+  unsigned jobs_out; /* handed to the workers, not answered yet */
   bool stopping;
-  pthread_t serve_thread, work_thread;
+  pthread_t serve_thread, work_threads[RPC_MAX_WORKERS];
+  unsigned nworkers; /* started */
   bool threads;
   atomic_int quit;
-  /* under mu: the worker's queue and answers, what rpc_server_publish set */
+  /* under mu: the workers' queue and answers, what rpc_server_publish set */
   pthread_mutex_t mu;
   pthread_cond_t work;
   struct job *queue, **queue_tail, *done;
@@ -334,7 +336,7 @@ static void on_recv(struct call *c) {
     goto out;
   }
   if (listed(s->worker_methods, method)) {
-    /* The worker's queue is bounded: past it a call is told to come again. */
+    /* The workers' queue is bounded: past it a call is told to come again. */
     struct job *j = s->jobs_out < RPC_WORKER_QUEUE_MAX ? calloc(1, sizeof(*j)) : NULL;
     if (!j) {
       finish_unary(c, GRPC_STATUS_UNAVAILABLE, NULL, 0,
@@ -372,7 +374,7 @@ static void job_free(struct job *j) {
   free(j);
 }
 
-/* Answers the worker's finished calls and sends what was published; the serving thread's. */
+/* Answers the workers' finished calls and sends what was published; the serving thread's. */
 static void collect(struct rpc_server *s) {
   pthread_mutex_lock(&s->mu);
   struct job *done = s->done;
@@ -434,7 +436,7 @@ static void *serve_run(void *arg) {
   struct rpc_server *s = arg;
   while (!atomic_load(&s->quit)) {
     /* Nothing wakes this queue from another thread: a worker's answer or a published message
-     * waits at most this long (shorter while the worker has calls). */
+     * waits at most this long (shorter while the workers have calls). */
     grpc_event ev = grpc_completion_queue_next(s->cq, deadline_ms(s->jobs_out ? 2 : 20), NULL);
     if (ev.type == GRPC_OP_COMPLETE)
       handle(s, ev);
@@ -509,11 +511,45 @@ static int methods_copy(char (*out)[128], const char *const *names) {
 int rpc_server_start_methods(const char *path, const char *const *stream_methods,
                              const char *const *worker_methods, rpc_unary_fn unary, void *ctx,
                              struct rpc_server **ret, char *err, size_t err_len) {
-  struct rpc_server *s = calloc(1, sizeof(*s));
+  return rpc_server_start_pool(path, stream_methods, worker_methods, 1, unary, ctx, ret, err,
+                               err_len);
+}
+
+/* The workers asked to end and joined. */
+static void workers_join(struct rpc_server *s) {
+  pthread_mutex_lock(&s->mu);
+  s->work_quit = true;
+  pthread_cond_broadcast(&s->work);
+  pthread_mutex_unlock(&s->mu);
+  while (s->nworkers)
+    pthread_join(s->work_threads[--s->nworkers], NULL);
+}
+
+/* The serving thread and `workers` workers (at least one must start). 0 or an errno. */
+static int threads_start(struct rpc_server *s, unsigned workers) {
+  int r = 0;
+  while (s->nworkers < workers &&
+         (r = pthread_create(&s->work_threads[s->nworkers], NULL, work_run, s)) == 0)
+    s->nworkers++;
+  if (s->nworkers == 0)
+    return r;
+  if ((r = pthread_create(&s->serve_thread, NULL, serve_run, s)) != 0)
+    workers_join(s);
+  return r;
+}
+
+int rpc_server_start_pool(const char *path, const char *const *stream_methods,
+                          const char *const *worker_methods, unsigned workers, rpc_unary_fn unary,
+                          void *ctx, struct rpc_server **ret, char *err, size_t err_len) {
+  struct rpc_server *s;
   char addr[4200];
   struct stat st;
 
-  if (!s)
+  if (workers < 1 || workers > RPC_MAX_WORKERS) {
+    snprintf(err, err_len, "%u workers: 1..%d", workers, RPC_MAX_WORKERS);
+    return -EINVAL;
+  }
+  if (!(s = calloc(1, sizeof(*s))))
     return -ENOMEM;
   if (methods_copy(s->stream_methods, stream_methods) < 0 ||
       methods_copy(s->worker_methods, worker_methods) < 0) {
@@ -553,14 +589,7 @@ int rpc_server_start_methods(const char *path, const char *const *stream_methods
   grpc_server_start(s->server);
   for (int i = 0; i < 4; i++)
     request_next(s);
-  int r = pthread_create(&s->work_thread, NULL, work_run, s);
-  if (r == 0 && (r = pthread_create(&s->serve_thread, NULL, serve_run, s)) != 0) {
-    pthread_mutex_lock(&s->mu);
-    s->work_quit = true;
-    pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->work_thread, NULL);
-  }
+  int r = threads_start(s, workers);
   if (r != 0) {
     snprintf(err, err_len, "cannot start the plugin server's threads: %s", strerror(r));
     rpc_server_stop(s);
@@ -592,14 +621,10 @@ void rpc_server_stop(struct rpc_server *s) {
   if (s->threads) {
     atomic_store(&s->quit, 1);
     pthread_join(s->serve_thread, NULL);
-    pthread_mutex_lock(&s->mu);
-    s->work_quit = true;
-    pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->work_thread, NULL);
+    workers_join(s);
   }
-  /* This thread has the server now: what the worker answered goes out, what it had not taken
-   * is told to come again. */
+  /* This thread has the server now: what the workers answered goes out, what they had not
+   * taken is told to come again. */
   collect(s);
   for (struct job *j = s->queue, *next; j; j = next) {
     next = j->next;

@@ -37,9 +37,17 @@ int rpc_server_start(const char *path, const char *stream_method, const char *wo
 int rpc_server_start_methods(const char *path, const char *const *stream_methods,
                              const char *const *worker_methods, rpc_unary_fn unary, void *ctx,
                              struct rpc_server **ret, char *err, size_t err_len);
+/* The same with `workers` worker threads (1..RPC_MAX_WORKERS): calls of the worker methods are
+ * taken in the order they came, each by the next free worker, and run at the same time, so a
+ * slow one holds up only its own worker (the handler serializes what must be: per claim, per
+ * record). The 64-call bound is over all of them. */
+#define RPC_MAX_WORKERS 16
+int rpc_server_start_pool(const char *path, const char *const *stream_methods,
+                          const char *const *worker_methods, unsigned workers, rpc_unary_fn unary,
+                          void *ctx, struct rpc_server **ret, char *err, size_t err_len);
 /* Sets the stream's message (copied; any thread); the serving thread sends it on every open
  * stream within some 20 ms. */
 int rpc_server_publish(struct rpc_server *s, const uint8_t *msg, size_t len);
-/* Stops both threads (waiting for the worker's call in progress), answers what is left,
+/* Stops its threads (waiting for the workers' calls in progress), answers what is left,
  * cancels every call, frees the server (the socket file is left to the caller). */
 void rpc_server_stop(struct rpc_server *s);
