@@ -113,16 +113,17 @@ print(sorted(s["name"].split(".", 2)[2] if s["name"].startswith("k8s.") else s["
 # mounts (else tests of what a container can reach skip).
 in_ns() { [ "$(kstate "d['namespaces']")" = True ]; }
 
-# node_up [NODE_JSON]: the API server with node-a (NODE_JSON, default a bare node-a), gsliced,
-# the kubelet and gslice-node; back once the kubelet shows 32 healthy slots and the inventory
-# (gslice.io/gpus) is on the node: its text in $inv, the two GPUs' uuids in $U0 and $U1.
+# node_up [NODE_JSON [ARGS...]]: the API server with node-a (NODE_JSON, default a bare node-a),
+# gsliced, the kubelet and gslice-node (given ARGS too); back once the kubelet shows 32 healthy
+# slots and the inventory (gslice.io/gpus) is on the node: its text in $inv, the two GPUs' uuids
+# in $U0 and $U1.
 node_up() {
   local node=${1:-'{"metadata":{"name":"node-a"}}'}
   start_apiserver
   api POST /api/v1/nodes "$node" >/dev/null
   start_gsliced
   start_kubelet
-  start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a
+  start_node --kubeconfig "$KUBECONFIG_FILE" --node-name node-a "${@:2}"
   until_true 20 healthy 32
   until_true 20 node_has_gpus
   inv=$(jget "$(api GET /api/v1/nodes/node-a)" "d['metadata']['annotations']['gslice.io/gpus']")

@@ -4,11 +4,20 @@
 # reason GSliceRefused, type Warning, involvedObject the pod (kind, namespace, name, uid), the
 # why in the message, source gslice-node on node-a; the container started again (the same
 # refusal) adds no Event but is counted into that one, as the kubelet's recorder does: ten
-# starts, one Event with count 10 (one POST, then PATCHes of its count and lastTimestamp).
+# starts, one Event with count 10 (one POST, then PATCHes of its count and lastTimestamp); the
+# Events' series on gslice-node's /metrics (--health-listen) count the same as the API server.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 source "$GSLICE_SRC/tests/k8s/lib_node.sh"
 
-node_up
+HPORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+node_up '{"metadata":{"name":"node-a"}}' --health-listen "127.0.0.1:$HPORT"
+# metric NAME [OUTCOME]: its value on gslice-node's /metrics.
+metric() {
+  local n=$1
+  [ -z "${2:-}" ] || n="$1{outcome=\"$2\"}"
+  curl -fsS "http://127.0.0.1:$HPORT/metrics" | awk -v n="$n" '$1 == n { print $2 }'
+}
+expect_eq "Events posted before any" "$(metric gslice_node_events_total posted)" 0
 uid=$(npod --name none --no-assign main="$U0:1073741824:10")
 kl POST /pods '{"namespace":"default","name":"none","containers":[{"name":"main","devices":1,"command":["sleep","600"]}]}' >/dev/null
 refused() { jget "$(api GET /api/v1/namespaces/default/events)" "sum(e['reason'] == 'GSliceRefused' for e in d['items'])"; }
@@ -36,3 +45,14 @@ expect_eq "POSTs of Events" "$(jget "$writes" "d.get('POST /api/v1/namespaces/de
 patches=$(jget "$writes" "sum(n for k, n in d.items() if k.startswith('PATCH /api/v1/namespaces/default/events/'))")
 ((patches >= 1 && patches <= 9)) || fail "$patches PATCHes of the Event, want 1..9"
 pass "10 starts with the same refusal: one Event, count 10 ($patches PATCHes)"
+
+# The same on /metrics: one posted, nine repeats, the PATCHes the API server saw, none dropped.
+expect_eq "posted" "$(metric gslice_node_events_total posted)" 1
+expect_eq "repeated" "$(metric gslice_node_events_total repeated)" 9
+expect_eq "patched" "$(metric gslice_node_events_total patched)" "$patches"
+expect_eq "queued" "$(metric gslice_node_events_queued_total)" 1
+expect_eq "failed" "$(metric gslice_node_events_total failed)" 0
+expect_eq "dropped" "$(metric gslice_node_events_total dropped_full)$(metric gslice_node_events_total dropped_rate)" 00
+curl -fsS "http://127.0.0.1:$HPORT/metrics" | grep -q '^# TYPE gslice_node_events_total counter' ||
+  fail "no TYPE line for gslice_node_events_total"
+pass "/metrics: gslice_node_events_* as the API server saw them (1 posted, 9 repeated, $patches patched)"

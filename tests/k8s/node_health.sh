@@ -33,7 +33,7 @@ expect_eq "/healthz" "$(probe /healthz)" "200 ok"
 synced() { probe /readyz | qgrep -v "pod cache"; }
 until_true 20 synced
 expect_eq "/readyz before registration" "$(probe /readyz)" "503 not ready: not registered with the kubelet"
-expect_eq "an unknown path" "$(probe /metrics | cut -d' ' -f1)" 404
+expect_eq "an unknown path" "$(probe /nowhere | cut -d' ' -f1)" 404
 expect_eq "POST /readyz" "$(probe /readyz POST | cut -d' ' -f1)" 405
 pass "before registration: /healthz 200, /readyz 503 naming the registration, 404, 405"
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gslice-node's probes: /healthz and /readyz on --health-listen, on the shared server
- * (src/k8s/common/httpd.h): one epoll thread answering from memory at once, so a probe never
- * holds the plugin up and an idle socket costs a descriptor, never a turn. */
+/* gslice-node's probes and metrics: /healthz, /readyz and /metrics on --health-listen, on the
+ * shared server (src/k8s/common/httpd.h): one epoll thread answering from memory at once (never
+ * n->lock), so a probe never holds the plugin up and an idle socket costs a descriptor, never a
+ * turn. */
 #include "health.h"
 
 #include <stdbool.h>
@@ -9,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
+#include "event.h"
 #include "httpd.h"
 #include "node.h"
 
@@ -37,6 +40,18 @@ static void readiness(struct node *n, char *why, size_t len) {
            !reg && !pods ? "; " : "", pods ? "" : "pod cache not synced");
 }
 
+/* The Events' series, as gslice-extender's (kube_events_prom, prefix gslice_node): where
+ * gslice-node posts Events (an API server, device-plugin mode; none else). n->events is set
+ * before this server starts and freed after it stops: read without n->lock. */
+static void metrics(struct node *n, struct httpd_reply *rp) {
+  struct gs_buf b = GS_BUF_INIT(0);
+  if (n->events)
+    kube_events_prom(n->events, "gslice_node", &b);
+  *rp = (struct httpd_reply){200, NULL, 0, "text/plain; version=0.0.4; charset=utf-8"};
+  if (!(rp->body = gs_buf_steal(&b, &rp->len, NULL)))
+    rp->status = 0;
+}
+
 /* Every request is answered from its headers (a body is not read). */
 static int route(void *cls, const struct httpd_req *rq, size_t *ret_max, struct httpd_reply *rp) {
   struct node_health *nh = cls;
@@ -53,9 +68,12 @@ static int route(void *cls, const struct httpd_req *rq, size_t *ret_max, struct 
       status = 503;
       snprintf(text, sizeof(text), "not ready: %s\n", why);
     }
+  } else if (!strcmp(rq->url, "/metrics")) {
+    metrics(nh->n, rp);
+    return 0;
   } else if (strcmp(rq->url, "/healthz")) {
     status = 404;
-    snprintf(text, sizeof text, "not found: /healthz or /readyz\n");
+    snprintf(text, sizeof text, "not found: /healthz, /readyz or /metrics\n");
   }
   httpd_reply_text(rp, status, text);
   return 0;

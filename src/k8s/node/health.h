@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gslice-node's probes (--health-listen): GET /healthz (the process serves: 200) and GET
- * /readyz (200 once registered with the kubelet and the pod cache synced, else 503 naming what
- * is missing), on the Kubernetes programs' shared HTTP server (src/k8s/common/httpd.h). */
+/* gslice-node's probes (--health-listen): GET /healthz (the process serves: 200), GET /readyz
+ * (200 once registered with the kubelet and the pod cache synced, else 503 naming what is
+ * missing) and GET /metrics (the Events it posts, gslice_node_events_*: kube_events_prom), on
+ * the Kubernetes programs' shared HTTP server (src/k8s/common/httpd.h). */
 #ifndef GSLICE_NODE_HEALTH_H
 #define GSLICE_NODE_HEALTH_H
 
