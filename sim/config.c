@@ -39,8 +39,8 @@ static const struct var vars[] = {
     {"GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION", K_COUNT, "0", 0, 1, 0},
     /* DEV:N[,DEV:N...] (N MIG devices, 0..7) or DEV:pending: those devices' MIG mode */
     {"GSLICE_SIM_NVML_MIG", K_MIG, "", 0, 0, 0},
-    /* sessions another tenant starts between two session list calls of this process */
-    {"GSLICE_SIM_NVML_SESSION_CHURN", K_COUNT, "0", 0, 1000, 0},
+    /* sessions and accounted processes another tenant starts between two list calls */
+    {"GSLICE_SIM_NVML_CHURN", K_COUNT, "0", 0, 1000, 0},
 };
 
 static int parse_u64(const char *s, uint64_t *ret) {
@@ -124,7 +124,7 @@ static void store(struct sim_config *cfg, size_t i, uint64_t n) {
   case 7: cfg->nvml_hide_pids = (uint32_t)n; break;
   case 9: cfg->timeslice_ns = n * 1000; break;
   case 10: cfg->nvml_no_process_util = (uint32_t)n; break;
-  case 12: cfg->nvml_session_churn = (uint32_t)n; break;
+  case 12: cfg->nvml_churn = (uint32_t)n; break;
   default: break;
   }
 }

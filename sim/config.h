@@ -39,10 +39,10 @@ struct sim_config {
    * sim's CUDA still runs the whole GPU. */
   uint8_t nvml_mig_mode[SIM_MAX_DEVICES]; /* SIM_MIG_OFF, _ON, _PENDING */
   uint8_t nvml_mig_devices[SIM_MAX_DEVICES];
-  /* Other tenants' encoder and NvFBC sessions starting between two calls: each session list
-   * call of this process sees this many more sessions than its last
-   * (GSLICE_SIM_NVML_SESSION_CHURN), owned by pids no process of the sim has. */
-  uint32_t nvml_session_churn;
+  /* Other tenants' sessions and processes starting between two calls: each encoder or NvFBC
+   * session list or accounting pid list call of this process sees this many more entries than its
+   * last (GSLICE_SIM_NVML_CHURN), owned by pids no process of the sim has. */
+  uint32_t nvml_churn;
   /* Which machine-shaping variables were set explicitly, so a disagreement with an
    * existing state file is only reported when the user asked for something. */
   unsigned explicit_mask;

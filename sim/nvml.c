@@ -34,7 +34,7 @@ struct nvmlGpuInstance_st {
   unsigned id;
 };
 #define SIM_NVLINKS 6u           /* links per GPU: 0-3 to its pair's GPU, 4-5 to an NVSwitch */
-#define SIM_PHANTOM_PID 4194305u /* past pid_max: other tenants' sessions (the churn knob) */
+#define SIM_PHANTOM_PID 4194305u /* past pid_max: other tenants' (GSLICE_SIM_NVML_CHURN) */
 
 /* The library's one instance: NVML is a process-global, refcounted API. */
 static struct {
@@ -46,8 +46,8 @@ static struct {
   struct nvmlGpuInstance_st gis[SIM_MAX_DEVICES][SIM_MAX_MIG];
   uint8_t mig_mode[SIM_MAX_DEVICES]; /* GSLICE_SIM_NVML_MIG */
   uint8_t mig_devices[SIM_MAX_DEVICES];
-  uint32_t churn;           /* GSLICE_SIM_NVML_SESSION_CHURN */
-  uint32_t churn_calls;     /* session list calls so far */
+  uint32_t churn;           /* GSLICE_SIM_NVML_CHURN */
+  uint32_t churn_calls;     /* session and accounting list calls so far */
   uint32_t hide_pids;       /* GSLICE_SIM_NVML_HIDE_PIDS */
   int64_t pid_offset;       /* GSLICE_SIM_NVML_PID_OFFSET */
   uint32_t no_process_util; /* GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION */
@@ -68,7 +68,7 @@ SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
       nv.no_process_util = cfg.nvml_no_process_util;
       memcpy(nv.mig_mode, cfg.nvml_mig_mode, sizeof(nv.mig_mode));
       memcpy(nv.mig_devices, cfg.nvml_mig_devices, sizeof(nv.mig_devices));
-      nv.churn = cfg.nvml_session_churn;
+      nv.churn = cfg.nvml_churn;
       int r = sim_state_open(&cfg, &nv.st, note, sizeof(note));
       if (note[0])
         fprintf(stderr, "%s\n", note);
@@ -455,6 +455,11 @@ static unsigned shown_pid(int32_t pid) {
   return (unsigned)((int64_t)pid + nv.pid_offset);
 }
 
+/* Entries other tenants added to a list since this process's first call of it (the churn knob). */
+static unsigned churned(void) {
+  return nv.churn * __atomic_add_fetch(&nv.churn_calls, 1, __ATOMIC_RELAXED);
+}
+
 /* Processes with a context on the device, as NVML lists compute processes (none when it
  * cannot see them, as in a container: GSLICE_SIM_NVML_HIDE_PIDS). */
 static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *infos, int v1) {
@@ -837,6 +842,9 @@ SIM_API nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned i
     n++;
   }
   sim_unlock(m);
+  for (unsigned k = 0, more = churned(); k < more; k++, n++)
+    if (n < *count)
+      pids[n] = SIM_PHANTOM_PID + k;
   rc = n > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
   *count = n;
   return rc;
@@ -986,7 +994,7 @@ static nvmlReturn_t sessions(nvmlDevice_t device, unsigned *count, void *infos,
   if (!count || (*count && !infos))
     return NVML_ERROR_INVALID_ARGUMENT;
   unsigned n = session_pids(m, d, pids, SIM_MAX_PROCS), own = n < SIM_MAX_PROCS ? n : SIM_MAX_PROCS;
-  n += nv.churn * __atomic_add_fetch(&nv.churn_calls, 1, __ATOMIC_RELAXED);
+  n += churned();
   if (*count == 0 || n > *count) {
     rc = *count == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
     *count = n;

@@ -85,6 +85,23 @@ static unsigned long long realtime_us(void) {
   return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
 }
 
+/* The newer call into buf, room for *n samples (gs_nvml_list), the device and time in ctx. */
+struct samples_call {
+  nvmlDevice_t device;
+  unsigned long long since;
+};
+
+static nvmlReturn_t fill_samples(void *ctx, unsigned *n, void *buf) {
+  const struct samples_call *c = ctx;
+  nvmlProcessesUtilizationInfo_t info = {.version = nvmlProcessesUtilizationInfo_v1,
+                                         .processSamplesCount = *n,
+                                         .lastSeenTimeStamp = c->since,
+                                         .procUtilArray = buf};
+  nvmlReturn_t rc = gs_real()->nvmlDeviceGetProcessesUtilizationInfo(c->device, &info);
+  *n = info.processSamplesCount;
+  return rc;
+}
+
 /* The newer call's samples (Blackwell has only this one: HAMi-core#218) in the old layout. */
 static nvmlProcessUtilizationSample_t *newer_samples(nvmlDevice_t device, unsigned long long since,
                                                      unsigned *ret_n, nvmlReturn_t *ret_rc) {
@@ -98,24 +115,22 @@ static nvmlProcessUtilizationSample_t *newer_samples(nvmlDevice_t device, unsign
   *ret_rc = r->nvmlDeviceGetProcessesUtilizationInfo(device, &info);
   if (*ret_rc != NVML_ERROR_INSUFFICIENT_SIZE || info.processSamplesCount == 0)
     return NULL;
-  unsigned room = info.processSamplesCount + 8; /* processes that start between the calls */
-  nvmlProcessUtilizationInfo_v1_t *in = calloc(room, sizeof(*in));
-  nvmlProcessUtilizationSample_t *s = calloc(room, sizeof(*s));
-  info.procUtilArray = in;
-  info.processSamplesCount = room;
-  *ret_rc = in && s ? r->nvmlDeviceGetProcessesUtilizationInfo(device, &info) : NVML_ERROR_MEMORY;
-  for (unsigned i = 0; *ret_rc == NVML_SUCCESS && i < info.processSamplesCount && i < room; i++) {
+  /* Processes that start between the calls are outrun (gs_nvml_list). */
+  unsigned n = 0;
+  struct samples_call c = {device, since};
+  nvmlProcessUtilizationInfo_v1_t *in =
+      gs_nvml_list(fill_samples, &c, sizeof(*in), info.processSamplesCount, &n, ret_rc);
+  nvmlProcessUtilizationSample_t *s = in ? calloc(n + 1, sizeof(*s)) : NULL;
+  if (in && !s)
+    *ret_rc = NVML_ERROR_MEMORY;
+  for (unsigned i = 0; s && i < n; i++) {
     s[i].pid = in[i].pid;
     s[i].timeStamp = in[i].timeStamp;
     s[i].smUtil = in[i].smUtil;
     s[i].memUtil = in[i].memUtil;
-    *ret_n = i + 1;
   }
   free(in);
-  if (*ret_rc != NVML_SUCCESS) {
-    free(s);
-    return NULL;
-  }
+  *ret_n = s ? n : 0;
   return s;
 }
 

@@ -10,7 +10,6 @@
 #include <string.h>
 
 enum session_kind { SESSIONS_ENCODER, SESSIONS_FBC };
-#define GS_SESSIONS_MAX (1u << 20) /* room the hook asks NVML's session lists for, at most */
 
 _Static_assert(offsetof(nvmlEncoderSessionInfo_t, pid) == offsetof(nvmlFBCSessionInfo_t, pid),
                "one pid offset for both session lists");
@@ -27,6 +26,16 @@ static nvmlReturn_t real_sessions(enum session_kind kind, nvmlDevice_t device, u
                                            : NVML_ERROR_FUNCTION_NOT_FOUND;
   return r->nvmlDeviceGetFBCSessions ? r->nvmlDeviceGetFBCSessions(device, count, infos)
                                      : NVML_ERROR_FUNCTION_NOT_FOUND;
+}
+
+struct session_call {
+  enum session_kind kind;
+  nvmlDevice_t device;
+};
+
+static nvmlReturn_t fill_sessions(void *ctx, unsigned *n, void *buf) {
+  const struct session_call *c = ctx;
+  return real_sessions(c->kind, c->device, n, buf);
 }
 
 static unsigned session_pid(enum session_kind kind, const void *infos, unsigned i) {
@@ -46,21 +55,10 @@ static void *slice_sessions(enum session_kind kind, nvmlDevice_t device, unsigne
   *ret_rc = real_sessions(kind, device, &n, NULL);
   if (*ret_rc != NVML_SUCCESS)
     return NULL;
-  void *all = NULL;
   /* Other tenants' sessions that start between the calls must not make the slice's answer
-   * INSUFFICIENT_SIZE (only its own count may): each retry has room for at least twice what
-   * NVML last said it needed, so any finite churn is outrun. */
-  for (unsigned attempt = 0, room = n + 8; attempt < 16 && room <= GS_SESSIONS_MAX; attempt++) {
-    free(all);
-    all = calloc(room, session_size(kind));
-    n = room;
-    *ret_rc = all ? real_sessions(kind, device, &n, all) : NVML_ERROR_MEMORY;
-    if (*ret_rc != NVML_ERROR_INSUFFICIENT_SIZE)
-      break;
-    room = (n > room ? n : room) * 2;
-  }
-  if (*ret_rc == NVML_ERROR_INSUFFICIENT_SIZE)
-    *ret_rc = NVML_ERROR_UNKNOWN; /* NVML's list never settled: no answer, not the slice's size */
+   * INSUFFICIENT_SIZE: only its own count may (gs_nvml_list outruns them). */
+  struct session_call c = {kind, device};
+  void *all = gs_nvml_list(fill_sessions, &c, session_size(kind), n, &n, ret_rc);
   struct gs_nvml_proc *procs =
       *ret_rc == NVML_SUCCESS ? gs_nvml_procs_named(device, &nprocs) : NULL;
   if (*ret_rc == NVML_SUCCESS && !procs)

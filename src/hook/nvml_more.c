@@ -80,6 +80,10 @@ struct gs_nvml_proc *gs_nvml_procs_named(nvmlDevice_t device, unsigned *ret_n) {
   return procs;
 }
 
+static nvmlReturn_t fill_accounting(void *device, unsigned *n, void *buf) {
+  return gs_real()->nvmlDeviceGetAccountingPids(device, n, buf);
+}
+
 /* NVML's accounting pids kept to the slice's running processes (finished ones are not in its
  * region: they are left out). What NVML says of the device (accounting off: NOT_SUPPORTED)
  * stands; the count protocol is NVML's: *count below the pids shown is
@@ -98,14 +102,13 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned
     return rc;
   if (!count || (*count && !pids))
     return NVML_ERROR_INVALID_ARGUMENT;
-  unsigned room = need + 8, n = 0, kept = 0; /* room for processes that start between calls */
-  unsigned *all = calloc(room, sizeof(*all));
+  unsigned room = 0, n = 0, kept = 0;
   struct gs_nvml_proc *procs = gs_nvml_procs_named(device, &n);
-  rc = all && procs ? NVML_SUCCESS : NVML_ERROR_MEMORY;
+  unsigned *all = NULL;
+  rc = procs ? NVML_SUCCESS : NVML_ERROR_MEMORY;
+  /* Processes other tenants start between the calls are outrun (gs_nvml_list). */
   if (rc == NVML_SUCCESS && n)
-    rc = r->nvmlDeviceGetAccountingPids(device, &room, all);
-  if (rc == NVML_ERROR_INSUFFICIENT_SIZE)
-    rc = NVML_ERROR_UNKNOWN; /* over 8 processes started between the two calls: try again */
+    all = gs_nvml_list(fill_accounting, device, sizeof(*all), need, &room, &rc);
   for (unsigned i = 0; rc == NVML_SUCCESS && n && i < room; i++)
     if (gs_nvml_has_pid(procs, n, all[i]))
       all[kept++] = all[i];

@@ -75,31 +75,49 @@ bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid)
   return false;
 }
 
+void *gs_nvml_list(gs_nvml_fill_fn fill, void *ctx, size_t size, unsigned need, unsigned *ret_n,
+                   nvmlReturn_t *ret_rc) {
+  void *buf = NULL;
+  *ret_n = 0;
+  *ret_rc = NVML_ERROR_UNKNOWN; /* the list never settled */
+  for (unsigned attempt = 0, room = need + 8; attempt < 16 && room <= GS_NVML_LIST_MAX; attempt++) {
+    unsigned n = room;
+    free(buf);
+    if (!(buf = calloc(room, size))) {
+      *ret_rc = NVML_ERROR_MEMORY;
+      return NULL;
+    }
+    nvmlReturn_t rc = fill(ctx, &n, buf);
+    if (rc == NVML_SUCCESS) {
+      *ret_rc = rc;
+      *ret_n = n < room ? n : room;
+      return buf;
+    }
+    if (rc != NVML_ERROR_INSUFFICIENT_SIZE) {
+      *ret_rc = rc;
+      break;
+    }
+    room = (n > room ? n : room) * 2;
+  }
+  free(buf);
+  return NULL;
+}
+
+static nvmlReturn_t fill_compute(void *device, unsigned *n, void *buf) {
+  return gs_real()->nvmlDeviceGetComputeRunningProcesses_v3(device, n, buf);
+}
+
 /* NVML's own compute list for `device` (malloc'd, *ret_n entries), NULL when it gives none. */
 static nvmlProcessInfo_t *real_compute(nvmlDevice_t device, unsigned *ret_n) {
   const struct gs_real *r = gs_real();
+  unsigned need = 0;
+  nvmlReturn_t rc;
   *ret_n = 0;
-  if (!r->nvmlDeviceGetComputeRunningProcesses_v3)
-    return NULL;
-  for (int attempt = 0; attempt < 3; attempt++) {
-    unsigned need = 0;
-    nvmlReturn_t rc = r->nvmlDeviceGetComputeRunningProcesses_v3(device, &need, NULL);
-    if (rc == NVML_SUCCESS || rc != NVML_ERROR_INSUFFICIENT_SIZE)
-      return NULL;
-    need += 8; /* room for processes that start between the two calls */
-    nvmlProcessInfo_t *infos = calloc(need, sizeof(*infos));
-    if (!infos)
-      return NULL;
-    rc = r->nvmlDeviceGetComputeRunningProcesses_v3(device, &need, infos);
-    if (rc == NVML_SUCCESS) {
-      *ret_n = need;
-      return infos;
-    }
-    free(infos);
-    if (rc != NVML_ERROR_INSUFFICIENT_SIZE)
-      return NULL;
-  }
-  return NULL;
+  if (!r->nvmlDeviceGetComputeRunningProcesses_v3 ||
+      r->nvmlDeviceGetComputeRunningProcesses_v3(device, &need, NULL) !=
+          NVML_ERROR_INSUFFICIENT_SIZE)
+    return NULL; /* SUCCESS: none */
+  return gs_nvml_list(fill_compute, device, sizeof(nvmlProcessInfo_t), need, ret_n, &rc);
 }
 
 /* The slice counts a process's context as measured and its allocations as asked, NVML shows

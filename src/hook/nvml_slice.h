@@ -36,6 +36,17 @@ struct gs_nvml_proc *gs_nvml_procs_named(nvmlDevice_t device, unsigned *ret_n);
  * Every per-device call the hook wraps answers such a handle NVML_ERROR_INVALID_ARGUMENT, as NVML
  * answers a handle that is no device. */
 bool gs_nvml_hidden(nvmlDevice_t d);
+/* One of NVML's two-call lists (a count, then a call with room), filled against entries that
+ * appear between the calls (other tenants' processes, sessions, samples): fill(ctx, &n, buf) is
+ * NVML's call with room for n entries of `size` bytes (out: the entries written, or with
+ * NVML_ERROR_INSUFFICIENT_SIZE those needed). From `need` (what the count call said), each try
+ * has room for twice what NVML last said it needed, up to 16 tries, so only NVML's errors, never
+ * the churn, fail it. The entries (malloc'd, *ret_n; never NULL on success), or NULL with NVML's
+ * error in *ret_rc (NVML_ERROR_UNKNOWN: the list never settled; NVML_ERROR_MEMORY). */
+typedef nvmlReturn_t (*gs_nvml_fill_fn)(void *ctx, unsigned *n, void *buf);
+#define GS_NVML_LIST_MAX (1u << 20) /* room asked of NVML at most, entries */
+void *gs_nvml_list(gs_nvml_fill_fn fill, void *ctx, size_t size, unsigned need, unsigned *ret_n,
+                   nvmlReturn_t *ret_rc);
 /* procs[] holds pid. */
 bool gs_nvml_has_pid(const struct gs_nvml_proc *procs, unsigned n, unsigned pid);
 /* gsliced's measured share of `device` for the slice (percent of the last second its kernels

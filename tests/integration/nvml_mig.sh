@@ -11,8 +11,9 @@
 #    slice does not see is NOT_FOUND;
 #  - NVLink: the far end's PCI info where it is one of the slice's GPUs or an NVSwitch; another
 #    GPU NVML_ERROR_NO_PERMISSION (4);
-#  - sessions: with 20 more sessions of another tenant at each call (GSLICE_SIM_NVML_SESSION_CHURN)
-#    the slice's encoder and NvFBC lists are its own session, not INSUFFICIENT_SIZE (7);
+#  - lists by pid: with 20 more sessions and processes of another tenant at each call
+#    (GSLICE_SIM_NVML_CHURN) the slice's encoder, NvFBC and accounting lists are its own process's,
+#    not INSUFFICIENT_SIZE (7) or UNKNOWN (999);
 #  - gsliced refuses to start over a GPU in MIG mode (naming it and what to do), warns of a
 #    pending mode, and starts with gpus=N leaving the MIG GPU out.
 source "$GSLICE_SRC/tests/integration/lib.sh"
@@ -99,21 +100,23 @@ start_daemon --set gpus=1
 grep -q "GPU 0 (.*) has MIG mode pending" "$T/gsliced.log" || fail "no warning: $(cat "$T/gsliced.log")"
 unset GSLICE_SIM_NVML_MIG
 
-# Sessions: the slice's process holds a context on GPU 0 (one encoder and one NvFBC session in the
-# sim); another tenant starts 20 sessions between any two calls.
+# Lists by pid: the slice's process holds a context on GPU 0 (one encoder and one NvFBC session in
+# the sim, accounted); another tenant starts 20 sessions or processes between any two calls.
 cat >"$T/s.sh" <<EOS
 "$TBIN/sim_client_linked" hold $((64 << 20)) > "$T/holder" 2>&1 &
 for _ in \$(seq 300); do grep -q holding "$T/holder" && break; sleep 0.05; done
 echo \$! > "$T/holder.pid"
-GSLICE_SIM_NVML_SESSION_CHURN=20 "$MIG" sessions > "$T/s.out" 2>&1
-LD_PRELOAD= GSLICE_SIM_NVML_SESSION_CHURN=20 "$MIG" sessions > "$T/s.raw" 2>&1
+GSLICE_SIM_NVML_CHURN=20 "$MIG" sessions > "$T/s.out" 2>&1
+LD_PRELOAD= GSLICE_SIM_NVML_CHURN=20 "$MIG" sessions > "$T/s.raw" 2>&1
 kill \$(cat "$T/holder.pid")
 EOS
 CUDA_VISIBLE_DEVICES=0 gsrun --memory 1GiB --name s -- bash "$T/s.sh" || fail "slice s: $(cat "$T/s.out" "$T/holder")"
 h=$(cat "$T/holder.pid")
 expect_eq "churn, without the hook: INSUFFICIENT_SIZE" "$(line enc <"$T/s.raw" | cut -d' ' -f3 | cut -d: -f1)" "full=7"
-for kind in enc fbc; do
-  expect_eq "$kind sessions, another tenant's starting between the calls" "$(line $kind <"$T/s.out")" \
-    "$kind count=0:1 full=0:1 pids=$h"
+# (A count of 0 asks the session lists for the count; the accounting list says INSUFFICIENT_SIZE
+# with the count, its documented protocol.)
+for kind in enc:0 fbc:0 acct:7; do
+  expect_eq "${kind%:*} list, another tenant's entries starting between the calls" \
+    "$(line ${kind%:*} <"$T/s.out")" "${kind%:*} count=${kind#*:}:1 full=0:1 pids=$h"
 done
 pass "no MIG device, GPU instance, hidden GPU (by UUIDV or NVLink) or other tenants' session count reaches a slice; gsliced refuses a GPU in MIG mode"

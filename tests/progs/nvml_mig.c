@@ -12,8 +12,8 @@
  *     null=RC" (nvmlDeviceGetHandleByUUIDV of UUID, then its edge cases);
  *   `nvml_mig nvlink`: "nvlink link=L state=RC:V type=RC:T remote=RC:BUSID" for GPU 0's links
  *     0..6;
- *   `nvml_mig sessions`: "enc count=RC:N full=RC:N pids=P,..." and the same for "fbc" (the
- *     count call, then one with room for the count it gave). */
+ *   `nvml_mig sessions`: "enc count=RC:N full=RC:N pids=P,..." and the same for "fbc" and
+ *     "acct" (the accounting pids): the count call, then one with room for the count it gave. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +162,21 @@ static void session_list(nvmlDevice_t d, int fbc) {
   free(f);
 }
 
+/* The accounting pids by their count protocol: a count of 0, then room for what it said. */
+static void accounting(nvmlDevice_t d) {
+  unsigned n = 0, none[1];
+  nvmlReturn_t rc = nvmlDeviceGetAccountingPids(d, &n, none);
+  printf("acct count=%d:%u", (int)rc, n);
+  unsigned room = n ? n : 1, *pids = calloc(room, sizeof(*pids));
+  n = room;
+  rc = nvmlDeviceGetAccountingPids(d, &n, pids);
+  printf(" full=%d:%u pids=", (int)rc, n);
+  for (unsigned i = 0; rc == NVML_SUCCESS && i < n; i++)
+    printf("%s%u", i ? "," : "", pids[i]);
+  printf("\n");
+  free(pids);
+}
+
 int main(int argc, char **argv) {
   if (nvmlInit_v2() != NVML_SUCCESS) {
     fprintf(stderr, "nvml_mig: nvmlInit failed\n");
@@ -178,6 +193,7 @@ int main(int argc, char **argv) {
   else if (argc == 2 && strcmp(argv[1], "sessions") == 0 && (d = gpu0())) {
     session_list(d, 0);
     session_list(d, 1);
+    accounting(d);
   } else {
     fprintf(stderr, "usage: nvml_mig [mig [OFF] | uuidv UUID | nvlink | sessions]\n");
     rc = 2;

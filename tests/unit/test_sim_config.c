@@ -135,9 +135,9 @@ int main(void) {
     CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), -EINVAL);
     CHECK(strstr(err, "GSLICE_SIM_NVML_MIG=") != NULL);
   }
-  set_env("GSLICE_SIM_NVML_SESSION_CHURN", "20");
+  set_env("GSLICE_SIM_NVML_CHURN", "20");
   CHECK_EQ_INT(sim_config_parse(fake_getenv, &c, err, sizeof(err)), 0);
-  CHECK_EQ_INT(c.nvml_session_churn, 20);
+  CHECK_EQ_INT(c.nvml_churn, 20);
 
   /* CUDA_VISIBLE_DEVICES. */
   const char *uuids[] = {"GPU-11aa0000-0000-4000-8000-000000000000",
