@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A command-line client of src/k8s/common/kube.c for tests/k8s/kube_client.sh:
  *   k8s_kube_client KUBECONFIG get|list|patch|post|watch PATH [ARG...]
- * prints what it got, exits 0 or the errno of the failure (and prints the error). */
+ * prints what it got, exits 0 or the errno of the failure (and prints the error); and for
+ * tests/k8s/kube_keepalive.sh, requests one after the other on one client:
+ *   k8s_kube_client KUBECONFIG seq METHOD:PATH|sleep:MS...
+ * printing "METHOD PATH STATUS" or "METHOD PATH error ERRNO: WHY" for each. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kube.h"
 
@@ -27,6 +31,37 @@ static int done(int rc, const char *err) {
   return rc < 0 ? -rc : rc;
 }
 
+/* The seq steps, each on the same client k (its kept connections). */
+static int seq(struct kube *k, char **steps, int n) {
+  char err[KUBE_ERR_MAX];
+  json_t *empty = json_object();
+  for (int i = 0; i < n; i++) {
+    char method[16], *path = strchr(steps[i], ':');
+    if (!path || path - steps[i] >= (long)sizeof(method))
+      return 2;
+    snprintf(method, sizeof method, "%.*s", (int)(path - steps[i]), steps[i]);
+    path++;
+    if (!strcmp(method, "sleep")) {
+      long ms = atol(path);
+      nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000}, NULL);
+      continue;
+    }
+    long status = 0;
+    json_t *ans = NULL;
+    bool body = !strcmp(method, "POST") || !strcmp(method, "PUT") || !strcmp(method, "PATCH");
+    int rc =
+        kube_request(k, method, path, NULL, body ? empty : NULL, &status, &ans, err, sizeof err);
+    if (rc)
+      printf("%s %s error %d: %s\n", method, path, -rc, err);
+    else
+      printf("%s %s %ld\n", method, path, status);
+    fflush(stdout);
+    json_decref(ans);
+  }
+  json_decref(empty);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   char err[KUBE_ERR_MAX] = "";
   struct kube *k;
@@ -42,6 +77,11 @@ int main(int argc, char **argv) {
     return done(rc, err);
   kube_set_timeout(k, 3000);
   const char *op = argv[2], *path = argv[3];
+  if (!strcmp(op, "seq")) {
+    rc = seq(k, argv + 3, argc - 3);
+    kube_close(k);
+    return rc;
+  }
   if ((strcmp(op, "patch") == 0 || strcmp(op, "post") == 0) && argc > 4) {
     in = json_loads(argv[4], 0, NULL);
     if (!in)

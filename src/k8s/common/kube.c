@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The API server client (kube.h): the connection, requests through a fresh libcurl handle each
- * (any thread may call), paged lists, watches, reading objects. Where the settings come from (a
- * kubeconfig, the pod's service account) is kubeconfig.c's; this file only uses them. */
+/* The API server client (kube.h): the connection, requests (any thread may call) through a
+ * small pool of libcurl handles that keep their connection (HTTP/1.1 keep-alive) and TLS
+ * session between requests, paged lists, watches (a handle of their own each), reading
+ * objects. Where the settings come from (a kubeconfig, the pod's service account) is
+ * kubeconfig.c's; this file only uses them. */
 #include "kube.h"
 #include "buf.h"
 #include "errtext.h"
@@ -16,16 +18,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #define BODY_MAX (256u << 20)      /* one answer: a list of thousands of nodes */
 #define LINE_MAX_BYTES (16u << 20) /* one watch event */
 #define CONNECT_TIMEOUT_MS 5000L
 #define LIST_PAGE 500
+/* Handles kept between requests, each with its connection and TLS session: as many as threads
+ * that call at once (gslice-node's DRA workers and batch threads, the extender's binds); a
+ * connection idle longer than KUBE_IDLE_S is closed, not reused (API servers and balancers
+ * close idle ones after 60 s or more). */
+#define KUBE_POOL_MAX 8
+#define KUBE_IDLE_S 30
 
 struct kube {
   struct kube_config *cfg;
   long timeout_ms;
   atomic_int cancel;
+  /* Handles between requests, each with its connection: the newest taken first, at most
+   * KUBE_POOL_MAX kept, none idle past KUBE_IDLE_S. Under pool_mu. */
+  pthread_mutex_t pool_mu;
+  struct idle {
+    CURL *c;
+    uint64_t since; /* monotonic ns */
+  } idle[KUBE_POOL_MAX];
+  unsigned nidle;
 };
 
 /* ---- the connection ----------------------------------------------------------------------- */
@@ -45,6 +62,7 @@ int kube_open_config(struct kube_config *c, struct kube **ret) {
   k->cfg = c;
   k->timeout_ms = 10000;
   atomic_init(&k->cancel, 0);
+  pthread_mutex_init(&k->pool_mu, NULL);
   *ret = k;
   return 0;
 }
@@ -61,8 +79,56 @@ int kube_open(const char *kubeconfig, struct kube **ret, char *err, size_t errle
 void kube_close(struct kube *k) {
   if (!k)
     return;
+  while (k->nidle)
+    curl_easy_cleanup(k->idle[--k->nidle].c);
+  pthread_mutex_destroy(&k->pool_mu);
   kube_config_free(k->cfg);
   free(k);
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A handle for one request: the pool's newest (its options reset, its connection and TLS
+ * session kept), or a new one; handles idle past KUBE_IDLE_S are closed on the way. */
+static CURL *handle_take(struct kube *k) {
+  CURL *old[KUBE_POOL_MAX], *c = NULL;
+  unsigned nold = 0, keep = 0;
+  uint64_t now = mono_ns();
+
+  pthread_mutex_lock(&k->pool_mu);
+  for (unsigned i = 0; i < k->nidle; i++)
+    if (now - k->idle[i].since > (uint64_t)KUBE_IDLE_S * 1000000000u)
+      old[nold++] = k->idle[i].c;
+    else
+      k->idle[keep++] = k->idle[i];
+  k->nidle = keep;
+  if (k->nidle)
+    c = k->idle[--k->nidle].c;
+  pthread_mutex_unlock(&k->pool_mu);
+  while (nold)
+    curl_easy_cleanup(old[--nold]);
+  if (c)
+    curl_easy_reset(c);
+  return c ? c : curl_easy_init();
+}
+
+/* c back to the pool after a request the server answered (reuse: its connection is sound),
+ * else closed. */
+static void handle_give(struct kube *k, CURL *c, bool reuse) {
+  if (!c)
+    return;
+  pthread_mutex_lock(&k->pool_mu);
+  if (reuse && k->nidle < KUBE_POOL_MAX) {
+    k->idle[k->nidle++] = (struct idle){c, mono_ns()};
+    c = NULL;
+  }
+  pthread_mutex_unlock(&k->pool_mu);
+  if (c)
+    curl_easy_cleanup(c);
 }
 
 void kube_set_timeout(struct kube *k, long ms) {
@@ -150,6 +216,14 @@ static int setup_headers(struct kube *k, const char *content_type, struct curl_s
     rc = add_header(&h, "Accept", "application/json");
   if (!rc && content_type)
     rc = add_header(&h, "Content-Type", content_type);
+  /* No "Expect: 100-continue" wait before a body. */
+  if (!rc && content_type) {
+    struct curl_slist *t = curl_slist_append(h, "Expect:");
+    if (t)
+      h = t;
+    else
+      rc = -ENOMEM;
+  }
   if (token)
     explicit_bzero(token, strlen(token));
   if (bearer)
@@ -164,15 +238,17 @@ static int setup_headers(struct kube *k, const char *content_type, struct curl_s
   return 0;
 }
 
-/* A handle set up for one request: URL, credentials, TLS, headers. */
+/* A handle set up for one request: URL, credentials, TLS, headers. pooled: from the pool
+ * (handle_give it back), else a new one of its own (a watch: curl_easy_cleanup it). */
 static int setup(struct kube *k, const char *method, const char *path, const char *content_type,
-                 CURL **ret, struct curl_slist **ret_headers, char *err, size_t errlen) {
+                 bool pooled, CURL **ret, struct curl_slist **ret_headers, char *err,
+                 size_t errlen) {
   struct curl_slist *h = NULL;
   char *url = NULL;
   CURL *c;
   int rc;
 
-  c = curl_easy_init();
+  c = pooled ? handle_take(k) : curl_easy_init();
   if (!c)
     return -ENOMEM;
   if (asprintf(&url, "%s%s", k->cfg->server, path) < 0) {
@@ -188,6 +264,8 @@ static int setup(struct kube *k, const char *method, const char *path, const cha
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, progress_cb);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, k);
+  /* A kept connection idle longer is not reused (a server or balancer closes idle ones). */
+  curl_easy_setopt(c, CURLOPT_MAXAGE_CONN, (long)KUBE_IDLE_S);
   setup_tls(c, k->cfg);
   rc = setup_headers(k, content_type, &h, err, errlen);
   if (rc) {
@@ -214,19 +292,59 @@ static int curl_error(struct kube *k, CURLcode cc, const char *method, const cha
                  curl_easy_strerror(cc));
 }
 
+/* A POST's body, given to libcurl from memory without a way back: libcurl sends a request again
+ * (once, on a fresh connection) when a kept connection turned out closed before any answer, and
+ * a POST is not safe to send twice (the server may have taken it before closing). Every other
+ * method is (GET, PUT, merge PATCH, DELETE: idempotent) and goes as POSTFIELDS, which libcurl
+ * sends again. */
+struct once {
+  const char *p;
+  size_t len, off;
+};
+
+static size_t once_read(char *buf, size_t size, size_t n, void *user) {
+  struct once *o = user;
+  size_t m = o->len - o->off < size * n ? o->len - o->off : size * n;
+  memcpy(buf, o->p + o->off, m);
+  o->off += m;
+  return m;
+}
+
+static int once_seek(void *user, curl_off_t off, int origin) {
+  struct once *o = user;
+  if (origin != SEEK_SET || off != 0 || o->off != 0)
+    return CURL_SEEKFUNC_CANTSEEK;
+  return CURL_SEEKFUNC_OK; /* nothing sent yet */
+}
+
+static void body_set(CURL *c, const char *method, const char *data, struct once *o) {
+  if (strcmp(method, "POST")) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+    return;
+  }
+  *o = (struct once){data, strlen(data), 0};
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->len);
+  curl_easy_setopt(c, CURLOPT_READFUNCTION, once_read);
+  curl_easy_setopt(c, CURLOPT_READDATA, o);
+  curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, once_seek);
+  curl_easy_setopt(c, CURLOPT_SEEKDATA, o);
+}
+
 int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
                  const json_t *body, long *ret_status, json_t **ret_body, char *err,
                  size_t errlen) {
+  struct once once;
   struct gs_buf resp = GS_BUF_INIT(BODY_MAX);
   struct curl_slist *headers = NULL;
   char *data = NULL;
   CURL *c = NULL;
-  CURLcode cc;
+  CURLcode cc = CURLE_FAILED_INIT;
   long status = 0;
   int rc;
 
-  rc = setup(k, method, path, body ? (content_type ? content_type : "application/json") : NULL, &c,
-             &headers, err, errlen);
+  rc = setup(k, method, path, body ? (content_type ? content_type : "application/json") : NULL,
+             true, &c, &headers, err, errlen);
   if (rc)
     return rc;
   if (body) {
@@ -235,7 +353,7 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
       rc = -ENOMEM;
       goto out;
     }
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, data);
+    body_set(c, method, data, &once);
   }
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, k->timeout_ms);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
@@ -244,6 +362,13 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
   if (cc != CURLE_OK && resp.err == -EFBIG) {
     rc = k8s_err(err, errlen, -EFBIG, "%s %s%s: answer is over %u MiB", method, k->cfg->server,
                  path, BODY_MAX >> 20);
+    goto out;
+  }
+  if (cc == CURLE_SEND_FAIL_REWIND) {
+    rc = k8s_err(err, errlen, -EIO,
+                 "%s %s%s: the server closed the connection without answering (not sent again: "
+                 "it may have been taken)",
+                 method, k->cfg->server, path);
     goto out;
   }
   if (cc != CURLE_OK) {
@@ -264,8 +389,11 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
 out:
   free(data);
   gs_buf_free(&resp);
+  /* A refusal of a request with a body may have come before the server read it (a server should
+   * then close the connection; not every one does, and the body's bytes would be read as the
+   * next request): that connection is not used again. */
+  handle_give(k, c, cc == CURLE_OK && (!body || status / 100 == 2));
   curl_slist_free_all(headers);
-  curl_easy_cleanup(c);
   return rc;
 }
 
@@ -511,7 +639,7 @@ int kube_watch(struct kube *k, const char *path, const char *rv, int timeout_s, 
                strchr(path, '?') ? "&" : "?", timeout_s, rv && *rv ? "&resourceVersion=" : "",
                rv && *rv ? rv : "") < 0)
     return -ENOMEM;
-  rc = setup(k, "GET", p, NULL, &w.c, &headers, err, errlen);
+  rc = setup(k, "GET", p, NULL, false, &w.c, &headers, err, errlen);
   if (rc)
     goto out;
   curl_easy_setopt(w.c, CURLOPT_WRITEFUNCTION, watch_write);
