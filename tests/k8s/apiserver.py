@@ -105,10 +105,11 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import apiserver_resource
+import ctlhttp
 
 
 API_VERSION = {"Lease": "coordination.k8s.io/v1"}  # every other kind: "v1"
@@ -617,7 +618,7 @@ STORE = None
 ARGS = None
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(ctlhttp.JSONHandler):
     protocol_version = "HTTP/1.1"
 
     def setup(self):
@@ -627,17 +628,10 @@ class Handler(BaseHTTPRequestHandler):
             self.request.settimeout(None)
         super().setup()
 
-    def log_message(self, fmt, *args):
-        pass
-
     # ---- plumbing ---------------------------------------------------------------------
     def send_json(self, code, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        """The reply (ctlhttp's), then recorded: every request, and each write that took."""
+        self.reply(code, obj)
         with STORE.lock:
             STORE.requests.append({"method": self.command, "path": self.path, "status": code})
             if self.command != "GET" and code // 100 == 2 and not self.path.startswith("/_test/"):

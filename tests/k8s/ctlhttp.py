@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The JSON control endpoint of the stand-ins (kubelet.py, dra_kubelet.py): a request handler
-that answers JSON and reads a JSON body, quietly. Each stand-in subclasses it with its paths."""
+"""The JSON request handler of the stand-ins (apiserver.py's API, the control endpoints of
+kubelet.py and dra_kubelet.py, webhook_cabundle.py's): it answers JSON and reads a JSON body,
+quietly. Each stand-in subclasses it with its paths."""
 import http.server
 import json
 
