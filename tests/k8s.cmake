@@ -10,6 +10,7 @@ if(TARGET gslice_k8s_common)
   gslice_unit_test(test_k8s_event SOURCES unit/test_k8s_event.c LIBS gslice_k8s_common)
   target_link_options(test_k8s_event PRIVATE -Wl,--wrap=kube_post -Wl,--wrap=kube_merge_patch)
   gslice_unit_test(test_k8s_jsonbound SOURCES unit/test_k8s_jsonbound.c LIBS gslice_k8s_common)
+  gslice_unit_test(test_k8s_progmain SOURCES unit/test_k8s_progmain.c LIBS gslice_k8s_common)
   # The shared HTTP server on loopback, its peers 127.0.0.2.. as source addresses.
   gslice_unit_test(test_k8s_httpd SOURCES unit/test_k8s_httpd.c LIBS gslice_k8s_common)
   gslice_unit_test(test_k8s_dra_api SOURCES unit/test_k8s_dra_api.c

@@ -15,6 +15,7 @@
 #include "event.h"
 #include "httpd.h"
 #include "log.h"
+#include "progmain.h"
 #include "proto.h"
 #include "server.h"
 #include "sign.h"
@@ -96,10 +97,7 @@ static bool whole(const char *text, unsigned long lo, unsigned long hi, unsigned
 }
 
 static int bad(const char *fmt, const char *what) {
-  fprintf(stderr, "gslice-extender: ");
-  fprintf(stderr, fmt, what);
-  fprintf(stderr, "\n(gslice-extender --help shows the usage)\n");
-  return 2;
+  return k8s_prog_bad("gslice-extender", fmt, what);
 }
 
 /* What the flags say. */
@@ -138,8 +136,10 @@ static int flag_priority_class(struct flags *f, const char *arg) {
   return 0;
 }
 
-/* One flag (getopt's opt, its value arg): 0, or the exit status of a refusal. */
-static int flag(struct flags *f, int opt, char *arg) {
+/* One flag (getopt's opt, its value arg) into the struct flags at ctx: 0, or the exit status
+ * of a refusal. */
+static int flag(void *ctx, int opt, char *arg) {
+  struct flags *f = ctx;
   char host[256], perr[320];
   uint16_t port;
   unsigned secs;
@@ -194,6 +194,10 @@ static int flag(struct flags *f, int opt, char *arg) {
   return 2;
 }
 
+static void help(void) {
+  printf(usage, GS_WEIGHT_MIN, GS_WEIGHT_MAX, GS_WEIGHT_MIN, GS_PERCENT_MAX, GS_PERCENT_MAX);
+}
+
 /* The flags: -1 to go on, else the exit status (0 after --help). */
 static int parse(int argc, char **argv, struct flags *f) {
   static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
@@ -213,24 +217,7 @@ static int parse(int argc, char **argv, struct flags *f) {
                                        {"max-connections-per-ip", required_argument, NULL, 'N'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  int opt, rc;
-
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-    if (opt == 'h') {
-      printf(usage, GS_WEIGHT_MIN, GS_WEIGHT_MAX, GS_WEIGHT_MIN, GS_PERCENT_MAX, GS_PERCENT_MAX);
-      return 0;
-    }
-    if (opt == ':')
-      return bad("%s needs a value", argv[optind - 1]);
-    if (opt == '?')
-      return bad("unknown option \"%s\"", argv[optind - 1]);
-    if ((rc = flag(f, opt, optarg)))
-      return rc;
-  }
-  if (optind < argc)
-    return bad("unexpected argument \"%s\"", argv[optind]);
-  return -1;
+  return k8s_prog_parse("gslice-extender", argc, argv, opts, help, flag, f);
 }
 
 /* The flags together: -1 to go on, else the exit status. */
@@ -270,12 +257,7 @@ static void process_setup(sigset_t *ret_sigs) {
     nofile.rlim_cur = nofile.rlim_max < 8192 ? nofile.rlim_max : 8192;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  /* Every thread started after this inherits the mask. */
-  sigemptyset(ret_sigs);
-  sigaddset(ret_sigs, SIGINT);
-  sigaddset(ret_sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, ret_sigs, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  k8s_prog_signals(ret_sigs); /* before any thread: they inherit the mask */
 }
 
 /* The parts, started in order (each stopped by main when a later one fails). */

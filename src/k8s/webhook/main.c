@@ -18,6 +18,7 @@
 #include "httpd.h"
 #include "kube.h"
 #include "log.h"
+#include "progmain.h"
 #include "proto.h"
 #include "selfsign.h"
 #include "serve.h"
@@ -83,10 +84,7 @@ static const char usage[] =
     "  --help                this text\n";
 
 static int bad(const char *fmt, const char *what) {
-  fprintf(stderr, "gslice-webhook: ");
-  fprintf(stderr, fmt, what);
-  fprintf(stderr, "\n(gslice-webhook --help shows the usage)\n");
-  return 2;
+  return k8s_prog_bad("gslice-webhook", fmt, what);
 }
 
 static bool whole(const char *text, unsigned lo, unsigned hi, unsigned *ret) {
@@ -106,7 +104,10 @@ struct flags {
   const char *secret, *service, *ns;
 };
 
-static int flag(struct flags *f, int opt, char *arg) {
+/* One flag (getopt's opt, its value arg) into the struct flags at ctx: 0, or the exit status
+ * of a refusal. */
+static int flag(void *ctx, int opt, char *arg) {
+  struct flags *f = ctx;
   char host[256], perr[K8S_ERR_MAX], lerr[320];
   uint16_t port;
 
@@ -159,6 +160,10 @@ static int self_signed_flags(const struct flags *f) {
   return -1;
 }
 
+static void help(void) {
+  fputs(usage, stdout);
+}
+
 /* The flags: -1 to go on, else the exit status (0 after --help). */
 static int parse(int argc, char **argv, struct flags *f) {
   static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
@@ -175,23 +180,10 @@ static int parse(int argc, char **argv, struct flags *f) {
                                        {"namespace", required_argument, NULL, 'n'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-  int opt, rc;
+  int rc = k8s_prog_parse("gslice-webhook", argc, argv, opts, help, flag, f);
 
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-    if (opt == 'h') {
-      fputs(usage, stdout);
-      return 0;
-    }
-    if (opt == ':')
-      return bad("%s needs a value", argv[optind - 1]);
-    if (opt == '?')
-      return bad("unknown option \"%s\"", argv[optind - 1]);
-    if ((rc = flag(f, opt, optarg)))
-      return rc;
-  }
-  if (optind < argc)
-    return bad("unexpected argument \"%s\"", argv[optind]);
+  if (rc >= 0)
+    return rc;
   if (f->secret)
     return self_signed_flags(f);
   if (f->service || f->ns)
@@ -349,11 +341,7 @@ int main(int argc, char **argv) {
   f.review = (struct wh_cfg){.scheduler = WH_SCHEDULER, .pod = &f.pcfg};
   f.scfg.review = &f.review;
   gs_log_open("gslice-webhook", GS_LOG_INFO);
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* before any thread: they inherit the mask */
-  signal(SIGPIPE, SIG_IGN);
+  k8s_prog_signals(&sigs); /* before any thread: they inherit the mask */
   if (f.secret) {
     if (selfsigned_start(&f, &st, err, sizeof err)) {
       gs_log(GS_LOG_ERROR,
