@@ -11,18 +11,22 @@
 # token's time from a launch to the synchronize that waited for it, docs/compute.md) is paced to
 # half its speed by the limit itself; and below it, each batch followed by GATE_IDLE_NS of the
 # thread's own time (a spin, in the direct run too), where only the gate's cost is left.
-# Threads: 2 (no more than this machine's CPUs) and GATE_THREADS.
+# Threads: 2 (no more than this machine's CPUs) and GATE_THREADS. And a program that works
+# between its batches (GATE_EVICT_KB of its own data written after each, 2048: more than this
+# host's 1 MB L2), which takes what the launch and the synchronize touch out of the CPU's caches:
+# there each line the gate touches is a miss, and each token cycle weighs on fewer batches.
 #   GATE_SECONDS (2) per batch size per run, GATE_ROUNDS (5), GATE_THREADS (4: the threaded
 #   modes), GATE_IDLE_NS (4000), GATE_BATCHES ("8 64"), GATE_SHORT=1: a smoke test (0.2 s, 2
 #   rounds).
 source "$GSLICE_SRC/bench/compute_env.inc"
 SECS=${GATE_SECONDS:-2} ROUNDS=${GATE_ROUNDS:-5} THREADS=${GATE_THREADS:-4} IDLE=${GATE_IDLE_NS:-4000}
+EVICT=${GATE_EVICT_KB:-2048}
 BATCHES=${GATE_BATCHES:-8 64}
 if [ "${GATE_SHORT:-0}" = 1 ]; then SECS=0.2 ROUNDS=2; fi
 GB="$GSLICE_BUILD/bench/gate_bench"
 bench_daemon
-# name|threads|idle ns after each synchronize|how it runs (its baseline: the direct run of the
-# same threads and idle)
+# name|threads|idle ns after each synchronize|how it runs|KB of its own work after each batch
+# (its baseline: the direct run of the same threads, idle and work)
 H50="$BIN/gslice run --compute 50 --compute-limit 50 --"
 MODES=(
   "direct|1|0|"
@@ -39,17 +43,21 @@ MODES=(
   "direct, $THREADS threads|$THREADS|0|"
   "soft, $THREADS threads|$THREADS|0|$BIN/gslice run --compute 50 --"
   "hard 50/50, $THREADS threads|$THREADS|0|$H50"
+  "direct, $EVICT KB of work a batch|1|$IDLE||$EVICT"
+  "soft, $EVICT KB of work a batch|1|$IDLE|$BIN/gslice run --compute 50 --|$EVICT"
+  "hard 50/50, $EVICT KB of work a batch|1|$IDLE|$H50|$EVICT"
 )
 echo "gate cost: $(nproc) CPU(s), load $(cut -d' ' -f1-3 /proc/loadavg), ${SECS}s per batch" \
   "size per run, $ROUNDS rounds, batches $BATCHES"
 R="$BT/results"
 for round in $(seq "$ROUNDS"); do
   for m in "${MODES[@]}"; do
-    IFS='|' read -r name threads idle how <<<"$m"
+    IFS='|' read -r name threads idle how evict <<<"$m"
     # shellcheck disable=SC2086 # `how` is words
-    out=$(GATE_IDLE_NS=$idle $how "$GB" "$SECS" "$threads" $BATCHES 2>>"$BT/gate.err") ||
+    out=$(GATE_IDLE_NS=$idle GATE_EVICT_KB=${evict:-0} $how "$GB" "$SECS" "$threads" $BATCHES \
+      2>>"$BT/gate.err") ||
       { echo "gate_bench failed in '$name':"; cat "$BT/gate.err"; exit 1; }
-    echo "$round|$name|$threads,$idle|$out" >>"$R"
+    echo "$round|$name|$threads,$idle,${evict:-0}|$out" >>"$R"
   done
 done
 # The fit per round against that round's direct run of the same thread count; p: "" (wall time)

@@ -12,6 +12,10 @@
  * that the device is busy for a part of the time only (a hard-limited slice below its limit);
  * then each batch is timed on its own, the spin left out (two more clock reads a batch, in the
  * direct run too).
+ * GATE_EVICT_KB=N (with GATE_IDLE_NS): before the spin the thread also writes one byte in every
+ * line of N KB of its own, as a program's own work between batches does (a Python interpreter's,
+ * a data loader's): what the launch and the synchronize touch is then out of the CPU's caches at
+ * each batch, in the direct run as under the hook.
  * usage: gate_bench SECONDS THREADS B1 B2 [B...] */
 #include <cuda.h>
 #include <pthread.h>
@@ -33,7 +37,9 @@ static CUfunction fn;
 static int nsizes;
 static unsigned long sizes[MAX_SIZES];
 static double seconds;
-static unsigned long long idle_ns; /* GATE_IDLE_NS */
+static unsigned long long idle_ns;             /* GATE_IDLE_NS */
+static size_t evict_len;                       /* GATE_EVICT_KB */
+static __thread volatile unsigned char *evict; /* each thread's own */
 
 struct worker {
   pthread_t t;
@@ -74,6 +80,8 @@ static int idle_batch(CUstream s, unsigned long b, unsigned long long *wall,
   unsigned long long t1 = now_ns();
   *cpu += clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
   *wall += t1 - t0;
+  for (size_t i = 0; i < evict_len; i += 64)
+    evict[i]++;
   for (unsigned long long until = t1 + idle_ns; now_ns() < until;)
     ;
   return 0;
@@ -108,6 +116,10 @@ static void *work(void *arg) {
     return NULL;
   }
   CUstream s = w->s;
+  if (evict_len && !(evict = calloc(1, evict_len))) {
+    w->failed = 1;
+    return NULL;
+  }
   unsigned long long t = now_ns(), stop = t + WARM_NS;
   for (int k = 0; t < stop; k = (k + 1) % nsizes, t = now_ns())
     if (run_slice(NULL, s, k, t + SLICE_NS / 10) < 0)
@@ -116,8 +128,10 @@ static void *work(void *arg) {
   for (int k = 0; (t = now_ns()) < stop; k = (k + 1) % nsizes)
     if (run_slice(w, s, k, t + SLICE_NS) < 0)
       goto fail;
+  free((void *)evict);
   return NULL;
 fail:
+  free((void *)evict);
   w->failed = 1;
   return NULL;
 }
@@ -165,6 +179,8 @@ static int parse(int argc, char **argv, int *threads) {
   *threads = atoi(argv[2]);
   const char *idle = getenv("GATE_IDLE_NS");
   idle_ns = idle ? strtoull(idle, NULL, 10) : 0;
+  const char *ev = getenv("GATE_EVICT_KB");
+  evict_len = ev ? strtoull(ev, NULL, 10) * 1024 : 0;
   nsizes = argc - 3;
   for (int k = 0; k < nsizes; k++) {
     sizes[k] = strtoul(argv[3 + k], NULL, 10);

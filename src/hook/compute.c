@@ -30,6 +30,8 @@ static void slot_release(void *v) {
   uintptr_t i = (uintptr_t)v;
   tl_slot = -1;
   atomic_fetch_add(&C.shared_users, 1);
+  if (i == 1)
+    atomic_store(&C.slot0_tp, 0); /* before the slot is free: a later thread's pointer may match */
   if (i > 0 && i <= GATE_SLOTS)
     atomic_store(&C.slot_owned[i - 1], 0);
 }
@@ -58,6 +60,8 @@ __attribute__((noinline, cold)) static void slot_claim(void) {
       return;
     }
     tl_slot = (int)i + 1;
+    if (i == 0)
+      atomic_store(&C.slot0_tp, gs_thread_pointer());
     atomic_fetch_sub(&C.shared_users, 1);
     return;
   }
@@ -70,7 +74,7 @@ static inline uintptr_t slot_done(int dev) {
     slot_claim();
   if (tl_slot < 0)
     return (uintptr_t)&C.shared.done[dev] | 1;
-  return (uintptr_t)&C.slots[tl_slot - 1].done[dev];
+  return (uintptr_t)gs_gate_counter((unsigned)tl_slot - 1, (unsigned)dev);
 }
 
 /* Entered less done, the gate word read before and after the slots: if no launch entered
@@ -81,14 +85,15 @@ uint32_t gs_gate_inflight(const struct burst *b) {
   /* The calling thread is the only one that ever launched (slot 1, the slots' high-water mark,
    * nobody counting in the shared one), and it is not in a launch: a thread's slot is claimed
    * before its first launch enters. The usual single-threaded program's every synchronize. */
-  if (tl_slot == 1 && atomic_load(&C.nslots) == 1 && atomic_load(&C.shared_users) == 0)
+  if (gs_thread_pointer() == atomic_load_explicit(&C.slot0_tp, memory_order_relaxed) &&
+      atomic_load(&C.nslots) == 1 && atomic_load(&C.shared_users) == 0)
     return 0;
   for (int tries = 0; tries < 4; tries++) {
     uint64_t g = atomic_load(&b->gate);
     uint32_t done = atomic_load_explicit(&C.shared.done[dev], memory_order_acquire);
     unsigned n = atomic_load(&C.nslots);
     for (unsigned i = 0; i < n; i++)
-      done += atomic_load_explicit(&C.slots[i].done[dev], memory_order_acquire);
+      done += atomic_load_explicit(gs_gate_counter(i, dev), memory_order_acquire);
     if (GATE_ENTERED(atomic_load(&b->gate)) == GATE_ENTERED(g))
       return (GATE_ENTERED(g) - done) & GATE_COUNT_MASK;
   }
@@ -98,12 +103,13 @@ uint32_t gs_gate_inflight(const struct burst *b) {
 void gs_gate_slots_forked(void) {
   for (unsigned i = 0; i < GATE_SLOTS; i++) {
     for (unsigned d = 0; d < GS_MAX_GPUS; d++)
-      atomic_store(&C.slots[i].done[d], 0);
+      atomic_store(gs_gate_counter(i, d), 0);
     atomic_store(&C.slot_owned[i], tl_slot == (int)i + 1);
   }
   for (unsigned d = 0; d < GS_MAX_GPUS; d++)
     atomic_store(&C.shared.done[d], 0);
   atomic_store(&C.shared_users, tl_slot < 0);
+  atomic_store(&C.slot0_tp, tl_slot == 1 ? gs_thread_pointer() : 0);
 }
 
 /* ---- the gate ---- */
@@ -328,25 +334,35 @@ __attribute__((noinline)) static CUresult gate_general(CUstream stream, uintptr_
 }
 
 /* The fast path, in a process that sees one GPU (a slice's) with the gate on and no capture in
- * progress: one atomic add, a few loads, no call, no clock read (the helper closes the burst at
- * its expiry: valid_until 0). The add is a full barrier: a close that stopped the burst
- * (valid_until 0) before it is seen here; one after it counts this launch in flight
- * (gs_gate_inflight). */
+ * progress: one atomic add, a few loads of three lines (C's first, the burst's first and its gate
+ * line), no call, no clock read (the helper closes the burst at its expiry: valid_until 0). The
+ * add is a full barrier: a close that stopped the burst (valid_until 0) before it is seen here;
+ * one after it counts this launch in flight (gs_gate_inflight). The thread with slot 0 finds it
+ * by its thread pointer, the others by their TLS. */
 CUresult gs_compute_before_launch(CUstream stream, uintptr_t *done) {
-  if (__builtin_expect(atomic_load_explicit(&C.state, memory_order_acquire) == 0 ||
-                           C.mode == MODE_OFF ||
-                           atomic_load_explicit(&C.captures, memory_order_relaxed) != 0 ||
-                           !C.one_gpu || tl_slot <= 0,
-                       0))
+  if (__builtin_expect(
+          atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF ||
+              atomic_load_explicit(&C.captures, memory_order_relaxed) != 0 || !C.one_gpu,
+          0))
     return C.mode == MODE_OFF && atomic_load(&C.state) ? CUDA_SUCCESS
                                                        : gate_general(stream, done, false, 0);
   struct burst *b = &C.b[0];
+  _Atomic uint32_t *counter;
+  if (__builtin_expect(
+          gs_thread_pointer() == atomic_load_explicit(&C.slot0_tp, memory_order_relaxed), 1))
+    counter = &b->done0;
+  else if (tl_slot > 0)
+    counter = &C.slots[tl_slot - 1].done[0];
+  else
+    return gate_general(stream, done, false, 0);
   uint64_t w = atomic_fetch_add(&b->gate, GATE_ENTER + 1);
   if (__builtin_expect(GATE_LAUNCHES(w) < atomic_load(&b->fast_budget) &&
-                           atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream) &&
-                           atomic_load(&b->idle_since) == 0,
+                           atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream),
                        1)) {
-    *done = (uintptr_t)&C.slots[tl_slot - 1].done[0];
+    /* The first launch after a quick synchronize: the gap since is the process's own. */
+    if (__builtin_expect(atomic_load(&b->idle_since) != 0, 0))
+      take_idle(b);
+    *done = (uintptr_t)counter;
     return CUDA_SUCCESS;
   }
   return gate_general(stream, done, true, w);

@@ -42,7 +42,6 @@
  * itself at its limit until the daemon answers, as when it is lost (else a stopped daemon
  * stops every slice's GPU work). */
 #define PING_WAIT_NS (500 * NS_PER_MS)
-/* Launches per burst when nothing is known yet about this process's kernels. */
 /* The handoff: a burst that has spent its budget gives its token back when this much of its
  * queued work is left to run, so that the next holder's grant, wake-up and first launch (0.1-0.4
  * ms on a loaded machine, docs/compute.md) overlap the tail instead of leaving the device idle. */
@@ -53,6 +52,7 @@
  * end: the launch's own way to the device, so that no idle gap is left, and too short for the
  * two contexts to take turns on the device (a GPU time-slices contexts by the millisecond). */
 #define HANDOFF_LEAD_NS 100000ull
+/* Launches per burst when nothing is known yet about this process's kernels. */
 #define FIRST_BUDGET 16
 #define MAX_BUDGET (1u << 20)
 
@@ -74,19 +74,30 @@
 
 enum mode { MODE_OFF, MODE_DAEMON, MODE_SELF };
 
-/* One GPU (as this process numbers them) of this process. */
+/* One GPU (as this process numbers them) of this process. A launch and a quick synchronize read
+ * and write three lines of it (the first two, read-mostly, and the gate's) and the one line of
+ * struct compute's first: after a program's own work between batches has taken them from
+ * the CPU's caches, each is a miss (tens of ns), so everything those paths touch is kept in them
+ * (docs/benchmarks.md, "Gate cost": 2 MB of the program's own work a batch). */
 struct burst {
-  /* What every launch reads, written at an open, a close or a stream's first launch: one cache
-   * line, apart from the counters every launch writes (with several threads launching, the
-   * line those writes take from one CPU to the next would otherwise take these with it). */
+  /* What every launch and quick synchronize reads, written at an open, a close, a segment's start
+   * or a stream's first launch: apart from the counters every launch writes (with several
+   * threads launching, the line those writes take from one CPU to the next would otherwise take
+   * these with it). The streams end the line: a burst of one stream reads no other. */
   _Atomic uint64_t valid_until; /* launches go ahead before this; 0: no burst open */
   /* The fast path's share of the budget: the launch that reaches it takes the slow path and
    * marks the handoff (HANDOFF_NS) first; = budget when the burst hands off no earlier. */
   _Atomic uint64_t fast_budget;
-  _Atomic uintptr_t streams[BURST_STREAMS];
+  _Atomic uint64_t budget; /* launches allowed in this burst: the quantum over the mean kernel */
+  _Atomic(CUcontext) ctx;
   _Atomic unsigned nstreams;
   _Atomic uint32_t epoch; /* bumped at each open and close: a stale stamp is not set */
   uint32_t dev;           /* its index in C.b, set up before C.state */
+  _Atomic bool seg_open;  /* a segment is open: seg_start marks where it began */
+  /* A per-thread stream, or more than BURST_STREAMS: only a context sync sees all of it. Read
+   * without mu by the synchronize wrappers, as are ctx and seg_open. */
+  _Atomic bool thread_local_stream;
+  _Atomic uintptr_t streams[BURST_STREAMS] __attribute__((aligned(8)));
   /* The launches of this burst and those ever entered (GATE_ENTER_SHIFT): one atomic add a
    * launch, the only write a launch makes to a line other threads' launches write too. */
   _Atomic uint64_t gate __attribute__((aligned(64)));
@@ -99,16 +110,13 @@ struct burst {
   /* Quick synchronizes querying the burst's streams without mu: a stream's destroy waits for
    * them once its slot is BURST_STREAM_GONE (a query of a destroyed handle is undefined). */
   _Atomic unsigned querying;
-  /* Launches allowed in this burst: the quantum over the mean kernel. */
-  _Atomic uint64_t budget __attribute__((aligned(64)));
-  bool open;
+  /* The first launching thread's launches of this GPU back from the driver (mod 2^24, its slot
+   * 0: struct gate_slot): on the line its launch has just written. */
+  _Atomic uint32_t done0;
+  bool open __attribute__((aligned(64)));
   bool closing; /* a close waits (mu dropped) for the GPU: the burst's events are its */
-  /* A per-thread stream, or more than BURST_STREAMS: only a context sync sees all of it. Read
-   * without mu by the synchronize wrappers, as are ctx and seg_open. */
-  _Atomic bool thread_local_stream;
   uint32_t generation;
   uint64_t opened_at;
-  _Atomic(CUcontext) ctx;
   CUevent start, end[BURST_STREAMS], probe[BURST_STREAMS], handoff[BURST_STREAMS];
   /* The handoff: events behind all but the burst's last `handoff_tail_ns` of launches; once they
    * have completed and that tail is down to HANDOFF_NS, the token goes back (released) while the
@@ -125,7 +133,6 @@ struct burst {
    * (charged, it puts a slice that synchronizes often above what it ran, and under its request
    * where requests add up to 100%). */
   CUevent seg_start;
-  _Atomic bool seg_open;  /* a segment is open: seg_start marks where it began */
   uint64_t seg_used_ns;   /* device time of the burst's closed segments */
   uint64_t seg_span_ns;   /* from the burst's start to its last closed segment's end */
   uint64_t sync_seq;      /* bumped at each mark, burst open and close: a stale mark is ignored */
@@ -150,29 +157,42 @@ struct burst {
 };
 
 /* One launching thread's launches back from the driver, per GPU (mod 2^24): written by that
- * thread alone (a plain store), read by whoever waits for the launches in flight. One line. */
+ * thread alone (a plain store), read by whoever waits for the launches in flight. One line.
+ * Slot 0's counts are the bursts' done0 instead (gs_gate_counter). */
 struct gate_slot {
   _Atomic uint32_t done[GS_MAX_GPUS];
 } __attribute__((aligned(64)));
 
 struct compute {
-  _Atomic int state; /* 0: not set up, 1: set up */
-  pthread_mutex_t init_mu;
+  /* What every launch and synchronize reads first: one line, written at set-up, a capture's begin
+   * and end, and a launching thread's first launch and exit. */
+  _Atomic int state __attribute__((aligned(64))); /* 0: not set up, 1: set up */
   _Atomic int mode; /* enum mode: the fast path reads it, the helper changes it */
-  /* The process sees one GPU (a slice's: CUDA_VISIBLE_DEVICES): every context is on device 0, and
-   * the fast path asks the driver for none. Set up before state, never changed. */
-  bool one_gpu;
-  /* The clock of the idle gaps (gs_gate_ticks): the TSC, and where it stood against
-   * CLOCK_MONOTONIC at set-up. Set up before state, never changed. */
-  bool tsc;
-  uint64_t tsc0, mono0;
   /* Stream captures begun through the hook and not ended: while there are any, a launch into a
    * capturing stream passes ungated (it only becomes a graph node), the gate records no event
    * into a stream that captures, and no context synchronize (compute_burst.c). Changed only with
    * mu held during the real begin, so that an event record under mu never races a capture
    * beginning on its stream. */
   _Atomic unsigned captures;
-  _Atomic unsigned ctx_syncing; /* closes in a context synchronize: a capture begins after them */
+  /* The process sees one GPU (a slice's: CUDA_VISIBLE_DEVICES): every context is on device 0, and
+   * the fast path asks the driver for none. Set up before state, never changed. */
+  bool one_gpu;
+  /* The clock of the idle gaps (gs_gate_ticks): the TSC, and where it stood against
+   * CLOCK_MONOTONIC at set-up. Set up before state, never changed. */
+  bool tsc;
+  /* The launching threads' slots (compute.c): claimed at a thread's first launch, given back at
+   * its exit (their counts stay: the next owner goes on from them); slots[nslots..] never used.
+   * A thread that finds none free counts in `shared` with atomic adds. */
+  _Atomic unsigned nslots;
+  _Atomic unsigned shared_users; /* threads counting in `shared`, or about to claim a slot */
+  _Atomic unsigned ctx_syncing;  /* closes in a context synchronize: a capture begins after them */
+  /* The thread pointer (gs_thread_pointer) of slot 0's owner, 0: none. That thread's launches
+   * find their slot without reading their TLS: its line and the GOT's entry for its offset are
+   * two more misses a batch after the program's own work (its thread pointer's line, which
+   * libc and the stack protector read all the time, is not). */
+  _Atomic uintptr_t slot0_tp;
+  uint64_t tsc0, mono0;
+  pthread_mutex_t init_mu __attribute__((aligned(64)));
   uint32_t slice_id;
   uint64_t slice_nonce; /* GSLICE_SLICE_NONCE: the slice's identity beyond its id */
   bool stale;           /* the daemon's slice of this id is another one: never reconnect */
@@ -189,19 +209,32 @@ struct compute {
   unsigned char in[1024] __attribute__((aligned(8)));
   size_t inlen;
   struct burst b[GS_MAX_GPUS];
-  /* The launching threads' slots (compute.c): claimed at a thread's first launch, given back at
-   * its exit (their counts stay: the next owner goes on from them); slots[nslots..] never used.
-   * A thread that finds none free counts in `shared` with atomic adds. */
   struct gate_slot slots[GATE_SLOTS];
   _Atomic uint8_t slot_owned[GATE_SLOTS];
-  _Atomic unsigned nslots;
-  _Atomic unsigned shared_users; /* threads counting in `shared`, or about to claim a slot */
   struct gate_slot shared;
 };
 
 /* The hook's init-once table for compute (compute_link.c). */
 extern struct compute gs_compute_state;
 #define C gs_compute_state
+
+/* Where slot `slot`'s launches of GPU dev back from the driver are counted: slot 0's (the first
+ * launching thread's) on the burst's gate line, the others' on their slots' own. */
+static inline _Atomic uint32_t *gs_gate_counter(unsigned slot, unsigned dev) {
+  return slot == 0 ? &C.b[dev].done0 : &C.slots[slot].done[dev];
+}
+
+/* The calling thread's thread pointer: on x86-64 the TCB's first word (the ABI's TLS variant II:
+ * it points to itself) read through %fs, elsewhere the compiler's builtin. Never 0. */
+static inline uintptr_t gs_thread_pointer(void) {
+#if defined(__x86_64__)
+  uintptr_t tp;
+  __asm__("mov %%fs:0, %0" : "=r"(tp));
+  return tp;
+#else
+  return (uintptr_t)__builtin_thread_pointer();
+#endif
+}
 
 /* The clock of the idle gaps after quick synchronizes (two reads a synchronize, compute.c): the
  * TSC where the kernel keeps its own time by it (x86-64; 13 ns a read on the build machine, where
