@@ -6,6 +6,7 @@
 #include "words.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -296,6 +297,10 @@ static int check_body(const struct gs_msg *m) {
   }
 }
 
+/* Only the header and the type's own body are written, here and in *ret: a struct gs_msg is
+ * 6 KB (the status reply's), and a token message's 40 bytes decoded through a zeroed copy of all
+ * of it wrote 12 KB a message, 200 cache lines of the hook's helper thread's a token cycle. The
+ * rest of the union is not the type's and is never read. */
 int gs_msg_decode(const void *buf, size_t len, struct gs_msg *ret) {
   struct gs_msg m;
   size_t want, body;
@@ -306,10 +311,10 @@ int gs_msg_decode(const void *buf, size_t len, struct gs_msg *ret) {
     return r == -EAGAIN ? -EPROTO : r;
   if (want != len)
     return -EPROTO;
-  memset(&m, 0, sizeof(m));
   memcpy(&m.hdr, buf, sizeof(m.hdr));
   body = gs_msg_body_size(m.hdr.type);
   memcpy(&m.u, (const char *)buf + sizeof(m.hdr), body);
+  m.status_slices = NULL;
   if (m.hdr.type == GS_MSG_STATUS_REPLY) {
     if (m.u.status_reply.nslices > GS_PROTO_MAX_SLICES ||
         len != sizeof(m.hdr) + body +
@@ -320,6 +325,7 @@ int gs_msg_decode(const void *buf, size_t len, struct gs_msg *ret) {
   r = check_body(&m);
   if (r < 0)
     return r;
-  *ret = m;
+  memcpy(ret, &m, offsetof(struct gs_msg, u) + body);
+  ret->status_slices = m.status_slices;
   return 0;
 }
