@@ -17,36 +17,57 @@ source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
 S=$(at 1)
-# Each slice outlives its workload by 2 s (the slice goes when its runner does): its charges are
-# all in by then, and the totals compare without the edges of a window (charges arrive after
-# the work they are for; on a starved host, tens of ms after).
+# Each slice outlives its workload until the test has read the last counters ($T/done; 30 s at
+# most: the slice goes when its runner does): its charges are all in by then, and the totals
+# compare without the edges of a window (charges arrive after the work they are for; on a
+# starved host, tens of ms after).
 for l in a b; do
   GSLICE_LOG_LEVEL=debug GSLICE_LOG_FILE="$T/hook.$l" gsrun --compute 50 --name "$l" -- \
-    bash -c '"$@" && exec env -u LD_PRELOAD sleep 2' spin "$TBIN/compute_spin" --start "$S" \
-    --warmup 1.5 --duration 3 --kernel-us 1000 --label "$l" >"$T/$l" &
+    bash -c 'd=$1; shift; "$@" &&
+      exec env -u LD_PRELOAD timeout 30 sh -c "until [ -e \"\$0\" ]; do sleep 0.05; done" "$d"' \
+    spin "$T/done" "$TBIN/compute_spin" --start "$S" --warmup 1.5 --duration 3 --kernel-us 1000 \
+    --label "$l" >"$T/$l" &
   eval "P$l=\$!"
 done
-# "charged_s device_busy_s time_s": both slices' busy_seconds_total on GPU 0, the sim's busy time
+# "charged_s device_busy_s time_s read_s": both slices' busy_seconds_total on GPU 0, the sim's
+# busy time and clock, and the epoch just after the sim was read
 counters() {
-  local sim
+  local sim read
   sim=$("$BIN/gslice-sim" info --json)
+  read=$(date +%s.%N)
   "$BIN/gslice" status --json | /usr/bin/python3 -c '
 import json, sys
 st, sim = json.load(sys.stdin), json.loads(sys.argv[1])
 c = sum(g["busy_seconds_total"] for s in st["slices"] for g in s["gpus"] if g["index"] == 0)
-print(c, sim["devices"][0]["busy_ns"] / 1e9, sim["time_ns"] / 1e9)' "$sim"
+print(c, sim["devices"][0]["busy_ns"] / 1e9, sim["time_ns"] / 1e9, sys.argv[2])' "$sim" "$read"
 }
-sleep "$(awk -v s="$S" -v n="$(date +%s.%N)" 'BEGIN { print s + 1.5 - n }')"
+# The device's busy time over [x, y], both read while the workloads run (S + 1.5 to S + 4.5;
+# y at S + 4 leaves the read time on a loaded host). Read after the run ended, by a host that
+# kept this script from a CPU, the window would take in the idle device after it.
+sleep_until "$S" 1.5
 daemon_wait_over "$(at 0)" 3
 x=$(counters)
-sleep 3
+sleep_until "$S" 4
 y=$(counters)
-sleep "$(awk -v s="$S" -v n="$(date +%s.%N)" 'BEGIN { print s + 5.5 - n }')"
-z=$(counters) # every kernel ran and was charged; both slices still there
+y_late=$(awk -v y="$y" -v s="$S" 'BEGIN { split(y, v, " "); print (v[4] > s + 4.5 ? 1 : 0) }')
+# Every kernel ran once both workloads have written their lines, and every charge is in once
+# two reads 0.5 s apart agree; both slices are still there until $T/done.
+for _ in $(seq 300); do
+  [ -s "$T/a" ] && [ -s "$T/b" ] && break
+  sleep 0.1
+done
+[ -s "$T/a" ] && [ -s "$T/b" ] || fail "the workloads did not end within 30 s of their run's end"
+z=$(counters)
+for _ in $(seq 40); do
+  sleep 0.5
+  z0=$z z=$(counters)
+  [ "${z%% *}" = "${z0%% *}" ] && break
+done
+touch "$T/done"
 wait "$Pa" || fail "slice a failed"
 wait "$Pb" || fail "slice b failed"
 cat "$T/a" "$T/b"
-echo "counters (charged, device busy, time): $x -> $y -> $z"
+echo "counters (charged, device busy, time, read at): $x -> $y -> $z"
 read -r busy wall < <(awk -v x="$x" -v y="$y" 'BEGIN { split(x, a, " "); split(y, b, " ");
   printf "%.4f %.4f\n", b[2] - a[2], b[3] - a[3] }')
 read -r charged total < <(awk -v z="$z" 'BEGIN { split(z, c, " "); printf "%.4f %.4f\n", c[1], c[2] }')
@@ -76,5 +97,10 @@ awk -v c="$charged" -v b="$total" 'BEGIN { exit !(c >= b * 0.97) }' ||
 pass_busy=$(awk -v b="$busy" -v w="$wall" 'BEGIN { printf "%d", 100 * b / w }')
 # A floor against stalls, not the handoff's measure (the handoffs above are): 97-99% on a quiet
 # host, 95-96% in the sanitizer build, 97% before the handoff with two slices.
-share_ceiling_floor "device busy" "$pass_busy" 93 100 "$T/a $T/b"
+if [ "$pass_busy" -lt 93 ] && [ "$y_late" = 1 ]; then
+  skip_part "device busy's floor of 93% (got ${pass_busy}%): the host kept this script from a" \
+    "CPU until the run had ended, and the window read takes in the idle device after it"
+else
+  share_ceiling_floor "device busy" "$pass_busy" 93 100 "$T/a $T/b"
+fi
 pass "handoff: next holder queued behind the tail, device time charged once (${charged} s of ${total} s)"

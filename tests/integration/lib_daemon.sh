@@ -19,6 +19,11 @@ stop_daemon() {
 }
 # epoch seconds, n seconds from now
 at() { date +%s.%N | awk -v d="$1" '{ printf "%.3f", $1 + d }'; }
+# sleep_until EPOCH [PLUS]: sleeps until EPOCH + PLUS seconds; at once where that has passed
+# already (a loaded host ran the test late: sleep refuses a negative time, and set -e ends it).
+sleep_until() {
+  sleep "$(awk -v e="$1" -v p="${2:-0}" -v n="$(date +%s.%N)" 'BEGIN { d = e + p - n; printf "%.3f", (d > 0 ? d : 0) }')"
+}
 # field VALUE-OF KEY in a "k=v k=v" line
 field() { sed -n "s/.*\b$2=\([^ ]*\).*/\1/p" "$1"; }
 # pct FILE: share in percent (integer)
