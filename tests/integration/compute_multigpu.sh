@@ -15,7 +15,10 @@ gsrun --gpu 1 --compute 70 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --dur
 B=$!
 gsrun --gpu 1 --compute 30 -- "$TBIN/compute_spin" --start "$S" --warmup 1 --duration 5 --label c >"$T/c" &
 C=$!
-sleep 0.3
+# The three slices registered (gslice run admits each before its workload starts): then GPU 1's
+# 100% is committed. A fixed wait raced three runners starting on a loaded host.
+for _ in $(seq 200); do [ "$(nslices)" -ge 3 ] && break; sleep 0.05; done
+[ "$(nslices)" -eq 3 ] || fail "three slices did not register within 10 s: $(nslices)"
 set +e
 gsrun --gpu 0,1 --compute 10 -- true 2>"$T/refused"; rc=$?
 set -e
