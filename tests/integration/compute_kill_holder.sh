@@ -5,14 +5,20 @@
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 start_daemon
-gsrun --compute 50 --name victim -- "$TBIN/compute_spin" --warmup 0 --duration 30 --kernel-us 20000 --label v >/dev/null &
+# The victim's label is this test's own (v$$): pgrep sees every test's workloads, and under
+# ctest -j a concurrent one's (daemon_hook_containers' "--label victim") matched "--label v" too.
+gsrun --compute 50 --name victim -- "$TBIN/compute_spin" --warmup 0 --duration 30 --kernel-us 20000 --label "v$$" >/dev/null &
 V=$!
 daemon_wait_over "$(at 0)" 4
 gsrun --compute 50 --name other -- "$TBIN/compute_spin" --warmup 0 --duration 4 --kernel-us 2000 --label o >"$T/o" &
 O=$!
 sleep 1.5
-vp=$(pgrep -f "^$TBIN/compute_spin .*--label v" || true)
-[ -n "$vp" ] || fail "no victim workload process"
+for _ in $(seq 100); do # the victim's runner has exec'd it by now, unless the host is slow
+  vp=$(pgrep -f "^$TBIN/compute_spin .*--label v$$\$" || true)
+  [ -n "$vp" ] && break
+  sleep 0.1
+done
+[ -n "$vp" ] || fail "no victim workload process within 10 s"
 kill -9 "$vp"
 set +e
 wait $V
