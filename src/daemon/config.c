@@ -52,6 +52,9 @@ const struct config_entry config_table[] = {
         "quantum before a kernel length is reported, us"),
     U64(quantum_kernels, DEF(SCHED_DEFAULT_QUANTUM_KERNELS), 1, 1000, true,
         "a quantum is this many of the slice's kernels (as its hooks measure them)"),
+    BOOL(lone_quantum, "true", true,
+         "a slice alone on its GPU holds quantum_max (x its limit when hard-limited), taken back "
+         "at the end of its usual quantum once another slice waits"),
     U64(release_timeout_ms, "1000", 10, 600000, true,
         "most a holder may take past expiry to close its burst before it is revoked (it gets "
         "one quantum, or two of its kernels when longer), ms"),

@@ -67,7 +67,8 @@ static struct sched_cfg sched_cfg_of(const struct config *c) {
                             .quantum_min_ns = c->quantum_min_us * 1000ull,
                             .quantum_max_ns = c->quantum_max_us * 1000ull,
                             .quantum_init_ns = c->quantum_init_us * 1000ull,
-                            .quantum_kernels = (uint32_t)c->quantum_kernels};
+                            .quantum_kernels = (uint32_t)c->quantum_kernels,
+                            .lone_quantum = c->lone_quantum};
 }
 
 void gpus_apply_sched_cfg(struct daemon *d) {

@@ -7,8 +7,9 @@
 # process joins the first one's token while the client talks: nothing here is timed.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
+# A slice alone on its GPU would hold quantum_max whatever its kernels (lone_quantum): off here.
 start_daemon --set window_ms=10000 --set quantum_min_us=200000 --set quantum_init_us=2000000 \
-  --set quantum_max_us=2500000 --set quantum_kernels=8
+  --set quantum_max_us=2500000 --set quantum_kernels=8 --set lone_quantum=false
 gsrun --name quanta -- "$TBIN/daemon_attack" "$GSLICE_SOCKET" quanta > "$T/q" || { cat "$T/q" "$T/gsliced.log"; fail "quanta run failed"; }
 cat "$T/q"
 # init (2000); still init after a charge of one 1 s launch; 8 x 100 (two processes of 150 and
@@ -18,8 +19,9 @@ stop_daemon
 
 # The real hook sends its measurement: a process of 20 ms kernels alone gets the largest quantum
 # (8 x 20 ms, held to 50 ms) once it has reported, where without a report it would keep the
-# initial 10 ms (the daemon's defaults; its grants' quanta from the hook's debug log).
-start_daemon
+# initial 10 ms (the daemon's defaults but lone_quantum; its grants' quanta from the hook's
+# debug log).
+start_daemon --set lone_quantum=false
 GSLICE_LOG_LEVEL=debug GSLICE_LOG_FILE="$T/hook.log" gsrun --name spin -- \
   "$TBIN/compute_spin" --kernel-us 20000 --warmup 0 --duration 1 --label s > "$T/s" || fail "spin run failed"
 grep -o "quantum [0-9.]* ms" "$T/hook.log" | sort | uniq -c
@@ -27,4 +29,15 @@ n=$(grep -c "quantum 50.000 ms" "$T/hook.log" || true)
 first=$(grep -o "quantum [0-9.]* ms" "$T/hook.log" | head -1)
 [ "$first" = "quantum 10.000 ms" ] || fail "the first grant's quantum is not the initial 10 ms: $first"
 [ "$n" -ge 3 ] || fail "the hook's 20 ms kernels did not make 50 ms quanta ($n grants of 50 ms)"
+stop_daemon
+
+# The defaults: a slice of 1 ms kernels alone holds quantum_max (50 ms) from its first grant
+# (lone_quantum), not the initial 10 ms nor 8 x 1 ms held to 5 ms.
+start_daemon
+GSLICE_LOG_LEVEL=debug GSLICE_LOG_FILE="$T/lone.log" gsrun --name lone -- \
+  "$TBIN/compute_spin" --kernel-us 1000 --warmup 0 --duration 1 --label l > "$T/l" || fail "lone run failed"
+grep -o "quantum [0-9.]* ms" "$T/lone.log" | sort | uniq -c
+other=$(grep -o "quantum [0-9.]* ms" "$T/lone.log" | grep -vc "quantum 50.000 ms" || true)
+lone=$(grep -c "quantum 50.000 ms" "$T/lone.log" || true)
+[ "$lone" -ge 3 ] && [ "$other" = 0 ] || fail "a slice alone did not hold 50 ms tokens ($lone of 50 ms, $other others)"
 pass "quanta are made of the kernel lengths the hooks report"

@@ -15,7 +15,8 @@ static void default_cfg(struct sched_cfg *ret) {
                             .quantum_min_ns = SCHED_DEFAULT_QUANTUM_MIN_US * 1000ull,
                             .quantum_max_ns = SCHED_DEFAULT_QUANTUM_MAX_US * 1000ull,
                             .quantum_init_ns = SCHED_DEFAULT_QUANTUM_INIT_US * 1000ull,
-                            .quantum_kernels = SCHED_DEFAULT_QUANTUM_KERNELS};
+                            .quantum_kernels = SCHED_DEFAULT_QUANTUM_KERNELS,
+                            .lone_quantum = true};
 }
 
 struct model {
@@ -979,10 +980,10 @@ static void test_preempt_rules(void) {
   add(&s, 4, 20, 100, GS_PRIORITY_LOW, 1);
   CHECK(sched_preempt_at(&s, 0) == UINT64_MAX); /* nobody holds it */
   sched_set_waiting(&s, 1, true, 0);
+  sched_set_waiting(&s, 2, true, 0); /* not alone: its token is not lengthened */
   CHECK_EQ_INT(sched_pick(&s, 0, &g), 0);
   CHECK_EQ_U64(g.slice_id, 1);
   /* Its own class waiting: no. */
-  sched_set_waiting(&s, 2, true, 100);
   CHECK(sched_preempt_at(&s, 100) == UINT64_MAX);
   /* A higher class: once the holder has had its hold. */
   sched_set_waiting(&s, 3, true, 200);
@@ -1001,6 +1002,70 @@ static void test_preempt_rules(void) {
   CHECK_EQ_U64(g.slice_id, 4);
   sched_set_waiting(&s, 3, true, 6 * MS);
   CHECK(sched_preempt_at(&s, 10 * MS) == UINT64_MAX);
+  sched_fini(&s);
+}
+
+/* A slice alone on its GPU holds a long token (no release, pick and grant every 5 ms for nobody),
+ * and one that comes to want the GPU waits no longer than it would have behind a short one. */
+static void test_lone_quantum(void) {
+  struct sched_cfg cfg;
+  struct sched s;
+  struct sched_grant g;
+
+  default_cfg(&cfg);
+  sched_init(&s, &cfg, 0);
+  add(&s, 1, 0, 100, GS_PRIORITY_NORMAL, 1);
+  add(&s, 2, 0, 100, GS_PRIORITY_NORMAL, 1);
+  add(&s, 3, 0, 50, GS_PRIORITY_NORMAL, 1);
+  /* Alone, kernels of 1 us: quantum_max, not 8 kernels clamped to quantum_min. */
+  sched_set_waiting(&s, 1, true, 0);
+  CHECK_EQ_INT(sched_pick(&s, 0, &g), 0);
+  CHECK_EQ_U64(g.slice_id, 1);
+  sched_set_kernel(&s, 1, g.generation, 1, 1000);
+  sched_charge(&s, 1, MS, 1000, MS);
+  sched_token_done(&s, MS);
+  sched_set_waiting(&s, 1, true, MS);
+  CHECK_EQ_INT(sched_pick(&s, MS, &g), 0);
+  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_max_ns);
+  CHECK(sched_preempt_at(&s, 2 * MS) == UINT64_MAX); /* nobody else wants it */
+  /* Another slice waits: taken back at the end of the 5 ms quantum it would have had. */
+  sched_set_waiting(&s, 2, true, 2 * MS);
+  CHECK_EQ_U64(sched_preempt_at(&s, 2 * MS), MS + cfg.quantum_min_ns);
+  CHECK_EQ_U64(sched_preempt_at(&s, 8 * MS), 8 * MS);
+  sched_charge_held(&s, 7 * MS, 8 * MS);
+  sched_token_done(&s, 8 * MS);
+  /* Two wanting it: the short quantum, never cut. */
+  sched_set_waiting(&s, 1, true, 8 * MS);
+  CHECK_EQ_INT(sched_pick(&s, 8 * MS, &g), 0);
+  CHECK_EQ_U64(g.slice_id, 2);
+  CHECK(g.quantum_ns < cfg.quantum_max_ns);
+  CHECK(sched_preempt_at(&s, 9 * MS) == UINT64_MAX);
+  sched_charge(&s, 2, MS, 1, 9 * MS);
+  sched_token_done(&s, 9 * MS);
+  sched_set_waiting(&s, 1, false, 9 * MS);
+  /* 1 and 2 wanted it within the window: 3 is not alone yet. */
+  sched_set_waiting(&s, 3, true, 9 * MS);
+  CHECK_EQ_INT(sched_pick(&s, 9 * MS, &g), 0);
+  CHECK_EQ_U64(g.slice_id, 3);
+  CHECK(g.quantum_ns < cfg.quantum_max_ns / 2);
+  sched_charge(&s, 3, MS, 1, 10 * MS);
+  sched_token_done(&s, 10 * MS);
+  /* A window later, a hard-limited slice alone: quantum_max x its limit, so its pacing runs no
+   * longer. */
+  uint64_t later = 10 * MS + cfg.window_ns;
+  sched_set_waiting(&s, 3, true, later);
+  CHECK_EQ_INT(sched_pick(&s, later, &g), 0);
+  CHECK_EQ_U64(g.slice_id, 3);
+  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_max_ns / 2);
+  sched_fini(&s);
+  /* Turned off (lone_quantum = false): 8 kernels, clamped to quantum_min. */
+  cfg.lone_quantum = false;
+  sched_init(&s, &cfg, 0);
+  add(&s, 1, 0, 100, GS_PRIORITY_NORMAL, 1);
+  sched_set_kernel(&s, 1, 0, 1, 1000);
+  sched_set_waiting(&s, 1, true, 0);
+  CHECK_EQ_INT(sched_pick(&s, 0, &g), 0);
+  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_min_ns);
   sched_fini(&s);
 }
 
@@ -1029,6 +1094,7 @@ int main(void) {
   test_switch_loss();
   test_wrong_charge();
   test_preempt_rules();
+  test_lone_quantum();
   test_priority_preempt();
   test_class_no_starvation();
   return test_done();
