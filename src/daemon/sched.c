@@ -473,6 +473,7 @@ int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret) {
   if (q > s->cfg.quantum_min_ns && outranked(s, sl, now))
     q = s->cfg.quantum_min_ns;
   sl->token_cut_at = 0;
+  s->quantum_ns = q;
   if (lone > q) {
     sl->token_cut_at = now + q;
     q = lone;
@@ -484,7 +485,7 @@ int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret) {
   sl->waiting = false;
   *ret = (struct sched_grant){.slice_id = sl->id,
                               .generation = s->generation,
-                              .quantum_ns = s->valid_until - now,
+                              .quantum_ns = s->quantum_ns,
                               .valid_until_ns = s->valid_until};
   return 0;
 }

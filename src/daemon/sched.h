@@ -109,6 +109,11 @@ struct sched {
   uint32_t generation;
   uint64_t granted_at;
   uint64_t valid_until;
+  /* The quantum the holder's launch budget is made of (the grant's quantum_ns): the token's
+   * length, but for one lengthened for being alone (sched_lone_quantum), whose processes still
+   * queue no more than a usual quantum's work at a time, so that a slice that takes the token
+   * from it at the cut finds no longer a queue on the device than before. */
+  uint64_t quantum_ns;
   double vnow;            /* virtual time of the last fair token (start-time fair queueing) */
   struct sched_ring busy; /* device time charged to anyone, 10 s */
   /* Device time lost to token switches while a slice was waiting: a token's

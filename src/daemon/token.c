@@ -305,7 +305,7 @@ void token_request(struct daemon *d, struct conn *c, const struct gs_msg *m) {
     /* Processes of one slice share its token: join the burst. */
     struct gs_msg_token_grant gr = {.gpu = m->u.token_request.gpu,
                                     .generation = g->s.generation,
-                                    .quantum_ns = g->s.valid_until - g->s.granted_at,
+                                    .quantum_ns = g->s.quantum_ns,
                                     .valid_until_ns = g->s.valid_until};
     c->tok.holding |= bit;
     conn_send(c, GS_MSG_TOKEN_GRANT, m->hdr.seq, &gr, sizeof(gr));

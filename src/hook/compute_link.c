@@ -154,9 +154,13 @@ static void handle_msg(const struct gs_msg *m) {
     b->granted = true;
     b->granted_at = gs_mono_ns();
     b->grant = m->u.token_grant;
-    gs_log(GS_LOG_DEBUG, "compute: gpu %u grant %u, quantum %.3f ms, previous tail until %.3f",
+    uint64_t until = m->u.token_grant.valid_until_ns;
+    gs_log(GS_LOG_DEBUG,
+           "compute: gpu %u grant %u, quantum %.3f ms, valid for %.1f ms, previous tail until %.3f",
            m->u.token_grant.gpu, m->u.token_grant.generation,
-           (double)m->u.token_grant.quantum_ns / 1e6, (double)m->u.token_grant.busy_until_ns / 1e6);
+           (double)m->u.token_grant.quantum_ns / 1e6,
+           until > b->granted_at ? (double)(until - b->granted_at) / 1e6 : 0.0,
+           (double)m->u.token_grant.busy_until_ns / 1e6);
     pthread_cond_broadcast(&C.cv);
   } else if (m->hdr.type == GS_MSG_TOKEN_REVOKE) {
     struct burst *b = &C.b[m->u.token_revoke.gpu];

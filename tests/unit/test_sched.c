@@ -1026,7 +1026,9 @@ static void test_lone_quantum(void) {
   sched_token_done(&s, MS);
   sched_set_waiting(&s, 1, true, MS);
   CHECK_EQ_INT(sched_pick(&s, MS, &g), 0);
-  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_max_ns);
+  CHECK_EQ_U64(g.valid_until_ns - MS, cfg.quantum_max_ns);
+  /* Its launch budget stays a usual quantum's: no longer a queue for whoever takes it next. */
+  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_min_ns);
   CHECK(sched_preempt_at(&s, 2 * MS) == UINT64_MAX); /* nobody else wants it */
   /* Another slice waits: taken back at the end of the 5 ms quantum it would have had. */
   sched_set_waiting(&s, 2, true, 2 * MS);
@@ -1038,7 +1040,7 @@ static void test_lone_quantum(void) {
   sched_set_waiting(&s, 1, true, 8 * MS);
   CHECK_EQ_INT(sched_pick(&s, 8 * MS, &g), 0);
   CHECK_EQ_U64(g.slice_id, 2);
-  CHECK(g.quantum_ns < cfg.quantum_max_ns);
+  CHECK(g.valid_until_ns - 8 * MS < cfg.quantum_max_ns);
   CHECK(sched_preempt_at(&s, 9 * MS) == UINT64_MAX);
   sched_charge(&s, 2, MS, 1, 9 * MS);
   sched_token_done(&s, 9 * MS);
@@ -1047,7 +1049,7 @@ static void test_lone_quantum(void) {
   sched_set_waiting(&s, 3, true, 9 * MS);
   CHECK_EQ_INT(sched_pick(&s, 9 * MS, &g), 0);
   CHECK_EQ_U64(g.slice_id, 3);
-  CHECK(g.quantum_ns < cfg.quantum_max_ns / 2);
+  CHECK(g.valid_until_ns - 9 * MS < cfg.quantum_max_ns / 2);
   sched_charge(&s, 3, MS, 1, 10 * MS);
   sched_token_done(&s, 10 * MS);
   /* A window later, a hard-limited slice alone: quantum_max x its limit, so its pacing runs no
@@ -1056,7 +1058,7 @@ static void test_lone_quantum(void) {
   sched_set_waiting(&s, 3, true, later);
   CHECK_EQ_INT(sched_pick(&s, later, &g), 0);
   CHECK_EQ_U64(g.slice_id, 3);
-  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_max_ns / 2);
+  CHECK_EQ_U64(g.valid_until_ns - later, cfg.quantum_max_ns / 2);
   sched_fini(&s);
   /* Turned off (lone_quantum = false): 8 kernels, clamped to quantum_min. */
   cfg.lone_quantum = false;
@@ -1065,7 +1067,7 @@ static void test_lone_quantum(void) {
   sched_set_kernel(&s, 1, 0, 1, 1000);
   sched_set_waiting(&s, 1, true, 0);
   CHECK_EQ_INT(sched_pick(&s, 0, &g), 0);
-  CHECK_EQ_U64(g.quantum_ns, cfg.quantum_min_ns);
+  CHECK_EQ_U64(g.valid_until_ns, cfg.quantum_min_ns);
   sched_fini(&s);
 }
 
