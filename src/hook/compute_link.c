@@ -297,8 +297,8 @@ static void child_after_fork(void) {
 }
 
 static void compute_setup(void) {
-  const char *slice = secure_getenv("GSLICE_SLICE");
-  const char *limit = secure_getenv("GSLICE_COMPUTE_LIMIT");
+  const char *slice = gs_env("GSLICE_SLICE");
+  const char *limit = gs_env("GSLICE_COMPUTE_LIMIT");
   pthread_condattr_t ca;
   pthread_t t;
   static bool atfork_done;
@@ -320,7 +320,7 @@ static void compute_setup(void) {
   if (!slice || gs_uint_parse(slice, 1, UINT32_MAX, &id) < 0) {
     /* Worth a warning only where someone set gslice up for this process
      * (a memory cap, a state dir) and may expect compute limits too. */
-    bool configured = secure_getenv("GSLICE_MEMORY_LIMIT") || secure_getenv("GSLICE_STATE_DIR");
+    bool configured = gs_env("GSLICE_MEMORY_LIMIT") || gs_env("GSLICE_STATE_DIR");
     gs_log(configured ? GS_LOG_WARN : GS_LOG_INFO,
            "not in a gslice slice (GSLICE_SLICE unset, no daemon to ask): compute is not "
            "limited; memory caps still hold");
@@ -333,7 +333,7 @@ static void compute_setup(void) {
   int ngpus = 0;
   C.one_gpu = gs_real()->cuDeviceGetCount && gs_real()->cuDeviceGetCount(&ngpus) == CUDA_SUCCESS &&
               ngpus == 1;
-  const char *nonce = secure_getenv("GSLICE_SLICE_NONCE");
+  const char *nonce = gs_env("GSLICE_SLICE_NONCE");
   C.slice_nonce = nonce ? strtoull(nonce, NULL, 16) : 0;
   C.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (try_connect(false) < 0) {

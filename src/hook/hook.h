@@ -20,6 +20,7 @@
 #endif
 #include <cuda.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "nvml_min.h"
@@ -69,6 +70,12 @@ struct gs_config {
 };
 /* Parses GSLICE_MEMORY_LIMIT and GSLICE_STATE_DIR from `env` (a getenv-like function). On a
  * malformed value returns -EINVAL and writes a message naming the variable into `err`. */
+/* The hook's variables (k8s.c): in a Kubernetes container's slice the ones slice.env set, as
+ * read before main (the container may change its environment since), else secure_getenv's. */
+char *gs_env(const char *name);
+/* In a Kubernetes container's slice, whether CUDA_VISIBLE_DEVICES is no longer what slice.env
+ * set (why: what to say); then no real cuInit is to be made. */
+bool gs_devices_changed(char *why, size_t len);
 int gs_config_parse(char *(*env)(const char *), struct gs_config *ret_config, char *err,
                     size_t err_len);
 /* The configured cap for device ordinal `ordinal`: 1 and *ret_cap set, or 0 (no cap). */

@@ -17,12 +17,22 @@
 #include "kv.h"
 
 #define K8S_ENV_MAX 4096
+#define K8S_VALUE_MAX 1024
 
 static char refused[512];
+/* A container's slice (GSLICE_K8S_SLOTS set): the values slice.env gave, kept in the hook's own
+ * memory. The environment is the container's to change before or after main (setenv,
+ * unsetenv): read from there, GSLICE_SLICE unset left the process ungated, GSLICE_MEMORY_LIMIT
+ * unset uncapped, and CUDA_VISIBLE_DEVICES set to another GPU of the node (the device plugin's
+ * containers see every GPU's device node) put it on another tenant's GPU. */
 
 static const char *const allowed[] = {"GSLICE_SLICE",         "GSLICE_SLICE_NONCE",
                                       "GSLICE_MEMORY_LIMIT",  "GSLICE_COMPUTE_LIMIT",
                                       "CUDA_VISIBLE_DEVICES", "GSLICE_K8S_ERROR"};
+#define NALLOWED (sizeof(allowed) / sizeof(allowed[0]))
+static bool k8s_slice;
+static char kept[NALLOWED][K8S_VALUE_MAX];
+static bool kept_set[NALLOWED];
 
 struct env_apply {
   bool any;
@@ -43,10 +53,26 @@ static int apply_line(const char *key, const char *value, unsigned line, void *u
     snprintf(refused, sizeof(refused), "%s", value);
     return -ECANCELED;
   }
+  if (strlen(value) >= K8S_VALUE_MAX)
+    return -E2BIG;
+  for (size_t i = 0; i < NALLOWED; i++)
+    if (!strcmp(key, allowed[i])) {
+      snprintf(kept[i], sizeof(kept[i]), "%s", value);
+      kept_set[i] = true;
+    }
   if (setenv(key, value, 1) < 0)
     return -errno;
   a->any = true;
   return 0;
+}
+
+char *gs_env(const char *name) {
+  if (!k8s_slice)
+    return secure_getenv(name);
+  for (size_t i = 0; i < NALLOWED; i++)
+    if (!strcmp(name, allowed[i]))
+      return kept_set[i] ? kept[i] : NULL;
+  return secure_getenv(name);
 }
 
 static int apply(char *text) {
@@ -66,6 +92,7 @@ __attribute__((constructor)) static void k8s_setup(void) {
 
   if (!slots || !*slots)
     return;
+  k8s_slice = true; /* from here on, the slice's variables are the kept ones (gs_env) */
   if (!dir || dir[0] != '/') {
     snprintf(refused, sizeof(refused), "GSLICE_K8S_SLOTS=%s without GSLICE_K8S_DIR", slots);
     return;
@@ -91,7 +118,25 @@ __attribute__((constructor)) static void k8s_setup(void) {
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
     unsetenv("GSLICE_SLICE");
     unsetenv("GSLICE_SLICE_NONCE");
+    memset(kept_set, 0, sizeof(kept_set));
   }
+}
+
+/* The devices the driver is to show are the slice's: CUDA_VISIBLE_DEVICES as slice.env set it
+ * (the driver reads it at cuInit). Changed since, by the program or a library, it is refused,
+ * not followed: another value may name another tenant's GPU. */
+bool gs_devices_changed(char *why, size_t len) {
+  const char *now = getenv("CUDA_VISIBLE_DEVICES");
+  const char *want = gs_env("CUDA_VISIBLE_DEVICES");
+  if (!k8s_slice || refused[0] || !want || (now && !strcmp(now, want)))
+    return false;
+  if (why)
+    snprintf(why, len,
+             "CUDA_VISIBLE_DEVICES was changed to \"%.100s\" after the hook set it to this "
+             "container's GPUs (\"%.200s\"): a container runs on its slice's GPUs only (leave it "
+             "as set: they are numbered from 0)",
+             now ? now : "(unset)", want);
+  return true;
 }
 
 GS_EXPORT CUresult cuInit(unsigned int flags) {
@@ -102,6 +147,11 @@ GS_EXPORT CUresult cuInit(unsigned int flags) {
     if (!__atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
       gs_log(GS_LOG_ERROR, "this container has no GPU slice: %s (slots %s)", refused,
              secure_getenv("GSLICE_K8S_SLOTS") ? secure_getenv("GSLICE_K8S_SLOTS") : "?");
+    return CUDA_ERROR_NO_DEVICE;
+  }
+  char why[512];
+  if (gs_devices_changed(why, sizeof(why))) {
+    gs_log(GS_LOG_ERROR, "%s", why);
     return CUDA_ERROR_NO_DEVICE;
   }
   if (!r->cuInit)

@@ -27,8 +27,10 @@ static int cuda_uuids(uint8_t (*out)[GS_UUID_LEN], unsigned max, unsigned *ret_n
   const struct gs_real *r = gs_real();
   int count = 0;
   *ret_n = 0;
-  if (!secure_getenv("CUDA_VISIBLE_DEVICES"))
+  if (!gs_env("CUDA_VISIBLE_DEVICES"))
     return -1;
+  if (gs_devices_changed(NULL, 0))
+    return 0; /* the driver is not to be initialized on another GPU (k8s.c): none */
   if (!r->cuInit || !r->cuDeviceGetCount || !r->cuDeviceGet || !r->cuDeviceGetUuid_v2)
     return -1;
   CUresult rc = r->cuInit(0);

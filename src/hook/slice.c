@@ -61,7 +61,7 @@ static void __attribute__((noreturn)) stop(const char *what) {
 
 static void setup(void) {
   char err[sizeof(S.config.state_dir) + 512];
-  if (gs_config_parse(secure_getenv, &S.config, err, sizeof(err)) < 0)
+  if (gs_config_parse(gs_env, &S.config, err, sizeof(err)) < 0)
     stop(err);
   /* The default directory sits in a shared /tmp: someone else's directory there would let them
    * set this user's caps. */

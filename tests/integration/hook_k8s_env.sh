@@ -12,6 +12,11 @@ run() {
   GSLICE_K8S_SLOTS=slot-7 GSLICE_K8S_DIR="$D" \
     client --lookup dlsym --path alloc --chunk 256MiB --script "${SCRIPT:-info;fill}"
 }
+# run, the program changing its environment in main first (hook_client --setenv/--unsetenv).
+run_with() {
+  GSLICE_K8S_SLOTS=slot-7 GSLICE_K8S_DIR="$D" \
+    client --lookup dlsym --path alloc --chunk 256MiB "$@" --script "${SCRIPT:-info;fill}"
+}
 
 # Its memory limit is the container's: the same number of chunks as from the environment.
 want=$(GSLICE_MEMORY_LIMIT=768MiB client --lookup dlsym --path alloc --chunk 256MiB \
@@ -22,6 +27,22 @@ out=$(run 2> "$T/err" | grep '^fill')
 expect_eq "slice.env memory limit: chunks" "$(field "$out" n)" "$(field "$want" n)"
 
 # refused CONTENT WHY: no device, and the message at cuInit says WHY.
+# The container's own changes to its environment after the hook read slice.env hold nothing:
+# GSLICE_MEMORY_LIMIT unset, the cap stays; CUDA_VISIBLE_DEVICES pointed elsewhere (in the
+# device plugin's containers, at another tenant's GPU), no device, saying why. Before, the first
+# filled the GPU and the second ran on the GPU it named.
+out=$(run_with --unsetenv GSLICE_MEMORY_LIMIT 2> "$T/err" | grep '^fill')
+expect_eq "slice.env memory limit, GSLICE_MEMORY_LIMIT unset in main: chunks" "$(field "$out" n)" \
+  "$(field "$want" n)"
+printf 'GSLICE_MEMORY_LIMIT=768MiB\nCUDA_VISIBLE_DEVICES=0\n' > "$D/slice.env"
+rc=0
+SCRIPT=info run_with --setenv CUDA_VISIBLE_DEVICES=1 > "$T/out" 2> "$T/err" || rc=$?
+[ "$rc" -ne 0 ] || fail "CUDA_VISIBLE_DEVICES changed in main ran: $(cat "$T/out")"
+grep -q 'CUDA_VISIBLE_DEVICES was changed to "1" after the hook set it' "$T/err" ||
+  fail "CUDA_VISIBLE_DEVICES changed in main: no reason in: $(cat "$T/err")"
+SCRIPT=info run_with --setenv CUDA_VISIBLE_DEVICES=0 > "$T/out" 2> "$T/err" ||
+  fail "CUDA_VISIBLE_DEVICES set to the same value refused: $(cat "$T/err")"
+
 refused() {
   printf "$1" > "$D/slice.env"
   rc=0

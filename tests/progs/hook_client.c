@@ -459,6 +459,16 @@ int main(int argc, char **argv) {
         die("bad --chunk");
     } else if (strcmp(a, "--script") == 0)
       script = v;
+    else if (strcmp(a, "--setenv") == 0 && strchr(v, '=')) {
+      /* As a program changes its environment in main, after the hook's constructor. */
+      char *name = strdup(v);
+      char *eq = strchr(name, '=');
+      *eq = 0;
+      if (setenv(name, eq + 1, 1) < 0)
+        die("setenv");
+      free(name);
+    } else if (strcmp(a, "--unsetenv") == 0)
+      unsetenv(v);
     else
       die("unknown option");
     i++;
