@@ -294,6 +294,19 @@ __attribute__((noinline, cold)) static CUresult slow_path(int dev, CUcontext ctx
   return CUDA_SUCCESS;
 }
 
+/* Takes back a launch the fast path counted but did not let through (the slow path counts it
+ * again): its entry exactly, and its launch unless a burst's open reset the launches since
+ * (gs_burst_open, under mu, while this thread was between its add and here). A plain subtract
+ * of GATE_ENTER + 1 borrowed from the entered count then: one fewer entered than done for
+ * ever, every later close waiting for a launch in flight that never was (a 2-thread gate_bench
+ * spun in gs_burst_close for 16 min). Where the new burst has launches of other threads by
+ * then, one of them is taken instead of this one's: that burst counts one launch fewer. */
+static void uncount(struct burst *b) {
+  uint64_t g = atomic_load(&b->gate);
+  while (!atomic_compare_exchange_weak(&b->gate, &g, g - GATE_ENTER - (GATE_LAUNCHES(g) ? 1 : 0)))
+    ;
+}
+
 /* Everything but the one-GPU fast path: set-up, the gate off, a capture in progress, several
  * GPUs, and a launch the fast path did not let through (counted in w: the stream new to the
  * burst, the budget spent, no burst open, an idle stamp to take, no slot yet). */
@@ -327,7 +340,7 @@ __attribute__((noinline)) static CUresult gate_general(CUstream stream, uintptr_
     *done = slot_done(dev);
     return CUDA_SUCCESS;
   }
-  atomic_fetch_sub(&b->gate, GATE_ENTER + 1); /* the slow path counts it, under mu */
+  uncount(b); /* the slow path counts it, under mu */
   if (C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
     return CUDA_SUCCESS;
   return slow_path(dev, ctx, stream, done);
