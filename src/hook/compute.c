@@ -363,7 +363,7 @@ CUresult gs_compute_before_launch(CUstream stream, uintptr_t *done) {
   _Atomic uint32_t *counter;
   if (__builtin_expect(
           gs_thread_pointer() == atomic_load_explicit(&C.slot0_tp, memory_order_relaxed), 1))
-    counter = &b->done0;
+    counter = &C.slots[0].done[0];
   else if (tl_slot > 0)
     counter = &C.slots[tl_slot - 1].done[0];
   else
