@@ -157,6 +157,8 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *ind
   int i = shown_index(real);
   if (i < 0)
     return NVML_ERROR_INVALID_ARGUMENT; /* a device the slice does not see is no device */
+  if (!index)
+    return NVML_ERROR_INVALID_ARGUMENT; /* as NVML answers a NULL index */
   *index = (unsigned)i;
   return NVML_SUCCESS;
 }
