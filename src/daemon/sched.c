@@ -364,15 +364,6 @@ uint64_t sched_preempt_hold(const struct sched *s) {
   return s->cfg.quantum_min_ns / 5;
 }
 
-/* A kernel cannot be cut, and the holder's queued work still runs, but the token can move: a
- * higher class that starts waiting gets it once the holder has had sched_preempt_hold, so its
- * launches wait that at most, not the holder's quantum (5 ms with a higher class about: a
- * high-priority slice among three greedy best-effort slices of 2 ms kernels waited 4.7 ms at
- * p99 for its launches). Only a token granted on fair share, and only where the policy
- * itself would pick the waiter first: a token paid on a request is a guarantee kept, one won
- * by waiting a window is the lower class's only turn (make_key), and within a class the
- * order is fair share's, not latency's. The hold keeps a holder from losing its
- * token before its first launch: what it queued by then it keeps, and runs. */
 /* A token lengthened for being alone (sched_lone_quantum): from the end of the quantum it would
  * have had, as soon as another slice waits for the GPU and may have it. */
 static uint64_t lone_cut_at(const struct sched *s, uint64_t now) {
@@ -387,6 +378,15 @@ static uint64_t lone_cut_at(const struct sched *s, uint64_t now) {
   return UINT64_MAX;
 }
 
+/* A kernel cannot be cut, and the holder's queued work still runs, but the token can move: a
+ * higher class that starts waiting gets it once the holder has had sched_preempt_hold, so its
+ * launches wait that at most, not the holder's quantum (5 ms with a higher class about: a
+ * high-priority slice among three greedy best-effort slices of 2 ms kernels waited 4.7 ms at
+ * p99 for its launches). Only a token granted on fair share, and only where the policy
+ * itself would pick the waiter first: a token paid on a request is a guarantee kept, one won
+ * by waiting a window is the lower class's only turn (make_key), and within a class the
+ * order is fair share's, not latency's. The hold keeps a holder from losing its
+ * token before its first launch: what it queued by then it keeps, and runs. */
 uint64_t sched_preempt_at(struct sched *s, uint64_t now) {
   if (s->holder < 0)
     return UINT64_MAX;

@@ -74,7 +74,7 @@ static inline uintptr_t slot_done(int dev) {
     slot_claim();
   if (tl_slot < 0)
     return (uintptr_t)&C.shared.done[dev] | 1;
-  return (uintptr_t)gs_gate_counter((unsigned)tl_slot - 1, (unsigned)dev);
+  return (uintptr_t)&C.slots[tl_slot - 1].done[dev];
 }
 
 /* Entered less done, the gate word read before and after the slots: if no launch entered
@@ -93,7 +93,7 @@ uint32_t gs_gate_inflight(const struct burst *b) {
     uint32_t done = atomic_load_explicit(&C.shared.done[dev], memory_order_acquire);
     unsigned n = atomic_load(&C.nslots);
     for (unsigned i = 0; i < n; i++)
-      done += atomic_load_explicit(gs_gate_counter(i, dev), memory_order_acquire);
+      done += atomic_load_explicit(&C.slots[i].done[dev], memory_order_acquire);
     if (GATE_ENTERED(atomic_load(&b->gate)) == GATE_ENTERED(g))
       return (GATE_ENTERED(g) - done) & GATE_COUNT_MASK;
   }
@@ -103,7 +103,7 @@ uint32_t gs_gate_inflight(const struct burst *b) {
 void gs_gate_slots_forked(void) {
   for (unsigned i = 0; i < GATE_SLOTS; i++) {
     for (unsigned d = 0; d < GS_MAX_GPUS; d++)
-      atomic_store(gs_gate_counter(i, d), 0);
+      atomic_store(&C.slots[i].done[d], 0);
     atomic_store(&C.slot_owned[i], tl_slot == (int)i + 1);
   }
   for (unsigned d = 0; d < GS_MAX_GPUS; d++)

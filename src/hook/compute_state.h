@@ -75,10 +75,10 @@
 enum mode { MODE_OFF, MODE_DAEMON, MODE_SELF };
 
 /* One GPU (as this process numbers them) of this process. A launch and a quick synchronize read
- * and write three lines of it (the first two, read-mostly, and the gate's) and the one line of
- * struct compute's first: after a program's own work between batches has taken them from
- * the CPU's caches, each is a miss (tens of ns), so everything those paths touch is kept in them
- * (docs/benchmarks.md, "Gate cost": 2 MB of the program's own work a batch). */
+ * and write three lines of it (the first two, read-mostly, and the gate's), the first line of
+ * struct compute and the thread's slot: after a program's own work between batches has taken them
+ * from the CPU's caches, each is a miss (tens of ns), so everything those paths touch is kept in
+ * them (docs/benchmarks.md, "Gate cost": 2 MB of the program's own work a batch). */
 struct burst {
   /* What every launch and quick synchronize reads, written at an open, a close, a segment's start
    * or a stream's first launch: apart from the counters every launch writes (with several
@@ -154,8 +154,7 @@ struct burst {
 };
 
 /* One launching thread's launches back from the driver, per GPU (mod 2^24): written by that
- * thread alone (a plain store), read by whoever waits for the launches in flight. One line.
- */
+ * thread alone (a plain store), read by whoever waits for the launches in flight. One line. */
 struct gate_slot {
   _Atomic uint32_t done[GS_MAX_GPUS];
 } __attribute__((aligned(64)));
@@ -214,14 +213,6 @@ struct compute {
 /* The hook's init-once table for compute (compute_link.c). */
 extern struct compute gs_compute_state;
 #define C gs_compute_state
-
-/* Where slot `slot`'s launches of GPU dev back from the driver are counted: a line of the
- * slot's own. (Slot 0's on the burst's gate line, which its launch has just written, saved a
- * miss a batch alone, but with two threads that line had gone to the other's add by the time
- * the launch came back: +89 ns a launch against +26 on its own line.) */
-static inline _Atomic uint32_t *gs_gate_counter(unsigned slot, unsigned dev) {
-  return &C.slots[slot].done[dev];
-}
 
 /* The calling thread's thread pointer: on x86-64 the TCB's first word (the ABI's TLS variant II:
  * it points to itself) read through %fs, elsewhere the compiler's builtin. Never 0. */

@@ -20,16 +20,16 @@
 #define K8S_VALUE_MAX 1024
 
 static char refused[512];
-/* A container's slice (GSLICE_K8S_SLOTS set): the values slice.env gave, kept in the hook's own
- * memory. The environment is the container's to change before or after main (setenv,
- * unsetenv): read from there, GSLICE_SLICE unset left the process ungated, GSLICE_MEMORY_LIMIT
- * unset uncapped, and CUDA_VISIBLE_DEVICES set to another GPU of the node (the device plugin's
- * containers see every GPU's device node) put it on another tenant's GPU. */
 
 static const char *const allowed[] = {"GSLICE_SLICE",         "GSLICE_SLICE_NONCE",
                                       "GSLICE_MEMORY_LIMIT",  "GSLICE_COMPUTE_LIMIT",
                                       "CUDA_VISIBLE_DEVICES", "GSLICE_K8S_ERROR"};
 #define NALLOWED (sizeof(allowed) / sizeof(allowed[0]))
+/* A container's slice (GSLICE_K8S_SLOTS set): the values slice.env gave, kept in the hook's own
+ * memory. The environment is the container's to change before or after main (setenv,
+ * unsetenv): read from there, GSLICE_SLICE unset left the process ungated, GSLICE_MEMORY_LIMIT
+ * unset uncapped, and CUDA_VISIBLE_DEVICES set to another GPU of the node (the device plugin's
+ * containers see every GPU's device node) put it on another tenant's GPU. */
 static bool k8s_slice;
 static char kept[NALLOWED][K8S_VALUE_MAX];
 static bool kept_set[NALLOWED];
@@ -43,11 +43,11 @@ struct env_apply {
 static int apply_line(const char *key, const char *value, unsigned line, void *user, char *err,
                       size_t err_len) {
   struct env_apply *a = user;
-  bool ok = false;
+  size_t i = 0;
 
-  for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
-    ok |= !strcmp(key, allowed[i]);
-  if (!ok)
+  while (i < NALLOWED && strcmp(key, allowed[i]))
+    i++;
+  if (i == NALLOWED)
     return -EBADMSG;
   if (!strcmp(key, "GSLICE_K8S_ERROR")) {
     snprintf(refused, sizeof(refused), "%s", value);
@@ -55,11 +55,8 @@ static int apply_line(const char *key, const char *value, unsigned line, void *u
   }
   if (strlen(value) >= K8S_VALUE_MAX)
     return -E2BIG;
-  for (size_t i = 0; i < NALLOWED; i++)
-    if (!strcmp(key, allowed[i])) {
-      snprintf(kept[i], sizeof(kept[i]), "%s", value);
-      kept_set[i] = true;
-    }
+  snprintf(kept[i], sizeof(kept[i]), "%s", value);
+  kept_set[i] = true;
   if (setenv(key, value, 1) < 0)
     return -errno;
   a->any = true;
