@@ -41,6 +41,9 @@ static const struct var vars[] = {
     {"GSLICE_SIM_NVML_MIG", K_MIG, "", 0, 0, 0},
     /* sessions and accounted processes another tenant starts between two list calls */
     {"GSLICE_SIM_NVML_CHURN", K_COUNT, "0", 0, 1000, 0},
+    /* the device memory's bandwidth for memsets and device-to-device copies, GB/s (bytes per
+     * ns); 0: they take no device time */
+    {"GSLICE_SIM_MEMORY_BANDWIDTH", K_COUNT, "3000", 0, 100000, 0},
 };
 
 static int parse_u64(const char *s, uint64_t *ret) {
@@ -125,8 +128,18 @@ static void store(struct sim_config *cfg, size_t i, uint64_t n) {
   case 9: cfg->timeslice_ns = n * 1000; break;
   case 10: cfg->nvml_no_process_util = (uint32_t)n; break;
   case 12: cfg->nvml_churn = (uint32_t)n; break;
+  case 13: cfg->memory_gbps = n; break;
   default: break;
   }
+}
+
+/* What a number-valued variable wants, in its error. */
+static const char *count_hint(const char *name) {
+  if (strcmp(name, "GSLICE_SIM_TIMESLICE") == 0)
+    return "a whole number of microseconds";
+  if (strcmp(name, "GSLICE_SIM_MEMORY_BANDWIDTH") == 0)
+    return "a whole number of GB/s";
+  return "a whole number";
 }
 
 /* The one line saying which variable is wrong and what it wants: -EINVAL. */
@@ -158,8 +171,7 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
     switch (v->kind) {
     case K_COUNT:
       r = parse_u64(val, &n);
-      hint = v->explicit_bit == SIM_EXPLICIT_TIMESLICE ? "a whole number of microseconds"
-                                                       : "a whole number";
+      hint = count_hint(v->name);
       break;
     case K_SIZE:
       r = gs_size_parse(val, &n);

@@ -43,6 +43,10 @@ struct sim_config {
    * session list or accounting pid list call of this process sees this many more entries than its
    * last (GSLICE_SIM_NVML_CHURN), owned by pids no process of the sim has. */
   uint32_t nvml_churn;
+  /* The device memory's bandwidth in GB/s, i.e. bytes per ns (GSLICE_SIM_MEMORY_BANDWIDTH): a
+   * memset of n bytes takes n / memory_gbps ns of device time, a device-to-device copy twice
+   * that (it reads and writes each byte); 0: neither takes device time. */
+  uint64_t memory_gbps;
   /* Which machine-shaping variables were set explicitly, so a disagreement with an
    * existing state file is only reported when the user asked for something. */
   unsigned explicit_mask;

@@ -88,6 +88,9 @@ struct sim_event {
   struct sim_event *prev, *next; /* in ctx->events, or the free list */
 };
 
+/* The parameter buffer of the legacy launch (cuParamSet*, cuLaunch*): the driver's 4 KiB. */
+#define SIM_PARAM_MAX 4096
+
 struct sim_func {
   uint32_t magic;
   struct sim_module *mod;
@@ -95,6 +98,11 @@ struct sim_func {
   uint64_t fixed_ns;
   struct sim_func *next;
   char name[128];
+  /* The legacy launch's state, under sim.mu: cuFuncSetBlockShape (0 until set),
+   * cuFuncSetSharedSize, cuParamSetSize and the bytes cuParamSeti/f/v wrote. */
+  int block[3];
+  unsigned shared, param_size;
+  unsigned char params[SIM_PARAM_MAX];
 };
 
 struct sim_module {
@@ -272,6 +280,9 @@ void sim_ctx_events_reset(struct sim_ctx *c);
 
 /* module.c */
 const char *sim_func_name(CUfunction f); /* NULL if not a live function */
+/* The legacy launch's parameters of f: its block shape set (else CUDA_ERROR_INVALID_VALUE) and
+ * its parameter buffer copied into buf (*size bytes). */
+CUresult sim_func_legacy_params(CUfunction f, unsigned char buf[SIM_PARAM_MAX], size_t *size);
 /* sim.mu held: a context's modules go with it. */
 void sim_ctx_modules_reset(struct sim_ctx *c);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Kernel launches: a function's device time (spin(us), GSLICE_SIM_KERNEL_US) and the
- * one place work is put on the shared engine timeline. */
+/* Kernel launches (cuLaunchKernel and its forms, the legacy cuLaunch*): a function's device time
+ * (spin(us), GSLICE_SIM_KERNEL_US) and the one place work is put on the shared engine timeline. */
 #include "driver.h"
 
 #include <errno.h>
@@ -149,3 +149,52 @@ SIM_TWINS(cuLaunchCooperativeKernel, _ptsz, launch,
            unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
            unsigned int sharedMemBytes, CUstream hStream, void **kernelParams),
           f, hStream, kernelParams, NULL)
+
+/* The legacy launch: the block shape and parameters set on the function beforehand
+ * (cuFuncSetBlockShape, cuParamSet*), a grid of width x height blocks; cuLaunch is 1 x 1 and,
+ * with cuLaunchGrid, on the legacy stream. The parameters are read at the launch, as the
+ * driver copies them then. */
+static CUresult launch_legacy(CUfunction f, int width, int height, CUstream h) {
+  SIM_REQUIRE_INIT();
+  unsigned char buf[SIM_PARAM_MAX];
+  size_t size;
+  if (width <= 0 || height <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = sim_func_legacy_params(f, buf, &size);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  return launch(f, h, NULL, extra, 0);
+}
+
+SIM_API CUresult cuLaunch(CUfunction f) {
+  return launch_legacy(f, 1, 1, NULL);
+}
+
+SIM_API CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
+  return launch_legacy(f, grid_width, grid_height, NULL);
+}
+
+SIM_API CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height,
+                                   CUstream hStream) {
+  return launch_legacy(f, grid_width, grid_height, hStream);
+}
+
+/* One kernel per entry, each on its own stream (on a GPU each on another device); the flags
+ * only say how the launch waits for earlier work, which the sim's launch order already gives. */
+SIM_API CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+                                                      unsigned int numDevices, unsigned int flags) {
+  SIM_REQUIRE_INIT();
+  const unsigned known = CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_PRE_LAUNCH_SYNC |
+                         CUDA_COOPERATIVE_LAUNCH_MULTI_DEVICE_NO_POST_LAUNCH_SYNC;
+  if (!launchParamsList || !numDevices || (flags & ~known))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < numDevices; i++) {
+    const CUDA_LAUNCH_PARAMS *p = &launchParamsList[i];
+    CUresult rc = launch(p->function, p->hStream, p->kernelParams, NULL, 0);
+    if (rc != CUDA_SUCCESS)
+      return rc;
+  }
+  return CUDA_SUCCESS;
+}

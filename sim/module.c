@@ -292,3 +292,92 @@ SIM_API CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
   SIM_REQUIRE_INIT();
   return CUDA_SUCCESS;
 }
+
+/* ---- the legacy launch's state (cuda.h: deprecated, still exported) ---- */
+
+/* f locked (sim.mu held) when it is a live function, else CUDA_ERROR_INVALID_HANDLE. */
+static CUresult func_lock(CUfunction hf, struct sim_func **ret) {
+  struct sim_func *f = (struct sim_func *)hf;
+  pthread_mutex_lock(&sim.mu);
+  if (!f || f->magic != SIM_FUNC_MAGIC) {
+    pthread_mutex_unlock(&sim.mu);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  *ret = f;
+  return CUDA_SUCCESS;
+}
+
+SIM_API CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z) {
+  SIM_REQUIRE_INIT();
+  struct sim_func *f;
+  if (x <= 0 || y <= 0 || z <= 0 || (long long)x * y * z > 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = func_lock(hfunc, &f);
+  if (rc == CUDA_SUCCESS) {
+    f->block[0] = x;
+    f->block[1] = y;
+    f->block[2] = z;
+    pthread_mutex_unlock(&sim.mu);
+  }
+  return rc;
+}
+
+SIM_API CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes) {
+  SIM_REQUIRE_INIT();
+  struct sim_func *f;
+  CUresult rc = func_lock(hfunc, &f);
+  if (rc == CUDA_SUCCESS) {
+    f->shared = bytes;
+    pthread_mutex_unlock(&sim.mu);
+  }
+  return rc;
+}
+
+SIM_API CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes) {
+  SIM_REQUIRE_INIT();
+  struct sim_func *f;
+  if (numbytes > SIM_PARAM_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = func_lock(hfunc, &f);
+  if (rc == CUDA_SUCCESS) {
+    f->param_size = numbytes;
+    pthread_mutex_unlock(&sim.mu);
+  }
+  return rc;
+}
+
+SIM_API CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes) {
+  SIM_REQUIRE_INIT();
+  struct sim_func *f;
+  if (offset < 0 || numbytes > SIM_PARAM_MAX || (unsigned)offset > SIM_PARAM_MAX - numbytes ||
+      (!ptr && numbytes))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = func_lock(hfunc, &f);
+  if (rc == CUDA_SUCCESS) {
+    if (numbytes)
+      memcpy(f->params + offset, ptr, numbytes);
+    pthread_mutex_unlock(&sim.mu);
+  }
+  return rc;
+}
+
+SIM_API CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value) {
+  return cuParamSetv(hfunc, offset, &value, sizeof(value));
+}
+
+SIM_API CUresult cuParamSetf(CUfunction hfunc, int offset, float value) {
+  return cuParamSetv(hfunc, offset, &value, sizeof(value));
+}
+
+CUresult sim_func_legacy_params(CUfunction hf, unsigned char buf[SIM_PARAM_MAX], size_t *size) {
+  struct sim_func *f;
+  CUresult rc = func_lock(hf, &f);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  if (!f->block[0])
+    rc = CUDA_ERROR_INVALID_VALUE; /* no cuFuncSetBlockShape: nothing to launch */
+  memcpy(buf, f->params, SIM_PARAM_MAX);
+  *size = f->param_size;
+  pthread_mutex_unlock(&sim.mu);
+  return rc;
+}

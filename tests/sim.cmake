@@ -34,3 +34,8 @@ foreach(script ${SIM_SCRIPTS})
   get_filename_component(name ${script} NAME_WE)
   gslice_script_test(${name} ${name}.sh TIMEOUT 60)
 endforeach()
+# Memsets, device-to-device copies and the legacy launches on the sim's clock (sim_work.sh).
+add_executable(sim_work progs/sim_work.c)
+target_include_directories(sim_work PRIVATE ${CUDA_INCLUDE_DIR})
+target_link_libraries(sim_work PRIVATE gslice_sim_cuda)
+set_target_properties(sim_work PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${SIM_TEST_OUT})
