@@ -592,6 +592,56 @@ typedef enum nvmlPcieUtilCounter_enum {
 nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
                                          unsigned int *value);
 
+/* Clock event reasons (R535; "throttle reasons" before, the same bits and call): why the clocks
+ * are where they are. */
+#define nvmlClocksEventReasonGpuIdle 0x0000000000000001ULL
+#define nvmlClocksEventReasonApplicationsClocksSetting 0x0000000000000002ULL
+#define nvmlClocksEventReasonSwPowerCap 0x0000000000000004ULL
+#define nvmlClocksEventReasonHwSlowdown 0x0000000000000008ULL
+#define nvmlClocksEventReasonSyncBoost 0x0000000000000010ULL
+#define nvmlClocksEventReasonSwThermalSlowdown 0x0000000000000020ULL
+#define nvmlClocksEventReasonHwThermalSlowdown 0x0000000000000040ULL
+#define nvmlClocksEventReasonHwPowerBrakeSlowdown 0x0000000000000080ULL
+#define nvmlClocksEventReasonDisplayClockSetting 0x0000000000000100ULL
+#define nvmlClocksEventReasonNone 0x0000000000000000ULL
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long *clocksEventReasons);
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long *clocksThrottleReasons);
+nvmlReturn_t
+nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device,
+                                         unsigned long long *supportedClocksEventReasons);
+/* Energy since the driver was last loaded, millijoules (Volta and newer). */
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy);
+/* Confidential computing: the protected memory's total, used and free (Hopper, CC on). */
+nvmlReturn_t nvmlDeviceGetConfComputeProtectedMemoryUsage(nvmlDevice_t device,
+                                                          nvmlMemory_t *memory);
+
+/* Event sets: a device's events (ECC errors, P-state and clock changes, Xid errors) as they come.
+ */
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+#define nvmlEventTypeSingleBitEccError 0x0000000000000001ULL
+#define nvmlEventTypeDoubleBitEccError 0x0000000000000002ULL
+#define nvmlEventTypePState 0x0000000000000004ULL
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+#define nvmlEventTypeClock 0x0000000000000010ULL
+#define nvmlEventTypePowerSourceChange 0x0000000000000080ULL
+#define nvmlEventMigConfigChange 0x0000000000000100ULL
+#define nvmlEventTypeNone 0x0000000000000000ULL
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData; /* the Xid for Xid errors */
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set);
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
+
 /* The hook (built with __CUDA_API_VERSION_INTERNAL, every ABI name as itself) wraps the v1 entry
  * points too, so it sees them as the sim defines them. */
 #if defined(NVML_NO_UNVERSIONED_FUNC_DEFS) || defined(__CUDA_API_VERSION_INTERNAL)
@@ -600,6 +650,8 @@ nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
+                                              nvmlPciInfo_t *pci);
 #else
 #define nvmlInit nvmlInit_v2
 #define nvmlDeviceGetCount nvmlDeviceGetCount_v2
@@ -609,6 +661,7 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *d
 #define nvmlDeviceGetGraphicsRunningProcesses nvmlDeviceGetGraphicsRunningProcesses_v3
 #define nvmlDeviceGetMPSComputeRunningProcesses nvmlDeviceGetMPSComputeRunningProcesses_v3
 #define nvmlDeviceGetPciInfo nvmlDeviceGetPciInfo_v3
+#define nvmlDeviceGetNvLinkRemotePciInfo nvmlDeviceGetNvLinkRemotePciInfo_v2
 #endif
 
 #ifdef __cplusplus
