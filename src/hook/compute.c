@@ -399,34 +399,49 @@ static bool query_stream(struct burst *b, CUstream s, CUcontext *ctx) {
   return gs_real()->cuStreamQuery(s) == CUDA_SUCCESS;
 }
 
+/* A synchronize longer than this waited for the device: a synchronize of work that has all run
+ * is a call into the driver (0.1 µs on the sim, about 1 µs on a GPU), a wait is a kernel's end
+ * and the host's wake after it (several µs on a GPU). */
+#define SYNC_WAIT_NS 5000u
+
+/* The burst as a quick synchronize needs it: open, its segment open on known streams, no
+ * capture, no launch on its way, its budget not spent. The mark (epoch, entered, dev + 1) to
+ * check it against after the synchronize (quick_holds); 0: not so. */
+static uint64_t quick_state(struct burst *b) {
+  uint32_t epoch = atomic_load(&b->epoch);
+  uint64_t g = atomic_load(&b->gate);
+
+  if (atomic_load(&C.captures) || atomic_load(&b->nstreams) == 0 || !atomic_load(&b->valid_until) ||
+      !atomic_load(&b->seg_open) || atomic_load(&b->thread_local_stream) ||
+      GATE_LAUNCHES(g) >= atomic_load(&b->budget) || gs_gate_inflight(b) ||
+      GATE_ENTERED(atomic_load(&b->gate)) != GATE_ENTERED(g))
+    return 0;
+  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)GATE_ENTERED(g) << 8 | (b->dev + 1);
+}
+
 /* A synchronize of a burst whose work has all run already (a launch-bound loop's): no event, no
  * lock, no segment end; the burst is idle from now to its next launch (stamp_idle), whatever the
  * synchronize waits for. Every stream of the burst is asked (several threads on a stream each:
  * one query per stream, the burst idle only when all are). 0: not so (work still queued on one of
- * them, a launch on its way, a capture in progress, a per-thread stream, the budget spent, a
- * stream destroyed): the event path ends the segment under mu, as before. The queries go
- * without mu, counted in `querying`: a stream's destroy takes it out of the burst and waits for
- * them before the driver's (gs_compute_stream_destroy), so none names a destroyed stream. */
-static uint64_t quick_mark(struct burst *b, CUcontext *ctx) {
-  uint32_t epoch = atomic_load(&b->epoch);
-  uint64_t g = atomic_load(&b->gate);
+ * them, or quick_state's), and *asked: whether the streams were asked. The queries go without
+ * mu, counted in `querying`: a stream's destroy takes it out of the burst and waits for them
+ * before the driver's (gs_compute_stream_destroy), so none names a destroyed stream. */
+static uint64_t quick_mark(struct burst *b, CUcontext *ctx, bool *asked) {
+  uint64_t mark = quick_state(b);
   unsigned n = atomic_load(&b->nstreams);
 
-  if (!gs_real()->cuStreamQuery || atomic_load(&C.captures) || n == 0 ||
-      !atomic_load(&b->valid_until) || !atomic_load(&b->seg_open) ||
-      atomic_load(&b->thread_local_stream) || GATE_LAUNCHES(g) >= atomic_load(&b->budget) ||
-      gs_gate_inflight(b) || GATE_ENTERED(atomic_load(&b->gate)) != GATE_ENTERED(g))
+  *asked = false;
+  if (!gs_real()->cuStreamQuery || !mark)
     return 0;
   bool done = true;
+  *asked = true;
   atomic_fetch_add(&b->querying, 1);
   for (unsigned i = 0; i < n && done; i++) {
     uintptr_t s = atomic_load(&b->streams[i]);
     done = s != BURST_STREAM_GONE && query_stream(b, (CUstream)s, ctx);
   }
   atomic_fetch_sub(&b->querying, 1);
-  if (!done)
-    return 0;
-  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)GATE_ENTERED(g) << 8 | 1;
+  return done ? mark : 0;
 }
 
 /* The burst the quick mark was taken in, open, no launch entered its gate since (none was in
@@ -437,42 +452,46 @@ static bool quick_holds(struct burst *b, uint64_t mark) {
          GATE_ENTERED(g) == MARK_ENTERED(mark) && atomic_load(&b->valid_until);
 }
 
-/* Stamped, then looked at again: a launch that counted itself before the stamp either took it (a
- * gap of nothing) or is seen here, and the stamp goes back. */
-static void stamp_idle(struct burst *b, uint64_t mark) {
+/* Stamped (at `now`), then looked at again: a launch that counted itself before the stamp either
+ * took it (a gap of nothing) or is seen here, and the stamp goes back. */
+static void stamp_idle(struct burst *b, uint64_t mark, uint64_t now) {
   if (!quick_holds(b, mark))
     return;
-  uint64_t now = gs_gate_ticks();
   atomic_store(&b->idle_since, now);
   if (!quick_holds(b, mark))
     atomic_compare_exchange_strong(&b->idle_since, &now, 0);
 }
 
-uint64_t gs_compute_before_sync(void) {
-  CUcontext ctx = NULL;
-  uint64_t mark = 0;
-  int dev = 0;
+/* The synchronize waits for every stream of the burst: all of the current context's (the burst's
+ * context), or the burst's one stream (the legacy one: in the burst's context). */
+static bool sync_covers(struct burst *b, enum gs_sync_kind kind, CUstream s, CUcontext *ctx) {
+  if (kind == GS_SYNC_STREAM &&
+      (atomic_load(&b->nstreams) != 1 || atomic_load(&b->streams[0]) != (uintptr_t)s))
+    return false;
+  if (kind == GS_SYNC_STREAM && s && s != CU_STREAM_LEGACY)
+    return true;
+  if (kind == GS_SYNC_OTHER || (!*ctx && gs_burst_current_dev(ctx) < 0))
+    return false;
+  return *ctx == atomic_load(&b->ctx);
+}
 
-  if (atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF)
-    return 0;
-  /* One GPU: device 0, and the context is looked up only where needed. */
-  if (!C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
-    return 0;
-  struct burst *b = &C.b[dev];
-  if (atomic_load(&b->valid_until) == 0)
-    return 0; /* no burst open: nothing to mark */
-  if ((mark = quick_mark(b, &ctx)) != 0) {
-    stamp_idle(b, mark);
-    return 0;
-  }
-  if (!ctx && gs_burst_current_dev(&ctx) < 0)
-    return 0;
-  /* Nothing to mark under mu either (a launch on its way, a per-thread stream, the segment ended,
-   * another context), unless the budget is spent: the lock is not worth taking. */
-  if (LAUNCHES(b) < atomic_load(&b->budget) &&
-      (INFLIGHT(b) || atomic_load(&b->thread_local_stream) || !atomic_load(&b->seg_open) ||
-       atomic_load(&b->ctx) != ctx))
-    return 0;
+/* A quick synchronize taken for one without asking (syncs_find_done): once it returned, all the
+ * burst's work is done and the burst is idle from now, so nothing is charged that ran (the
+ * synchronize's own length is, a wake's few µs when it waited after all). One that waited is
+ * told by its length: the next synchronize asks again, and ends the segment with events where
+ * work is still queued (the exact end, not the wake). */
+static void sync_quick(const struct gs_sync_mark *m) {
+  struct burst *b = &C.b[(m->mark & 0xff) - 1];
+  uint64_t now = gs_gate_ticks();
+  if (now - m->t0 > atomic_load_explicit(&C.sync_wait_ticks, memory_order_relaxed))
+    atomic_store(&b->syncs_find_done, false);
+  stamp_idle(b, m->mark, now);
+}
+
+/* The synchronize ends the burst's segment with end events behind its queue (under mu): the
+ * event mark for gs_compute_after_sync, or 0 (nothing to mark, a handoff made instead). */
+static uint64_t event_mark(struct burst *b, int dev, CUcontext ctx) {
+  uint64_t mark = 0;
   pthread_mutex_lock(&C.mu);
   int mode = gs_burst_relax(false);
   if (b->open && b->handoff_set && !b->released && !b->handing && b->ctx == ctx &&
@@ -504,12 +523,59 @@ uint64_t gs_compute_before_sync(void) {
   return mark;
 }
 
-void gs_compute_after_sync(uint64_t mark) {
+void gs_compute_before_sync(enum gs_sync_kind kind, CUstream stream, struct gs_sync_mark *m) {
+  CUcontext ctx = NULL;
+  int dev = 0;
+  bool asked;
+
+  m->mark = m->t0 = 0;
+  if (atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF)
+    return;
+  /* One GPU: device 0, and the context is looked up only where needed. */
+  if (!C.one_gpu && (dev = gs_burst_current_dev(&ctx)) < 0)
+    return;
+  struct burst *b = &C.b[dev];
+  if (atomic_load(&b->valid_until) == 0)
+    return; /* no burst open: nothing to mark */
+  if (atomic_load(&b->syncs_find_done) && (m->mark = quick_state(b)) != 0 &&
+      sync_covers(b, kind, stream, &ctx)) {
+    m->t0 = gs_gate_ticks();
+    return;
+  }
+  uint64_t mark = quick_mark(b, &ctx, &asked);
+  m->mark = 0;
+  if (asked) {
+    uint64_t wait = atomic_load(&C.sync_wait_ticks);
+    if (!wait && (wait = gs_ns_ticks(SYNC_WAIT_NS)) != 0)
+      atomic_store(&C.sync_wait_ticks, wait);
+    atomic_store(&b->syncs_find_done, mark != 0 && wait != 0);
+  }
+  if (mark != 0) {
+    stamp_idle(b, mark, gs_gate_ticks());
+    return;
+  }
+  if (!ctx && gs_burst_current_dev(&ctx) < 0)
+    return;
+  /* Nothing to mark under mu either (a launch on its way, a per-thread stream, the segment ended,
+   * another context), unless the budget is spent: the lock is not worth taking. */
+  if (LAUNCHES(b) < atomic_load(&b->budget) &&
+      (INFLIGHT(b) || atomic_load(&b->thread_local_stream) || !atomic_load(&b->seg_open) ||
+       atomic_load(&b->ctx) != ctx))
+    return;
+  m->mark = event_mark(b, dev, ctx);
+}
+
+void gs_compute_after_sync(const struct gs_sync_mark *m) {
   const struct gs_real *r = gs_real();
+  uint64_t mark = m->mark;
   int dev = (int)(mark & 0xff) - 1;
 
   if (!mark || dev < 0 || dev >= GS_MAX_GPUS)
     return;
+  if (m->t0) {
+    sync_quick(m);
+    return;
+  }
   struct burst *b = &C.b[dev];
   pthread_mutex_lock(&C.mu);
   int mode = gs_burst_relax(false);

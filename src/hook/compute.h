@@ -25,13 +25,25 @@ static inline void gs_compute_after_launch(uintptr_t done) {
                           memory_order_release);
 }
 
-/* Before the real synchronize (any kind) in the calling thread's context: marks where the
- * burst's queue ends now. Returns a mark for gs_compute_after_sync, 0 for none. */
-uint64_t gs_compute_before_sync(void);
+/* What a synchronize waits for, as far as the gate can tell without asking the driver: the whole
+ * current context, one stream, or something else (an event). */
+enum gs_sync_kind { GS_SYNC_CTX, GS_SYNC_STREAM, GS_SYNC_OTHER };
+
+/* Where the burst's queue stood at a synchronize, for gs_compute_after_sync (on the caller's
+ * stack: all 0 for nothing to do after). */
+struct gs_sync_mark {
+  uint64_t mark;
+  uint64_t t0; /* a quick synchronize's start (gs_gate_ticks); 0: an event mark or none */
+};
+
+/* Before the real synchronize of `kind` (`stream`: the one it waits for, GS_SYNC_STREAM) in the
+ * calling thread's context: marks where the burst's queue ends now. */
+void gs_compute_before_sync(enum gs_sync_kind kind, CUstream stream, struct gs_sync_mark *m);
 
 /* After the real synchronize returned CUDA_SUCCESS: if everything the burst queued up to the
- * mark has run (and nothing was launched since), the burst's segment ends at that mark. */
-void gs_compute_after_sync(uint64_t mark);
+ * mark has run (and nothing was launched since), the burst's segment ends at that mark, or its
+ * idle time begins now. */
+void gs_compute_after_sync(const struct gs_sync_mark *m);
 
 /* Around the real cuStreamBeginCapture* (every variant): the capture is counted and begins with
  * C.mu held, so that no event of the gate is recorded into its stream; returns what to give

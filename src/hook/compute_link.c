@@ -278,6 +278,17 @@ uint64_t gs_ticks_ns(uint64_t ticks) {
   return 0; /* a TSC gone backwards: no gap is taken off */
 }
 
+uint64_t gs_ns_ticks(uint64_t ns) {
+  if (!C.tsc)
+    return ns;
+#if defined(__x86_64__)
+  uint64_t m = gs_mono_ns(), t = __rdtsc();
+  if (t > C.tsc0 && m > C.mono0 + 10000000ull)
+    return (uint64_t)((double)ns * (double)(t - C.tsc0) / (double)(m - C.mono0));
+#endif
+  return 0;
+}
+
 static void child_after_fork(void) {
   /* The helper does not exist in the child, and the connection is the
    * parent's: start over at the child's first launch. */

@@ -97,6 +97,11 @@ struct burst {
   /* A per-thread stream, or more than BURST_STREAMS: only a context sync sees all of it. Read
    * without mu by the synchronize wrappers, as are ctx and seg_open. */
   _Atomic bool thread_local_stream;
+  /* The burst's last synchronize that asked found all its work done (a launch-bound loop): the
+   * next one that covers every stream of the burst is taken for the same without asking (no
+   * query), and tells by its own length whether it waited after all (compute.c: sync_quick).
+   * Kept from burst to burst: it is the program's pattern. */
+  _Atomic bool syncs_find_done;
   _Atomic uintptr_t streams[BURST_STREAMS] __attribute__((aligned(8)));
   /* The launches of this burst and those ever entered (GATE_ENTER_SHIFT): one atomic add a
    * launch, the only write a launch makes to a line other threads' launches write too. */
@@ -188,6 +193,9 @@ struct compute {
    * libc and the stack protector read all the time, is not). */
   _Atomic uintptr_t slot0_tp;
   uint64_t tsc0, mono0;
+  /* A synchronize longer than this (ticks) waited for work: SYNC_WAIT_NS once the TSC's rate is
+   * known (gs_ns_ticks), 0 before. */
+  _Atomic uint64_t sync_wait_ticks;
   pthread_mutex_t init_mu __attribute__((aligned(64)));
   uint32_t slice_id;
   uint64_t slice_nonce; /* GSLICE_SLICE_NONCE: the slice's identity beyond its id */
@@ -209,6 +217,12 @@ struct compute {
   _Atomic uint8_t slot_owned[GATE_SLOTS];
   struct gate_slot shared;
 };
+
+/* What the fast path and a quick synchronize read stays in one line of each (see above). */
+_Static_assert(offsetof(struct compute, sync_wait_ticks) + sizeof(uint64_t) <= 64,
+               "struct compute: the fast path's fields in its first line");
+_Static_assert(offsetof(struct burst, streams) + sizeof(uintptr_t) <= 64,
+               "struct burst: the fast path's fields and its first stream in its first line");
 
 /* The hook's init-once table for compute (compute_link.c). */
 extern struct compute gs_compute_state;
@@ -238,6 +252,9 @@ static inline uint64_t gs_gate_ticks(void) {
   return gs_mono_ns();
 }
 uint64_t gs_ticks_ns(uint64_t ticks);
+/* The other way: ns in the gate's ticks; 0 while the TSC's rate is not known well yet (its first
+ * 10 ms). */
+uint64_t gs_ns_ticks(uint64_t ns);
 
 /* compute_link.c: the daemon link (mu held, except the last). */
 void gs_link_wake(void);

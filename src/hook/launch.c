@@ -141,30 +141,32 @@ GS_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) {
 /* Synchronizes: where the process waits for what it queued. The gate marks the end of its queue
  * before the wait and, once that has run, ends the burst's current segment there, so the idle
  * time between this synchronize and the next launch is not charged to the slice. */
-#define GATED_SYNC(name, call)                                                                     \
+#define GATED_SYNC(name, kind, stream, call)                                                       \
   const struct gs_real *r = gs_real();                                                             \
   if (!r->name)                                                                                    \
     return CUDA_ERROR_NOT_FOUND;                                                                   \
-  uint64_t mark = gs_compute_before_sync();                                                        \
+  struct gs_sync_mark mark;                                                                        \
+  gs_compute_before_sync(kind, stream, &mark);                                                     \
   CUresult rc = call;                                                                              \
   if (rc == CUDA_SUCCESS)                                                                          \
-    gs_compute_after_sync(mark);                                                                   \
+    gs_compute_after_sync(&mark);                                                                  \
   return rc
 
 GS_EXPORT CUresult cuCtxSynchronize(void) {
-  GATED_SYNC(cuCtxSynchronize, r->cuCtxSynchronize());
+  GATED_SYNC(cuCtxSynchronize, GS_SYNC_CTX, NULL, r->cuCtxSynchronize());
 }
 
 GS_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
-  GATED_SYNC(cuStreamSynchronize, r->cuStreamSynchronize(hStream));
+  GATED_SYNC(cuStreamSynchronize, GS_SYNC_STREAM, hStream, r->cuStreamSynchronize(hStream));
 }
 
 GS_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) {
-  GATED_SYNC(cuStreamSynchronize_ptsz, r->cuStreamSynchronize_ptsz(hStream));
+  GATED_SYNC(cuStreamSynchronize_ptsz, GS_SYNC_STREAM, PTSZ(hStream),
+             r->cuStreamSynchronize_ptsz(hStream));
 }
 
 GS_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
-  GATED_SYNC(cuEventSynchronize, r->cuEventSynchronize(hEvent));
+  GATED_SYNC(cuEventSynchronize, GS_SYNC_OTHER, NULL, r->cuEventSynchronize(hEvent));
 }
 
 /* A stream destroyed leaves the gate's bursts first: the gate records events on and queries the
