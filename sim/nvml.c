@@ -120,6 +120,8 @@ SIM_API const char *nvmlErrorString(nvmlReturn_t result) {
   case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
   case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
   case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+  case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+  case NVML_ERROR_TIMEOUT: return "Timeout";
   default: return "Unknown Error";
   }
 }
@@ -1399,3 +1401,94 @@ static unsigned pcie_kbps(struct sim_machine *m, unsigned d) {
 SIM_DEVICE_CALL(nvmlDeviceGetPcieThroughput,
                 (nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int *value),
                 !value || (unsigned)counter >= NVML_PCIE_UTIL_COUNT, *value = pcie_kbps(m, d))
+
+/* v1 of the far end's PCI info: as _v2, the bus id in the legacy form (a 4-digit domain), as
+ * NVML's v1 entry points give it. */
+static void nvlink_pci_v1(const struct sim_machine *m, unsigned d, unsigned link,
+                          nvmlPciInfo_t *pci) {
+  nvlink_pci(m, d, link, pci);
+  snprintf(pci->busId, sizeof(pci->busId), "%s", pci->busIdLegacy);
+}
+SIM_DEVICE_CALL(nvmlDeviceGetNvLinkRemotePciInfo,
+                (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci),
+                !pci || link >= SIM_NVLINKS, nvlink_pci_v1(m, d, link, pci))
+
+/* Clock event reasons: GpuIdle while no process's kernel ran on the device over the last 100 ms
+ * (its clocks drop then), none otherwise (a cool GPU under its power limit: 350 of 700 W). The
+ * deprecated "throttle reasons" call is the same one. Every reason NVML names is supported. */
+#define SIM_IDLE_WINDOW_NS 100000000ull
+static unsigned long long clock_reasons(struct sim_machine *m, unsigned d) {
+  sim_lock(m);
+  sim_reap(m, 0);
+  uint64_t now = sim_now_ns();
+  uint64_t busy =
+      sim_busy_between(m, d, -1, now > SIM_IDLE_WINDOW_NS ? now - SIM_IDLE_WINDOW_NS : 0, now);
+  sim_unlock(m);
+  return busy ? nvmlClocksEventReasonNone : nvmlClocksEventReasonGpuIdle;
+}
+SIM_DEVICE_QUERY(nvmlDeviceGetCurrentClocksEventReasons, unsigned long long, clock_reasons(m, d))
+SIM_DEVICE_QUERY(nvmlDeviceGetCurrentClocksThrottleReasons, unsigned long long, clock_reasons(m, d))
+SIM_DEVICE_QUERY(nvmlDeviceGetSupportedClocksEventReasons, unsigned long long, 0x1ffull)
+
+/* Confidential computing is off on the sim: the protected memory's usage is not supported. */
+SIM_DEVICE_CALL(nvmlDeviceGetConfComputeProtectedMemoryUsage,
+                (nvmlDevice_t device, nvmlMemory_t *memory), !memory, rc = NVML_ERROR_NOT_SUPPORTED)
+
+/* Event sets (NVML's reference, "Event Handling Methods"): a set holds the event types registered
+ * per device; a data-center GPU supports ECC, P-state, Xid and clock events. None ever happens on
+ * the sim (no ECC or Xid error, P0 and its clocks fixed): a wait ends with NVML_ERROR_TIMEOUT. */
+#define SIM_EVENT_MAGIC 0x45564e54u
+#define SIM_EVENT_TYPES                                                                            \
+  (nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError | nvmlEventTypePState |         \
+   nvmlEventTypeXidCriticalError | nvmlEventTypeClock)
+struct nvmlEventSet_st {
+  unsigned magic;
+  unsigned long long types[SIM_MAX_DEVICES];
+};
+
+static bool event_set_ok(nvmlEventSet_t set) {
+  return set && set->magic == SIM_EVENT_MAGIC;
+}
+
+SIM_API nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+  REQUIRE_MACHINE(m);
+  (void)m;
+  if (!set)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (!(*set = calloc(1, sizeof(**set))))
+    return NVML_ERROR_MEMORY;
+  (*set)->magic = SIM_EVENT_MAGIC;
+  return NVML_SUCCESS;
+}
+
+SIM_DEVICE_QUERY(nvmlDeviceGetSupportedEventTypes, unsigned long long, SIM_EVENT_TYPES)
+
+/* Types the device does not support are NVML_ERROR_NOT_SUPPORTED, as NVML answers for "some of
+ * the requested event types"; no type or no set INVALID_ARGUMENT. */
+SIM_DEVICE_CALL(nvmlDeviceRegisterEvents,
+                (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set),
+                !event_set_ok(set) || eventTypes == 0,
+                if (eventTypes & ~SIM_EVENT_TYPES) rc = NVML_ERROR_NOT_SUPPORTED;
+                else set->types[d] |= eventTypes)
+
+SIM_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
+                                         unsigned int timeoutms) {
+  REQUIRE_MACHINE(m);
+  (void)m;
+  if (!event_set_ok(set) || !data)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  struct timespec ts = {.tv_sec = timeoutms / 1000, .tv_nsec = (long)(timeoutms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
+  return NVML_ERROR_TIMEOUT;
+}
+
+SIM_API nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  REQUIRE_MACHINE(m);
+  (void)m;
+  if (!event_set_ok(set))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  set->magic = 0;
+  free(set);
+  return NVML_SUCCESS;
+}
