@@ -21,4 +21,11 @@ if(TARGET gslice_sim_nvml)
   target_link_libraries(nvml_mig PRIVATE gslice_sim_nvml)
   set_target_properties(nvml_mig PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   gslice_script_test(nvml_mig nvml_mig.sh TIMEOUT 120)
+  # NVML with CUDA unable to start (the sim's process slots full), the per-process samples' size
+  # calls, the v1 NVLink far end, clock event reasons, CC memory, event sets, NULL outputs.
+  add_executable(nvml_closed progs/nvml_closed.c)
+  target_include_directories(nvml_closed PRIVATE ${CMAKE_SOURCE_DIR}/src/common ${CUDA_INCLUDE_DIR})
+  target_link_libraries(nvml_closed PRIVATE gslice_sim_nvml gslice_sim_cuda)
+  set_target_properties(nvml_closed PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  gslice_script_test(nvml_closed nvml_closed.sh TIMEOUT 120)
 endif()

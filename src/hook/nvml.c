@@ -5,6 +5,7 @@
 #include "nvml_slice.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,17 +50,29 @@ static int slice_figures(nvmlDevice_t device, unsigned long long real_free,
   return 0;
 }
 
-GS_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
-  const struct gs_real *r = gs_real();
-  if (!r->nvmlDeviceGetMemoryInfo)
+/* v1's figures by `fn`: the memory queries of nvmlMemory_t. */
+static nvmlReturn_t memory_v1(nvmlReturn_t (*fn)(nvmlDevice_t, nvmlMemory_t *), nvmlDevice_t device,
+                              nvmlMemory_t *memory) {
+  if (!fn)
     return NVML_ERROR_FUNCTION_NOT_FOUND;
   gs_setup();
   if (gs_nvml_hidden(device)) /* its free memory is the other tenants' doing */
     return NVML_ERROR_INVALID_ARGUMENT;
-  nvmlReturn_t rc = r->nvmlDeviceGetMemoryInfo(device, memory);
+  nvmlReturn_t rc = fn(device, memory);
   if (rc == NVML_SUCCESS && memory)
     slice_figures(device, memory->free, &memory->total, &memory->used, &memory->free);
   return rc;
+}
+
+GS_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+  return memory_v1(gs_real()->nvmlDeviceGetMemoryInfo, device, memory);
+}
+
+/* With confidential computing on, the protected memory is where the GPU's allocations live: its
+ * used is every tenant's. The slice's figures, as nvmlDeviceGetMemoryInfo gives them. */
+GS_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeProtectedMemoryUsage(nvmlDevice_t device,
+                                                                    nvmlMemory_t *memory) {
+  return memory_v1(gs_real()->nvmlDeviceGetConfComputeProtectedMemoryUsage, device, memory);
 }
 
 GS_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
@@ -231,9 +244,62 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
   return rc;
 }
 
-/* The slice's processes' samples only (NVML's two-call protocol is NVML's own: the size call and
- * a short buffer pass through). None of them since lastSeenTimeStamp, or NVML's pids not ours:
- * NVML_ERROR_NOT_FOUND, *processSamplesCount as passed, as NVML says "no sample". */
+/* The old per-process call into buf, room for *n samples (gs_nvml_list). */
+static nvmlReturn_t fill_old_samples(void *ctx, unsigned *n, void *buf) {
+  const struct samples_call *c = ctx;
+  return gs_real()->nvmlDeviceGetProcessUtilization(c->device, buf, n, c->since);
+}
+
+/* One of the two per-process sample calls: its entries' layout and its fill. */
+struct sample_kind {
+  size_t size, pid_at;
+  gs_nvml_fill_fn fill;
+};
+static const struct sample_kind OLD_SAMPLES = {sizeof(nvmlProcessUtilizationSample_t),
+                                               offsetof(nvmlProcessUtilizationSample_t, pid),
+                                               fill_old_samples};
+static const struct sample_kind NEWER_SAMPLES = {sizeof(nvmlProcessUtilizationInfo_v1_t),
+                                                 offsetof(nvmlProcessUtilizationInfo_v1_t, pid),
+                                                 fill_samples};
+
+/* NVML's samples since `since` (`need`: what its size call said) kept to the slice's processes'
+ * (none where NVML's pids are another namespace's), answered by the documented protocol over
+ * them alone into the caller's buf and *count: none is NVML_ERROR_NOT_FOUND (*count as passed);
+ * buf NULL or *count below them NVML_ERROR_INSUFFICIENT_SIZE with *count = their number; else
+ * they and their number. Nothing of NVML's answer reaches the caller but the slice's samples:
+ * the size call passed through said how many processes of every tenant ran (fourth attack run
+ * of 2026-12-02), and NVML wrote the others' samples into the caller's buffer. */
+static nvmlReturn_t answer_samples(const struct sample_kind *k, nvmlDevice_t device,
+                                   unsigned long long since, unsigned need, void *buf,
+                                   unsigned *count) {
+  struct samples_call c = {device, since};
+  unsigned n = 0, kept = 0, nprocs = 0;
+  nvmlReturn_t rc;
+  char *all = gs_nvml_list(k->fill, &c, k->size, need, &n, &rc);
+  struct gs_nvml_proc *procs = all ? gs_nvml_procs_named(device, &nprocs) : NULL;
+  if (all && !procs)
+    rc = NVML_ERROR_MEMORY;
+  for (unsigned i = 0; procs && i < n; i++) {
+    unsigned pid;
+    memcpy(&pid, all + i * k->size + k->pid_at, sizeof(pid));
+    if (gs_nvml_has_pid(procs, nprocs, pid))
+      memmove(all + kept++ * k->size, all + i * k->size, k->size);
+  }
+  free(procs);
+  if (rc == NVML_SUCCESS && kept == 0)
+    rc = NVML_ERROR_NOT_FOUND;
+  else if (rc == NVML_SUCCESS && (!buf || *count < kept))
+    rc = NVML_ERROR_INSUFFICIENT_SIZE;
+  else if (rc == NVML_SUCCESS)
+    memcpy(buf, all, kept * k->size);
+  if (rc == NVML_SUCCESS || rc == NVML_ERROR_INSUFFICIENT_SIZE)
+    *count = kept;
+  free(all);
+  return rc;
+}
+
+/* The slice's processes' samples only, by NVML's two-call protocol over them (answer_samples).
+ * What NVML says of the device and arguments (not supported, as on Blackwell) stands. */
 GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                                        nvmlProcessUtilizationSample_t *utilization,
                                                        unsigned int *processSamplesCount,
@@ -244,30 +310,22 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   gs_setup();
   if (gs_nvml_hidden(device))
     return NVML_ERROR_INVALID_ARGUMENT;
-  unsigned passed = processSamplesCount ? *processSamplesCount : 0;
-  nvmlReturn_t rc = r->nvmlDeviceGetProcessUtilization(device, utilization, processSamplesCount,
-                                                       lastSeenTimeStamp);
-  if (rc != NVML_SUCCESS || !utilization || !processSamplesCount)
+  unsigned need = 0;
+  nvmlReturn_t rc = r->nvmlDeviceGetProcessUtilization(device, NULL, &need, lastSeenTimeStamp);
+  if (rc == NVML_ERROR_NOT_FOUND) /* no process ran: none of the slice's either */
+    return processSamplesCount ? rc : NVML_ERROR_INVALID_ARGUMENT;
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
     return rc;
-  struct gs_nvml_proc *procs = calloc(GS_NVML_MAX_PROCS, sizeof(*procs));
-  unsigned n = 0, kept = 0;
-  if (procs && gs_nvml_slice_procs(device, procs, GS_NVML_MAX_PROCS, &n) == 0 && n &&
-      gs_nvml_pids_ours(device, procs, n)) {
-    for (unsigned i = 0; i < *processSamplesCount && i < passed; i++)
-      if (gs_nvml_has_pid(procs, n, utilization[i].pid))
-        utilization[kept++] = utilization[i];
-  }
-  free(procs);
-  if (kept == 0) {
-    memset(utilization, 0, (size_t)passed * sizeof(*utilization));
-    *processSamplesCount = passed;
-    return NVML_ERROR_NOT_FOUND;
-  }
-  *processSamplesCount = kept;
-  return NVML_SUCCESS;
+  if (!processSamplesCount)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  return answer_samples(&OLD_SAMPLES, device, lastSeenTimeStamp, need, utilization,
+                        processSamplesCount);
 }
 
-/* The newer call, kept to the slice's pids as the old one (its count call is NVML's own). */
+/* The newer call, kept to the slice's processes as the old one: its size call (procUtilArray
+ * NULL) says how many samples of the slice's there are, never NVML's count. NVML's answer to
+ * the version word stands; a version NVML takes but the hook does not know (past v1) is
+ * NVML_ERROR_ARGUMENT_VERSION_MISMATCH, not entries of a layout it cannot write. */
 GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
                                                              nvmlProcessesUtilizationInfo_t *info) {
   const struct gs_real *r = gs_real();
@@ -276,25 +334,17 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device
   gs_setup();
   if (gs_nvml_hidden(device))
     return NVML_ERROR_INVALID_ARGUMENT;
-  unsigned passed = info ? info->processSamplesCount : 0;
-  nvmlReturn_t rc = r->nvmlDeviceGetProcessesUtilizationInfo(device, info);
-  if (rc != NVML_SUCCESS || !info || !info->procUtilArray)
+  if (!info)
+    return r->nvmlDeviceGetProcessesUtilizationInfo(device, info);
+  nvmlProcessesUtilizationInfo_t probe = {.version = info->version,
+                                          .lastSeenTimeStamp = info->lastSeenTimeStamp};
+  nvmlReturn_t rc = r->nvmlDeviceGetProcessesUtilizationInfo(device, &probe);
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE && rc != NVML_ERROR_NOT_FOUND)
     return rc;
-  struct gs_nvml_proc *procs = calloc(GS_NVML_MAX_PROCS, sizeof(*procs));
-  unsigned n = 0, kept = 0;
-  nvmlProcessUtilizationInfo_v1_t *a = info->procUtilArray;
-  if (procs && gs_nvml_slice_procs(device, procs, GS_NVML_MAX_PROCS, &n) == 0 && n &&
-      gs_nvml_pids_ours(device, procs, n)) {
-    for (unsigned i = 0; i < info->processSamplesCount && i < passed; i++)
-      if (gs_nvml_has_pid(procs, n, a[i].pid))
-        a[kept++] = a[i];
-  }
-  free(procs);
-  if (kept == 0) {
-    memset(a, 0, (size_t)passed * sizeof(*a));
-    info->processSamplesCount = passed;
-    return NVML_ERROR_NOT_FOUND;
-  }
-  info->processSamplesCount = kept;
-  return NVML_SUCCESS;
+  if (info->version != nvmlProcessesUtilizationInfo_v1)
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (rc == NVML_ERROR_NOT_FOUND)
+    return rc;
+  return answer_samples(&NEWER_SAMPLES, device, info->lastSeenTimeStamp, probe.processSamplesCount,
+                        info->procUtilArray, &info->processSamplesCount);
 }

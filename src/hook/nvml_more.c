@@ -192,3 +192,30 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesC
 GS_NVML_REFUSED(nvmlDeviceGetPcieThroughput,
                 (nvmlDevice_t device, nvmlPcieUtilCounter_t counter, unsigned int *value),
                 (device, counter, value), value)
+
+/* Why the clocks are where they are is the board's (power and thermal limits, applications
+ * clocks, sync boost) and passes, but GpuIdle says that no tenant's kernel runs on the device: the
+ * device's utilization, which the hook never shows a slice (an idle slice learnt whether the
+ * others were running). It is cleared, as NVML answers for a busy device; the other bits stay. */
+#define GS_CLOCK_REASONS(fn)                                                                       \
+  GS_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned long long *reasons) {                    \
+    const struct gs_real *r = gs_real();                                                           \
+    if (!r->fn)                                                                                    \
+      return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
+    if (gs_nvml_hidden(device))                                                                    \
+      return NVML_ERROR_INVALID_ARGUMENT;                                                          \
+    nvmlReturn_t rc = r->fn(device, reasons);                                                      \
+    if (rc == NVML_SUCCESS && reasons)                                                             \
+      *reasons &= ~nvmlClocksEventReasonGpuIdle;                                                   \
+    return rc;                                                                                     \
+  }
+GS_CLOCK_REASONS(nvmlDeviceGetCurrentClocksEventReasons)
+GS_CLOCK_REASONS(nvmlDeviceGetCurrentClocksThrottleReasons) /* the same call before R535 */
+
+/* An event set gets the events of the devices registered in it: a GPU the slice does not see (a
+ * handle guessed from NVML's table) is no device, so nvmlEventSetWait never gives its events.
+ * The slice's GPUs' events (ECC and Xid errors, P-state and clock changes) are the board's and
+ * carry no process: passed. */
+GS_OWN_DEVICES(nvmlDeviceRegisterEvents, gs_nvml_hidden(device),
+               (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set),
+               (device, eventTypes, set))

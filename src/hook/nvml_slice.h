@@ -75,3 +75,15 @@ int gs_nvml_measured_util(nvmlDevice_t device, unsigned *ret_pct);
       *(out) = 0;                                                                                  \
     return NVML_ERROR_NOT_SUPPORTED;                                                               \
   }
+
+/* A call on the slice's GPUs is NVML's; naming any other GPU (`hidden`), it has no answer:
+ * NVML_ERROR_INVALID_ARGUMENT, as NVML answers a handle that is no device. */
+#define GS_OWN_DEVICES(fn, hidden, params, args)                                                   \
+  GS_EXPORT nvmlReturn_t fn params {                                                               \
+    const struct gs_real *r = gs_real();                                                           \
+    if (!r->fn)                                                                                    \
+      return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
+    if (hidden)                                                                                    \
+      return NVML_ERROR_INVALID_ARGUMENT;                                                          \
+    return r->fn args;                                                                             \
+  }

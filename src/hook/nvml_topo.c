@@ -9,16 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A call on the slice's GPUs is NVML's; naming any other GPU (`hidden`), it has no answer. */
-#define GS_OWN_DEVICES(fn, hidden, params, args)                                                   \
-  GS_EXPORT nvmlReturn_t fn params {                                                               \
-    const struct gs_real *r = gs_real();                                                           \
-    if (!r->fn)                                                                                    \
-      return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
-    if (hidden)                                                                                    \
-      return NVML_ERROR_INVALID_ARGUMENT;                                                          \
-    return r->fn args;                                                                             \
-  }
 #define GS_TWO_HIDDEN (gs_nvml_hidden(device1) || gs_nvml_hidden(device2))
 GS_OWN_DEVICES(nvmlDeviceGetTopologyCommonAncestor, GS_TWO_HIDDEN,
                (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t *pathInfo),
@@ -91,22 +81,17 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned i
   return rc;
 }
 
-/* The far end of one of the slice's GPU's NVLinks, as NVML gives it where it is no GPU (an
- * NVSwitch, a CPU) or one of the slice's GPUs; a GPU the slice does not see is
+/* The far end of one of the slice's GPU's NVLinks, as NVML gives it (rc, pci) where it is no GPU
+ * (an NVSwitch, a CPU) or one of the slice's GPUs; a GPU the slice does not see is
  * NVML_ERROR_NO_PERMISSION, pci cleared: the link is there (nvmlDeviceGetNvLinkState says so),
  * which GPU is at its end is not the slice's to know (its bus id would name it). */
-GS_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
-                                                           nvmlPciInfo_t *pci) {
+static nvmlReturn_t far_end_kept(nvmlReturn_t rc, nvmlPciInfo_t *pci) {
   const struct gs_real *r = gs_real();
   nvmlDevice_t far = NULL;
-  if (!r->nvmlDeviceGetNvLinkRemotePciInfo_v2)
-    return NVML_ERROR_FUNCTION_NOT_FOUND;
-  if (gs_nvml_hidden(device))
-    return NVML_ERROR_INVALID_ARGUMENT;
-  nvmlReturn_t rc = r->nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, pci);
   if (rc != NVML_SUCCESS || !pci)
     return rc;
-  /* A bus id NVML has no GPU on is no GPU; the lookup's other errors leave it unknown: refused. */
+  /* A bus id NVML has no GPU on is no GPU; the lookup's other errors leave it unknown: refused.
+   * The v2 lookup reads both forms (v1 gives the legacy one). */
   nvmlReturn_t found = r->nvmlDeviceGetHandleByPciBusId_v2
                            ? r->nvmlDeviceGetHandleByPciBusId_v2(pci->busId, &far)
                            : NVML_ERROR_FUNCTION_NOT_FOUND;
@@ -115,6 +100,19 @@ GS_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, 
   memset(pci, 0, sizeof(*pci));
   return NVML_ERROR_NO_PERMISSION;
 }
+
+/* Both ABI versions (v1 beside _v2 went unwrapped: fourth attack run of 2026-12-02). */
+#define GS_FAR_END(fn)                                                                             \
+  GS_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci) {          \
+    const struct gs_real *r = gs_real();                                                           \
+    if (!r->fn)                                                                                    \
+      return NVML_ERROR_FUNCTION_NOT_FOUND;                                                        \
+    if (gs_nvml_hidden(device))                                                                    \
+      return NVML_ERROR_INVALID_ARGUMENT;                                                          \
+    return far_end_kept(r->fn(device, link, pci), pci);                                            \
+  }
+GS_FAR_END(nvmlDeviceGetNvLinkRemotePciInfo_v2)
+GS_FAR_END(nvmlDeviceGetNvLinkRemotePciInfo)
 
 /* all[0..n) kept to the slice's GPUs, answered by the lists' documented count protocol:
  * *count 0 is set to the GPUs there are; else up to *count handles written, *count their

@@ -166,7 +166,12 @@
   X(nvmlDeviceGetComputeInstanceId)                                                                \
   X(nvmlDeviceGetHandleByUUIDV)                                                                    \
   X(nvmlDeviceGetNvLinkRemotePciInfo_v2)                                                           \
-  X(nvmlDeviceGetPcieThroughput)
+  X(nvmlDeviceGetPcieThroughput)                                                                   \
+  X(nvmlDeviceGetNvLinkRemotePciInfo)                                                              \
+  X(nvmlDeviceGetCurrentClocksEventReasons)                                                        \
+  X(nvmlDeviceGetCurrentClocksThrottleReasons)                                                     \
+  X(nvmlDeviceGetConfComputeProtectedMemoryUsage)                                                  \
+  X(nvmlDeviceRegisterEvents)
 
 #define GS_NVML_CALLED(X)                                                                          \
   X(nvmlInit_v2)                                                                                   \
