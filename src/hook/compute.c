@@ -537,13 +537,12 @@ void gs_compute_before_sync(enum gs_sync_kind kind, CUstream stream, struct gs_s
   struct burst *b = &C.b[dev];
   if (atomic_load(&b->valid_until) == 0)
     return; /* no burst open: nothing to mark */
-  if (atomic_load(&b->syncs_find_done) && (m->mark = quick_state(b)) != 0 &&
-      sync_covers(b, kind, stream, &ctx)) {
+  if (atomic_load(&b->syncs_find_done) && sync_covers(b, kind, stream, &ctx) &&
+      (m->mark = quick_state(b)) != 0) {
     m->t0 = gs_gate_ticks();
     return;
   }
   uint64_t mark = quick_mark(b, &ctx, &asked);
-  m->mark = 0;
   if (asked) {
     uint64_t wait = atomic_load(&C.sync_wait_ticks);
     if (!wait && (wait = gs_ns_ticks(SYNC_WAIT_NS)) != 0)
