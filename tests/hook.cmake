@@ -54,3 +54,11 @@ gslice_script_test(hook_k8s_env hook_k8s_env.sh TIMEOUT 60)
 gslice_script_test(hook_gpu_status hook_gpu_status.sh TIMEOUT 180)
 # libgslice.so's glibc symbol versions: at most 2.17, so it loads into older images.
 gslice_script_test(hook_glibc hook_glibc.sh TIMEOUT 30)
+if(TARGET gslice_sim_cuda)
+  # Memsets, device-to-device copies and legacy launches as a slice's work (compute_work.sh).
+  add_executable(compute_work progs/compute_work.c)
+  target_include_directories(compute_work PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(compute_work PRIVATE gslice_sim_cuda)
+  set_target_properties(compute_work PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
+                        SKIP_BUILD_RPATH TRUE)
+endif()

@@ -1,26 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Every kernel launch path: the compute gate (compute.c) before and after the real launch; the
- * synchronizes that end a burst's segment; the captures the gate passes launches through in; the
- * streams destroyed, which leave the gate's bursts first. */
+/* Every kernel launch path (memsets and device-to-device copies: work.c): the compute gate
+ * (compute.c) before and after the real launch; the legacy launch; the synchronizes that end a
+ * burst's segment; the captures the gate passes launches through in; the streams destroyed, which
+ * leave the gate's bursts first. */
 #include "hook.h"
 
 #include "compute.h"
-
-#define GATED_LAUNCH(name, stream, call)                                                           \
-  const struct gs_real *r = gs_real();                                                             \
-  if (!r->name)                                                                                    \
-    return CUDA_ERROR_NOT_FOUND;                                                                   \
-  uintptr_t done = 0;                                                                              \
-  CUresult gate = gs_compute_before_launch(stream, &done);                                         \
-  if (gate != CUDA_SUCCESS)                                                                        \
-    return gate;                                                                                   \
-  CUresult rc = call;                                                                              \
-  gs_compute_after_launch(done);                                                                   \
-  return rc
-
-/* In a _ptsz launch the NULL stream is the calling thread's default stream: the gate must time
- * it (and record its events) there, not on the legacy stream that NULL means elsewhere. */
-#define PTSZ(stream) ((stream) ? (stream) : CU_STREAM_PER_THREAD)
+#include "launch.h"
 
 GS_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                   unsigned int bx, unsigned int by, unsigned int bz,
@@ -74,6 +60,64 @@ GS_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
 
 GS_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
   GATED_LAUNCH(cuGraphLaunch_ptsz, PTSZ(hStream), r->cuGraphLaunch_ptsz(hGraphExec, hStream));
+}
+
+/* The legacy launch (deprecated, still exported): the function's block shape and parameters were
+ * set beforehand (cuFuncSetBlockShape, cuParamSet*, which run nothing); cuLaunch and cuLaunchGrid
+ * launch on the legacy stream. */
+GS_EXPORT CUresult cuLaunch(CUfunction f) {
+  GATED_LAUNCH(cuLaunch, NULL, r->cuLaunch(f));
+}
+
+GS_EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height) {
+  GATED_LAUNCH(cuLaunchGrid, NULL, r->cuLaunchGrid(f, grid_width, grid_height));
+}
+
+GS_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height,
+                                     CUstream hStream) {
+  GATED_LAUNCH(cuLaunchGridAsync, hStream,
+               r->cuLaunchGridAsync(f, grid_width, grid_height, hStream));
+}
+
+/* Each entry's kernel runs on its own stream, on its own device: the gate of that stream's
+ * context (pushed current for it). One entry: gated as any launch. Several: each device's gate is
+ * passed in turn and let go before the next is asked, then the one real call launches them all
+ * (a multi-device kernel cannot be split into launches of its own). Holding the first device's
+ * launch in flight while waiting for the second's token would stall the first's close, which
+ * waits for launches in flight, in the helper thread that reads the second's grant. So with
+ * several devices a kernel may start just after its device's burst closed. */
+static void multi_device_gates(const CUDA_LAUNCH_PARAMS *list, unsigned n, CUresult *gate) {
+  const struct gs_real *r = gs_real();
+  *gate = CUDA_SUCCESS;
+  for (unsigned i = 0; i < n && *gate == CUDA_SUCCESS; i++) {
+    CUcontext ctx = NULL, was;
+    int pushed = r->cuStreamGetCtx && r->cuCtxPushCurrent_v2 && r->cuCtxPopCurrent_v2 &&
+                 r->cuStreamGetCtx(list[i].hStream, &ctx) == CUDA_SUCCESS && ctx &&
+                 r->cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+    uintptr_t done = 0;
+    *gate = gs_compute_before_launch(list[i].hStream, &done);
+    gs_compute_after_launch(done);
+    if (pushed)
+      r->cuCtxPopCurrent_v2(&was);
+  }
+}
+
+GS_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+                                                        unsigned int numDevices,
+                                                        unsigned int flags) {
+  if (launchParamsList && numDevices == 1) {
+    GATED_LAUNCH(cuLaunchCooperativeKernelMultiDevice, launchParamsList[0].hStream,
+                 r->cuLaunchCooperativeKernelMultiDevice(launchParamsList, numDevices, flags));
+  }
+  const struct gs_real *r = gs_real();
+  if (!r->cuLaunchCooperativeKernelMultiDevice)
+    return CUDA_ERROR_NOT_FOUND;
+  CUresult gate = CUDA_SUCCESS;
+  if (launchParamsList)
+    multi_device_gates(launchParamsList, numDevices, &gate);
+  if (gate != CUDA_SUCCESS)
+    return gate;
+  return r->cuLaunchCooperativeKernelMultiDevice(launchParamsList, numDevices, flags);
 }
 
 /* Stream capture: work launched into a capturing stream only becomes graph nodes, so the gate

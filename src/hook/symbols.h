@@ -71,7 +71,91 @@
   X(cuStreamEndCapture)                                                                            \
   X(cuStreamEndCapture_ptsz)                                                                       \
   X(cuStreamDestroy)                                                                               \
-  X(cuStreamDestroy_v2)
+  X(cuStreamDestroy_v2)                                                                            \
+  X(cuLaunch)                                                                                      \
+  X(cuLaunchGrid)                                                                                  \
+  X(cuLaunchGridAsync)                                                                             \
+  X(cuLaunchCooperativeKernelMultiDevice)                                                          \
+  X(cuMemsetD8)                                                                                    \
+  X(cuMemsetD8_v2)                                                                                 \
+  X(cuMemsetD8_v2_ptds)                                                                            \
+  X(cuMemsetD16)                                                                                   \
+  X(cuMemsetD16_v2)                                                                                \
+  X(cuMemsetD16_v2_ptds)                                                                           \
+  X(cuMemsetD32)                                                                                   \
+  X(cuMemsetD32_v2)                                                                                \
+  X(cuMemsetD32_v2_ptds)                                                                           \
+  X(cuMemsetD8Async)                                                                               \
+  X(cuMemsetD8Async_ptsz)                                                                          \
+  X(cuMemsetD16Async)                                                                              \
+  X(cuMemsetD16Async_ptsz)                                                                         \
+  X(cuMemsetD32Async)                                                                              \
+  X(cuMemsetD32Async_ptsz)                                                                         \
+  X(cuMemsetD2D8)                                                                                  \
+  X(cuMemsetD2D8_v2)                                                                               \
+  X(cuMemsetD2D8_v2_ptds)                                                                          \
+  X(cuMemsetD2D16)                                                                                 \
+  X(cuMemsetD2D16_v2)                                                                              \
+  X(cuMemsetD2D16_v2_ptds)                                                                         \
+  X(cuMemsetD2D32)                                                                                 \
+  X(cuMemsetD2D32_v2)                                                                              \
+  X(cuMemsetD2D32_v2_ptds)                                                                         \
+  X(cuMemsetD2D8Async)                                                                             \
+  X(cuMemsetD2D8Async_ptsz)                                                                        \
+  X(cuMemsetD2D16Async)                                                                            \
+  X(cuMemsetD2D16Async_ptsz)                                                                       \
+  X(cuMemsetD2D32Async)                                                                            \
+  X(cuMemsetD2D32Async_ptsz)                                                                       \
+  X(cuMemcpyDtoD)                                                                                  \
+  X(cuMemcpyDtoD_v2)                                                                               \
+  X(cuMemcpyDtoD_v2_ptds)                                                                          \
+  X(cuMemcpyDtoDAsync)                                                                             \
+  X(cuMemcpyDtoDAsync_v2)                                                                          \
+  X(cuMemcpyDtoDAsync_v2_ptsz)                                                                     \
+  X(cuMemcpy)                                                                                      \
+  X(cuMemcpy_ptds)                                                                                 \
+  X(cuMemcpyAsync)                                                                                 \
+  X(cuMemcpyAsync_ptsz)                                                                            \
+  X(cuMemcpyPeer)                                                                                  \
+  X(cuMemcpyPeer_ptds)                                                                             \
+  X(cuMemcpyPeerAsync)                                                                             \
+  X(cuMemcpyPeerAsync_ptsz)                                                                        \
+  X(cuMemcpy2D)                                                                                    \
+  X(cuMemcpy2D_v2)                                                                                 \
+  X(cuMemcpy2D_v2_ptds)                                                                            \
+  X(cuMemcpy2DUnaligned)                                                                           \
+  X(cuMemcpy2DUnaligned_v2)                                                                        \
+  X(cuMemcpy2DUnaligned_v2_ptds)                                                                   \
+  X(cuMemcpy2DAsync)                                                                               \
+  X(cuMemcpy2DAsync_v2)                                                                            \
+  X(cuMemcpy2DAsync_v2_ptsz)                                                                       \
+  X(cuMemcpy3D)                                                                                    \
+  X(cuMemcpy3D_v2)                                                                                 \
+  X(cuMemcpy3D_v2_ptds)                                                                            \
+  X(cuMemcpy3DAsync)                                                                               \
+  X(cuMemcpy3DAsync_v2)                                                                            \
+  X(cuMemcpy3DAsync_v2_ptsz)                                                                       \
+  X(cuMemcpy3DPeer)                                                                                \
+  X(cuMemcpy3DPeer_ptds)                                                                           \
+  X(cuMemcpy3DPeerAsync)                                                                           \
+  X(cuMemcpy3DPeerAsync_ptsz)                                                                      \
+  X(cuMemcpyDtoA)                                                                                  \
+  X(cuMemcpyDtoA_v2)                                                                               \
+  X(cuMemcpyDtoA_v2_ptds)                                                                          \
+  X(cuMemcpyAtoD)                                                                                  \
+  X(cuMemcpyAtoD_v2)                                                                               \
+  X(cuMemcpyAtoD_v2_ptds)                                                                          \
+  X(cuMemcpyAtoA)                                                                                  \
+  X(cuMemcpyAtoA_v2)                                                                               \
+  X(cuMemcpyAtoA_v2_ptds)                                                                          \
+  X(cuMemcpyBatchAsync)                                                                            \
+  X(cuMemcpyBatchAsync_ptsz)                                                                       \
+  X(cuMemcpyBatchAsync_v2)                                                                         \
+  X(cuMemcpyBatchAsync_v2_ptsz)                                                                    \
+  X(cuMemcpy3DBatchAsync)                                                                          \
+  X(cuMemcpy3DBatchAsync_ptsz)                                                                     \
+  X(cuMemcpy3DBatchAsync_v2)                                                                       \
+  X(cuMemcpy3DBatchAsync_v2_ptsz)
 
 /* Real entry points the hook (and the compute gate) call but do not wrap. */
 #define GS_CUDA_CALLED(X)                                                                          \
@@ -103,7 +187,8 @@
   X(cuEventElapsedTime_v2)                                                                         \
   X(cuMemPoolGetAttribute)                                                                         \
   X(cuMemGetAllocationPropertiesFromHandle)                                                        \
-  X(cuMemGetAddressRange_v2)
+  X(cuMemGetAddressRange_v2)                                                                       \
+  X(cuPointerGetAttribute)
 
 /* NVML as nvidia-smi reads it (docs/nvml.md): memory, the device list, the process lists and
  * utilization answer for the slice; samples, accounting and field values too (nvml_more.c); video
