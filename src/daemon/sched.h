@@ -50,6 +50,7 @@ struct sched_slice {
   /* Its time per launch, of its processes' reports for kernel_gen, its latest token that
    * reported any (sched_set_kernel); 0: none reported yet. */
   uint64_t kernel_ns;
+  uint64_t paid_kernel_ns; /* of its last release that charged: no longer than that charge */
   uint32_t kernel_gen;
   uint32_t token_gen; /* its latest token's generation */
   uint32_t nreports;
@@ -90,6 +91,14 @@ struct sched_slice {
   uint64_t wait_total_ns;
   uint64_t wait_count;
   uint64_t wait_bucket[GS_WAIT_BUCKETS + 1]; /* not cumulative: one count per bucket */
+  /* The charge check (sched_check_charge): its state at the last check, and the device time
+   * it charged the slice in all (in used_total_ns too). */
+  struct {
+    uint64_t used_at;     /* used_total_ns then */
+    uint64_t inflight_ns; /* the time its token had been held then, 0: none held */
+    double bucket_ns;     /* device time beyond the charges and allowances, not yet charged */
+  } check;
+  uint64_t unreported_total_ns;
 };
 
 struct sched_grant {
@@ -171,6 +180,11 @@ int sched_pick(struct sched *s, uint64_t now, struct sched_grant *ret);
 void sched_set_kernel(struct sched *s, uint32_t id, uint32_t generation, uint32_t proc,
                       uint64_t kernel_ns);
 
+/* A release of the slice reported kernel_ns with a charge of used_ns: the kernel length its
+ * release grace may count on (sched_slice.paid_kernel_ns) is no longer than what that release paid
+ * for. A release that charged nothing leaves none. */
+void sched_set_paid_kernel(struct sched *s, uint32_t id, uint64_t kernel_ns, uint64_t used_ns);
+
 /* Charges measured device time (and the launches behind it) to a slice; it
  * may arrive for the current token or late, for an old one. The kernel length is not derived
  * from charges (spans, clipped, or estimates): sched_set_kernel has the hook's. */
@@ -234,3 +248,31 @@ void sched_charge_late(struct sched *s, uint32_t id, uint32_t generation, uint64
 uint64_t sched_ring_sum(struct sched_ring *r, uint64_t now);
 void sched_ring_init(struct sched_ring *r, uint64_t span_ns, uint32_t nbuckets, uint64_t now);
 void sched_ring_add(struct sched_ring *r, uint64_t v, uint64_t now);
+
+/* The charge check's tolerance (docs/compute.md, "The charge check"): per period, NVML's device
+ * time may exceed the charges by SCHED_CHECK_ALLOW_PERIOD_PCT of the period plus
+ * SCHED_CHECK_ALLOW_CHARGE_PCT of the charge; what exceeds that gathers in a bucket of
+ * SCHED_CHECK_BURST_QUANTA longest quanta, and once it overflows, all of it is charged. */
+#define SCHED_CHECK_ALLOW_PERIOD_PCT 5
+#define SCHED_CHECK_ALLOW_CHARGE_PCT 10
+#define SCHED_CHECK_BURST_QUANTA 2
+
+struct sched_check_figures {
+  uint64_t device_ns;    /* NVML's, the period's length at most */
+  uint64_t charged_ns;   /* the releases' charges over the period, its token in flight counted */
+  uint64_t allowance_ns; /* the tolerance of this period */
+  uint64_t excess_ns;    /* charged now (0: within the tolerance) */
+};
+
+/* One period of the charge check for slice `id`: `device_ns` is the device time NVML attributed
+ * to its processes over the last `period_ns` (ending now). Beside what it was charged over the
+ * same period (used_total_ns since the last check, with the time its token in flight has been
+ * held counted as charged until its release says), NVML's figure beyond the tolerance is charged
+ * to the slice as its releases' charges are (its request credit or virtual time, its limit's
+ * pacing, its device time in the stats): a process that reports less than it runs pays what it
+ * ran. The figures go to *ret (not NULL). Returns the excess charged, 0 when none. */
+uint64_t sched_check_charge(struct sched *s, uint32_t id, uint64_t device_ns, uint64_t period_ns,
+                            uint64_t now, struct sched_check_figures *ret);
+/* Starts the check afresh for every slice of s (at its first period, or after it was off): what
+ * came before is not compared. */
+void sched_check_reset(struct sched *s, uint64_t now);

@@ -1071,6 +1071,159 @@ static void test_lone_quantum(void) {
   sched_fini(&s);
 }
 
+/* The model of run_model with the charge check: slice `forger` (id, 0: none) reports 0 of each
+ * burst it runs, and every `period` the check gets each slice's device time over it (NVML's figure,
+ * exact in the model; `nvml_pct` of it for the honest ones, as NVML reading above their events). */
+static uint64_t run_checked(struct sched *s, struct model *m, uint32_t n, uint64_t *now,
+                            uint64_t span, uint32_t forger, uint64_t period, double nvml_pct,
+                            uint64_t *ret_excess) {
+  uint64_t end = *now + span, busy = 0, next = *now + period, dev[8] = {0};
+
+  for (uint32_t i = 0; i < n; i++)
+    m[i].used = 0;
+  while (*now < end) {
+    struct sched_grant g;
+    if (period && *now >= next) {
+      for (uint32_t i = 0; i < n; i++) {
+        struct sched_check_figures f;
+        double d = (double)dev[i] * (i + 1 == forger ? 100.0 : nvml_pct) / 100.0;
+        ret_excess[i] += sched_check_charge(s, i + 1, (uint64_t)d, period, *now, &f);
+        dev[i] = 0;
+      }
+      next += period;
+    }
+    for (uint32_t i = 0; i < n; i++)
+      if (m[i].busy && !(s->holder >= 0 && s->slices[s->holder]->id == i + 1))
+        sched_set_waiting(s, i + 1, true, *now);
+    if (sched_pick(s, *now, &g) < 0) {
+      uint64_t w = sched_next_wakeup(s, *now);
+      *now = w == UINT64_MAX || w > next ? next : w > *now ? w : *now + 1;
+      continue;
+    }
+    struct model *x = &m[g.slice_id - 1];
+    uint64_t k = (g.quantum_ns + x->kernel_ns - 1) / x->kernel_ns;
+    if (k == 0)
+      k = 1;
+    uint64_t burst = k * x->kernel_ns;
+    *now += burst;
+    x->used += burst;
+    dev[g.slice_id - 1] += burst;
+    busy += burst;
+    sched_set_kernel(s, g.slice_id, g.generation, 1, x->kernel_ns);
+    sched_charge(s, g.slice_id, g.slice_id == forger ? 0 : burst, k, *now);
+    sched_token_done(s, *now);
+    *now += 50000;
+  }
+  return busy;
+}
+
+/* A slice whose releases report nothing (a process speaking the hook's protocol itself) beside an
+ * honest one: without the check it wins every pick on its empty account (a 10/10 slice took 86-96%
+ * of the sim's device in the fourth attack run; here 10/10 beside a 50/100 slice: 99.5%); with it,
+ * NVML's device time of its processes is charged, and it gets about its share. Honest slices, even
+ * with NVML reading 5% above their events, are charged nothing and keep their shares. */
+static void test_charge_check(void) {
+  struct sched_cfg cfg;
+  struct sched s;
+  struct model m[2] = {{2 * MS, true, 0}, {2 * MS, true, 0}};
+  uint64_t now = 0, span = 10 * SEC, ex[2] = {0};
+
+  default_cfg(&cfg);
+  /* Without the check (period 0): the forger, 10/10, takes the device. */
+  sched_init(&s, &cfg, 0);
+  add(&s, 1, 10, 10, 0, 1);
+  add(&s, 2, 50, 100, 0, 1);
+  run_checked(&s, m, 2, &now, span, 1, 0, 100, ex);
+  double before = pct(m[0].used, span);
+  CHECK(before > 80);
+  sched_fini(&s);
+
+  /* With it, every 500 ms: 10% and a few points, the rest the honest slice's. */
+  sched_init(&s, &cfg, 0);
+  now = 0;
+  add(&s, 1, 10, 10, 0, 1);
+  add(&s, 2, 50, 100, 0, 1);
+  run_checked(&s, m, 2, &now, 2 * SEC, 1, 500 * MS, 100, ex);
+  memset(ex, 0, sizeof(ex));
+  run_checked(&s, m, 2, &now, span, 1, 500 * MS, 100, ex);
+  double after = pct(m[0].used, span);
+  CHECK(after <= 15);
+  CHECK(pct(m[1].used, span) >= 83);
+  CHECK(ex[0] > 0);
+  CHECK_EQ_U64(ex[1], 0);
+  CHECK_EQ_U64(sched_find(&s, 1)->unreported_total_ns >= ex[0], 1);
+  sched_fini(&s);
+
+  /* 50/50 beside 50/50: the forger gets about half, not all. */
+  sched_init(&s, &cfg, 0);
+  now = 0;
+  add(&s, 1, 50, 100, 0, 1);
+  add(&s, 2, 50, 100, 0, 1);
+  run_checked(&s, m, 2, &now, 2 * SEC, 1, 500 * MS, 100, ex);
+  run_checked(&s, m, 2, &now, span, 1, 500 * MS, 100, ex);
+  double half = pct(m[0].used, span);
+  CHECK_NEAR(half, 50, 5);
+  sched_fini(&s);
+
+  /* Honest pairs with NVML 5% above their events: no charge, shares as without the check. */
+  sched_init(&s, &cfg, 0);
+  now = 0;
+  memset(ex, 0, sizeof(ex));
+  add(&s, 1, 50, 100, 0, 1);
+  add(&s, 2, 50, 100, 0, 1);
+  run_checked(&s, m, 2, &now, span, 0, 500 * MS, 105, ex);
+  CHECK_EQ_U64(ex[0], 0);
+  CHECK_EQ_U64(ex[1], 0);
+  CHECK_NEAR(pct(m[0].used, span), 50, 2);
+  printf(
+      "zero-charge releases: a 10/10 forger beside 50/100 gets %.1f%% unchecked, %.1f%% checked "
+      "every 500 ms; 50/50 beside 50/50: %.1f%%; an honest pair with NVML 5%% high: %.1f/%.1f%%, "
+      "charged nothing\n",
+      before, after, half, pct(m[0].used, span), pct(m[1].used, span));
+  sched_fini(&s);
+}
+
+/* The figures of one period, and a token spanning checks: a 600 ms kernel's charge comes at its
+ * end, and the time its token was held counts as charged until then, so it is charged once. */
+static void test_charge_check_figures(void) {
+  struct sched_cfg cfg;
+  struct sched s;
+  struct sched_check_figures f;
+  struct sched_grant g;
+
+  default_cfg(&cfg);
+  sched_init(&s, &cfg, 0);
+  add(&s, 1, 50, 100, 0, 1);
+  sched_set_waiting(&s, 1, true, 0);
+  CHECK_EQ_INT(sched_pick(&s, 0, &g), 0);
+  /* 500 ms into its one long kernel: NVML saw 500 ms, nothing released yet. */
+  CHECK_EQ_U64(sched_check_charge(&s, 1, 500 * MS, 500 * MS, 500 * MS, &f), 0);
+  CHECK_EQ_U64(f.charged_ns, 500 * MS);
+  sched_charge(&s, 1, 600 * MS, 1, 600 * MS);
+  sched_token_done(&s, 600 * MS);
+  CHECK_EQ_U64(sched_check_charge(&s, 1, 100 * MS, 500 * MS, 1000 * MS, &f), 0);
+  CHECK_EQ_U64(f.charged_ns, 100 * MS);
+  CHECK_EQ_U64(f.allowance_ns, 25 * MS + 10 * MS);
+  /* Idle, then 400 ms that no release reports: past the 100 ms bucket, all of it beyond the
+   * 25 ms allowance is charged at once. */
+  uint64_t used = sched_find(&s, 1)->used_total_ns;
+  CHECK_EQ_U64(sched_check_charge(&s, 1, 400 * MS, 500 * MS, 1500 * MS, &f), 375 * MS);
+  CHECK_EQ_U64(f.device_ns, 400 * MS);
+  CHECK_EQ_U64(sched_find(&s, 1)->used_total_ns, used + 375 * MS);
+  CHECK_EQ_U64(sched_find(&s, 1)->unreported_total_ns, 375 * MS);
+  /* NVML's figure is the period's at most (processes' samples overlap). */
+  CHECK_EQ_U64(sched_check_charge(&s, 1, 900 * MS, 500 * MS, 2000 * MS, &f), 475 * MS);
+  CHECK_EQ_U64(f.device_ns, 500 * MS);
+  /* Within the allowance: nothing. 100 ms a period fills the bucket (75 ms a period) and the
+   * second overflows it: 150 ms charged. */
+  CHECK_EQ_U64(sched_check_charge(&s, 1, 20 * MS, 500 * MS, 2500 * MS, &f), 0);
+  CHECK_EQ_U64(sched_check_charge(&s, 1, 100 * MS, 500 * MS, 3000 * MS, &f), 0);
+  CHECK_EQ_U64(sched_check_charge(&s, 1, 100 * MS, 500 * MS, 3500 * MS, &f), 150 * MS);
+  CHECK_EQ_U64(sched_check_charge(&s, 1, 0, 500 * MS, 4000 * MS, &f), 0);
+  CHECK_EQ_U64(sched_check_charge(&s, 2, 125 * MS, 500 * MS, 4500 * MS, &f), 0); /* no such */
+  sched_fini(&s);
+}
+
 static void test_cfg(void) {
   struct sched_cfg cfg;
   default_cfg(&cfg);
@@ -1099,5 +1252,7 @@ int main(void) {
   test_lone_quantum();
   test_priority_preempt();
   test_class_no_starvation();
+  test_charge_check();
+  test_charge_check_figures();
   return test_done();
 }
