@@ -18,16 +18,19 @@ static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
 
 /* How long past expiry the holder may take to close its burst: its last kernels finish (a
  * kernel cannot be cut) and its release crosses the socket. One quantum, or two of its
- * kernels (its time per launch as its processes reported it, sched_set_kernel) when longer, covers
- * a holder that works; a stopped or hostile one loses the token that much after expiry, not
- * release_timeout_ms (1 s) later, so the others wait about one quantum. release_timeout_ms stays
- * the ceiling. */
+ * kernels (its time per launch as its processes reported it, sched_set_kernel, no longer than its
+ * last release paid for, sched_set_paid_kernel) when longer, covers a holder that works; a stopped
+ * or hostile one loses the token that much after expiry, not release_timeout_ms (1 s) later, so
+ * the others wait about one quantum. release_timeout_ms stays the ceiling. A kernel length is the
+ * hook's word: reported with nothing charged (a holder claiming 600 ms kernels), it kept the
+ * token 0.9 s past expiry while its neighbour waited. */
 static uint64_t release_grace(struct daemon *d, struct gpu *g) {
   struct sched_slice *sl = sched_find(&g->s, sched_holder(&g->s));
   uint64_t grace = g->s.valid_until - g->s.granted_at, cap = d->cfg.release_timeout_ms * 1000000ull;
 
-  if (sl && 2 * sl->kernel_ns > grace)
-    grace = 2 * sl->kernel_ns;
+  uint64_t k = sl ? (sl->kernel_ns < sl->paid_kernel_ns ? sl->kernel_ns : sl->paid_kernel_ns) : 0;
+  if (2 * k > grace)
+    grace = 2 * k;
   return grace < cap ? grace : cap;
 }
 
@@ -323,8 +326,12 @@ void token_release(struct daemon *d, struct conn *c, const struct gs_msg *m) {
   if (!g)
     return;
   /* The hook's kernel length is the slice's (the one estimate): before the pick this release may
-   * lead to, so that the slice's next quantum is made of it. */
+   * lead to, so that the slice's next quantum is made of it (held to quantum_max: a length it
+   * has not paid for buys no more than that). Its release grace is of what it paid for: a
+   * handoff's PENDING release charges nothing yet and leaves it as it was. */
   sched_set_kernel(&g->s, c->slice_id, rl->generation, (uint32_t)c->pid, rl->kernel_ns);
+  if (!(rl->flags & GS_RELEASE_PENDING))
+    sched_set_paid_kernel(&g->s, c->slice_id, rl->kernel_ns, rl->used_ns);
   /* A connection takes part only in the current token (token.h): its generation is g's. */
   bool current = (c->tok.holding & (1u << g->index)) && g->s.generation == rl->generation;
   struct token_burst *b = &g->tok.burst;
