@@ -14,6 +14,14 @@ if(TARGET gslice_sim_cuda)
   set_target_properties(compute_spin PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
                         SKIP_BUILD_RPATH TRUE)
 endif()
+# A slice's process speaking the hook's protocol itself, its launches unhooked (compute_charge_check).
+if(TARGET gslice_sim_cuda)
+  add_executable(compute_forge progs/compute_forge.c)
+  target_include_directories(compute_forge PRIVATE ${CUDA_INCLUDE_DIR})
+  target_link_libraries(compute_forge PRIVATE gslice_sim_cuda gslice_common)
+  set_target_properties(compute_forge PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
+                        SKIP_BUILD_RPATH TRUE)
+endif()
 if(TARGET gslice_sim_cuda)
   add_executable(compute_ptsz progs/compute_ptsz.c)
   target_include_directories(compute_ptsz PRIVATE ${CUDA_INCLUDE_DIR})

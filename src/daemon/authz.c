@@ -157,9 +157,26 @@ static bool below_runner(const struct slice *s, pid_t pid) {
 }
 
 uint32_t authz_slice_of_pid(struct daemon *d, pid_t pid) {
-  for (uint32_t i = 0; i < d->reg.n; i++)
-    if (pid > 1 && pid != d->reg.slices[i]->runner_pid && below_runner(d->reg.slices[i], pid))
-      return d->reg.slices[i]->id;
+  /* Its ancestors read once, each looked up among the runners: the charge check asks of every
+   * process NVML shows that no hook connection accounts for, twice a second. The nearest runner
+   * is the slice (a gslice run below another slice's is its own). */
+  for (int depth = 0; depth < 256 && pid > 1; depth++) {
+    pid_t pp;
+    if (parent_of(pid, &pp) < 0)
+      return 0;
+    for (uint32_t i = 0; i < d->reg.n; i++) {
+      const struct slice *s = d->reg.slices[i];
+      uint64_t rstart = 0;
+      int rexited = 1;
+      if (pp != s->runner_pid)
+        continue;
+      if (gs_proc_identity(s->runner_pid, &rstart, &rexited) < 0 || rexited ||
+          (s->runner_start != 0 && rstart != s->runner_start))
+        continue;
+      return s->id;
+    }
+    pid = pp;
+  }
   return 0;
 }
 

@@ -57,7 +57,12 @@ const struct config_entry config_table[] = {
          "at the end of its usual quantum once another slice waits"),
     U64(release_timeout_ms, "1000", 10, 600000, true,
         "most a holder may take past expiry to close its burst before it is revoked (it gets "
-        "one quantum, or two of its kernels when longer), ms"),
+        "one quantum, or two of its kernels when longer: no longer than its release charged), "
+        "ms"),
+    U64(charge_check_ms, "500", 0, 60000, true,
+        "every this long, each slice's charges on a GPU are checked against the device time "
+        "NVML's per-process samples give its processes, and what they ran beyond the tolerance "
+        "is charged (docs/compute.md, \"The charge check\"); 0: off, else 100 at least, ms"),
     U64(hello_timeout_ms, "5000", 10, 600000, true,
         "a connection that has not said HELLO this long is closed, ms"),
     U64(hook_hello_timeout_ms, "1000", 10, 600000, true,
@@ -273,6 +278,12 @@ int config_check(const struct config *c, char *why, size_t why_len) {
   if (c->quantum_min_us > c->quantum_max_us || c->quantum_init_us < c->quantum_min_us ||
       c->quantum_init_us > c->quantum_max_us) {
     snprintf(why, why_len, "need quantum_min_us <= quantum_init_us <= quantum_max_us");
+    return -EINVAL;
+  }
+  if (c->charge_check_ms && c->charge_check_ms < 100) {
+    snprintf(why, why_len,
+             "charge_check_ms must be 0 (off) or 100 at least: NVML samples a process every "
+             "~1/6 s, a shorter period sees its percent rounding more than the device time");
     return -EINVAL;
   }
   if (c->quantum_max_us > c->window_ms * 1000 / 4) {

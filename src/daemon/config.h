@@ -21,6 +21,7 @@ struct config {
   uint64_t quantum_kernels;
   bool lone_quantum; /* a slice alone on its GPU holds quantum_max (sched_lone_quantum) */
   uint64_t release_timeout_ms;
+  uint64_t charge_check_ms; /* the charge check's period (charge.c), 0: off */
   uint64_t hello_timeout_ms;
   uint64_t hook_hello_timeout_ms; /* the same on the hook socket: its clients say HELLO at once */
   uint64_t max_clients;           /* on the main socket */

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "charge.h"
 #include "config.h"
 #include "conn.h"
 #include "gpu.h"
@@ -31,4 +32,5 @@ struct daemon {
   uint64_t housekeeping_timer;
   struct nvml *nvml;
   struct gs_metrics *metrics;
+  struct charge charge; /* the charge check (charge.h) */
 };

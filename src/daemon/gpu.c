@@ -27,7 +27,8 @@ struct nvml {
   __typeof__(nvmlDeviceGetUtilizationRates) *utilization;
   __typeof__(nvmlDeviceGetComputeRunningProcesses_v3) *procs;
   __typeof__(nvmlDeviceGetProcessUtilization) *proc_util;
-  __typeof__(nvmlDeviceGetMigMode) *mig_mode; /* NULL before MIG (R450) */
+  __typeof__(nvmlDeviceGetProcessesUtilizationInfo) *proc_util_info; /* NVML 12.4+ */
+  __typeof__(nvmlDeviceGetMigMode) *mig_mode;                        /* NULL before MIG (R450) */
 };
 
 static struct nvml *nvml_open(void) {
@@ -50,6 +51,8 @@ static struct nvml *nvml_open(void) {
   if (!n->procs) /* the same layout (nvmlProcessInfo_t) */
     n->procs = (__typeof__(n->procs))dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v2");
   n->proc_util = (__typeof__(n->proc_util))dlsym(n->lib, "nvmlDeviceGetProcessUtilization");
+  n->proc_util_info =
+      (__typeof__(n->proc_util_info))dlsym(n->lib, "nvmlDeviceGetProcessesUtilizationInfo");
   n->mig_mode = (__typeof__(n->mig_mode))dlsym(n->lib, "nvmlDeviceGetMigMode");
   if (!n->init || !n->shutdown || !n->count || !n->handle || !n->name || !n->uuid || !n->memory ||
       n->init() != NVML_SUCCESS)
@@ -230,6 +233,196 @@ void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *ar
   if (gs->unaccounted_busy_ratio > 1)
     gs->unaccounted_busy_ratio = 1;
   free(samples);
+}
+
+/* One sample as both calls give it. */
+struct psample {
+  unsigned pid, sm;
+  uint64_t ts;
+};
+
+/* NVML's most samples on a GPU: an H200 asks room for 72; more is not a sample buffer. */
+#define SAMPLES_MAX 65536u
+
+/* nvmlDeviceGetProcessUtilization: the two-call protocol (the size, then the samples newer than
+ * `since`), its room kept from one call to the next. The count of samples into *ret_n. */
+static nvmlReturn_t read_utilization(struct daemon *d, struct gpu *g, nvmlDevice_t h,
+                                     uint64_t since, struct psample **ret, unsigned *ret_n) {
+  nvmlProcessUtilizationSample_t *buf = NULL;
+  nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
+  unsigned n = 0;
+
+  for (int tries = 0; tries < 3 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
+    if (!g->samples.cap) {
+      rc = d->nvml->proc_util(h, NULL, &n, 0);
+      if (rc != NVML_ERROR_INSUFFICIENT_SIZE && rc != NVML_SUCCESS)
+        return rc;
+      g->samples.cap = n ? n : 1;
+    }
+    if (g->samples.cap > SAMPLES_MAX)
+      return NVML_ERROR_UNKNOWN;
+    free(buf);
+    if (!(buf = calloc(g->samples.cap, sizeof(*buf))))
+      return NVML_ERROR_MEMORY;
+    n = g->samples.cap;
+    rc = d->nvml->proc_util(h, buf, &n, since);
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE)
+      g->samples.cap = n > g->samples.cap ? n : 0;
+  }
+  *ret_n = 0;
+  if (rc == NVML_SUCCESS && (*ret = calloc(n ? n : 1, sizeof(**ret)))) {
+    for (unsigned i = 0; i < n && i < g->samples.cap; i++)
+      (*ret)[(*ret_n)++] = (struct psample){buf[i].pid, buf[i].smUtil, buf[i].timeStamp};
+  } else if (rc == NVML_SUCCESS) {
+    rc = NVML_ERROR_MEMORY;
+  }
+  free(buf);
+  return rc;
+}
+
+/* nvmlDeviceGetProcessesUtilizationInfo: the versioned call, the same samples. */
+static nvmlReturn_t read_utilization_info(struct daemon *d, struct gpu *g, nvmlDevice_t h,
+                                          uint64_t since, struct psample **ret, unsigned *ret_n) {
+  nvmlProcessUtilizationInfo_v1_t *buf = NULL;
+  nvmlProcessesUtilizationInfo_t info;
+  nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
+
+  for (int tries = 0; tries < 3 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
+    if (g->samples.cap > SAMPLES_MAX)
+      return NVML_ERROR_UNKNOWN;
+    free(buf);
+    buf = g->samples.cap ? calloc(g->samples.cap, sizeof(*buf)) : NULL;
+    if (g->samples.cap && !buf)
+      return NVML_ERROR_MEMORY;
+    info = (nvmlProcessesUtilizationInfo_t){.version = nvmlProcessesUtilizationInfo_v1,
+                                            .processSamplesCount = g->samples.cap,
+                                            .lastSeenTimeStamp = since,
+                                            .procUtilArray = buf};
+    rc = d->nvml->proc_util_info(h, &info);
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE)
+      g->samples.cap = info.processSamplesCount > g->samples.cap ? info.processSamplesCount : 0;
+  }
+  *ret_n = 0;
+  unsigned n = rc == NVML_SUCCESS ? info.processSamplesCount : 0;
+  if (rc == NVML_SUCCESS && (*ret = calloc(n ? n : 1, sizeof(**ret)))) {
+    for (unsigned i = 0; i < n && i < g->samples.cap; i++)
+      (*ret)[(*ret_n)++] = (struct psample){buf[i].pid, buf[i].smUtil, buf[i].timeStamp};
+  } else if (rc == NVML_SUCCESS) {
+    rc = NVML_ERROR_MEMORY;
+  }
+  free(buf);
+  return rc;
+}
+
+static int by_pid_then_time(const void *a, const void *b) {
+  const struct psample *x = a, *y = b;
+  if (x->pid != y->pid)
+    return x->pid < y->pid ? -1 : 1;
+  return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* Each process's device time of the samples after `since`: a sample's percent of the time since
+ * the process's previous one (or `since`). A real GPU samples every ~1/6 s and lists a process
+ * only for the periods it ran, so a sample after idle periods covers one period, not the gap:
+ * spans are cut to the shortest gap seen between two samples of one process (g's gap_us). The
+ * sim gives one sample a call, of the whole time since `since`: no gap is seen, none is cut. */
+static unsigned sample_times(struct gpu *g, struct psample *sm, unsigned n, uint64_t since,
+                             struct gpu_proc_time *out, unsigned max) {
+  unsigned k = 0;
+
+  qsort(sm, n, sizeof(*sm), by_pid_then_time);
+  for (unsigned i = 1; i < n; i++)
+    if (sm[i].pid == sm[i - 1].pid && sm[i].ts > sm[i - 1].ts &&
+        (!g->samples.gap_us || sm[i].ts - sm[i - 1].ts < g->samples.gap_us))
+      g->samples.gap_us = sm[i].ts - sm[i - 1].ts;
+  for (unsigned i = 0; i < n; i++) {
+    uint64_t prev = i && sm[i - 1].pid == sm[i].pid ? sm[i - 1].ts : since;
+    if (sm[i].ts <= prev || sm[i].pid == 0)
+      continue;
+    uint64_t span = sm[i].ts - prev;
+    if (g->samples.gap_us && span > g->samples.gap_us)
+      span = g->samples.gap_us;
+    uint64_t ns = span * 1000 * (sm[i].sm < 100 ? sm[i].sm : 100) / 100;
+    if (k && out[k - 1].pid == (pid_t)sm[i].pid)
+      out[k - 1].ns += ns;
+    else if (k < max)
+      out[k++] = (struct gpu_proc_time){.pid = (pid_t)sm[i].pid, .ns = ns};
+  }
+  return k;
+}
+
+const char *gpus_samples_name(enum gpu_samples_source src) {
+  switch (src) {
+  case GPU_SAMPLES_PROCESS_UTILIZATION: return "nvmlDeviceGetProcessUtilization";
+  case GPU_SAMPLES_PROCESSES_UTILIZATION: return "nvmlDeviceGetProcessesUtilizationInfo";
+  default: return "none";
+  }
+}
+
+/* One read of the samples after `since` from the GPU's source, the first found at the first call:
+ * the older call, else the newer where the older has none (NOT_SUPPORTED, as on Blackwell). */
+static nvmlReturn_t read_samples(struct daemon *d, struct gpu *g, nvmlDevice_t h, uint64_t since,
+                                 struct psample **ret, unsigned *ret_n) {
+  nvmlReturn_t rc = NVML_ERROR_NOT_SUPPORTED;
+
+  if (g->samples.source <= GPU_SAMPLES_PROCESS_UTILIZATION && d->nvml->proc_util) {
+    rc = read_utilization(d, g, h, since, ret, ret_n);
+    if (rc != NVML_ERROR_NOT_SUPPORTED) {
+      g->samples.source = GPU_SAMPLES_PROCESS_UTILIZATION;
+      return rc;
+    }
+    g->samples.cap = 0;
+  }
+  if (g->samples.source != GPU_SAMPLES_NONE && d->nvml->proc_util_info) {
+    rc = read_utilization_info(d, g, h, since, ret, ret_n);
+    if (rc != NVML_ERROR_NOT_SUPPORTED) {
+      g->samples.source = GPU_SAMPLES_PROCESSES_UTILIZATION;
+      return rc;
+    }
+  }
+  g->samples.source = GPU_SAMPLES_NONE;
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
+int gpus_proc_times(struct daemon *d, uint32_t gpu, uint64_t period_us, struct gpu_proc_time *out,
+                    unsigned max, unsigned *ret_n) {
+  struct gpu *g = &d->gpus[gpu];
+  struct psample *sm = NULL;
+  struct timespec ts;
+  nvmlDevice_t h;
+  unsigned n = 0;
+
+  *ret_n = 0;
+  if (!d->nvml) {
+    g->samples.source = GPU_SAMPLES_NONE;
+    return -ENODEV;
+  }
+  if (g->samples.source == GPU_SAMPLES_NONE)
+    return -ENOTSUP;
+  if (d->nvml->handle(gpu, &h) != NVML_SUCCESS)
+    return -EIO;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t now_us = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+  uint64_t since = g->samples.last_seen_us;
+  if (!since || since >= now_us || now_us - since > 10 * period_us)
+    since = now_us > period_us ? now_us - period_us : 1;
+  nvmlReturn_t rc = read_samples(d, g, h, since, &sm, &n);
+  if (rc == NVML_ERROR_NOT_SUPPORTED)
+    return -ENOTSUP;
+  if (rc == NVML_ERROR_NOT_FOUND) { /* nothing ran since */
+    g->samples.last_seen_us = now_us;
+    return 0;
+  }
+  if (rc != NVML_SUCCESS)
+    return -EIO;
+  uint64_t newest = since;
+  for (unsigned i = 0; i < n; i++)
+    if (sm[i].ts > newest)
+      newest = sm[i].ts;
+  *ret_n = sample_times(g, sm, n, since, out, max);
+  g->samples.last_seen_us = newest;
+  free(sm);
+  return 0;
 }
 
 void gpus_close(struct daemon *d) {

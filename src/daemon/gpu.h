@@ -14,6 +14,28 @@
 
 struct daemon;
 
+/* Where a GPU's per-process device time comes from (gpus_proc_times): found at the first call. */
+enum gpu_samples_source {
+  GPU_SAMPLES_UNKNOWN,
+  GPU_SAMPLES_PROCESS_UTILIZATION,   /* nvmlDeviceGetProcessUtilization */
+  GPU_SAMPLES_PROCESSES_UTILIZATION, /* nvmlDeviceGetProcessesUtilizationInfo (Blackwell's only) */
+  GPU_SAMPLES_NONE,                  /* neither has samples here: NOT_SUPPORTED, or no NVML */
+};
+
+/* NVML's per-process samples of one GPU as gpus_proc_times reads them. */
+struct gpu_samples {
+  enum gpu_samples_source source;
+  unsigned cap;          /* entries NVML asked room for */
+  uint64_t last_seen_us; /* the newest sample's timestamp read (NVML's lastSeenTimeStamp) */
+  uint64_t gap_us;       /* the shortest time between two samples of a process: NVML's period */
+};
+
+/* One process's device time over a period, from NVML's samples. */
+struct gpu_proc_time {
+  pid_t pid; /* NVML's: the daemon's pid namespace where the daemon runs in the host's */
+  uint64_t ns;
+};
+
 struct gpu {
   struct daemon *d;
   uint32_t index;
@@ -25,6 +47,7 @@ struct gpu {
   uint64_t memory_used;
   struct sched s;   /* the policy's view of the token: holder, generation, validity */
   struct token tok; /* the mechanism's (token.h) */
+  struct gpu_samples samples;
 };
 
 /* GPUs as NVML reports them (or cfg.gpus unnamed ones without it), each with its scheduler. */
@@ -39,3 +62,12 @@ void gpus_close(struct daemon *d);
  * device_known saying which NVML gave. */
 void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *arg, pid_t pid),
                       void *arg, struct gs_gpu_status *gs);
+/* The device time of each process NVML has samples of on GPU `gpu` since the last call (the first
+ * covers the last `period_us`), into out (at most max; the count in *ret_n): each sample's percent
+ * of the time since the one before it (the process's previous sample, or the previous call's
+ * newest), no longer than NVML's sample period where it has been seen. 0; -ENOTSUP where NVML has
+ * no per-process samples (neither call), -ENODEV without NVML, -EIO when the call failed. */
+int gpus_proc_times(struct daemon *d, uint32_t gpu, uint64_t period_us, struct gpu_proc_time *out,
+                    unsigned max, unsigned *ret_n);
+/* The NVML call a GPU's samples come from, for the log. */
+const char *gpus_samples_name(enum gpu_samples_source src);

@@ -4,6 +4,8 @@
 
 #include <malloc.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "daemon.h"
 #include "log.h"
@@ -45,12 +47,37 @@ static void remove_gone_slices(struct daemon *d) {
   }
 }
 
+/* The charge check's counters of every slice on each of its GPUs. */
+static void publish_charges(struct daemon *d) {
+  struct gs_metrics_charge *c = calloc(d->reg.n * d->ngpus + 1, sizeof(*c));
+  uint32_t n = 0;
+
+  if (!c)
+    return;
+  for (uint32_t k = 0; k < d->reg.n; k++) {
+    const struct slice *s = d->reg.slices[k];
+    for (uint32_t i = 0; i < d->ngpus; i++) {
+      const struct sched_slice *sl = sched_find(&d->gpus[i].s, s->id);
+      if (!sl)
+        continue;
+      c[n] = (struct gs_metrics_charge){.slice_id = s->id,
+                                        .gpu = i,
+                                        .unreported_seconds_total =
+                                            (double)sl->unreported_total_ns / 1e9};
+      memcpy(c[n++].name, s->spec.name, sizeof(c[0].name));
+    }
+  }
+  gs_metrics_publish_charges(d->metrics, c, n);
+  free(c);
+}
+
 static void publish_metrics(struct daemon *d) {
   struct gs_status st;
 
   if (d->metrics && snapshot_take(d, &st) == 0) {
     gs_metrics_publish(d->metrics, &st);
     gs_status_free(&st);
+    publish_charges(d);
   }
 }
 

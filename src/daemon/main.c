@@ -253,6 +253,7 @@ static void reload(struct daemon *d) {
       gs_log(GS_LOG_WARNING, "SIGHUP: %s changes only at restart", e->name);
   }
   gpus_apply_sched_cfg(d);
+  charge_reload(d);
   gs_log(GS_LOG_INFO, "SIGHUP: settings reloaded from %s", d->config_path);
 }
 
@@ -481,6 +482,8 @@ int main(int argc, char **argv) {
   if (start_metrics(d) < 0)
     return 1;
   housekeeping_start(d);
+  if (charge_start(d) < 0)
+    gs_log(GS_LOG_WARNING, "cannot arm the charge check: slices' charges are not checked");
   gs_log(GS_LOG_INFO,
          "serving %s (hooks of container slices: %s), state %s, %u GPU(s), %u slice(s) "
          "recovered",

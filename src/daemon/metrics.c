@@ -32,6 +32,8 @@ struct gs_metrics {
   int loopback;
   pthread_mutex_t lock; /* guards snap: publish (daemon thread) vs scrape (MHD thread) */
   struct gs_status snap;
+  struct gs_metrics_charge *charges; /* guarded by lock too */
+  uint32_t ncharges;
 };
 
 /* ---- rendering ---------------------------------------------------------------------- */
@@ -278,19 +280,49 @@ static void slice_families(struct gs_buf *b, const struct gs_status *st) {
   wait_histogram(b, st);
 }
 
-int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_len) {
+static void charge_family(struct gs_buf *b, const struct gs_metrics_charge *c, uint32_t n) {
+  const char *name = "gslice_slice_uncharged_device_seconds_total";
+
+  gs_prom_family(
+      b, name, "counter",
+      "Device time NVML saw the slice's processes run on the GPU beyond what their "
+      "releases reported (over the tolerance), charged to the slice by the charge check.");
+  for (uint32_t i = 0; i < n; i++) {
+    char sname[GS_NAME_MAX + 1], id[12], gpu[12];
+    snprintf(sname, sizeof(sname), "%.*s", (int)GS_NAME_MAX, c[i].name);
+    snprintf(id, sizeof(id), "%" PRIu32, c[i].slice_id);
+    snprintf(gpu, sizeof(gpu), "%" PRIu32, c[i].gpu);
+    const char *l[] = {"slice", sname, "slice_id", id, "gpu", gpu, NULL};
+    gs_prom_sample(b, name, NULL, l, c[i].unreported_seconds_total);
+  }
+}
+
+/* The snapshot's families, and the charge check's with `charges`. */
+static int render(const struct gs_status *st, bool charges, const struct gs_metrics_charge *c,
+                  uint32_t n, char **ret_text, size_t *ret_len) {
   struct gs_buf b = GS_BUF_INIT(0);
   size_t len;
   int err;
 
   gpu_families(&b, st);
   slice_families(&b, st);
+  if (charges)
+    charge_family(&b, c, n);
   char *text = gs_buf_steal(&b, &len, &err);
   if (!text)
     return err;
   *ret_text = text;
   *ret_len = len;
   return 0;
+}
+
+int gs_metrics_render(const struct gs_status *st, char **ret_text, size_t *ret_len) {
+  return render(st, false, NULL, 0, ret_text, ret_len);
+}
+
+int gs_metrics_render_charges(const struct gs_status *st, const struct gs_metrics_charge *c,
+                              uint32_t n, char **ret_text, size_t *ret_len) {
+  return render(st, true, c, n, ret_text, ret_len);
 }
 
 /* ---- snapshot copies ---------------------------------------------------------------- */
@@ -409,7 +441,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   char *text = NULL;
   size_t len = 0;
   pthread_mutex_lock(&m->lock);
-  int r = gs_metrics_render(&m->snap, &text, &len);
+  int r = gs_metrics_render_charges(&m->snap, m->charges, m->ncharges, &text, &len);
   pthread_mutex_unlock(&m->lock);
   if (r < 0) {
     static const char busy[] = "cannot render metrics (out of memory)\n";
@@ -498,12 +530,29 @@ int gs_metrics_publish(struct gs_metrics *m, const struct gs_status *st) {
   return 0;
 }
 
+int gs_metrics_publish_charges(struct gs_metrics *m, const struct gs_metrics_charge *c,
+                               uint32_t n) {
+  struct gs_metrics_charge *copy = n ? malloc(n * sizeof(*copy)) : NULL, *old;
+  if (n && !copy)
+    return -ENOMEM;
+  if (n)
+    memcpy(copy, c, n * sizeof(*copy));
+  pthread_mutex_lock(&m->lock);
+  old = m->charges;
+  m->charges = copy;
+  m->ncharges = n;
+  pthread_mutex_unlock(&m->lock);
+  free(old);
+  return 0;
+}
+
 void gs_metrics_stop(struct gs_metrics *m) {
   if (!m)
     return;
   /* Closes the listening socket too: MHD owns it once started. */
   MHD_stop_daemon(m->mhd);
   gs_status_free(&m->snap);
+  free(m->charges);
   pthread_mutex_destroy(&m->lock);
   free(m);
 }

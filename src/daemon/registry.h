@@ -36,6 +36,7 @@ struct slice {
   /* The connections that said HELLO as this slice's (conn.c links them, not saved): its token
    * and its processes are found without walking every connection of the daemon. */
   struct conn *conns;
+  uint64_t unreported_warned_at; /* the charge check's last warning of it (charge.c) */
 };
 
 struct registry {
