@@ -3,8 +3,9 @@
  *   k8s_kube_client KUBECONFIG get|list|patch|post|watch PATH [ARG...]
  * prints what it got, exits 0 or the errno of the failure (and prints the error); and for
  * tests/k8s/kube_keepalive.sh, requests one after the other on one client:
- *   k8s_kube_client KUBECONFIG seq METHOD:PATH|sleep:MS...
- * printing "METHOD PATH STATUS" or "METHOD PATH error ERRNO: WHY" for each. */
+ *   k8s_kube_client KUBECONFIG seq METHOD:PATH|sleep:MS|count:out-of-step...
+ * printing "METHOD PATH STATUS" or "METHOD PATH error ERRNO: WHY" for each (count: the
+ * connections kube.c found out of step so far, "out-of-step N"). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,11 @@ static int seq(struct kube *k, char **steps, int n) {
       return 2;
     snprintf(method, sizeof method, "%.*s", (int)(path - steps[i]), steps[i]);
     path++;
+    if (!strcmp(method, "count")) { /* count:out-of-step */
+      printf("out-of-step %llu\n", (unsigned long long)kube_out_of_step(k));
+      fflush(stdout);
+      continue;
+    }
     if (!strcmp(method, "sleep")) {
       long ms = atol(path);
       nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000}, NULL);

@@ -4,14 +4,17 @@
 # keep-alive): twenty requests one after the other take one connection; a server that closes a
 # kept connection without answering gets a GET again, once, on a fresh connection (answered),
 # never a POST (an error, the server saw it once); a connection the server closed while idle is
-# not used again (the next request, a POST too, goes on a fresh one without an error). Against a
-# small HTTP/1.1 server of its own that counts connections and requests.
+# not used again (the next request, a POST too, goes on a fresh one without an error); a server
+# that sends a second, unsolicited answer after one (at once or 100 ms later) does not have it
+# read as the next request's: that connection is closed, the next requests are answered on a
+# fresh one and taken once, and the client counts it. Against a small HTTP/1.1 server of its own
+# that counts connections and requests.
 source "$GSLICE_SRC/tests/k8s/lib.sh"
 C="$TBIN/k8s_kube_client"
 [ -x "$C" ] || { echo "SKIP: no $C"; exit 77; }
 
 cat >"$T/server.py" <<'PYEOF'
-import json, sys, threading
+import json, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
@@ -64,6 +67,14 @@ class H(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.answer(200, {"kind": "Status", "status": "Success"})
+        if self.path.startswith("/extra"):  # then an answer nobody asked for, on the same connection
+            b = b'{"kind":"Status","status":"Failure","code":418}'
+            extra = b"HTTP/1.1 418 I'm a teapot\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(b) + b
+            if self.path.startswith("/extra-late"):
+                self.wfile.flush()
+                time.sleep(0.1)
+            self.wfile.write(extra)
+            self.wfile.flush()
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = any
 
@@ -123,3 +134,23 @@ POST /ok 200
 PATCH /ok 200"
 expect_eq "connections" "$(jget "$(stats)" "(d['connections'], d['requests']['POST /ok'])")" "(2, 1)"
 pass "a connection the server closed while idle: the next requests on a fresh one, without an error"
+
+# An answer nobody asked for, 100 ms after the one asked for (the client idle meanwhile): the
+# next request, a GET or a POST, is not answered by it (the old client read the 418 as theirs).
+reset
+out=$(seq_ GET:/extra-late-a sleep:1000 GET:/ok POST:/extra-late-b sleep:1000 POST:/ok PATCH:/ok count:out-of-step 2>"$T/late.err")
+expect_eq "after an answer nobody asked for" "$out" "GET /extra-late-a 200
+GET /ok 200
+POST /extra-late-b 200
+POST /ok 200
+PATCH /ok 200
+out-of-step 2"
+expect_eq "as the server saw it" "$(jget "$(stats)" "(d['requests']['POST /ok'], d['requests']['GET /ok'], d['connections'])")" "(1, 1, 3)"
+expect_eq "warnings for the two (said once)" "$(grep -c 'sent bytes on a kept connection before any request' "$T/late.err")" 1
+# In the same write as the answer asked for: libcurl sees the excess and closes the connection.
+reset
+out=$(seq_ GET:/extra-same sleep:1000 GET:/ok POST:/ok)
+expect_eq "after an answer nobody asked for, in the same write" "$out" "GET /extra-same 200
+GET /ok 200
+POST /ok 200"
+pass "a second, unsolicited answer is never read as the next request's: that connection is closed (counted)"

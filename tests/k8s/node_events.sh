@@ -53,6 +53,8 @@ expect_eq "patched" "$(metric gslice_node_events_total patched)" "$patches"
 expect_eq "queued" "$(metric gslice_node_events_queued_total)" 1
 expect_eq "failed" "$(metric gslice_node_events_total failed)" 0
 expect_eq "dropped" "$(metric gslice_node_events_total dropped_full)$(metric gslice_node_events_total dropped_rate)" 00
+# The API server stand-in answers each request once: no kept connection was found out of step.
+expect_eq "connections out of step" "$(metric gslice_node_api_connections_out_of_step_total)" 0
 curl -fsS "http://127.0.0.1:$HPORT/metrics" | qgrep '^# TYPE gslice_node_events_total counter' ||
   fail "no TYPE line for gslice_node_events_total"
 pass "/metrics: gslice_node_events_* as the API server saw them (1 posted, 9 repeated, $patches patched)"

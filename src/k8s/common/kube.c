@@ -8,9 +8,11 @@
 #include "buf.h"
 #include "errtext.h"
 #include "kubeconfig.h"
+#include "log.h"
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #define BODY_MAX (256u << 20)      /* one answer: a list of thousands of nodes */
@@ -43,6 +46,9 @@ struct kube {
     uint64_t since; /* monotonic ns */
   } idle[KUBE_POOL_MAX];
   unsigned nidle;
+  /* Kept connections found with bytes waiting before a request (handle_sound): closed. */
+  atomic_uint_fast64_t out_of_step;
+  atomic_bool out_of_step_said;
 };
 
 /* ---- the connection ----------------------------------------------------------------------- */
@@ -62,6 +68,8 @@ int kube_open_config(struct kube_config *c, struct kube **ret) {
   k->cfg = c;
   k->timeout_ms = 10000;
   atomic_init(&k->cancel, 0);
+  atomic_init(&k->out_of_step, 0);
+  atomic_init(&k->out_of_step_said, false);
   pthread_mutex_init(&k->pool_mu, NULL);
   *ret = k;
   return 0;
@@ -92,8 +100,46 @@ static uint64_t mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether c's kept HTTP/1.1 connection can carry the next request. Between two requests the
+ * server has nothing to say: bytes waiting there are an answer no request asked for (a second
+ * response, a proxy's stray one), which libcurl 7.88 would read as the next request's answer
+ * (a POST taken reported failed, a GET answered with another's body). Such a connection is out
+ * of step for good: closed (counted, said once), and the request goes on a fresh one. One the
+ * server closed (its end of stream, after a TLS close_notify or not) is closed uncounted.
+ * HTTP/2 frames requests by stream and its servers send frames at any time (PING, SETTINGS,
+ * GOAWAY): not checked. Called before curl_easy_reset, which forgets the version. */
+static bool handle_sound(struct kube *k, CURL *c) {
+  curl_socket_t s = CURL_SOCKET_BAD;
+  long version = 0;
+  char byte;
+
+  if (curl_easy_getinfo(c, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK || s == CURL_SOCKET_BAD)
+    return true; /* none kept: libcurl opens one */
+  if (curl_easy_getinfo(c, CURLINFO_HTTP_VERSION, &version) == CURLE_OK &&
+      version >= CURL_HTTP_VERSION_2_0)
+    return true;
+  struct pollfd p = {.fd = s, .events = POLLIN | POLLRDHUP};
+  if (poll(&p, 1, 0) <= 0)
+    return true; /* quiet: in step */
+  ssize_t got = recv(s, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  bool closed = p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL);
+  if (got < 0 && errno == EAGAIN && !closed)
+    return true;
+  if (got > 0 && !closed) {
+    atomic_fetch_add(&k->out_of_step, 1);
+    if (!atomic_exchange(&k->out_of_step_said, true))
+      gs_log(GS_LOG_WARNING,
+             "the API server %s sent bytes on a kept connection before any request (an answer "
+             "nobody asked for: a server or proxy out of step): that connection is closed and "
+             "the request goes on a fresh one, as with every such one (counted, not said again)",
+             k->cfg->server);
+  }
+  return false;
+}
+
 /* A handle for one request: the pool's newest (its options reset, its connection and TLS
- * session kept), or a new one; handles idle past KUBE_IDLE_S are closed on the way. */
+ * session kept, unless it is out of step: handle_sound), or a new one; handles idle past
+ * KUBE_IDLE_S are closed on the way. */
 static CURL *handle_take(struct kube *k) {
   CURL *old[KUBE_POOL_MAX], *c = NULL;
   unsigned nold = 0, keep = 0;
@@ -111,9 +157,17 @@ static CURL *handle_take(struct kube *k) {
   pthread_mutex_unlock(&k->pool_mu);
   while (nold)
     curl_easy_cleanup(old[--nold]);
+  if (c && !handle_sound(k, c)) {
+    curl_easy_cleanup(c);
+    c = NULL;
+  }
   if (c)
     curl_easy_reset(c);
   return c ? c : curl_easy_init();
+}
+
+uint64_t kube_out_of_step(struct kube *k) {
+  return atomic_load(&k->out_of_step);
 }
 
 /* c back to the pool after a request the server answered (reuse: its connection is sound),

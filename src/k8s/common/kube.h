@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define KUBE_ERR_MAX 512
@@ -49,6 +50,9 @@ void kube_close(struct kube *k);
 void kube_set_timeout(struct kube *k, long ms);
 /* Makes a running kube_watch return -ECANCELED soon (any thread). */
 void kube_cancel(struct kube *k);
+/* Kept connections closed before a request because the server had sent bytes on them unasked
+ * (out of step: the next answer read there would be another's); the first one is logged. */
+uint64_t kube_out_of_step(struct kube *k);
 const char *kube_server(const struct kube *k);
 
 /* One request. path starts with "/" ("/api/v1/nodes?limit=500"); body is
@@ -58,7 +62,8 @@ const char *kube_server(const struct kube *k);
  * (-ETIMEDOUT, -ECONNREFUSED, -EIO; err says why). Connections are kept between
  * requests (up to 8 per client, none idle past 30 s); on a kept connection the
  * server closed without answering, any method but POST is sent again once on a
- * fresh one, a POST never (-EIO: it may have been taken). */
+ * fresh one, a POST never (-EIO: it may have been taken); a kept connection with
+ * bytes waiting before the request (kube_out_of_step) is not used. */
 int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
                  const json_t *body, long *ret_status, json_t **ret_body, char *err, size_t errlen);
 

@@ -13,7 +13,9 @@
 #include "buf.h"
 #include "event.h"
 #include "httpd.h"
+#include "kube.h"
 #include "node.h"
+#include "prom.h"
 
 /* The kubelet probes from the node's one address, a connection a probe, liveness and readiness
  * possibly at once: a few per address, so that a pod filling the listener from its own address
@@ -42,11 +44,20 @@ static void readiness(struct node *n, char *why, size_t len) {
 
 /* The Events' series, as gslice-extender's (kube_events_prom, prefix gslice_node): where
  * gslice-node posts Events (an API server, device-plugin mode; none else). n->events is set
- * before this server starts and freed after it stops: read without n->lock. */
+ * before this server starts and freed after it stops: read without n->lock. With an API server,
+ * also its kept connections found out of step (kube_out_of_step). */
 static void metrics(struct node *n, struct httpd_reply *rp) {
   struct gs_buf b = GS_BUF_INIT(0);
   if (n->events)
     kube_events_prom(n->events, "gslice_node", &b);
+  /* n->kube: opened before this server starts, never closed while it runs (an atomic count). */
+  if (n->kube) {
+    const char *name = "gslice_node_api_connections_out_of_step_total";
+    gs_prom_family(&b, name, "counter",
+                   "Kept API server connections closed before a request because the server had "
+                   "sent bytes on them unasked (an answer that would have been read as another's)");
+    gs_prom_sample_u64(&b, name, NULL, NULL, kube_out_of_step(n->kube));
+  }
   *rp = (struct httpd_reply){200, NULL, 0, "text/plain; version=0.0.4; charset=utf-8"};
   if (!(rp->body = gs_buf_steal(&b, &rp->len, NULL)))
     rp->status = 0;
