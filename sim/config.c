@@ -12,7 +12,7 @@
 
 #include "size.h"
 
-enum kind { K_COUNT, K_SIZE, K_PATH, K_KERNELS, K_OFFSET, K_MIG };
+enum kind { K_COUNT, K_SIZE, K_PATH, K_KERNELS, K_OFFSET, K_MIG, K_DEVICE_SMS };
 
 struct var {
   const char *name;
@@ -44,6 +44,9 @@ static const struct var vars[] = {
     /* the device memory's bandwidth for memsets and device-to-device copies, GB/s (bytes per
      * ns); 0: they take no device time */
     {"GSLICE_SIM_MEMORY_BANDWIDTH", K_COUNT, "3000", 0, 100000, 0},
+    /* DEV:N[,DEV:N...]: device DEV has N SMs (1..1024), not GSLICE_SIM_SMS: a mixed node, which
+     * CUDA's default order (FASTEST_FIRST) enumerates otherwise than NVML */
+    {"GSLICE_SIM_DEVICE_SMS", K_DEVICE_SMS, "", 1, 1024, 0},
 };
 
 static int parse_u64(const char *s, uint64_t *ret) {
@@ -112,6 +115,28 @@ static int parse_mig(const char *s, struct sim_config *cfg) {
       return -EINVAL;
     cfg->nvml_mig_mode[dev] = SIM_MIG_ON;
     cfg->nvml_mig_devices[dev] = (uint8_t)n;
+  }
+  return 0;
+}
+
+/* DEV:N[,DEV:N...]: each device named once, below SIM_MAX_DEVICES; N within lo..hi. */
+static int parse_device_sms(const char *s, uint64_t lo, uint64_t hi, struct sim_config *cfg) {
+  while (*s) {
+    char item[32], *colon;
+    size_t len = strcspn(s, ",");
+    if (len == 0 || len >= sizeof(item) || (s[len] == ',' && !s[len + 1]))
+      return -EINVAL;
+    memcpy(item, s, len);
+    item[len] = 0;
+    s += s[len] ? len + 1 : len;
+    uint64_t dev, n;
+    if (!(colon = strchr(item, ':')))
+      return -EINVAL;
+    *colon = 0;
+    if (parse_u64(item, &dev) < 0 || dev >= SIM_MAX_DEVICES || cfg->device_sms[dev] ||
+        parse_u64(colon + 1, &n) < 0 || n < lo || n > hi)
+      return -EINVAL;
+    cfg->device_sms[dev] = (uint32_t)n;
   }
   return 0;
 }
@@ -204,6 +229,10 @@ int sim_config_parse(sim_getenv_fn getenv_fn, struct sim_config *ret, char *err,
       r = parse_mig(val, &cfg);
       hint = "DEV:N[,DEV:N...] (N MIG devices, 0..7) or DEV:pending, each device once";
       break;
+    case K_DEVICE_SMS:
+      r = parse_device_sms(val, v->min, v->max, &cfg);
+      hint = "DEV:N[,DEV:N...] (device DEV has N SMs, 1..1024), each device once";
+      break;
     }
     if (r == 0 && (v->kind == K_COUNT || v->kind == K_SIZE || v->kind == K_OFFSET) &&
         (n < v->min || n > v->max))
@@ -239,8 +268,28 @@ uint64_t sim_config_kernel_us(const struct sim_config *cfg, const char *name) {
   return 0;
 }
 
-/* One entry of CUDA_VISIBLE_DEVICES: the physical index it names, or -1 if invalid. */
-static int visible_entry(const char *s, size_t n, unsigned ndev, const char *const *uuid_text) {
+unsigned sim_config_sms(const struct sim_config *cfg, unsigned d, unsigned machine_sms) {
+  return d < SIM_MAX_DEVICES && cfg->device_sms[d] ? cfg->device_sms[d] : machine_sms;
+}
+
+void sim_device_order(const struct sim_config *cfg, unsigned ndev, unsigned machine_sms,
+                      const char *device_order, unsigned out[SIM_MAX_DEVICES]) {
+  int fastest = !device_order || strcmp(device_order, "PCI_BUS_ID") != 0;
+  if (ndev > SIM_MAX_DEVICES)
+    ndev = SIM_MAX_DEVICES;
+  /* An insertion sort, stable: devices with as many SMs stay in bus order. */
+  for (unsigned i = 0; i < ndev; i++) {
+    unsigned j = i, sms = sim_config_sms(cfg, i, machine_sms);
+    for (; fastest && j > 0 && sim_config_sms(cfg, out[j - 1], machine_sms) < sms; j--)
+      out[j] = out[j - 1];
+    out[j] = i;
+  }
+}
+
+/* One entry of CUDA_VISIBLE_DEVICES: the physical index it names, or -1 if invalid. An index is
+ * CUDA's enumeration order's (order[i]: the physical device CUDA numbers i; NULL: bus order). */
+static int visible_entry(const char *s, size_t n, unsigned ndev, const char *const *uuid_text,
+                         const unsigned *order) {
   while (n && (*s == ' ' || *s == '\t')) {
     s++;
     n--;
@@ -265,16 +314,23 @@ static int visible_entry(const char *s, size_t n, unsigned ndev, const char *con
     if (v >= ndev)
       return -1;
   }
-  return i == 0 ? -1 : (int)v;
+  if (i == 0)
+    return -1;
+  return order ? (int)order[v] : (int)v;
 }
 
 unsigned sim_visible_parse(const char *spec, unsigned ndev, const char *const *uuid_text,
                            unsigned out[SIM_MAX_DEVICES]) {
+  return sim_visible_parse_order(spec, ndev, uuid_text, NULL, out);
+}
+
+unsigned sim_visible_parse_order(const char *spec, unsigned ndev, const char *const *uuid_text,
+                                 const unsigned *order, unsigned out[SIM_MAX_DEVICES]) {
   if (ndev > SIM_MAX_DEVICES)
     ndev = SIM_MAX_DEVICES;
   if (!spec) {
     for (unsigned i = 0; i < ndev; i++)
-      out[i] = i;
+      out[i] = order ? order[i] : i;
     return ndev;
   }
   unsigned n = 0;
@@ -283,7 +339,7 @@ unsigned sim_visible_parse(const char *spec, unsigned ndev, const char *const *u
   for (const char *p = spec;; p++) {
     const char *end = strchr(p, ',');
     size_t len = end ? (size_t)(end - p) : strlen(p);
-    int d = visible_entry(p, len, ndev, uuid_text);
+    int d = visible_entry(p, len, ndev, uuid_text, order);
     if (d < 0)
       break;
     for (unsigned i = 0; i < n; i++)

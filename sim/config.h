@@ -47,6 +47,10 @@ struct sim_config {
    * memset of n bytes takes n / memory_gbps ns of device time, a device-to-device copy twice
    * that (it reads and writes each byte); 0: neither takes device time. */
   uint64_t memory_gbps;
+  /* Each device's SMs where they are not GSLICE_SIM_SMS (GSLICE_SIM_DEVICE_SMS=DEV:N,...; 0: not
+   * given). A board's figure, given per caller like the NVML knobs: what CUDA's default device
+   * order (FASTEST_FIRST, sim_device_order) goes by. */
+  uint32_t device_sms[SIM_MAX_DEVICES];
   /* Which machine-shaping variables were set explicitly, so a disagreement with an
    * existing state file is only reported when the user asked for something. */
   unsigned explicit_mask;
@@ -82,3 +86,20 @@ uint64_t sim_config_kernel_us(const struct sim_config *cfg, const char *name);
  * physical index of each visible device to out and returns how many there are. */
 unsigned sim_visible_parse(const char *spec, unsigned ndev, const char *const *uuid_text,
                            unsigned out[SIM_MAX_DEVICES]);
+/* The same where CUDA enumerates the devices in `order` (order[i]: the physical device CUDA
+ * numbers i, from sim_device_order; NULL: bus order): an index in spec, and spec unset, are read
+ * in that order; a UUID names its device whatever the order. */
+unsigned sim_visible_parse_order(const char *spec, unsigned ndev, const char *const *uuid_text,
+                                 const unsigned *order, unsigned out[SIM_MAX_DEVICES]);
+
+/* Physical device d's SMs: GSLICE_SIM_DEVICE_SMS's figure for it, else machine_sms (the
+ * machine's GSLICE_SIM_SMS). */
+unsigned sim_config_sms(const struct sim_config *cfg, unsigned d, unsigned machine_sms);
+
+/* The order CUDA enumerates the ndev physical devices in, into out (out[i]: the device CUDA
+ * numbers i), as CUDA_DEVICE_ORDER (device_order; NULL: unset) says: "PCI_BUS_ID", bus order
+ * (the physical index, NVML's order); anything else is the default, FASTEST_FIRST: the sim's
+ * heuristic puts devices with more SMs first (all have compute capability 9.0), devices with
+ * as many in bus order. */
+void sim_device_order(const struct sim_config *cfg, unsigned ndev, unsigned machine_sms,
+                      const char *device_order, unsigned out[SIM_MAX_DEVICES]);

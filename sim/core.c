@@ -52,7 +52,11 @@ static void do_init(void) {
     sim_uuid_text(sim.st.m, d, uuids[d], sizeof(uuids[d]));
     uuid_text[d] = uuids[d];
   }
-  sim.ndev = sim_visible_parse(secure_getenv("CUDA_VISIBLE_DEVICES"), ndev, uuid_text, sim.pdev);
+  /* Its indices, and its absence, in CUDA's enumeration order (CUDA_DEVICE_ORDER). */
+  unsigned order[SIM_MAX_DEVICES];
+  sim_device_order(&sim.cfg, ndev, sim.st.m->sms, secure_getenv("CUDA_DEVICE_ORDER"), order);
+  sim.ndev = sim_visible_parse_order(secure_getenv("CUDA_VISIBLE_DEVICES"), ndev, uuid_text, order,
+                                     sim.pdev);
   if (sim.ndev == 0) {
     sim_state_close(&sim.st);
     sim.init_rc = CUDA_ERROR_NO_DEVICE;
@@ -164,7 +168,9 @@ SIM_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
   int v;
   /* An H100-like device; numbers a program sizes its launches or buffers by. */
   switch (attrib) {
-  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = (int)sim.st.m->sms; break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    v = (int)sim_config_sms(&sim.cfg, sim_pdev(dev), sim.st.m->sms);
+    break;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
   case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1980000; break;
