@@ -15,7 +15,8 @@ enum cli_flags_cmd {
 struct cli_slice_flags {
   /* spec, fields (GS_SET_* of the flags given) and force; slice_id is left 0 */
   struct gs_msg_set set;
-  /* --gpu as CUDA_VISIBLE_DEVICES, the GPUs in index order; "" without it */
+  /* --gpu's indices in index order ("0,2"): CUDA_VISIBLE_DEVICES where the daemon knows no
+   * UUID of them (run.c); "" without --gpu */
   char cvd[128];
 };
 

@@ -12,9 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cli.h"
 #include "client.h"
 #include "flags.h"
+#include "uuid.h"
 
 /* The child's pid, for the signal handlers: the one global the handlers need. */
 static volatile pid_t run_child;
@@ -113,10 +115,66 @@ static void slice_env(const struct cli_slice_flags *f, const struct gs_msg_regis
     snprintf(num, sizeof(num), "%" PRIu64, f->set.spec.memory_cap);
     set_env("GSLICE_MEMORY_LIMIT", num);
   }
-  if (f->cvd[0])
-    set_env("CUDA_VISIBLE_DEVICES", f->cvd);
   snprintf(num, sizeof(num), "%" PRIu32, f->set.spec.compute_limit);
   set_env("GSLICE_COMPUTE_LIMIT", num);
+}
+
+/* The slice's GPUs (mask) in index order as CUDA_VISIBLE_DEVICES names them by UUID, "GPU-...,"
+ * from the daemon's STATUS into *b. 0; -ENODATA with *ret_gpu the first GPU the daemon gave no
+ * UUID for (NVML without it, or no NVML); another -errno when STATUS failed. */
+static int slice_uuids(int fd, uint32_t mask, struct gs_buf *b, uint32_t *ret_gpu) {
+  struct gs_status st;
+  int r = gs_client_status(fd, &st);
+
+  if (r < 0)
+    return r;
+  for (uint32_t g = 0; g < GS_MAX_GPUS && r == 0; g++) {
+    char text[GS_UUID_MAX + 1], canon[GS_UUID_STR_LEN];
+    uint8_t u[GS_UUID_LEN];
+    if (!(mask & (1u << g)))
+      continue;
+    snprintf(text, sizeof(text), "%.*s", (int)GS_UUID_MAX, g < st.ngpus ? st.gpus[g].uuid : "");
+    if (g >= st.ngpus || st.gpus[g].index != g || gs_uuid_parse(text, u) < 0) {
+      *ret_gpu = g;
+      r = -ENODATA;
+      break;
+    }
+    /* The canonical text, as NVML prints it: what the hook matches without CUDA. */
+    gs_uuid_format(u, canon);
+    r = gs_buf_printf(b, "%s%s", b->len ? "," : "", canon);
+  }
+  gs_status_free(&st);
+  return r;
+}
+
+/* CUDA_VISIBLE_DEVICES: the slice's GPUs by UUID, which CUDA and the hook's NVML read the same
+ * whatever CUDA_DEVICE_ORDER says (a daemon index read in CUDA's default order, FASTEST_FIRST,
+ * can be another GPU on a mixed node). Where the daemon has no UUID, their indices, with
+ * CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers them as NVML does, said once. Without --gpu a
+ * CUDA_VISIBLE_DEVICES of the user's is theirs and kept; with it, the slice's GPUs win. */
+static void visible_env(int fd, const struct cli_slice_flags *f) {
+  uint32_t mask = f->set.spec.gpu_mask ? f->set.spec.gpu_mask : 1u, gpu = 0;
+  struct gs_buf b = GS_BUF_INIT(4096);
+  const char *index = f->cvd[0] ? f->cvd : "0";
+
+  if (!f->cvd[0] && secure_getenv("CUDA_VISIBLE_DEVICES"))
+    return;
+  int r = slice_uuids(fd, mask, &b, &gpu);
+  if (r == 0) {
+    set_env("CUDA_VISIBLE_DEVICES", b.p);
+  } else {
+    if (r == -ENODATA)
+      fprintf(stderr, "gslice: the daemon knows no UUID of GPU %u (gsliced without NVML?): ", gpu);
+    else
+      fprintf(stderr, "gslice: cannot ask the daemon for its GPUs' UUIDs (%s): ", strerror(-r));
+    fprintf(stderr,
+            "CUDA_VISIBLE_DEVICES=%s names the slice's GPUs by index, with "
+            "CUDA_DEVICE_ORDER=PCI_BUS_ID so that CUDA numbers them as NVML does\n",
+            index);
+    set_env("CUDA_VISIBLE_DEVICES", index);
+    set_env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  }
+  gs_buf_free(&b);
 }
 
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -216,6 +274,7 @@ int cmd_run(int argc, char **argv) {
     return 1;
   }
   slice_env(&f, &reg);
+  visible_env(fd, &f);
   pid_t pid = start_command(argv + optind);
   if (pid < 0) {
     fprintf(stderr, "gslice: fork: %s\n", strerror((int)-pid));
