@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 #include <time.h>
 
 #include "clock.h"
@@ -73,8 +74,8 @@ static inline uintptr_t slot_done(int dev) {
   if (__builtin_expect(tl_slot == 0, 0))
     slot_claim();
   if (tl_slot < 0)
-    return (uintptr_t)&C.shared.done[dev] | 1;
-  return (uintptr_t)&C.slots[tl_slot - 1].done[dev];
+    return (uintptr_t)&C.shared.c[dev].done | 1;
+  return (uintptr_t)&C.slots[tl_slot - 1].c[dev].done;
 }
 
 /* Entered less done, the gate word read before and after the slots: if no launch entered
@@ -90,24 +91,51 @@ uint32_t gs_gate_inflight(const struct burst *b) {
     return 0;
   for (int tries = 0; tries < 4; tries++) {
     uint64_t g = atomic_load(&b->gate);
-    uint32_t done = atomic_load_explicit(&C.shared.done[dev], memory_order_acquire);
+    uint32_t done = atomic_load_explicit(&C.shared.c[dev].done, memory_order_acquire), entered = 0;
     unsigned n = atomic_load(&C.nslots);
-    for (unsigned i = 0; i < n; i++)
-      done += atomic_load_explicit(&C.slots[i].done[dev], memory_order_acquire);
+    /* A slot's done before its entered: what it entered meanwhile is counted in flight (more
+     * than there are, never fewer: the caller looks again). */
+    for (unsigned i = 0; i < n; i++) {
+      done += atomic_load_explicit(&C.slots[i].c[dev].done, memory_order_acquire);
+      entered += atomic_load(&C.slots[i].c[dev].entered);
+    }
     if (GATE_ENTERED(atomic_load(&b->gate)) == GATE_ENTERED(g))
-      return (GATE_ENTERED(g) - done) & GATE_COUNT_MASK;
+      return (GATE_ENTERED(g) + entered - done) & GATE_COUNT_MASK;
   }
   return 1;
 }
 
+uint64_t gs_gate_launches(const struct burst *b) {
+  uint64_t n = GATE_LAUNCHES(atomic_load(&b->gate)), unused = 0;
+  /* The slots that ever took an allowance (none: a thread alone never does). */
+  unsigned ns = atomic_load(&C.allowance_slots), dev = b->dev;
+  if (ns == 0)
+    return n;
+  uint32_t e = atomic_load(&b->open_epoch);
+  for (unsigned i = 0; i < ns; i++) {
+    const struct gate_count *c = &C.slots[i].c[dev];
+    uint32_t left = atomic_load(&c->left);
+    if (atomic_load(&c->epoch) == e)
+      unused += left;
+  }
+  return n > unused ? n - unused : 0;
+}
+
+uint32_t gs_gate_entered(const struct burst *b) {
+  uint32_t e = GATE_ENTERED(atomic_load(&b->gate));
+  unsigned ns = atomic_load(&C.nslots), dev = b->dev;
+  for (unsigned i = 0; ns > 1 && i < ns; i++)
+    e += atomic_load(&C.slots[i].c[dev].entered);
+  return e & GATE_COUNT_MASK;
+}
+
 void gs_gate_slots_forked(void) {
   for (unsigned i = 0; i < GATE_SLOTS; i++) {
-    for (unsigned d = 0; d < GS_MAX_GPUS; d++)
-      atomic_store(&C.slots[i].done[d], 0);
+    memset(&C.slots[i], 0, sizeof(C.slots[i]));
     atomic_store(&C.slot_owned[i], tl_slot == (int)i + 1);
   }
-  for (unsigned d = 0; d < GS_MAX_GPUS; d++)
-    atomic_store(&C.shared.done[d], 0);
+  memset(&C.shared, 0, sizeof(C.shared));
+  atomic_store(&C.allowance_slots, 0);
   atomic_store(&C.shared_users, tl_slot < 0);
   atomic_store(&C.slot0_tp, tl_slot == 1 ? gs_thread_pointer() : 0);
 }
@@ -147,7 +175,9 @@ static void join_burst(struct burst *b, CUstream stream) {
       b->thread_local_stream = true;
   }
   gs_burst_add_stream(b, stream);
-  if (!b->handoff_set && LAUNCHES(b) == atomic_load(&b->fast_budget) &&
+  /* The first launch the fast path let go by its gate word's launches, which count the
+   * allowances whole (a single thread's: its launches). */
+  if (!b->handoff_set && GATE_LAUNCHES(atomic_load(&b->gate)) >= atomic_load(&b->fast_budget) &&
       atomic_load(&b->fast_budget) < atomic_load(&b->budget))
     gs_burst_mark_handoff(b);
   atomic_fetch_add(&b->gate, GATE_ENTER + 1);
@@ -346,6 +376,90 @@ __attribute__((noinline)) static CUresult gate_general(CUstream stream, uintptr_
   return slow_path(dev, ctx, stream, done);
 }
 
+/* One launch through the gate word (one atomic add): the budget checked against its launches. */
+static inline CUresult single_launch(struct burst *b, struct gate_count *c, CUstream stream,
+                                     uintptr_t *done) {
+  uint64_t w = atomic_fetch_add(&b->gate, GATE_ENTER + 1);
+  if (__builtin_expect(GATE_LAUNCHES(w) < atomic_load(&b->fast_budget) &&
+                           atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream),
+                       1)) {
+    /* The first launch after a quick synchronize: the gap since is the process's own. */
+    if (__builtin_expect(atomic_load(&b->idle_since) != 0, 0))
+      take_idle(b);
+    *done = (uintptr_t)&c->done;
+    return CUDA_SUCCESS;
+  }
+  return gate_general(stream, done, true, w);
+}
+
+/* A new allowance of the open burst (epoch e) for this thread's slot: ALLOWANCE launches of its
+ * fast budget, one add to the gate's launches, while the budget has room for one for every slot
+ * and more; 0: no room (or the burst changed), the launch takes its one from the gate. The
+ * thread's entry is in flight already, so a close counts the allowance once it is stored. */
+__attribute__((noinline)) static uint32_t allowance_take(struct burst *b, struct gate_count *c,
+                                                         uint32_t e) {
+  uint64_t fb = atomic_load(&b->fast_budget);
+  if (!atomic_load(&b->valid_until) ||
+      GATE_LAUNCHES(atomic_load(&b->gate)) + ALLOWANCE_ROOM(atomic_load(&C.nslots)) > fb)
+    return 0;
+  uint64_t w = atomic_fetch_add(&b->gate, ALLOWANCE);
+  if (GATE_LAUNCHES(w) + ALLOWANCE > fb || atomic_load(&b->epoch) != e) {
+    /* Past the budget (threads beyond the room took theirs at once) or in a burst since: kept as
+     * burst e's, so that its launches (gs_gate_launches) do not count them, and never taken
+     * (the next launch wants a new one, and finds no room or another burst). */
+    atomic_store(&c->full, 1);
+    atomic_store(&c->left, ALLOWANCE);
+    atomic_store(&c->epoch, e);
+    return 0;
+  }
+  /* Its launches counted in the gate's already, and not yet left in the slot: others count them
+   * launched (more, never fewer) until the epoch says whose they are. */
+  unsigned slot = (unsigned)(((uintptr_t)c - (uintptr_t)C.slots) / sizeof(C.slots[0])) + 1;
+  for (unsigned n = atomic_load(&C.allowance_slots);
+       n < slot && !atomic_compare_exchange_weak(&C.allowance_slots, &n, slot);)
+    ;
+  atomic_store(&c->left, ALLOWANCE);
+  atomic_store(&c->full, 0);
+  atomic_store(&c->epoch, e);
+  return ALLOWANCE;
+}
+
+/* Takes back this thread's entry of a launch that did not go (counted done: nothing in flight). */
+static inline void entry_back(struct gate_count *c) {
+  atomic_store_explicit(&c->done, atomic_load_explicit(&c->done, memory_order_relaxed) + 1,
+                        memory_order_release);
+}
+
+/* Where several threads launch: the launch is entered in the thread's own slot (the add is the
+ * barrier: a close that stopped the burst before it is seen below, one after it waits for it)
+ * and taken from its allowance, which it renews one add to the gate at a time: no line that
+ * other threads' launches write is written, but one in ALLOWANCE. */
+__attribute__((noinline)) static CUresult allowance_launch(struct burst *b, struct gate_count *c,
+                                                           CUstream stream, uintptr_t *done) {
+  uint32_t e = atomic_load(&b->epoch);
+  atomic_fetch_add(&c->entered, 1);
+  uint32_t left = atomic_load_explicit(&c->left, memory_order_relaxed);
+  if (atomic_load_explicit(&c->epoch, memory_order_relaxed) != e ||
+      atomic_load_explicit(&c->full, memory_order_relaxed) || left == 0) {
+    if ((left = allowance_take(b, c, e)) == 0) {
+      entry_back(c);
+      return single_launch(b, c, stream, done);
+    }
+  }
+  atomic_store_explicit(&c->left, left - 1, memory_order_relaxed);
+  if (__builtin_expect(atomic_load(&b->valid_until) && atomic_load(&b->epoch) == e &&
+                           gs_burst_stream_known(b, stream),
+                       1)) {
+    if (__builtin_expect(atomic_load(&b->idle_since) != 0, 0))
+      take_idle(b);
+    *done = (uintptr_t)&c->done;
+    return CUDA_SUCCESS;
+  }
+  atomic_store_explicit(&c->left, left, memory_order_relaxed);
+  entry_back(c);
+  return gate_general(stream, done, false, 0);
+}
+
 /* The fast path, in a process that sees one GPU (a slice's) with the gate on and no capture in
  * progress: one atomic add, a few loads of three lines (C's first, the burst's first and its gate
  * line), no call, no clock read (the helper closes the burst at its expiry: valid_until 0). The
@@ -360,25 +474,17 @@ CUresult gs_compute_before_launch(CUstream stream, uintptr_t *done) {
     return C.mode == MODE_OFF && atomic_load(&C.state) ? CUDA_SUCCESS
                                                        : gate_general(stream, done, false, 0);
   struct burst *b = &C.b[0];
-  _Atomic uint32_t *counter;
+  struct gate_count *c;
   if (__builtin_expect(
           gs_thread_pointer() == atomic_load_explicit(&C.slot0_tp, memory_order_relaxed), 1))
-    counter = &C.slots[0].done[0];
+    c = &C.slots[0].c[0];
   else if (tl_slot > 0)
-    counter = &C.slots[tl_slot - 1].done[0];
+    c = &C.slots[tl_slot - 1].c[0];
   else
     return gate_general(stream, done, false, 0);
-  uint64_t w = atomic_fetch_add(&b->gate, GATE_ENTER + 1);
-  if (__builtin_expect(GATE_LAUNCHES(w) < atomic_load(&b->fast_budget) &&
-                           atomic_load(&b->valid_until) && gs_burst_stream_known(b, stream),
-                       1)) {
-    /* The first launch after a quick synchronize: the gap since is the process's own. */
-    if (__builtin_expect(atomic_load(&b->idle_since) != 0, 0))
-      take_idle(b);
-    *done = (uintptr_t)counter;
-    return CUDA_SUCCESS;
-  }
-  return gate_general(stream, done, true, w);
+  if (__builtin_expect(atomic_load_explicit(&C.nslots, memory_order_relaxed) > 1, 0))
+    return allowance_launch(b, c, stream, done);
+  return single_launch(b, c, stream, done);
 }
 
 /* ---- segments: the idle time between a synchronize and the next launch is not charged ---- */
@@ -410,13 +516,14 @@ static bool query_stream(struct burst *b, CUstream s, CUcontext *ctx) {
 static uint64_t quick_state(struct burst *b) {
   uint32_t epoch = atomic_load(&b->epoch);
   uint64_t g = atomic_load(&b->gate);
+  uint32_t entered = gs_gate_entered(b);
 
   if (atomic_load(&C.captures) || atomic_load(&b->nstreams) == 0 || !atomic_load(&b->valid_until) ||
       !atomic_load(&b->seg_open) || atomic_load(&b->thread_local_stream) ||
       GATE_LAUNCHES(g) >= atomic_load(&b->budget) || gs_gate_inflight(b) ||
-      GATE_ENTERED(atomic_load(&b->gate)) != GATE_ENTERED(g))
+      gs_gate_entered(b) != entered)
     return 0;
-  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)GATE_ENTERED(g) << 8 | (b->dev + 1);
+  return (uint64_t)(epoch & EPOCH_BITS) << 40 | (uint64_t)entered << 8 | (b->dev + 1);
 }
 
 /* A synchronize of a burst whose work has all run already (a launch-bound loop's): no event, no
@@ -447,9 +554,8 @@ static uint64_t quick_mark(struct burst *b, CUcontext *ctx, bool *asked) {
 /* The burst the quick mark was taken in, open, no launch entered its gate since (none was in
  * flight at the mark). */
 static bool quick_holds(struct burst *b, uint64_t mark) {
-  uint64_t g = atomic_load(&b->gate);
   return (atomic_load(&b->epoch) & EPOCH_BITS) == MARK_EPOCH(mark) &&
-         GATE_ENTERED(g) == MARK_ENTERED(mark) && atomic_load(&b->valid_until);
+         gs_gate_entered(b) == MARK_ENTERED(mark) && atomic_load(&b->valid_until);
 }
 
 /* Stamped (at `now`), then looked at again: a launch that counted itself before the stamp either

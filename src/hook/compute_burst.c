@@ -225,7 +225,7 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   b->sync_seq++;
   atomic_store(&b->idle_since, 0);
   atomic_store(&b->gap_ticks, 0);
-  atomic_fetch_add(&b->epoch, 1);
+  atomic_store(&b->open_epoch, atomic_fetch_add(&b->epoch, 1) + 1);
   if (make_events(b, ctx) < 0 || gs_burst_record(b->start, s) != CUDA_SUCCESS ||
       gs_burst_record(b->seg_start, s) != CUDA_SUCCESS)
     b->thread_local_stream = true; /* no events: wall time it is */

@@ -60,17 +60,26 @@
  * in the top 24 bits, every launch that ever entered it (GATE_ENTER each, wrapping harmlessly):
  * one atomic add a launch. A launch back from the driver counts itself done in its thread's own
  * slot (struct gate_slot) with a plain store, so the launches still in flight are the entered
- * ones less the slots' done ones (gs_gate_inflight), and no launch writes a shared line twice. */
+ * ones less the slots' done ones (gs_gate_inflight), and no launch writes a shared line twice.
+ * Where several threads launch (nslots > 1), a thread takes its launches from the burst's
+ * budget ALLOWANCE at a time (one add of that many to the launches), and enters each in its own
+ * slot (struct gate_count): its launches write no line another thread's launches write. The
+ * burst's launches are then the gate's less what the allowances of this burst left unused
+ * (gs_gate_launches), and those entered the gate's and the slots' (gs_gate_entered). */
 #define GATE_ENTER_SHIFT 40
 #define GATE_ENTER (1ull << GATE_ENTER_SHIFT)
 #define GATE_LAUNCHES_MASK (GATE_ENTER - 1)
 #define GATE_LAUNCHES(g) ((g)&GATE_LAUNCHES_MASK)
 #define GATE_ENTERED(g) ((uint32_t)((g) >> GATE_ENTER_SHIFT))
 #define GATE_COUNT_MASK 0xffffffu /* entered and done counts: mod 2^24 */
-#define LAUNCHES(b) GATE_LAUNCHES(atomic_load(&(b)->gate))
+#define LAUNCHES(b) gs_gate_launches(b)
 #define INFLIGHT(b) gs_gate_inflight(b)
 /* Launching threads with a slot of their own (more at once share one, with atomic adds). */
 #define GATE_SLOTS 256
+/* Launches a thread takes from the budget at once where several launch (one shared add each):
+ * only while the fast budget has room for one allowance per slot and more (ALLOWANCE_ROOM). */
+#define ALLOWANCE 32
+#define ALLOWANCE_ROOM(nslots) ((uint64_t)(nslots)*ALLOWANCE * 2)
 
 enum mode { MODE_OFF, MODE_DAEMON, MODE_SELF };
 
@@ -92,8 +101,10 @@ struct burst {
   _Atomic(CUcontext) ctx;
   _Atomic unsigned nstreams;
   _Atomic uint32_t epoch; /* bumped at each open and close: a stale stamp is not set */
-  uint32_t dev;           /* its index in C.b, set up before C.state */
-  _Atomic bool seg_open;  /* a segment is open: seg_start marks where it began */
+  /* The epoch of the burst's open (epoch then, until the next open): its allowances' mark. */
+  _Atomic uint32_t open_epoch;
+  uint32_t dev;          /* its index in C.b, set up before C.state */
+  _Atomic bool seg_open; /* a segment is open: seg_start marks where it began */
   /* A per-thread stream, or more than BURST_STREAMS: only a context sync sees all of it. Read
    * without mu by the synchronize wrappers, as are ctx and seg_open. */
   _Atomic bool thread_local_stream;
@@ -158,10 +169,20 @@ struct burst {
   bool self_burst;       /* the open burst is self-paced, not the daemon's token */
 };
 
-/* One launching thread's launches back from the driver, per GPU (mod 2^24): written by that
- * thread alone (a plain store), read by whoever waits for the launches in flight. One line. */
+/* One launching thread's counts of one GPU, written by that thread alone (plain stores, but
+ * `entered`'s add: the barrier between its entry and its look at the burst), read by whoever
+ * waits for the launches in flight or counts the burst's. */
+struct gate_count {
+  _Atomic uint32_t done;    /* launches back from the driver, and entries taken back (mod 2^24) */
+  _Atomic uint32_t entered; /* launches entered from its allowance (mod 2^24, never taken back) */
+  _Atomic uint32_t left;    /* launches of its allowance not yet taken */
+  _Atomic uint32_t epoch;   /* the allowance's burst: its open_epoch */
+  _Atomic uint32_t full;    /* the allowance lies past the burst's budget: counted, never taken */
+};
+
+/* One launching thread's counts, per GPU (GPU 0's in the slot's first line). */
 struct gate_slot {
-  _Atomic uint32_t done[GS_MAX_GPUS];
+  struct gate_count c[GS_MAX_GPUS];
 } __attribute__((aligned(64)));
 
 struct compute {
@@ -213,6 +234,9 @@ struct compute {
   unsigned char in[1024] __attribute__((aligned(8)));
   size_t inlen;
   struct burst b[GS_MAX_GPUS];
+  /* The slots that ever took an allowance (the highest's index + 1): what counts a burst's
+   * launches looks at these (gs_gate_launches), none in a program with one launching thread. */
+  _Atomic unsigned allowance_slots;
   struct gate_slot slots[GATE_SLOTS];
   _Atomic uint8_t slot_owned[GATE_SLOTS];
   struct gate_slot shared;
@@ -265,6 +289,10 @@ void gs_link_ensure_setup(void);
 /* compute.c: the launches of burst b past its gate and not yet back from the driver (0: none);
  * any thread, no lock. */
 uint32_t gs_gate_inflight(const struct burst *b);
+/* compute.c: the launches of burst b (those of its unused allowances not counted), and those
+ * that ever entered its gate (mod 2^24: a change says a launch came); any thread, no lock. */
+uint64_t gs_gate_launches(const struct burst *b);
+uint32_t gs_gate_entered(const struct burst *b);
 /* compute.c: in a child after fork, the slots are the forking thread's alone, every count 0. */
 void gs_gate_slots_forked(void);
 
