@@ -60,37 +60,44 @@ static double work_done(CUstream s, int *waited) {
   return elapsed_ms(ev[0], ev[1]);
 }
 
-static void check_work(const char *what, CUstream s, double want_ms, int want_wait) {
+/* Whether the work took want_ms of device time on s, and waited in its call or not; printed
+ * when so or when last (a host that stalled the program past the long kernel's end before the
+ * call leaves the stream idle, and both readings wrong: such an attempt is made again). */
+static int check_work(const char *what, CUstream s, double want_ms, int want_wait, int last) {
   char line[200];
   int waited;
   double ms = work_done(s, &waited);
+  /* A call that waited returns after the work ended, by the host's wakeup (21 ms seen on a
+   * loaded host): at least the work's time, and well short of the long kernel's. */
+  int good = (want_wait ? ms > want_ms - 0.01 && ms < want_ms + 250 : near(ms, want_ms)) &&
+             waited == want_wait;
+  if (!good && !last)
+    return 0;
   snprintf(line, sizeof(line), "%s: %.3f ms of device time (want %.3f), %s the call", what, ms,
            want_ms, waited ? "waited in" : "returned from");
-  /* A call that waited returns a little after the work ended (the host's wakeup). */
-  ok((want_wait ? ms > want_ms - 0.01 && ms < want_ms + 20 : near(ms, want_ms)) &&
-         waited == want_wait,
-     line);
+  ok(good, line);
+  return 1;
 }
 
+/* call (on stream s) behind a long kernel, checked by check_work, up to 3 attempts. */
+#define WORK(what, s, want_ms, want_wait, call)                                                    \
+  for (int try_ = 0;; try_++) {                                                                    \
+    long_kernel(s);                                                                                \
+    CK(call);                                                                                      \
+    if (check_work(what, s, want_ms, want_wait, try_ == 2))                                        \
+      break;                                                                                       \
+  }
+
 static void memsets(CUstream s, CUdeviceptr d, CUdeviceptr managed, double scale) {
-  long_kernel(s);
-  CK(cuMemsetD8Async(d, 1, 1000000, s));
-  check_work("cuMemsetD8Async 1 MB", s, 1.0 * scale, 0);
-  long_kernel(s);
-  CK(cuMemsetD32Async(d, 7, 500000, s));
-  check_work("cuMemsetD32Async 2 MB", s, 2.0 * scale, 0);
-  long_kernel(NULL);
-  CK(cuMemsetD16(d, 3, 500000));
-  check_work("cuMemsetD16 1 MB (legacy stream)", NULL, 1.0 * scale, 0);
-  long_kernel(NULL);
-  CK(cuMemsetD8(managed, 3, 1000000));
-  check_work("cuMemsetD8 1 MB of managed memory", NULL, 1.0 * scale, 1);
-  long_kernel(s);
-  CK(cuMemsetD2D32Async(d, 8192, 5, 1000, 100, s)); /* 100 rows of 4000 bytes */
-  check_work("cuMemsetD2D32Async 100 x 4000 B", s, 0.4 * scale, 0);
-  long_kernel(NULL);
-  CK(cuMemsetD2D8(d, 4096, 9, 1000, 1000));
-  check_work("cuMemsetD2D8 1000 x 1000 B (legacy stream)", NULL, 1.0 * scale, 0);
+  WORK("cuMemsetD8Async 1 MB", s, 1.0 * scale, 0, cuMemsetD8Async(d, 1, 1000000, s));
+  WORK("cuMemsetD32Async 2 MB", s, 2.0 * scale, 0, cuMemsetD32Async(d, 7, 500000, s));
+  WORK("cuMemsetD16 1 MB (legacy stream)", NULL, 1.0 * scale, 0, cuMemsetD16(d, 3, 500000));
+  WORK("cuMemsetD8 1 MB of managed memory", NULL, 1.0 * scale, 1, cuMemsetD8(managed, 3, 1000000));
+  /* 100 rows of 4000 bytes, 8192 apart */
+  WORK("cuMemsetD2D32Async 100 x 4000 B", s, 0.4 * scale, 0,
+       cuMemsetD2D32Async(d, 8192, 5, 1000, 100, s));
+  WORK("cuMemsetD2D8 1000 x 1000 B (legacy stream)", NULL, 1.0 * scale, 0,
+       cuMemsetD2D8(d, 4096, 9, 1000, 1000));
   unsigned char b[3] = {0};
   CK(cuMemcpyDtoH(b, d + 4096 + 999, 2));
   ok(b[0] == 9 && b[1] != 9, "cuMemsetD2D8 wrote its rows, not the pitch's rest");
@@ -98,24 +105,16 @@ static void memsets(CUstream s, CUdeviceptr d, CUdeviceptr managed, double scale
 
 static void copies(CUstream s, CUdeviceptr d, CUdeviceptr d2, double scale) {
   static char host[1000000];
-  long_kernel(s);
-  CK(cuMemcpyDtoDAsync(d2, d, 1000000, s));
-  check_work("cuMemcpyDtoDAsync 1 MB (read and write)", s, 2.0 * scale, 0);
-  long_kernel(NULL);
-  CK(cuMemcpyDtoD(d2, d, 500000));
-  check_work("cuMemcpyDtoD 0.5 MB (legacy stream)", NULL, 1.0 * scale, 0);
-  long_kernel(NULL);
-  CK(cuMemcpy(d2, d, 500000));
-  check_work("cuMemcpy device to device 0.5 MB", NULL, 1.0 * scale, 0);
-  long_kernel(s);
-  CK(cuMemcpyAsync(d2, d, 250000, s));
-  check_work("cuMemcpyAsync device to device 0.25 MB", s, 0.5 * scale, 0);
-  long_kernel(s);
-  CK(cuMemcpyHtoDAsync(d, host, sizeof(host), s));
-  check_work("cuMemcpyHtoDAsync 1 MB: no device time", s, 0, 0);
-  long_kernel(NULL);
-  CK(cuMemcpy((CUdeviceptr)(uintptr_t)host, d, 1000));
-  check_work("cuMemcpy device to host: waits, no device time", NULL, 0, 1);
+  WORK("cuMemcpyDtoDAsync 1 MB (read and write)", s, 2.0 * scale, 0,
+       cuMemcpyDtoDAsync(d2, d, 1000000, s));
+  WORK("cuMemcpyDtoD 0.5 MB (legacy stream)", NULL, 1.0 * scale, 0, cuMemcpyDtoD(d2, d, 500000));
+  WORK("cuMemcpy device to device 0.5 MB", NULL, 1.0 * scale, 0, cuMemcpy(d2, d, 500000));
+  WORK("cuMemcpyAsync device to device 0.25 MB", s, 0.5 * scale, 0,
+       cuMemcpyAsync(d2, d, 250000, s));
+  WORK("cuMemcpyHtoDAsync 1 MB: no device time", s, 0, 0,
+       cuMemcpyHtoDAsync(d, host, sizeof(host), s));
+  WORK("cuMemcpy device to host: waits, no device time", NULL, 0, 1,
+       cuMemcpy((CUdeviceptr)(uintptr_t)host, d, 1000));
 }
 
 /* The per-thread forms, found as a program built with --default-stream per-thread finds them. */
@@ -126,12 +125,10 @@ static void per_thread(CUdeviceptr d, double scale) {
                       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
   CK(cuGetProcAddress("cuMemcpyDtoD", (void **)&d2d, 12000,
                       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
-  long_kernel(CU_STREAM_PER_THREAD);
-  CK(set8(d, 1, 1000000));
-  check_work("cuMemsetD8_v2_ptds 1 MB (per-thread stream)", CU_STREAM_PER_THREAD, 1.0 * scale, 0);
-  long_kernel(CU_STREAM_PER_THREAD);
-  CK(d2d(d + 1000000, d, 1000000));
-  check_work("cuMemcpyDtoD_v2_ptds 1 MB (per-thread stream)", CU_STREAM_PER_THREAD, 2.0 * scale, 0);
+  WORK("cuMemsetD8_v2_ptds 1 MB (per-thread stream)", CU_STREAM_PER_THREAD, 1.0 * scale, 0,
+       set8(d, 1, 1000000));
+  WORK("cuMemcpyDtoD_v2_ptds 1 MB (per-thread stream)", CU_STREAM_PER_THREAD, 2.0 * scale, 0,
+       d2d(d + 1000000, d, 1000000));
 }
 
 static void legacy_launches(CUmodule mod, const char *ptx, CUstream s) {
@@ -142,17 +139,11 @@ static void legacy_launches(CUmodule mod, const char *ptx, CUstream s) {
   CK(cuFuncSetBlockShape(f, 32, 1, 1));
   CK(cuParamSetv(f, 0, &us, sizeof(us)));
   CK(cuParamSetSize(f, sizeof(us)));
-  long_kernel(s);
-  CK(cuLaunchGridAsync(f, 4, 2, s));
-  check_work("cuLaunchGridAsync spin(1500)", s, 1.5, 0);
-  long_kernel(NULL);
-  CK(cuLaunchGrid(f, 1, 1));
-  check_work("cuLaunchGrid spin(1500) (legacy stream)", NULL, 1.5, 0);
+  WORK("cuLaunchGridAsync spin(1500)", s, 1.5, 0, cuLaunchGridAsync(f, 4, 2, s));
+  WORK("cuLaunchGrid spin(1500) (legacy stream)", NULL, 1.5, 0, cuLaunchGrid(f, 1, 1));
   us = 700; /* the parameters are read at the launch */
   CK(cuParamSetv(f, 0, &us, sizeof(us)));
-  long_kernel(NULL);
-  CK(cuLaunch(f));
-  check_work("cuLaunch spin(700) (legacy stream)", NULL, 0.7, 0);
+  WORK("cuLaunch spin(700) (legacy stream)", NULL, 0.7, 0, cuLaunch(f));
   CK(cuModuleLoad(&fresh, ptx));
   CK(cuModuleGetFunction(&g, fresh, "spin"));
   ok(cuLaunch(g) == CUDA_ERROR_INVALID_VALUE, "cuLaunch with no block shape set refused");
@@ -169,9 +160,8 @@ static void legacy_launches(CUmodule mod, const char *ptx, CUstream s) {
                            .blockDimZ = 1,
                            .hStream = s,
                            .kernelParams = params};
-  long_kernel(s);
-  CK(cuLaunchCooperativeKernelMultiDevice(&lp, 1, 0));
-  check_work("cuLaunchCooperativeKernelMultiDevice spin(700)", s, 0.7, 0);
+  WORK("cuLaunchCooperativeKernelMultiDevice spin(700)", s, 0.7, 0,
+       cuLaunchCooperativeKernelMultiDevice(&lp, 1, 0));
   ok(cuLaunchCooperativeKernelMultiDevice(&lp, 1, 0x100) == CUDA_ERROR_INVALID_VALUE,
      "unknown multi-device flags refused");
 }
