@@ -66,6 +66,8 @@ Test control interface (no auth), under /_test/:
                                only the delay); special "status":"watch410http" applies to
                                watches; "status":"hang" holds the request delay_s then
                                closes the connection without an answer.
+  GET  /_test/faults           the faults not consumed yet (one is consumed when a matching
+                               request arrives, before its delay: that request is being held)
   POST /_test/clear-faults
   POST /_test/webhooks         a MutatingWebhookConfiguration (admissionregistration.k8s.io/v1)
                                replaces the one held (none at start: no admission at all);
@@ -907,6 +909,9 @@ class Handler(ctlhttp.JSONHandler):
             with STORE.lock:
                 STORE.faults.append(f)
             return self.send_json(200, f)
+        if self.command == "GET" and p == "/_test/faults":
+            with STORE.lock:
+                return self.send_json(200, list(STORE.faults))
         if self.command == "POST" and p == "/_test/webhooks":
             cfg = self.read_body()
             check_webhooks(cfg)
