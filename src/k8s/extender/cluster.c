@@ -368,7 +368,8 @@ static void pod_refuse(struct cluster *c, struct xpod *p, const char *why, bool 
   xpod_unhold(p);
   if (!p->forged || strncmp(p->forged_why, why, sizeof p->forged_why - 1) != 0) {
     p->forged = true;
-    snprintf(p->forged_why, sizeof p->forged_why, "%s", why);
+    /* Its start only (what the comparison above looks at): cut on purpose. */
+    snprintf(p->forged_why, sizeof p->forged_why, "%.*s", (int)sizeof p->forged_why - 1, why);
     c->forged_total++;
     if (log)
       gs_log(GS_LOG_WARNING, "pod %s (uid %s): %s; its %s is not counted", p->key,

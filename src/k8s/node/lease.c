@@ -19,8 +19,11 @@ void node_micro_time(char *out, size_t len) {
 
   clock_gettime(CLOCK_REALTIME, &ts);
   gmtime_r(&ts.tv_sec, &tm);
-  snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+  /* The fields' ranges stated (gmtime_r's, a 4-digit year), so that the 28 bytes are seen. */
+  snprintf(out, len, "%04u-%02u-%02uT%02u:%02u:%02u.%06uZ", (unsigned)(tm.tm_year + 1900) % 10000,
+           (unsigned)(tm.tm_mon + 1) % 100, (unsigned)tm.tm_mday % 100, (unsigned)tm.tm_hour % 100,
+           (unsigned)tm.tm_min % 100, (unsigned)tm.tm_sec % 100,
+           (unsigned)(ts.tv_nsec / 1000) % 1000000u);
 }
 
 int node_lease_name(const struct node *n, char *out, size_t len) {
