@@ -16,10 +16,10 @@
 #define CHARGE_PROCS 256
 /* One warning per slice in this long, with the figures of the check that charged it. */
 #define WARN_EVERY_NS (60ull * 1000000000ull)
-/* Reads after which their cost is said in the log (10 s at the default period). */
+/* Checks after which their cost is said in the log (10 s at the default period). */
 #define COST_AFTER 20
-/* A read this long is said at once: the loop thread waits for it (on the sim 75-85 us, at most
- * 0.2 ms beside a build; real GPUs answer it from the driver's sample buffer). */
+/* A check of a GPU this long is said at once: the loop thread waits for it (NVML's read and the
+ * processes' attribution: on the sim 75-85 us, at most 0.2 ms beside a build). */
 #define COST_SLOW_NS 10000000ull
 
 static void charge_cb(struct loop *l, uint64_t id, void *data);
@@ -68,7 +68,8 @@ static void warn_charged(struct gpu *g, struct slice *s, pid_t pid, uint64_t per
          (double)f->charged_ns / 1e6, (double)f->allowance_ns / 1e6, (double)f->excess_ns / 1e6);
 }
 
-/* NVML's cost, once: the read is synchronous on the loop thread. */
+/* The check's cost, once: NVML's read is synchronous on the loop thread, and a process no hook
+ * connection accounts for has its ancestors read from /proc. */
 static void note_cost(struct daemon *d, uint64_t ns) {
   struct charge *ch = &d->charge;
 
@@ -77,13 +78,14 @@ static void note_cost(struct daemon *d, uint64_t ns) {
     ch->cost_max_ns = ns;
   if (ns > COST_SLOW_NS)
     gs_log(GS_LOG_WARNING,
-           "charge check: one read of NVML's per-process samples took %.1f ms, the daemon's loop "
-           "waiting; raise charge_check_ms (or 0: off) if this repeats",
+           "charge check: one GPU's took %.1f ms (NVML's per-process samples and their "
+           "processes), the daemon's loop waiting; raise charge_check_ms (or 0: off) if this "
+           "repeats",
            (double)ns / 1e6);
   if (++ch->calls == COST_AFTER)
     gs_log(GS_LOG_INFO,
-           "charge check: NVML's per-process samples take %.0f us a read (mean of %d, most "
-           "%.0f us)",
+           "charge check: %.0f us a GPU (NVML's per-process samples and their processes; mean of "
+           "%d, most %.0f us)",
            (double)ch->cost_ns / COST_AFTER / 1e3, COST_AFTER, (double)ch->cost_max_ns / 1e3);
 }
 
@@ -116,13 +118,12 @@ static void say_source(struct daemon *d, struct gpu *g, int r) {
 
 static void check_gpu(struct daemon *d, struct gpu *g, uint64_t now) {
   struct gpu_proc_time t[CHARGE_PROCS]; /* 4 KiB */
-  uint64_t period = now - d->charge.at[g->index], t0 = gs_mono_ns();
+  uint64_t period = now - d->charge.at[g->index];
   unsigned n = 0;
   bool prime = !d->charge.at[g->index];
   int r = gpus_proc_times(d, g->index, prime ? period_ns(d) / 1000 : period / 1000, t, CHARGE_PROCS,
                           &n);
 
-  note_cost(d, gs_mono_ns() - t0);
   say_source(d, g, r);
   if (r < 0) {
     d->charge.at[g->index] = 0;
@@ -173,8 +174,11 @@ static void charge_cb(struct loop *l, uint64_t id, void *data) {
   for (uint32_t i = 0; i < d->ngpus; i++) {
     struct gpu *g = &d->gpus[i];
     /* A GPU without samples is not read again: said once, NOT_SUPPORTED does not change. */
-    if (g->samples.source != GPU_SAMPLES_NONE || !d->charge.said[i])
+    if (g->samples.source != GPU_SAMPLES_NONE || !d->charge.said[i]) {
+      uint64_t t0 = gs_mono_ns();
       check_gpu(d, g, now);
+      note_cost(d, gs_mono_ns() - t0);
+    }
   }
   arm(d);
 }
