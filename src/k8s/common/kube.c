@@ -104,8 +104,10 @@ static uint64_t mono_ns(void) {
  * server has nothing to say: bytes waiting there are an answer no request asked for (a second
  * response, a proxy's stray one), which libcurl 7.88 would read as the next request's answer
  * (a POST taken reported failed, a GET answered with another's body). Such a connection is out
- * of step for good: closed (counted, said once), and the request goes on a fresh one. One the
- * server closed (its end of stream, after a TLS close_notify or not) is closed uncounted.
+ * of step for good: closed (counted, said once), and the request goes on a fresh one; so does
+ * every later request of k (kube_request): such an answer that comes after this look, while a
+ * request waits for its own, would be read as that one's. One the server closed (its end of
+ * stream, after a TLS close_notify or not) is closed uncounted.
  * HTTP/2 frames requests by stream and its servers send frames at any time (PING, SETTINGS,
  * GOAWAY): not checked. Called before curl_easy_reset, which forgets the version. */
 static bool handle_sound(struct kube *k, CURL *c) {
@@ -130,8 +132,8 @@ static bool handle_sound(struct kube *k, CURL *c) {
     if (!atomic_exchange(&k->out_of_step_said, true))
       gs_log(GS_LOG_WARNING,
              "the API server %s sent bytes on a kept connection before any request (an answer "
-             "nobody asked for: a server or proxy out of step): that connection is closed and "
-             "the request goes on a fresh one, as with every such one (counted, not said again)",
+             "nobody asked for: a server or proxy out of step): that connection is closed, and "
+             "from now on every request goes on a fresh connection (counted, not said again)",
              k->cfg->server);
   }
   return false;
@@ -410,6 +412,9 @@ int kube_request(struct kube *k, const char *method, const char *path, const cha
     body_set(c, method, data, &once);
   }
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, k->timeout_ms);
+  /* A server once out of step (handle_sound) keeps no connection of ours past its answer. */
+  if (atomic_load(&k->out_of_step))
+    curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp);
   cc = curl_easy_perform(c);

@@ -51,7 +51,8 @@ void kube_set_timeout(struct kube *k, long ms);
 /* Makes a running kube_watch return -ECANCELED soon (any thread). */
 void kube_cancel(struct kube *k);
 /* Kept connections closed before a request because the server had sent bytes on them unasked
- * (out of step: the next answer read there would be another's); the first one is logged. */
+ * (out of step: the next answer read there would be another's); the first one is logged, and
+ * from then on no connection is kept past its answer. */
 uint64_t kube_out_of_step(struct kube *k);
 const char *kube_server(const struct kube *k);
 
@@ -63,7 +64,8 @@ const char *kube_server(const struct kube *k);
  * requests (up to 8 per client, none idle past 30 s); on a kept connection the
  * server closed without answering, any method but POST is sent again once on a
  * fresh one, a POST never (-EIO: it may have been taken); a kept connection with
- * bytes waiting before the request (kube_out_of_step) is not used. */
+ * bytes waiting before the request (kube_out_of_step) is not used, nor, from then
+ * on, kept. */
 int kube_request(struct kube *k, const char *method, const char *path, const char *content_type,
                  const json_t *body, long *ret_status, json_t **ret_body, char *err, size_t errlen);
 
