@@ -219,7 +219,8 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   b->release_at = 0;
   b->tail_final = false;
   b->released = false;
-  atomic_store(&b->fast_budget, gen && C.mode == MODE_DAEMON ? budget - tail : budget);
+  b->handoff_at = gen && C.mode == MODE_DAEMON ? budget - tail : budget;
+  atomic_store(&b->fast_budget, b->handoff_at);
   b->seg_open = true;
   b->seg_used_ns = b->seg_span_ns = 0;
   b->sync_seq++;
@@ -456,8 +457,8 @@ static bool handoff_due(struct burst *b, uint64_t now, bool expired) {
   const struct gs_real *r = gs_real();
   unsigned n = atomic_load(&b->nstreams);
   float ms = 0, e;
-  uint64_t tail_ns = b->handoff_tail_ns, mark = atomic_load(&b->fast_budget),
-           launches = LAUNCHES(b), budget = atomic_load(&b->budget);
+  uint64_t tail_ns = b->handoff_tail_ns, mark = b->handoff_at, launches = LAUNCHES(b),
+           budget = atomic_load(&b->budget);
 
   for (unsigned i = 0; i < n; i++) {
     if (r->cuEventQuery(b->handoff[i]) != CUDA_SUCCESS)

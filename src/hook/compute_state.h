@@ -95,7 +95,8 @@ struct burst {
    * these with it). The streams end the line: a burst of one stream reads no other. */
   _Atomic uint64_t valid_until; /* launches go ahead before this; 0: no burst open */
   /* The fast path's share of the budget: the launch that reaches it takes the slow path and
-   * marks the handoff (HANDOFF_NS) first; = budget when the burst hands off no earlier. */
+   * marks the handoff (HANDOFF_NS) first, which raises it to the budget; = budget when the burst
+   * hands off no earlier. */
   _Atomic uint64_t fast_budget;
   _Atomic uint64_t budget; /* launches allowed in this burst: the quantum over the mean kernel */
   _Atomic(CUcontext) ctx;
@@ -136,6 +137,7 @@ struct burst {
    * tail runs, and the close sends the charge when it has. */
   bool handoff_set;
   uint64_t handoff_tail_ns; /* the work queued after the handoff events, by the mean kernel */
+  uint64_t handoff_at;      /* the launches before the tail (the fast budget at the open) */
   uint64_t release_at;      /* the handoff events completed: release then; 0: not yet */
   uint64_t tail_end;        /* when the tail should have run (the next holder's cue) */
   bool released;            /* the token went back at the handoff; the charge is still due */
