@@ -162,79 +162,6 @@ void gpus_refresh_memory(struct daemon *d) {
   }
 }
 
-/* The process's device share over the last second: the mean of its NVML samples; -1 unknown. */
-static double proc_busy(const nvmlProcessUtilizationSample_t *samples, unsigned n, unsigned pid) {
-  double sum = 0;
-  unsigned k = 0;
-
-  for (unsigned i = 0; i < n; i++)
-    if (samples[i].pid == pid) {
-      sum += samples[i].smUtil;
-      k++;
-    }
-  return k ? sum / k / 100.0 : 0.0;
-}
-
-void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *arg, pid_t pid),
-                      void *arg, struct gs_gpu_status *gs) {
-  nvmlDevice_t h;
-  nvmlUtilization_t u;
-  nvmlProcessInfo_t procs[256];
-  nvmlProcessUtilizationSample_t *samples = NULL;
-  unsigned n = sizeof(procs) / sizeof(procs[0]), nsamples = 0;
-
-  if (!d->nvml || d->nvml->handle(gpu, &h) != NVML_SUCCESS)
-    return;
-  if (d->nvml->utilization && d->nvml->utilization(h, &u) == NVML_SUCCESS) {
-    gs->device_busy_ratio = u.gpu > 100 ? 1.0 : u.gpu / 100.0;
-    gs->device_known |= GS_DEVICE_BUSY;
-  }
-  if (!d->nvml->procs)
-    return;
-  nvmlReturn_t rc = d->nvml->procs(h, &n, procs);
-  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
-    return;
-  gs->device_known |= GS_DEVICE_PROCS;
-  if (n > sizeof(procs) / sizeof(procs[0]))
-    n = sizeof(procs) / sizeof(procs[0]);
-  /* Samples of the last second (the two-call protocol: size, then fill). */
-  if (d->nvml->proc_util &&
-      d->nvml->proc_util(h, NULL, &nsamples, 0) == NVML_ERROR_INSUFFICIENT_SIZE && nsamples &&
-      nsamples < 65536 && (samples = calloc(nsamples, sizeof(*samples)))) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long since = (unsigned long long)ts.tv_sec * 1000000ull +
-                               (unsigned long long)ts.tv_nsec / 1000 - 1000000ull;
-    rc = d->nvml->proc_util(h, samples, &nsamples, since);
-    if (rc == NVML_ERROR_NOT_FOUND)
-      nsamples = 0;
-    else if (rc != NVML_SUCCESS) {
-      free(samples);
-      samples = NULL;
-    }
-  }
-  if (samples)
-    gs->device_known |= GS_DEVICE_PROC_BUSY;
-  for (unsigned i = 0; i < n; i++) {
-    pid_t pid = (pid_t)procs[i].pid;
-    uint64_t mem = procs[i].usedGpuMemory == (unsigned long long)NVML_VALUE_NOT_AVAILABLE
-                       ? 0
-                       : procs[i].usedGpuMemory;
-    double busy = samples ? proc_busy(samples, nsamples, procs[i].pid) : 0;
-    if (accounted(arg, pid))
-      continue;
-    if (gs->unaccounted_count < GS_UNACCOUNTED_MAX)
-      gs->unaccounted[gs->unaccounted_count] =
-          (struct gs_unaccounted_proc){.pid = pid, .memory_bytes = mem, .busy_ratio = busy};
-    gs->unaccounted_count++;
-    gs->unaccounted_memory_bytes += mem;
-    gs->unaccounted_busy_ratio += busy;
-  }
-  if (gs->unaccounted_busy_ratio > 1)
-    gs->unaccounted_busy_ratio = 1;
-  free(samples);
-}
-
 /* One sample as both calls give it. */
 struct psample {
   unsigned pid, sm;
@@ -382,6 +309,70 @@ static nvmlReturn_t read_samples(struct daemon *d, struct gpu *g, nvmlDevice_t h
   }
   g->samples.source = GPU_SAMPLES_NONE;
   return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* The process's device share over the last second: the mean of its NVML samples. */
+static double proc_busy(const struct psample *samples, unsigned n, unsigned pid) {
+  double sum = 0;
+  unsigned k = 0;
+
+  for (unsigned i = 0; i < n; i++)
+    if (samples[i].pid == pid) {
+      sum += samples[i].sm;
+      k++;
+    }
+  return k ? sum / k / 100.0 : 0.0;
+}
+
+void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *arg, pid_t pid),
+                      void *arg, struct gs_gpu_status *gs) {
+  nvmlDevice_t h;
+  nvmlUtilization_t u;
+  nvmlProcessInfo_t procs[256];
+  struct psample *samples = NULL;
+  unsigned n = sizeof(procs) / sizeof(procs[0]), nsamples = 0;
+
+  if (!d->nvml || d->nvml->handle(gpu, &h) != NVML_SUCCESS)
+    return;
+  if (d->nvml->utilization && d->nvml->utilization(h, &u) == NVML_SUCCESS) {
+    gs->device_busy_ratio = u.gpu > 100 ? 1.0 : u.gpu / 100.0;
+    gs->device_known |= GS_DEVICE_BUSY;
+  }
+  if (!d->nvml->procs)
+    return;
+  nvmlReturn_t rc = d->nvml->procs(h, &n, procs);
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
+    return;
+  gs->device_known |= GS_DEVICE_PROCS;
+  if (n > sizeof(procs) / sizeof(procs[0]))
+    n = sizeof(procs) / sizeof(procs[0]);
+  /* Samples of the last second, from the call the charge check reads too (read_samples). */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t since = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000 - 1000000ull;
+  rc = read_samples(d, &d->gpus[gpu], h, since, &samples, &nsamples);
+  if (rc == NVML_SUCCESS || rc == NVML_ERROR_NOT_FOUND)
+    gs->device_known |= GS_DEVICE_PROC_BUSY;
+  if (rc != NVML_SUCCESS)
+    nsamples = 0;
+  for (unsigned i = 0; i < n; i++) {
+    pid_t pid = (pid_t)procs[i].pid;
+    uint64_t mem = procs[i].usedGpuMemory == (unsigned long long)NVML_VALUE_NOT_AVAILABLE
+                       ? 0
+                       : procs[i].usedGpuMemory;
+    double busy = proc_busy(samples, nsamples, procs[i].pid);
+    if (accounted(arg, pid))
+      continue;
+    if (gs->unaccounted_count < GS_UNACCOUNTED_MAX)
+      gs->unaccounted[gs->unaccounted_count] =
+          (struct gs_unaccounted_proc){.pid = pid, .memory_bytes = mem, .busy_ratio = busy};
+    gs->unaccounted_count++;
+    gs->unaccounted_memory_bytes += mem;
+    gs->unaccounted_busy_ratio += busy;
+  }
+  if (gs->unaccounted_busy_ratio > 1)
+    gs->unaccounted_busy_ratio = 1;
+  free(samples);
 }
 
 int gpus_proc_times(struct daemon *d, uint32_t gpu, uint64_t period_us, struct gpu_proc_time *out,
