@@ -150,7 +150,9 @@ static int call_within(int fd, uint32_t type, const void *body, size_t len, void
       memcpy(err, m.u.error.text, n);
       err[n] = 0;
     }
-    return m.u.error.code;
+    /* A negative errno; anything else from a daemon is not one (the caller would read an
+     * answer that never came). */
+    return m.u.error.code < 0 ? m.u.error.code : -EPROTO;
   }
   *ret = m;
   return 0;
