@@ -8,8 +8,9 @@
  *   stream  the kernel's stream: waits for it;
  *   ctx     the context: waits for it;
  * then sleeps past the kernel's end, launches once more and synchronizes the kernel's stream. A
- * synchronize that does not wait for the kernel must not mark the burst idle. Prints "done launched_s=S" once the last round's work has run,
- * then sleeps HOLD_S so that the slice's token is released and charged while the test looks. */
+ * synchronize that does not wait for the kernel must not mark the burst idle. Prints "done
+ * launched_s=S" once the last round's work has run, then sleeps HOLD_S so that the slice's token is
+ * released and charged while the test looks. */
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
