@@ -80,17 +80,20 @@ static inline uintptr_t slot_done(int dev) {
 
 /* Entered less done, the gate word read before and after the slots: if no launch entered
  * between the two reads, every done counted is of a launch counted in it. A gate that keeps
- * moving (other threads launching) after a few tries: in flight, the caller looks again. */
-uint32_t gs_gate_inflight(const struct burst *b) {
+ * moving (other threads launching) after a few tries: in flight, the caller looks again. *snap:
+ * the gate word the answer is of. */
+static uint32_t inflight_at(const struct burst *b, uint64_t *snap) {
   unsigned dev = b->dev;
   /* The calling thread is the only one that ever launched (slot 1, the slots' high-water mark,
    * nobody counting in the shared one), and it is not in a launch: a thread's slot is claimed
    * before its first launch enters. The usual single-threaded program's every synchronize. */
   if (gs_thread_pointer() == atomic_load_explicit(&C.slot0_tp, memory_order_relaxed) &&
-      atomic_load(&C.nslots) == 1 && atomic_load(&C.shared_users) == 0)
+      atomic_load(&C.nslots) == 1 && atomic_load(&C.shared_users) == 0) {
+    *snap = atomic_load(&b->gate);
     return 0;
+  }
   for (int tries = 0; tries < 4; tries++) {
-    uint64_t g = atomic_load(&b->gate);
+    uint64_t g = *snap = atomic_load(&b->gate);
     uint32_t done = atomic_load_explicit(&C.shared.c[dev].done, memory_order_acquire), entered = 0;
     unsigned n = atomic_load(&C.nslots);
     /* A slot's done before its entered: what it entered meanwhile is counted in flight (more
@@ -105,8 +108,14 @@ uint32_t gs_gate_inflight(const struct burst *b) {
   return 1;
 }
 
-uint64_t gs_gate_launches(const struct burst *b) {
-  uint64_t n = GATE_LAUNCHES(atomic_load(&b->gate)), unused = 0;
+uint32_t gs_gate_inflight(const struct burst *b) {
+  uint64_t g;
+  return inflight_at(b, &g);
+}
+
+/* The burst's launches of gate word g: less what its allowances left unused. */
+static uint64_t launches_of(const struct burst *b, uint64_t g) {
+  uint64_t n = GATE_LAUNCHES(g), unused = 0;
   /* The slots that ever took an allowance (none: a thread alone never does). */
   unsigned ns = atomic_load(&C.allowance_slots), dev = b->dev;
   if (ns == 0)
@@ -119,6 +128,17 @@ uint64_t gs_gate_launches(const struct burst *b) {
       unused += left;
   }
   return n > unused ? n - unused : 0;
+}
+
+uint64_t gs_gate_launches(const struct burst *b) {
+  return launches_of(b, atomic_load(&b->gate));
+}
+
+uint64_t gs_gate_quiesce(const struct burst *b) {
+  uint64_t g;
+  while (inflight_at(b, &g) > 0)
+    sched_yield();
+  return launches_of(b, g);
 }
 
 uint32_t gs_gate_entered(const struct burst *b) {

@@ -198,7 +198,11 @@ void gs_burst_open(struct burst *b, CUcontext ctx, CUstream s, uint32_t gen, uin
   b->probe_set = false;
   b->idle_ticks = 0;
   atomic_store(&b->nstreams, 0);
-  atomic_fetch_and(&b->gate, ~GATE_LAUNCHES_MASK); /* launches of the last burst: 0 */
+  /* Launches of the last burst: 0, once a launch that entered after its close has taken itself
+   * back (its take-back would otherwise come off this burst's: 57599 of 57600 launches counted
+   * in compute_threads' 300 threads). */
+  gs_gate_quiesce(b);
+  atomic_fetch_and(&b->gate, ~GATE_LAUNCHES_MASK);
   /* Launches are asynchronous: without a budget a slice could queue seconds
    * of work inside one token. The budget keeps what is queued near the
    * quantum, by this process's measured kernel length. */
@@ -292,9 +296,7 @@ static void close_begin(struct burst *b, struct close_view *v, bool from_helper)
   b->sync_seq++;
   atomic_fetch_add(&b->epoch, 1);
   atomic_store(&b->valid_until, 0);
-  while (INFLIGHT(b) > 0)
-    sched_yield();
-  v->launches = LAUNCHES(b);
+  v->launches = gs_gate_quiesce(b);
   v->n = atomic_load(&b->nstreams);
   for (unsigned i = 0; i < v->n; i++)
     v->streams[i] = (CUstream)atomic_load(&b->streams[i]);

@@ -294,6 +294,10 @@ uint32_t gs_gate_inflight(const struct burst *b);
 /* compute.c: the launches of burst b (those of its unused allowances not counted), and those
  * that ever entered its gate (mod 2^24: a change says a launch came); any thread, no lock. */
 uint64_t gs_gate_launches(const struct burst *b);
+/* compute.c: waits until none of b's launches is in flight (valid_until 0: those entering now
+ * take themselves back), and returns its launches as of then: a launch that entered after, and
+ * took itself back, is in neither. */
+uint64_t gs_gate_quiesce(const struct burst *b);
 uint32_t gs_gate_entered(const struct burst *b);
 /* compute.c: in a child after fork, the slots are the forking thread's alone, every count 0. */
 void gs_gate_slots_forked(void);
