@@ -354,8 +354,8 @@ __attribute__((noinline, cold)) static CUresult slow_path(int dev, CUcontext ctx
  * (gs_burst_open, under mu, while this thread was between its add and here). A plain subtract
  * of GATE_ENTER + 1 borrowed from the entered count then: one fewer entered than done for
  * ever, every later close waiting for a launch in flight that never was (a 2-thread gate_bench
- * spun in gs_burst_close for 16 min). Where the new burst has launches of other threads by
- * then, one of them is taken instead of this one's: that burst counts one launch fewer. */
+ * spun in gs_burst_close for 16 min). An open now waits for this take-back before its reset
+ * (gs_gate_quiesce), so the launch taken is always this one's. */
 static void uncount(struct burst *b) {
   uint64_t g = atomic_load(&b->gate);
   while (!atomic_compare_exchange_weak(&b->gate, &g, g - GATE_ENTER - (GATE_LAUNCHES(g) ? 1 : 0)))
