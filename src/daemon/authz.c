@@ -137,7 +137,9 @@ static bool environ_names(pid_t pid, uint64_t nonce) {
 
 /* Whether pid descends from the slice's runner, while that runner lives (start time checked).
  * gslice run is a child subreaper: what its workload forks stays below it even when the parent
- * dies (setsid and double forks do not leave it). */
+ * dies (setsid and double forks do not leave it). A chain of ancestors longer than the walk
+ * (a workload's 300 nested forks) is taken for inside: what it refuses must not be had by
+ * forking deeper (the fifth attack run raised its own slice so). */
 static bool below_runner(const struct slice *s, pid_t pid) {
   uint64_t rstart = 0;
   int rexited = 1;
@@ -153,7 +155,7 @@ static bool below_runner(const struct slice *s, pid_t pid) {
       return true;
     pid = pp;
   }
-  return false;
+  return pid > 1;
 }
 
 uint32_t authz_slice_of_pid(struct daemon *d, pid_t pid) {

@@ -43,6 +43,20 @@ grep -q "own processes may lower its limits, never raise them" <<<"$out" ||
   fail "a detached process of the slice raised it: $out"
 pass "a detached process without the slice's environment is still the slice's"
 
+# ... nor from 300 nested processes below it (more than the daemon's walk up its ancestors):
+# a chain too long to follow is taken for inside. Each level a bash waiting for the next.
+cat >"$T/deep.sh" <<'SH'
+if [ "$1" -gt 0 ]; then n=$(($1 - 1)); shift; bash "$0" "$n" "$@"; exit $?; fi
+shift
+exec "$@"
+SH
+out=$(gsrun --name in5 --compute 10 -- bash -c   'env -u GSLICE_SLICE -u GSLICE_SLICE_NONCE -u LD_PRELOAD bash "$2" 300 "$0" set "$1"      --compute 60 2>&1; echo "rc=$?"' "$G_" in5 "$T/deep.sh")
+echo "$out"
+grep -q "rc=0" <<<"$out" && fail "a process 300 levels below the slice's runner raised it: $out"
+grep -q "own processes may lower its limits, never raise them" <<<"$out" ||
+  fail "no clear refusal 300 levels below the slice's runner: $out"
+pass "a process too deep to walk up from is still taken for the slice's"
+
 # ... nor remove it (its processes would run unscheduled): UNREGISTER by hand, as no CLI sends it.
 # The protocol version from its one definition (a number here went stale at each bump).
 ver=$(sed -n 's/^#define GS_PROTO_VERSION \([0-9]*\)u.*/\1/p' "$GSLICE_SRC/src/common/proto.h")
