@@ -15,13 +15,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static int check(CUresult r, const char *what) {
-  const char *name = "?";
-  if (r == CUDA_SUCCESS)
-    return 0;
-  if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
-    name = "?";
-  fprintf(stderr, "compute_spin: %s: %s\n", what, name);
-  return -1;
+  return progs_check("compute_spin", r, what);
 }
 
 int main(int argc, char **argv) {

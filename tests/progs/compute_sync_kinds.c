@@ -20,13 +20,7 @@
 #include "progs_common.h"
 
 static int check(CUresult r, const char *what) {
-  const char *name = "?";
-  if (r == CUDA_SUCCESS)
-    return 0;
-  if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
-    name = "?";
-  fprintf(stderr, "compute_sync_kinds: %s: %s\n", what, name);
-  return -1;
+  return progs_check("compute_sync_kinds", r, what);
 }
 
 static int launch(CUfunction fn, CUstream s, unsigned long long us) {

@@ -15,13 +15,7 @@
 #include "progs_common.h"
 
 static int check(CUresult r, const char *what) {
-  const char *name = "?";
-  if (r == CUDA_SUCCESS)
-    return 0;
-  if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
-    name = "?";
-  fprintf(stderr, "compute_work: %s: %s\n", what, name);
-  return -1;
+  return progs_check("compute_work", r, what);
 }
 
 enum mode { M_MEMSET_ASYNC, M_MEMSET, M_D2D_ASYNC, M_D2D, M_MEMCPY, M_LEGACY, M_CAPTURE };

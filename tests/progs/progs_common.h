@@ -46,6 +46,18 @@ static inline double cpu_wait_s(void) {
   return n ? sum : -1;
 }
 
+/* A driver call's result: 0, or -1 once stderr says which call failed and how (the error's
+ * name), after the program's name. */
+static inline int progs_check(const char *prog, CUresult r, const char *what) {
+  const char *name = "?";
+  if (r == CUDA_SUCCESS)
+    return 0;
+  if (cuGetErrorName(r, &name) != CUDA_SUCCESS || !name)
+    name = "?";
+  fprintf(stderr, "%s: %s: %s\n", prog, what, name);
+  return -1;
+}
+
 /* `ptx` when given, else tests/gpu/spin.ptx under $GSLICE_SRC (or the current directory),
  * written into buf. */
 static inline const char *spin_ptx_path(const char *ptx, char *buf, size_t n) {
