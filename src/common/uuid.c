@@ -42,3 +42,26 @@ int gs_uuid_parse(const char *text, uint8_t ret_uuid[GS_UUID_LEN]) {
   memcpy(ret_uuid, u, sizeof(u));
   return 0;
 }
+
+int gs_uuid_parse_list(const char *text, uint8_t (*ret_uuids)[GS_UUID_LEN], unsigned max,
+                       unsigned *ret_n) {
+  char item[GS_UUID_STR_LEN + 8];
+  unsigned n = 0;
+  for (const char *p = text; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= sizeof(item))
+      return -EINVAL;
+    memcpy(item, p, len);
+    item[len] = 0;
+    if (n == max)
+      return -E2BIG;
+    if (strncmp(item, "GPU-", 4) != 0 || gs_uuid_parse(item, ret_uuids[n]) < 0)
+      return -EINVAL;
+    n++;
+    p += len;
+    if (*p == ',' && !*++p)
+      return -EINVAL; /* a trailing comma: an empty item */
+  }
+  *ret_n = n;
+  return 0;
+}
