@@ -81,3 +81,36 @@ int gs_proc_identity(pid_t pid, uint64_t *ret_start_time, int *ret_exited) {
   *ret_exited = state == 'X' || state == 'x' || (state == 'Z' && !zombie_with_live_threads(pid));
   return 0;
 }
+
+int gs_proc_stat(pid_t pid, pid_t *ret_ppid, uint64_t *ret_start_time, int *ret_exited) {
+  char path[64], buf[1024];
+  int ppid;
+
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? -ESRCH : -errno;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return -ESRCH;
+  buf[n] = 0;
+  /* The command name may hold spaces and parentheses: fields start after the last ')'. */
+  char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ')
+    return -EINVAL;
+  p += 2;
+  char state = *p;
+  if (sscanf(p + 1, " %d", &ppid) != 1)
+    return -EINVAL;
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p)
+      return -EINVAL;
+    p++;
+  }
+  *ret_ppid = ppid;
+  *ret_start_time = strtoull(p, NULL, 10);
+  *ret_exited = state == 'X' || state == 'x' || (state == 'Z' && !zombie_with_live_threads(pid));
+  return 0;
+}
