@@ -34,7 +34,7 @@ endif()
 # compute_spin), compute_stream_destroy (streams destroyed while in a burst), compute_threads
 # (launching threads that come and go).
 if(TARGET gslice_sim_cuda)
-  foreach(prog compute_graph compute_stream_destroy compute_sync_kinds compute_threads)
+  foreach(prog compute_ctx2 compute_graph compute_stream_destroy compute_sync_kinds compute_threads)
     add_executable(${prog} progs/${prog}.c)
     target_include_directories(${prog} PRIVATE ${CUDA_INCLUDE_DIR})
     target_link_libraries(${prog} PRIVATE gslice_sim_cuda Threads::Threads)

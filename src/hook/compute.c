@@ -362,9 +362,38 @@ static void uncount(struct burst *b) {
     ;
 }
 
+/* ---- contexts ---- */
+
+void gs_compute_context_seen(CUcontext ctx, int dev) {
+  CUcontext first = NULL;
+
+  if (!ctx || dev < 0 || dev >= GS_MAX_GPUS || atomic_load(&C.multi_ctx))
+    return;
+  if (atomic_compare_exchange_strong(&C.first_ctx[dev], &first, ctx) || first == ctx)
+    return;
+  atomic_store(&C.multi_ctx, true);
+  gs_log(GS_LOG_DEBUG,
+         "compute: a second context on device %d: launches on the legacy and "
+         "per-thread streams look their context up",
+         dev);
+}
+
+/* The launch's stream is the burst's in its context too: a stream of the current context's own
+ * (gs_stream_of_ctx) is the burst's only in the burst's context, once a process has had two on a
+ * device (before, a second context's NULL launches passed as the burst's, uncharged: its events
+ * were the first's; the fifth attack run's G5). *ctx: looked up here when not yet, NULL. */
+static bool burst_ctx_holds(const struct burst *b, CUstream s, CUcontext *ctx) {
+  if (!gs_stream_of_ctx(s) || !atomic_load(&C.multi_ctx))
+    return true;
+  if (!*ctx && gs_burst_current_dev(ctx) < 0)
+    return false;
+  return *ctx == atomic_load(&b->ctx);
+}
+
 /* Everything but the one-GPU fast path: set-up, the gate off, a capture in progress, several
- * GPUs, and a launch the fast path did not let through (counted in w: the stream new to the
- * burst, the budget spent, no burst open, an idle stamp to take, no slot yet). */
+ * GPUs, a context's own stream in a process of several contexts (burst_ctx_holds), and a launch
+ * the fast path did not let through (counted in w: the stream new to the burst, the budget
+ * spent, no burst open, an idle stamp to take, no slot yet). */
 __attribute__((noinline)) static CUresult gate_general(CUstream stream, uintptr_t *done,
                                                        bool counted, uint64_t w) {
   CUcontext ctx = NULL;
@@ -389,7 +418,7 @@ __attribute__((noinline)) static CUresult gate_general(CUstream stream, uintptr_
   }
   struct burst *b = &C.b[dev];
   if (GATE_LAUNCHES(w) < atomic_load(&b->fast_budget) && atomic_load(&b->valid_until) &&
-      gs_burst_stream_known(b, stream)) {
+      gs_burst_stream_known(b, stream) && burst_ctx_holds(b, stream, &ctx)) {
     if (atomic_load(&b->idle_since) != 0)
       take_idle(b);
     *done = slot_done(dev);
@@ -485,16 +514,19 @@ __attribute__((noinline)) static CUresult allowance_launch(struct burst *b, stru
   return gate_general(stream, done, false, 0);
 }
 
-/* The fast path, in a process that sees one GPU (a slice's) with the gate on and no capture in
- * progress: one atomic add, a few loads of three lines (C's first, the burst's first and its gate
- * line), no call, no clock read (the helper closes the burst at its expiry: valid_until 0). The
- * add is a full barrier: a close that stopped the burst (valid_until 0) before it is seen here;
- * one after it counts this launch in flight (gs_gate_inflight). The thread with slot 0 finds it
- * by its thread pointer, the others by their TLS. */
+/* The fast path, in a process that sees one GPU (a slice's) with the gate on, no capture in
+ * progress, and a stream that is one context's (or a process of one context): one atomic add, a few
+ * loads of three lines (C's first, the burst's first and its gate line), no call, no clock read
+ * (the helper closes the burst at its expiry: valid_until 0). The add is a full barrier: a close
+ * that stopped the burst (valid_until 0) before it is seen here; one after it counts this launch in
+ * flight (gs_gate_inflight). The thread with slot 0 finds it by its thread pointer, the others by
+ * their TLS. */
 CUresult gs_compute_before_launch(CUstream stream, uintptr_t *done) {
   if (__builtin_expect(
           atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF ||
-              atomic_load_explicit(&C.captures, memory_order_relaxed) != 0 || !C.one_gpu,
+              atomic_load_explicit(&C.captures, memory_order_relaxed) != 0 || !C.one_gpu ||
+              (atomic_load_explicit(&C.multi_ctx, memory_order_relaxed) &&
+               gs_stream_of_ctx(stream)),
           0))
     return C.mode == MODE_OFF && atomic_load(&C.state) ? CUDA_SUCCESS
                                                        : gate_general(stream, done, false, 0);
@@ -518,10 +550,10 @@ CUresult gs_compute_before_launch(CUstream stream, uintptr_t *done) {
 #define MARK_ENTERED(m) ((uint32_t)((m) >> 8) & GATE_COUNT_MASK)
 #define EPOCH_BITS 0xffffffu
 
-/* The legacy stream (NULL) is the current context's: a query of it says something of the burst
- * only in the burst's context (*ctx: looked up here when not yet, NULL). */
+/* The legacy stream (NULL) and the per-thread one are the current context's: a query of one says
+ * something of the burst only in the burst's context (*ctx: looked up here when not yet, NULL). */
 static bool query_stream(struct burst *b, CUstream s, CUcontext *ctx) {
-  if (!s || s == CU_STREAM_LEGACY) {
+  if (gs_stream_of_ctx(s)) {
     if (!*ctx && gs_burst_current_dev(ctx) < 0)
       return false;
     if (*ctx != atomic_load(&b->ctx))
@@ -599,7 +631,7 @@ static bool sync_covers(struct burst *b, enum gs_sync_kind kind, CUstream s, CUc
   if (kind == GS_SYNC_STREAM &&
       (atomic_load(&b->nstreams) != 1 || atomic_load(&b->streams[0]) != (uintptr_t)s))
     return false;
-  if (kind == GS_SYNC_STREAM && s && s != CU_STREAM_LEGACY)
+  if (kind == GS_SYNC_STREAM && !gs_stream_of_ctx(s))
     return true;
   if (kind == GS_SYNC_OTHER || (!*ctx && gs_burst_current_dev(ctx) < 0))
     return false;

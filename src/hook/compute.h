@@ -55,6 +55,12 @@ void gs_compute_capture_begun(int token, CUresult rc);
  * longer counted. */
 void gs_compute_capture_ended(CUresult rc);
 
+/* A context of device `dev` exists (created, retained, or found current by the gate): the gate
+ * notes each device's first, and from a second one on any device on, a launch on NULL, the
+ * legacy or the per-thread stream is the burst's only in the burst's own context (the handles
+ * name each context's own stream). Any thread, no lock; cheap once noted. */
+void gs_compute_context_seen(CUcontext ctx, int dev);
+
 /* Before the real cuStreamDestroy (either version): the stream leaves the gate's bursts, so that
  * the gate never records into or queries a destroyed stream. Not the launch path: takes C.mu when
  * the gate is on. */

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "compute.h"
 #include "compute_state.h"
 
 static __thread CUcontext tl_ctx __attribute__((tls_model("initial-exec")));
@@ -30,6 +31,8 @@ int gs_burst_current_dev(CUcontext *ret_ctx) {
       return -1;
     tl_ctx = ctx;
     tl_dev = dev;
+    /* A context the hook did not see made (a green context's, one made before it was loaded). */
+    gs_compute_context_seen(ctx, dev);
   }
   *ret_ctx = ctx;
   return tl_dev;
@@ -270,29 +273,42 @@ static uint64_t less_idle(const struct close_view *v, uint64_t used, uint64_t en
   return used > idle ? used - idle : 0;
 }
 
-/* The end events behind each stream's queue, recorded under mu (a capture begins only under mu,
- * so none can begin on a stream between the look and the record), in the burst's context (the
- * helper's is another). False when one failed. */
-static bool close_record_ends(struct burst *b, const struct close_view *v, bool from_helper) {
+/* The burst's context made current for a close's records and waits (the helper's is another, and
+ * so is a launching thread's of a second context, whose NULL stream is its own): returns the one
+ * to put back with leave_ctx. */
+static CUcontext enter_ctx(const struct burst *b) {
   const struct gs_real *r = gs_real();
-  CUcontext saved = NULL;
+  CUcontext saved = NULL, ctx = atomic_load(&b->ctx);
+
+  if (!r->cuCtxGetCurrent || !r->cuCtxSetCurrent || r->cuCtxGetCurrent(&saved) != CUDA_SUCCESS)
+    return ctx;
+  if (saved != ctx)
+    r->cuCtxSetCurrent(ctx);
+  return saved;
+}
+
+static void leave_ctx(const struct burst *b, CUcontext saved) {
+  if (saved != atomic_load(&b->ctx))
+    gs_real()->cuCtxSetCurrent(saved);
+}
+
+/* The end events behind each stream's queue, recorded under mu (a capture begins only under mu,
+ * so none can begin on a stream between the look and the record), in the burst's context. False
+ * when one failed. */
+static bool close_record_ends(struct burst *b, const struct close_view *v) {
+  CUcontext saved = enter_ctx(b);
   bool ok = true;
 
-  if (from_helper) {
-    r->cuCtxGetCurrent(&saved);
-    r->cuCtxSetCurrent(b->ctx);
-  }
   for (unsigned i = 0; i < v->n && ok; i++)
     if ((uintptr_t)v->streams[i] != BURST_STREAM_GONE)
       ok = gs_burst_record(b->end[i], v->streams[i]) == CUDA_SUCCESS;
-  if (from_helper)
-    r->cuCtxSetCurrent(saved);
+  leave_ctx(b, saved);
   return ok;
 }
 
 /* Stops the burst's launches (the ones past the gate get in first) and marks it closing: its
  * events are this close's until it ends. */
-static void close_begin(struct burst *b, struct close_view *v, bool from_helper) {
+static void close_begin(struct burst *b, struct close_view *v) {
   b->sync_seq++;
   atomic_fetch_add(&b->epoch, 1);
   atomic_store(&b->valid_until, 0);
@@ -312,7 +328,7 @@ static void close_begin(struct burst *b, struct close_view *v, bool from_helper)
   v->seg_used = b->seg_used_ns;
   v->seg_span = b->seg_span_ns;
   v->ends_at = gs_gate_ticks();
-  if (v->timed && v->seg_open && !v->use_probe && !close_record_ends(b, v, from_helper))
+  if (v->timed && v->seg_open && !v->use_probe && !close_record_ends(b, v))
     v->timed = false;
 }
 
@@ -358,16 +374,10 @@ static void close_ctx_sync(void) {
 
 /* Waits for the burst's work to end (mu dropped) and measures it: by its events, or by the
  * wall clock after a context synchronize when it has none (then v->timed is cleared). */
-static void close_measure(struct burst *b, struct close_view *v, bool from_helper, uint64_t *used,
-                          uint64_t *span) {
-  const struct gs_real *r = gs_real();
-  CUcontext saved = NULL;
+static void close_measure(struct burst *b, struct close_view *v, uint64_t *used, uint64_t *span) {
   int mode = gs_burst_relax(true);
+  CUcontext saved = enter_ctx(b);
 
-  if (from_helper && r->cuCtxGetCurrent && r->cuCtxSetCurrent) {
-    r->cuCtxGetCurrent(&saved);
-    r->cuCtxSetCurrent(b->ctx);
-  }
   if (v->timed && !v->seg_open) {
     /* Ended at a synchronize, nothing launched since. */
     *used = less_idle(v, v->seg_used, 0);
@@ -380,8 +390,7 @@ static void close_measure(struct burst *b, struct close_view *v, bool from_helpe
     *span = gs_mono_ns() - b->opened_at;
     *used = less_idle(v, *span, gs_gate_ticks());
   }
-  if (from_helper && r->cuCtxSetCurrent)
-    r->cuCtxSetCurrent(saved);
+  leave_ctx(b, saved);
   gs_burst_unrelax(mode);
 }
 
@@ -438,9 +447,9 @@ void gs_burst_close(int dev, bool from_helper, bool more) {
 
   if (!b->open)
     return;
-  close_begin(b, &v, from_helper);
+  close_begin(b, &v);
   pthread_mutex_unlock(&C.mu);
-  close_measure(b, &v, from_helper, &used, &span);
+  close_measure(b, &v, &used, &span);
   pthread_mutex_lock(&C.mu);
   b->closing = false;
   if (!v.timed)

@@ -204,6 +204,11 @@ struct compute {
   /* The clock of the idle gaps (gs_gate_ticks): the TSC, and where it stood against
    * CLOCK_MONOTONIC at set-up. Set up before state, never changed. */
   bool tsc;
+  /* A second context has been seen on one device (gs_compute_context_seen; never cleared): a
+   * launch's NULL, legacy or per-thread stream (gs_stream_of_ctx) is then a stream of whichever
+   * context is current, not the burst's by its handle, and its launches look the context up
+   * (gate_general). Every other stream handle is one context's. */
+  _Atomic bool multi_ctx;
   /* The launching threads' slots (compute.c): claimed at a thread's first launch, given back at
    * its exit (their counts stay: the next owner goes on from them); slots[nslots..] never used.
    * A thread that finds none free counts in `shared` with atomic adds. */
@@ -242,6 +247,8 @@ struct compute {
   struct gate_slot slots[GATE_SLOTS];
   _Atomic uint8_t slot_owned[GATE_SLOTS];
   struct gate_slot shared;
+  /* Each device's first context seen (gs_compute_context_seen): another one sets multi_ctx. */
+  _Atomic(CUcontext) first_ctx[GS_MAX_GPUS];
 };
 
 /* What the fast path and a quick synchronize read stays in one line of each (see above). */
@@ -319,6 +326,11 @@ CUresult gs_burst_record(CUevent ev, CUstream s);
 int gs_burst_relax(bool always);
 void gs_burst_unrelax(int saved);
 bool gs_burst_elapsed_ms(float *ret_ms, CUevent from, CUevent to);
+/* Whether the handle s names a stream of the calling thread's current context (NULL, the legacy
+ * and the per-thread stream: each context has its own), not one stream. */
+static inline bool gs_stream_of_ctx(CUstream s) {
+  return (uintptr_t)s <= (uintptr_t)CU_STREAM_PER_THREAD;
+}
 /* Whether s is one of the burst's streams: the fast path's look, inline. */
 static inline bool gs_burst_stream_known(struct burst *b, CUstream s) {
   unsigned n = atomic_load(&b->nstreams);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Contexts: each one's own cost is measured when it is created (cuCtxCreate, the first
- * cuDevicePrimaryCtxRetain) and counted; when it goes, so does everything it owned. */
+ * cuDevicePrimaryCtxRetain) and counted; when it goes, so does everything it owned. The compute
+ * gate is told of each (a second one on a device changes what a NULL stream names). */
 #include "slice.h"
+
+#include "compute.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -31,6 +34,8 @@ static CUresult ctx_begin(struct ctx_op *op, CUdevice dev, const char *what) {
 /* After the real creation: counts the measured cost; over the cap, `undo` destroys it again. */
 static CUresult ctx_end(struct ctx_op *op, CUresult rc, CUcontext ctx, CUdevice dev,
                         CUresult (*undo)(CUcontext, CUdevice), const char *what) {
+  if (rc == CUDA_SUCCESS)
+    gs_compute_context_seen(ctx, dev);
   if (rc != CUDA_SUCCESS || !op->t.active) {
     gs_ticket_abort(&op->t);
     return rc;
@@ -119,6 +124,7 @@ static struct {
 } primary = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void primary_retained(CUdevice dev, CUcontext ctx) {
+  gs_compute_context_seen(ctx, dev);
   if (dev < 0 || dev >= GS_CONFIG_MAX_ORDINALS)
     return;
   pthread_mutex_lock(&primary.lock);
