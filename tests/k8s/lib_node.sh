@@ -91,6 +91,9 @@ start = None
 for i, l in enumerate(lines):
     if re.search(sys.argv[2], l):
         start = i
+if start is None:
+    print("? (no line matched %r)" % sys.argv[2])
+    sys.exit(0)
 t0 = float(lines[start].split()[0])
 for l in lines[start + 1:]:
     m = re.search(r"ListAndWatch: (\d+) devices, (\d+) healthy", l)

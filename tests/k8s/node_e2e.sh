@@ -80,6 +80,11 @@ if [[ " $RESTARTS " == *" gsliced "* ]]; then
 t0=$(now_ms)
 stop_gsliced
 start_gsliced
+# gslice-node sees the restart when its connection breaks (a moment after, maybe after the new
+# gsliced is up): the slots go Unhealthy and come back. Waited for in the kubelet's log, which
+# keeps the brief Unhealthy a poll of its state could miss.
+unhealthy_seen() { grep -q "devices, 0 healthy" "$T/kubelet.log"; }
+until_true 10 unhealthy_seen
 until_true 10 healthy 32
 echo "gsliced restart: slots Unhealthy for $(recovered_ms "devices, 0 healthy") ms (its stop and start included)"
 fi
