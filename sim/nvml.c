@@ -35,6 +35,11 @@ struct nvmlGpuInstance_st {
 };
 #define SIM_NVLINKS 6u           /* links per GPU: 0-3 to its pair's GPU, 4-5 to an NVSwitch */
 #define SIM_PHANTOM_PID 4194305u /* past pid_max: other tenants' (GSLICE_SIM_NVML_CHURN) */
+/* Dead processes whose samples are kept, and for how long after they were found dead: past the
+ * longest window a caller reads (the daemon's charge check reads up to 10 of its periods). */
+#define SIM_GHOSTS 256u
+#define GHOST_KEEP_NS 6000000000ull
+#define SIM_SAMPLES (SIM_MAX_PROCS + SIM_GHOSTS) /* the most one read can give */
 
 /* The library's one instance: NVML is a process-global, refcounted API. */
 static struct {
@@ -51,6 +56,14 @@ static struct {
   uint32_t hide_pids;       /* GSLICE_SIM_NVML_HIDE_PIDS */
   int64_t pid_offset;       /* GSLICE_SIM_NVML_PID_OFFSET */
   uint32_t no_process_util; /* GSLICE_SIM_NVML_NO_PROCESS_UTILIZATION */
+  /* Processes this library saw live (by slot and generation) and those since found dead, whose
+   * samples a GPU still gives for its window (recent). Guarded by the machine's lock. */
+  struct seen {
+    int32_t pid;
+    uint32_t slot, gen;
+    uint64_t gone_ns; /* ghosts: when found dead */
+  } live[SIM_MAX_PROCS], ghost[SIM_GHOSTS];
+  uint32_t nghost; /* ghosts ever recorded; slot = n % SIM_GHOSTS */
 } nv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
@@ -69,6 +82,9 @@ SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
       memcpy(nv.mig_mode, cfg.nvml_mig_mode, sizeof(nv.mig_mode));
       memcpy(nv.mig_devices, cfg.nvml_mig_devices, sizeof(nv.mig_devices));
       nv.churn = cfg.nvml_churn;
+      /* What an earlier init saw was another machine's, maybe. */
+      memset(nv.live, 0, sizeof(nv.live));
+      nv.nghost = 0;
       int r = sim_state_open(&cfg, &nv.st, note, sizeof(note));
       if (note[0])
         fprintf(stderr, "%s\n", note);
@@ -128,6 +144,31 @@ SIM_API const char *nvmlErrorString(nvmlReturn_t result) {
 
 static struct sim_machine *machine(void) {
   return __atomic_load_n(&nv.refs, __ATOMIC_ACQUIRE) ? nv.st.m : NULL;
+}
+
+/* With the lock held: the slots against what this library saw in them. A process gone (its slot
+ * freed, or taken by another generation) becomes a ghost: a GPU's samples of it outlive it. */
+static void note_slots(const struct sim_machine *m) {
+  uint64_t now = sim_now_ns();
+
+  for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
+    const struct sim_proc *p = &m->proc[i];
+    struct seen *l = &nv.live[i];
+    if (l->pid && (p->pid != l->pid || p->gen != l->gen)) {
+      nv.ghost[nv.nghost++ % SIM_GHOSTS] =
+          (struct seen){.pid = l->pid, .slot = i, .gen = l->gen, .gone_ns = now};
+      l->pid = 0;
+    }
+    if (p->pid && !l->pid)
+      *l = (struct seen){.pid = p->pid, .slot = i, .gen = p->gen};
+  }
+}
+
+/* sim_reap, the processes it finds dead kept as ghosts (seen before it, found gone after). */
+static void reap(struct sim_machine *m, int force) {
+  note_slots(m);
+  sim_reap(m, force);
+  note_slots(m);
 }
 
 #define REQUIRE_MACHINE(m)                                                                         \
@@ -393,7 +434,7 @@ static nvmlReturn_t memory(nvmlDevice_t device, uint64_t *total, uint64_t *reser
     return NVML_SUCCESS;
   }
   sim_lock(m);
-  sim_reap(m, 1);
+  reap(m, 1);
   *used = sim_dev_used(m, d);
   sim_unlock(m);
   *total = m->memory;
@@ -445,7 +486,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtil
   if (nv.mig_mode[d] == SIM_MIG_ON)
     return NVML_ERROR_NOT_SUPPORTED; /* "On MIG-enabled GPUs ... not currently supported" */
   sim_lock(m);
-  sim_reap(m, 0);
+  reap(m, 0);
   u->gpu = sim_util_percent(m, d, -1, UTIL_WINDOW_NS);
   sim_unlock(m);
   u->memory = 0; /* memory traffic is not modelled */
@@ -477,7 +518,7 @@ static nvmlReturn_t running(nvmlDevice_t device, unsigned int *count, void *info
     return NVML_SUCCESS;
   }
   sim_lock(m);
-  sim_reap(m, 1);
+  reap(m, 1);
   unsigned n = 0;
   for (unsigned i = 0; i < SIM_MAX_PROCS; i++) {
     const struct sim_proc *p = &m->proc[i];
@@ -631,9 +672,60 @@ struct sample {
   unsigned sm;
 };
 
+/* Percent of [from, now] that busy is, from the earliest time the busy ring still covers (as
+ * sim_util_percent). */
+static unsigned window_percent(const struct sim_machine *m, unsigned d, uint64_t busy,
+                               uint64_t from, uint64_t now) {
+  uint64_t since = sim_ring_since(m, d);
+  if (since > from)
+    from = since;
+  return now > from ? (unsigned)((busy * 100 + (now - from) / 2) / (now - from)) : 0;
+}
+
+/* With the lock held: the ghosts that ran on device d in [from, now], into out after the n
+ * samples there (up to max): a dead process's stretches are its slot's of its generation, which
+ * no live process shares. */
+static unsigned ghost_samples(struct sim_machine *m, unsigned d, uint64_t from, uint64_t now,
+                              struct sample *out, unsigned n, unsigned max) {
+  struct {
+    const struct seen *g;
+    uint64_t busy;
+  } c[SIM_GHOSTS];
+  unsigned nc = 0, kept = nv.nghost < SIM_GHOSTS ? nv.nghost : SIM_GHOSTS;
+
+  for (unsigned i = 0; i < kept; i++) {
+    const struct seen *g = &nv.ghost[i];
+    if (g->pid && g->gone_ns > from && now - g->gone_ns < GHOST_KEEP_NS)
+      c[nc++] = (__typeof__(c[0])){.g = g, .busy = 0};
+  }
+  if (!nc)
+    return n;
+  const struct sim_device *dv = &m->dev[d];
+  uint64_t rn = dv->nring < SIM_RING ? dv->nring : SIM_RING;
+  for (uint64_t i = 0; i < rn; i++) {
+    const struct sim_interval *iv = &dv->ring[i];
+    uint64_t s = iv->start > from ? iv->start : from, e = iv->end < now ? iv->end : now;
+    if (e <= s || iv->proc >= SIM_MAX_PROCS ||
+        (m->proc[iv->proc].pid && m->proc[iv->proc].gen == iv->proc_gen))
+      continue; /* outside the window, or a live process's */
+    for (unsigned k = 0; k < nc; k++)
+      if (c[k].g->slot == iv->proc && c[k].g->gen == iv->proc_gen) {
+        c[k].busy += e - s;
+        break;
+      }
+  }
+  for (unsigned k = 0; k < nc && n < max; k++)
+    if (c[k].busy) {
+      out[n].pid = shown_pid(c[k].g->pid);
+      out[n++].sm = window_percent(m, d, c[k].busy, from, now);
+    }
+  return n;
+}
+
 /* The processes that ran on device d since lastSeenTimeStamp (CPU time in microseconds; the
  * window runs from it to now, the last second when it is 0), up to max of them: NOT_FOUND when
- * none did (nothing can be newer than now). */
+ * none did (nothing can be newer than now). Those that died in the window are there too, as a
+ * GPU keeps their samples (docs/sim.md). */
 static nvmlReturn_t recent(struct sim_machine *m, unsigned d, unsigned long long last_seen,
                            struct sample *out, unsigned max, unsigned *ret_n,
                            uint64_t *ret_now_us) {
@@ -643,17 +735,22 @@ static nvmlReturn_t recent(struct sim_machine *m, unsigned d, unsigned long long
     return NVML_ERROR_NOT_FOUND;
   if (last_seen)
     window = (now_us - last_seen) * 1000;
+  if (max > SIM_SAMPLES)
+    max = SIM_SAMPLES;
   sim_lock(m);
-  sim_reap(m, 0);
+  reap(m, 0);
+  sim_advance(m, d, now);
   unsigned n = 0;
+  uint64_t from = now > window ? now - window : 0;
   for (unsigned i = 0; i < SIM_MAX_PROCS && n < max && !nv.hide_pids; i++) {
     const struct sim_proc *p = &m->proc[i];
-    uint64_t from = now > window ? now - window : 0;
     if (!p->pid || sim_busy_between(m, d, (int)i, from, now) == 0)
       continue;
     out[n].pid = shown_pid(p->pid);
     out[n++].sm = sim_util_percent(m, d, (int)i, window);
   }
+  if (!nv.hide_pids)
+    n = ghost_samples(m, d, from, now, out, n, max);
   sim_unlock(m);
   *ret_n = n;
   return n ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
@@ -672,7 +769,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   REQUIRE_MACHINE(m);
   unsigned d, n;
   uint64_t now_us;
-  struct sample got[SIM_MAX_PROCS];
+  struct sample got[SIM_SAMPLES];
   nvmlReturn_t rc = dev_arg(m, device, &d);
   if (rc != NVML_SUCCESS)
     return rc;
@@ -705,7 +802,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
   REQUIRE_MACHINE(m);
   unsigned d, n;
   uint64_t now_us;
-  struct sample got[SIM_MAX_PROCS];
+  struct sample got[SIM_SAMPLES];
   nvmlReturn_t rc = dev_arg(m, device, &d);
   if (rc != NVML_SUCCESS)
     return rc;
@@ -713,7 +810,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
     return NVML_ERROR_INVALID_ARGUMENT;
   if (info->version != nvmlProcessesUtilizationInfo_v1)
     return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  rc = recent(m, d, info->lastSeenTimeStamp, got, SIM_MAX_PROCS, &n, &now_us);
+  rc = recent(m, d, info->lastSeenTimeStamp, got, SIM_SAMPLES, &n, &now_us);
   if (rc != NVML_SUCCESS)
     return rc;
   if (!info->procUtilArray || info->processSamplesCount < n) {
@@ -801,7 +898,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_
   }
   uint64_t now_ns = sim_now_ns(), now = realtime_us();
   sim_lock(m);
-  sim_reap(m, 0);
+  reap(m, 0);
   sim_advance(m, d, now_ns);
   for (unsigned k = SAMPLES_KEPT; k-- > 0 && n < *sampleCount;) {
     uint64_t ts = now - k * SAMPLE_PERIOD_US; /* oldest first, as the driver's buffer */
@@ -834,7 +931,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned i
   if (!count || (*count && !pids))
     return NVML_ERROR_INVALID_ARGUMENT;
   sim_lock(m);
-  sim_reap(m, 1);
+  reap(m, 1);
   for (unsigned i = 0; i < SIM_MAX_PROCS && !nv.hide_pids; i++) {
     const struct sim_proc *p = &m->proc[i];
     if (!p->pid || p->contexts[d] == 0)
@@ -865,7 +962,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned 
     return NVML_ERROR_INVALID_ARGUMENT;
   rc = NVML_ERROR_NOT_FOUND;
   sim_lock(m);
-  sim_reap(m, 1);
+  reap(m, 1);
   for (unsigned i = 0; i < SIM_MAX_PROCS && !nv.hide_pids && rc != NVML_SUCCESS; i++) {
     const struct sim_proc *p = &m->proc[i];
     if (!p->pid || p->contexts[d] == 0 || shown_pid(p->pid) != pid)
@@ -892,7 +989,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Me
     return NVML_ERROR_INVALID_ARGUMENT;
   uint64_t used = 0;
   sim_lock(m);
-  sim_reap(m, 1);
+  reap(m, 1);
   for (unsigned i = 0; i < SIM_MAX_PROCS; i++)
     if (m->proc[i].pid)
       used += (uint64_t)m->proc[i].contexts[d] << 21;
@@ -970,7 +1067,7 @@ SIM_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCou
 static unsigned session_pids(struct sim_machine *m, unsigned d, unsigned *out, unsigned max) {
   unsigned n = 0;
   sim_lock(m);
-  sim_reap(m, 1);
+  reap(m, 1);
   for (unsigned i = 0; i < SIM_MAX_PROCS && !nv.hide_pids; i++) {
     const struct sim_proc *p = &m->proc[i];
     if (!p->pid || p->contexts[d] == 0)
@@ -1393,7 +1490,7 @@ SIM_DEVICE_CALL(nvmlDeviceGetNvLinkRemotePciInfo_v2,
  * busy (every process's kernels), either way. */
 static unsigned pcie_kbps(struct sim_machine *m, unsigned d) {
   sim_lock(m);
-  sim_reap(m, 0);
+  reap(m, 0);
   unsigned kbps = sim_util_percent(m, d, -1, 20000000ull) * 100u;
   sim_unlock(m);
   return kbps;
@@ -1419,7 +1516,7 @@ SIM_DEVICE_CALL(nvmlDeviceGetNvLinkRemotePciInfo,
 #define SIM_IDLE_WINDOW_NS 100000000ull
 static unsigned long long clock_reasons(struct sim_machine *m, unsigned d) {
   sim_lock(m);
-  sim_reap(m, 0);
+  reap(m, 0);
   uint64_t now = sim_now_ns();
   uint64_t busy =
       sim_busy_between(m, d, -1, now > SIM_IDLE_WINDOW_NS ? now - SIM_IDLE_WINDOW_NS : 0, now);
