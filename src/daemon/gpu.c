@@ -248,20 +248,39 @@ static int by_pid_then_time(const void *a, const void *b) {
   return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
+static int by_value(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* NVML's sample period, from the gaps between two samples of one process in this read (sorted by
+ * pid, then time): their lower quartile where there are 4 or more, else the last read's. Not the
+ * shortest ever seen: one close pair would have cut every span on the GPU from then on. */
+static void note_period(struct gpu *g, const struct psample *sm, unsigned n) {
+  uint64_t *gaps = n > 1 ? malloc((n - 1) * sizeof(*gaps)) : NULL;
+  unsigned k = 0;
+
+  for (unsigned i = 1; gaps && i < n; i++)
+    if (sm[i].pid == sm[i - 1].pid && sm[i].ts > sm[i - 1].ts)
+      gaps[k++] = sm[i].ts - sm[i - 1].ts;
+  if (k >= 4) {
+    qsort(gaps, k, sizeof(*gaps), by_value);
+    g->samples.gap_us = gaps[k / 4];
+  }
+  free(gaps);
+}
+
 /* Each process's device time of the samples after `since`: a sample's percent of the time since
  * the process's previous one (or `since`). A real GPU samples every ~1/6 s and lists a process
  * only for the periods it ran, so a sample after idle periods covers one period, not the gap:
- * spans are cut to the shortest gap seen between two samples of one process (g's gap_us). The
- * sim gives one sample a call, of the whole time since `since`: no gap is seen, none is cut. */
+ * spans are cut to NVML's sample period (note_period). The sim gives one sample a call, of the
+ * whole time since `since`: no gap is seen, none is cut. */
 static unsigned sample_times(struct gpu *g, struct psample *sm, unsigned n, uint64_t since,
                              struct gpu_proc_time *out, unsigned max) {
   unsigned k = 0;
 
   qsort(sm, n, sizeof(*sm), by_pid_then_time);
-  for (unsigned i = 1; i < n; i++)
-    if (sm[i].pid == sm[i - 1].pid && sm[i].ts > sm[i - 1].ts &&
-        (!g->samples.gap_us || sm[i].ts - sm[i - 1].ts < g->samples.gap_us))
-      g->samples.gap_us = sm[i].ts - sm[i - 1].ts;
+  note_period(g, sm, n);
   for (unsigned i = 0; i < n; i++) {
     uint64_t prev = i && sm[i - 1].pid == sm[i].pid ? sm[i - 1].ts : since;
     if (sm[i].ts <= prev || sm[i].pid == 0)
@@ -286,16 +305,53 @@ const char *gpus_samples_name(enum gpu_samples_source src) {
   }
 }
 
+/* A full answer of the older call leaves samples out: it gives as many as the room its size call
+ * asked for (72 on an H200), whoever else ran, and 72 decoy processes hid a forger so (the fifth
+ * attack run). Then the newer call, which gives every process's, is read instead; where there is
+ * none, the answer is marked truncated for the check. Said once a GPU. */
+static nvmlReturn_t read_full(struct daemon *d, struct gpu *g, nvmlDevice_t h, uint64_t since,
+                              struct psample **ret, unsigned *ret_n) {
+  struct psample *all = NULL;
+  unsigned n = 0, cap = g->samples.cap;
+  nvmlReturn_t rc = NVML_ERROR_NOT_SUPPORTED;
+
+  if (d->nvml->proc_util_info) {
+    g->samples.cap = 0; /* the newer call's own room */
+    rc = read_utilization_info(d, g, h, since, &all, &n);
+    g->samples.cap = cap;
+  }
+  if (!g->samples.said_truncated)
+    gs_log(GS_LOG_WARNING,
+           "gpu %u: nvmlDeviceGetProcessUtilization gave as many samples as it has room for (%u): "
+           "some processes' were left out; %s (said once)",
+           g->index, cap,
+           rc == NVML_SUCCESS ? "reading nvmlDeviceGetProcessesUtilizationInfo (every process's) "
+                                "whenever it is full"
+                              : "no newer call here: the charge check charges the device time "
+                                "they leave unexplained to the slices with processes left out");
+  g->samples.said_truncated = true;
+  g->samples.truncated = rc != NVML_SUCCESS;
+  if (rc != NVML_SUCCESS)
+    return NVML_SUCCESS; /* the full answer stands, marked */
+  free(*ret);
+  *ret = all;
+  *ret_n = n;
+  return NVML_SUCCESS;
+}
+
 /* One read of the samples after `since` from the GPU's source, the first found at the first call:
  * the older call, else the newer where the older has none (NOT_SUPPORTED, as on Blackwell). */
 static nvmlReturn_t read_samples(struct daemon *d, struct gpu *g, nvmlDevice_t h, uint64_t since,
                                  struct psample **ret, unsigned *ret_n) {
   nvmlReturn_t rc = NVML_ERROR_NOT_SUPPORTED;
 
+  g->samples.truncated = false;
   if (g->samples.source <= GPU_SAMPLES_PROCESS_UTILIZATION && d->nvml->proc_util) {
     rc = read_utilization(d, g, h, since, ret, ret_n);
     if (rc != NVML_ERROR_NOT_SUPPORTED) {
       g->samples.source = GPU_SAMPLES_PROCESS_UTILIZATION;
+      if (rc == NVML_SUCCESS && *ret_n >= g->samples.cap)
+        rc = read_full(d, g, h, since, ret, ret_n);
       return rc;
     }
     g->samples.cap = 0;
@@ -413,6 +469,36 @@ int gpus_proc_times(struct daemon *d, uint32_t gpu, uint64_t period_us, struct g
   *ret_n = sample_times(g, sm, n, since, out, max);
   g->samples.last_seen_us = newest;
   free(sm);
+  return 0;
+}
+
+int gpus_running_pids(struct daemon *d, uint32_t gpu, pid_t *out, unsigned max, unsigned *ret_n) {
+  nvmlProcessInfo_t procs[256];
+  unsigned n = sizeof(procs) / sizeof(procs[0]);
+  nvmlDevice_t h;
+
+  *ret_n = 0;
+  if (!d->nvml || !d->nvml->procs)
+    return -ENODEV;
+  if (d->nvml->handle(gpu, &h) != NVML_SUCCESS)
+    return -EIO;
+  nvmlReturn_t rc = d->nvml->procs(h, &n, procs);
+  if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
+    return -EIO;
+  for (unsigned i = 0; i < n && i < sizeof(procs) / sizeof(procs[0]) && *ret_n < max; i++)
+    out[(*ret_n)++] = (pid_t)procs[i].pid;
+  return 0;
+}
+
+int gpus_busy_ratio(struct daemon *d, uint32_t gpu, double *ret) {
+  nvmlUtilization_t u;
+  nvmlDevice_t h;
+
+  if (!d->nvml || !d->nvml->utilization)
+    return -ENODEV;
+  if (d->nvml->handle(gpu, &h) != NVML_SUCCESS || d->nvml->utilization(h, &u) != NVML_SUCCESS)
+    return -EIO;
+  *ret = u.gpu > 100 ? 1.0 : u.gpu / 100.0;
   return 0;
 }
 

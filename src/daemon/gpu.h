@@ -27,7 +27,12 @@ struct gpu_samples {
   enum gpu_samples_source source;
   unsigned cap;          /* entries NVML asked room for */
   uint64_t last_seen_us; /* the newest sample's timestamp read (NVML's lastSeenTimeStamp) */
-  uint64_t gap_us;       /* the shortest time between two samples of a process: NVML's period */
+  uint64_t gap_us; /* NVML's sample period, as the gaps between two samples of a process show */
+  /* The last read's answer was full (as many samples as there was room for: some left out) and
+   * no call gives them all: the charge check then charges what the device's busy time leaves
+   * unexplained. */
+  bool truncated;
+  bool said_truncated; /* that a full answer was read again with the newer call, or could not */
 };
 
 /* One process's device time over a period, from NVML's samples. */
@@ -69,5 +74,11 @@ void gpus_device_view(struct daemon *d, uint32_t gpu, bool (*accounted)(void *ar
  * no per-process samples (neither call), -ENODEV without NVML, -EIO when the call failed. */
 int gpus_proc_times(struct daemon *d, uint32_t gpu, uint64_t period_us, struct gpu_proc_time *out,
                     unsigned max, unsigned *ret_n);
+/* The pids of GPU `gpu`'s compute processes (NVML's running-process list), into out (at most
+ * max; the count in *ret_n). 0, -ENODEV without NVML or the call, -EIO when it failed. */
+int gpus_running_pids(struct daemon *d, uint32_t gpu, pid_t *out, unsigned max, unsigned *ret_n);
+/* The device's busy ratio over NVML's last sample period (nvmlDeviceGetUtilizationRates): 0, or
+ * -ENODEV / -EIO. */
+int gpus_busy_ratio(struct daemon *d, uint32_t gpu, double *ret);
 /* The NVML call a GPU's samples come from, for the log. */
 const char *gpus_samples_name(enum gpu_samples_source src);
