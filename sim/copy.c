@@ -179,6 +179,56 @@ SIM_TWINS(cuMemcpyAsync, _ptsz, copy_async,
           (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream), SIM_DP(dst),
           SIM_DP(src), ByteCount, ANY, hStream)
 
+/* One side of a 2D copy: the address its memory type names, and whether it is device memory
+ * (CU_MEMORYTYPE_UNIFIED: as unified addressing says). CUDA arrays are not modelled here. */
+static CUresult side_2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t span,
+                        char **ret, int *ret_device) {
+  switch (type) {
+  case CU_MEMORYTYPE_HOST: *ret = (char *)host, *ret_device = 0; break;
+  case CU_MEMORYTYPE_DEVICE: *ret = SIM_DP(dev), *ret_device = 1; break;
+  case CU_MEMORYTYPE_UNIFIED: *ret = SIM_DP(dev), *ret_device = is_device(*ret, span, NULL); break;
+  case CU_MEMORYTYPE_ARRAY: return CUDA_ERROR_NOT_SUPPORTED;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return *ret ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* cuMemcpy2D: row by row, each side as its memory type names it; device to device as a
+ * synchronous device-to-device copy (queued on the default stream, W x H bytes read and
+ * written), the rest waits for the default stream first. The descriptor is read once. */
+static CUresult copy_2d_sync(const CUDA_MEMCPY2D *p, int ptds) {
+  SIM_REQUIRE_INIT();
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_MEMCPY2D d = *p;
+  size_t w = d.WidthInBytes, h = d.Height;
+  if (h > 1 && (d.srcPitch < w || d.dstPitch < w))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!w || !h)
+    return CUDA_SUCCESS;
+  char *src, *dst;
+  int sdev, ddev, m1 = 0, m2 = 0;
+  CUresult rc = side_2d(d.srcMemoryType, d.srcHost, d.srcDevice, w, &src, &sdev);
+  if (rc == CUDA_SUCCESS)
+    rc = side_2d(d.dstMemoryType, d.dstHost, d.dstDevice, w, &dst, &ddev);
+  if (rc != CUDA_SUCCESS)
+    return rc;
+  enum copy_kind k = sdev && ddev ? DTOD : ddev ? HTOD : sdev ? DTOH : ANY;
+  rc = k == DTOD ? sync_allowed(ptds) : sim_stream_wait(NULL, ptds, 1);
+  src += d.srcY * d.srcPitch + d.srcXInBytes;
+  dst += d.dstY * d.dstPitch + d.dstXInBytes;
+  for (size_t y = 0; rc == CUDA_SUCCESS && y < h; y++)
+    rc = do_copy(dst + y * d.dstPitch, src + y * d.srcPitch, w, k);
+  if (rc != CUDA_SUCCESS || k != DTOD)
+    return rc;
+  is_device(dst, w, &m1);
+  is_device(src, w, &m2);
+  return queue_work(NULL, ptds, work_ns(w * h, 2), m1 || m2);
+}
+
+SIM_TWINS(cuMemcpy2D_v2, _ptds, copy_2d_sync, (const CUDA_MEMCPY2D *pCopy), pCopy)
+SIM_TWINS(cuMemcpy2DUnaligned_v2, _ptds, copy_2d_sync, (const CUDA_MEMCPY2D *pCopy), pCopy)
+
 static CUresult do_memset(CUdeviceptr dst, unsigned value, size_t elem, size_t n) {
   if (n == 0)
     return CUDA_SUCCESS;

@@ -11,7 +11,10 @@ static CUresult pointer_attr(struct sim_range *r, CUpointer_attribute a, void *d
     return CUDA_ERROR_INVALID_VALUE;
   switch (a) {
   case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-    *(unsigned int *)data = r ? CU_MEMORYTYPE_DEVICE : 0;
+    /* Managed memory attached to the host reads HOST (mem.c: cuMemAllocManaged). */
+    *(unsigned int *)data = !r                                 ? 0
+                            : r->managed == CU_MEM_ATTACH_HOST ? CU_MEMORYTYPE_HOST
+                                                               : CU_MEMORYTYPE_DEVICE;
     break;
   case CU_POINTER_ATTRIBUTE_CONTEXT:
     /* The context it was allocated in; pool, VMM and IPC memory: the device's primary. */
@@ -26,7 +29,7 @@ static CUresult pointer_attr(struct sim_range *r, CUpointer_attribute a, void *d
   case CU_POINTER_ATTRIBUTE_BUFFER_ID:
     *(unsigned long long *)data = r ? (unsigned long long)r->base : 0;
     break;
-  case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = r ? (unsigned)r->managed : 0; break;
+  case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned int *)data = r && r->managed; break;
   case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = r ? r->dev : -2; break;
   case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
     *(CUdeviceptr *)data = r ? (CUdeviceptr)r->base : 0;

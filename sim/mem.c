@@ -94,13 +94,16 @@ SIM_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
     return rc;
   if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
     return CUDA_ERROR_INVALID_VALUE;
-  /* Counted on the device at once: the sim has no migration, it is all resident. */
+  /* Counted on the device at once: the sim has no migration, it is all resident. The range keeps
+   * how it is attached (managed: CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST, both non-zero): the
+   * driver's memory type of managed memory may read DEVICE or HOST wherever its pages are, and
+   * the sim answers HOST for memory attached to the host (extra.c). */
   rc = sim_alloc_range(c, c->dev, bytesize, bytesize, SIM_R_ALLOC, NULL, dptr);
   if (rc == CUDA_SUCCESS) {
     pthread_mutex_lock(&sim.mu);
     struct sim_range *r = sim_range_find((uintptr_t)*dptr, 1);
     if (r)
-      r->managed = 1;
+      r->managed = (int)flags;
     pthread_mutex_unlock(&sim.mu);
   }
   return rc;
