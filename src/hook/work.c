@@ -7,21 +7,30 @@
  * engine's transfer over the bus): they pass through ungated. A copy whose sides are named by
  * address (cuMemcpy, cuMemcpyAsync, a 2D/3D copy's CU_MEMORYTYPE_UNIFIED side) is device to
  * device when the driver says both addresses are device memory (cuPointerGetAttribute: a lookup
- * in the driver's address table, no stream operation, allowed while a stream captures); memory it
- * does not know (pageable host memory) is the host's. Into a capturing stream the gate passes the
- * work through as it does kernels: it becomes a node, gated when its graph is launched. */
+ * in the driver's address table, no stream operation, allowed while a stream captures) or managed
+ * memory; memory it does not know (pageable host memory) is the host's. A 2D/3D copy's descriptor
+ * is copied once: what the gate decides on is what the driver is given. Into a capturing stream
+ * the gate passes the work through as it does kernels: it becomes a node, gated when its graph is
+ * launched. */
 #include "launch.h"
 
-/* Whether the driver has ptr as device memory (managed memory included: a copy of it runs on
- * the device too). A driver without the query: yes, so that nothing is left ungated. */
+/* Whether the driver has ptr as device memory, managed memory included: a copy of it runs on the
+ * device too, and its memory type may read HOST wherever its pages are (the runtime's
+ * cudaPointerAttributes: "managed memory can return either cudaMemoryTypeDevice or
+ * cudaMemoryTypeHost regardless of its physical location"), so a HOST answer is asked
+ * CU_POINTER_ATTRIBUTE_IS_MANAGED too. A driver without the query: yes, so that nothing is left
+ * ungated. */
 static bool on_device(CUdeviceptr ptr) {
   const struct gs_real *r = gs_real();
-  unsigned int type = 0;
+  unsigned int type = 0, managed = 0;
   if (!r->cuPointerGetAttribute)
     return true;
   if (r->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS)
     return false; /* not the driver's: pageable host memory */
-  return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_ARRAY;
+  if (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_ARRAY)
+    return true;
+  return r->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr) == CUDA_SUCCESS &&
+         managed;
 }
 
 /* One side of a 2D/3D copy, by the memory type it is given. */
@@ -159,13 +168,24 @@ GS_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n
 
 /* ---- 2D and 3D copies: their descriptor names each side's memory type ---- */
 
+/* The descriptor lives in the program's memory, where another thread may change it between the
+ * gate's look and the driver's read (a device-to-device copy that read as a host one passed
+ * ungated): it is read once, into the wrapper's own copy `d`, which the gate looks at and the
+ * driver is given (the driver reads it during the call, Async forms included). A NULL one stays
+ * NULL: the driver refuses it. */
+#define DESC_SNAPSHOT(desc_t, p)                                                                   \
+  desc_t d;                                                                                        \
+  const desc_t *q = (p) ? (d = *(p), &d) : NULL
+
 #define COPY_DESC(name, stream, desc_t)                                                            \
   GS_EXPORT CUresult name(const desc_t *p) {                                                       \
-    GATED_IF(name, DESC_ON_DEVICE(p), stream, r->name(p));                                         \
+    DESC_SNAPSHOT(desc_t, p);                                                                      \
+    GATED_IF(name, DESC_ON_DEVICE(q), stream, r->name(q));                                         \
   }
 #define COPY_DESC_ASYNC(name, ptsz, desc_t)                                                        \
   GS_EXPORT CUresult name(const desc_t *p, CUstream s) {                                           \
-    GATED_IF(name, DESC_ON_DEVICE(p), ptsz ? PTSZ(s) : s, r->name(p, s));                          \
+    DESC_SNAPSHOT(desc_t, p);                                                                      \
+    GATED_IF(name, DESC_ON_DEVICE(q), ptsz ? PTSZ(s) : s, r->name(q, s));                          \
   }
 
 COPY_DESC(cuMemcpy2D, NULL, CUDA_MEMCPY2D_v1)
