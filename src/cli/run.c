@@ -151,17 +151,22 @@ static int slice_uuids(int fd, uint32_t mask, struct gs_buf *b, uint32_t *ret_gp
  * whatever CUDA_DEVICE_ORDER says (a daemon index read in CUDA's default order, FASTEST_FIRST,
  * can be another GPU on a mixed node). Where the daemon has no UUID, their indices, with
  * CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA numbers them as NVML does, said once. Without --gpu a
- * CUDA_VISIBLE_DEVICES of the user's is theirs and kept; with it, the slice's GPUs win. */
+ * CUDA_VISIBLE_DEVICES of the user's is theirs and kept; with it, the slice's GPUs win.
+ * GSLICE_GPUS: the same UUIDs, for the hook, which refuses a CUDA device that is not the slice's
+ * (the command may change CUDA_VISIBLE_DEVICES for the programs it starts); unset where there
+ * are none (an outer gslice run's would name another slice's GPUs). */
 static void visible_env(int fd, const struct cli_slice_flags *f) {
   uint32_t mask = f->set.spec.gpu_mask ? f->set.spec.gpu_mask : 1u, gpu = 0;
   struct gs_buf b = GS_BUF_INIT(4096);
   const char *index = f->cvd[0] ? f->cvd : "0";
 
+  unsetenv("GSLICE_GPUS");
   if (!f->cvd[0] && secure_getenv("CUDA_VISIBLE_DEVICES"))
     return;
   int r = slice_uuids(fd, mask, &b, &gpu);
   if (r == 0) {
     set_env("CUDA_VISIBLE_DEVICES", b.p);
+    set_env("GSLICE_GPUS", b.p);
   } else {
     if (r == -ENODATA)
       fprintf(stderr, "gslice: the daemon knows no UUID of GPU %u (gsliced without NVML?): ", gpu);

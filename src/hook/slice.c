@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "uuid.h"
+
 struct gs_slice_state gs_slice_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
@@ -153,8 +155,100 @@ static void check_ordinals_locked(void) {
              i, n, n == 1 ? "" : "s", n - 1);
 }
 
+/* ---- the slice's GPUs ---- */
+
+/* The slice's GPUs as gslice run named them in CUDA_VISIBLE_DEVICES, by UUID in GSLICE_GPUS: the
+ * daemon takes CUDA's device k of a slice's process for the slice's k-th GPU (proto.h, "GPU
+ * numbering"), its cap and its token. A CUDA_VISIBLE_DEVICES the program changed since (for
+ * itself or for the programs it starts) puts CUDA's device k on another GPU, under this GPU's
+ * token, where no check of the daemon's looks (fifth attack run of 2026-12-02, G7): device k is
+ * this process's only while its UUID is the slice's k-th. No GSLICE_GPUS (not under gslice run,
+ * or the daemon knew no UUIDs: the indices): every device passes, as before. */
+static struct {
+  pthread_once_t once;
+  unsigned n; /* 0: no list */
+  uint8_t uuid[GS_CONFIG_MAX_ORDINALS][GS_UUID_LEN];
+  uint64_t said; /* atomic: bit k, device k's refusal said */
+} gpus = {.once = PTHREAD_ONCE_INIT};
+
+static void gpus_parse(void) {
+  const char *v = gs_env("GSLICE_GPUS");
+  char err[512];
+  if (!v || !*v)
+    return;
+  int e = gs_uuid_parse_list(v, gpus.uuid, GS_CONFIG_MAX_ORDINALS, &gpus.n);
+  if (e < 0) {
+    snprintf(err, sizeof(err),
+             "GSLICE_GPUS=\"%.300s\" is not the list of GPU UUIDs (GPU-...,GPU-...) gslice run "
+             "sets: %s; run the program under gslice run, which sets it",
+             v, e == -E2BIG ? "too many GPUs" : "malformed");
+    stop(err);
+  }
+}
+
+static int device_uuid(CUdevice dev, CUuuid *ret_uuid) {
+  const struct gs_real *r = gs_real();
+  CUresult rc = r->cuDeviceGetUuid_v2 ? r->cuDeviceGetUuid_v2(ret_uuid, dev)
+                : r->cuDeviceGetUuid  ? r->cuDeviceGetUuid(ret_uuid, dev)
+                                      : CUDA_ERROR_NOT_FOUND;
+  return rc == CUDA_SUCCESS ? 0 : -ENODEV;
+}
+
+/* Says once per device why device `dev` (UUID `u`) is refused. */
+static void say_refused(CUdevice dev, const uint8_t *u) {
+  if (dev < 0 || dev >= GS_CONFIG_MAX_ORDINALS ||
+      (__atomic_fetch_or(&gpus.said, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1))
+    return;
+  char have[GS_UUID_STR_LEN], want[GS_UUID_STR_LEN], what[128];
+  const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+  gs_uuid_format(u, have);
+  if ((unsigned)dev < gpus.n) {
+    gs_uuid_format(gpus.uuid[dev], want);
+    snprintf(what, sizeof(what), "not the slice's GPU %d (%s)", dev, want);
+  } else {
+    snprintf(what, sizeof(what), "beyond the slice's %u GPU%s", gpus.n, gpus.n == 1 ? "" : "s");
+  }
+  gs_log(GS_LOG_ERROR,
+         "CUDA device %d is %s, %s: CUDA_VISIBLE_DEVICES=\"%.200s\" is not what gslice run set "
+         "(GSLICE_GPUS=%.300s), and work there would run under another GPU's cap and token, so "
+         "the hook refuses that device and CUDA shows the slice's GPUs only. Leave "
+         "CUDA_VISIBLE_DEVICES as gslice run set it (the slice's GPUs, numbered from 0), or "
+         "choose the GPUs with gslice run --gpu",
+         dev, have, what, cvd ? cvd : "(unset)", gs_env("GSLICE_GPUS"));
+}
+
+/* 0 when CUDA device `dev`, whose UUID is `u`, is the slice's (or the slice names no GPUs),
+ * -EACCES when it is another GPU. */
+static int device_check(CUdevice dev, const uint8_t *u) {
+  pthread_once(&gpus.once, gpus_parse);
+  if (!gpus.n || (dev >= 0 && (unsigned)dev < gpus.n && !memcmp(gpus.uuid[dev], u, GS_UUID_LEN)))
+    return 0;
+  say_refused(dev, u);
+  return -EACCES;
+}
+
+int gs_device_check(CUdevice dev) {
+  CUuuid uuid;
+  pthread_once(&gpus.once, gpus_parse);
+  if (!gpus.n || device_uuid(dev, &uuid) < 0)
+    return 0;
+  return device_check(dev, (const uint8_t *)uuid.bytes);
+}
+
+int gs_devices_shown(int n) {
+  const struct gs_real *r = gs_real();
+  int k = 0;
+  pthread_once(&gpus.once, gpus_parse);
+  if (!gpus.n || !r->cuDeviceGet)
+    return n;
+  for (CUdevice dev; k < n && r->cuDeviceGet(&dev, k) == CUDA_SUCCESS && gs_device_check(dev) == 0;)
+    k++;
+  return k;
+}
+
 /* Under S.lock: the region slot of device ordinal `dev`, registering the device (and the cap
- * GSLICE_MEMORY_LIMIT gives it) the first time this process sees it. */
+ * GSLICE_MEMORY_LIMIT gives it) the first time this process sees it; -EACCES for a device that
+ * is not the slice's (device_check). */
 static int slot_locked(CUdevice dev, unsigned *ret_slot) {
   if (dev < 0 || dev >= GS_CONFIG_MAX_ORDINALS)
     return -EINVAL;
@@ -163,15 +257,14 @@ static int slot_locked(CUdevice dev, unsigned *ret_slot) {
     *ret_slot = S.dev_slot[dev];
     return 0;
   }
-  const struct gs_real *r = gs_real();
   CUuuid uuid;
-  CUresult rc = r->cuDeviceGetUuid_v2 ? r->cuDeviceGetUuid_v2(&uuid, dev)
-                : r->cuDeviceGetUuid  ? r->cuDeviceGetUuid(&uuid, dev)
-                                      : CUDA_ERROR_NOT_FOUND;
-  if (rc != CUDA_SUCCESS)
+  if (device_uuid(dev, &uuid) < 0)
     return -ENODEV;
+  int e = device_check(dev, (const uint8_t *)uuid.bytes);
+  if (e < 0)
+    return e;
   unsigned slot;
-  int e = gs_region_device(S.region, (const uint8_t *)uuid.bytes, 1, &slot);
+  e = gs_region_device(S.region, (const uint8_t *)uuid.bytes, 1, &slot);
   if (e < 0) {
     gs_log(GS_LOG_ERROR, "cannot register device %d in %s: %s", dev, gs_region_path(S.region),
            strerror(-e));

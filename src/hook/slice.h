@@ -3,6 +3,8 @@
  * entry in the slice's region, device slots, reservations ("tickets"), the handle table, the
  * books of stream-ordered pools, and before/after measurements (measure.c). */
 #pragma once
+#include <errno.h>
+
 #include "hook.h"
 
 #include "allocs.h"
@@ -21,17 +23,28 @@ const struct gs_config *gs_slice_config(void);
 int gs_slice_held(unsigned slot, uint64_t *ret_bytes);
 
 /* The region slot of CUDA device ordinal `dev`, registering the device (and the cap
- * GSLICE_MEMORY_LIMIT gives it) the first time this process meets it. */
+ * GSLICE_MEMORY_LIMIT gives it) the first time this process meets it. -EACCES for a device that
+ * is not the slice's (gs_device_check). */
 int gs_slot_of(CUdevice dev, unsigned *ret_slot);
 /* The same for an allocation path: 0 and the slot; 1 when `dev` is no device (let the driver
- * refuse the call); -errno when the device cannot be counted (the region's device table is full,
- * its lock is not let go: said on stderr) — refuse the allocation. */
+ * refuse the call); -EACCES when it is not the slice's; -errno when the device cannot be counted
+ * (the region's device table is full, its lock is not let go: said on stderr) — refuse the
+ * allocation. */
 int gs_slot_for_alloc(CUdevice dev, unsigned *ret_slot);
 /* What an allocation path returns for gs_slot_for_alloc's e != 0: no device goes on to the real
- * call (which refuses it), a device that cannot be counted is out of memory. */
+ * call (which refuses it), another GPU than the slice's is an invalid device, a device that
+ * cannot be counted is out of memory. */
 static inline CUresult gs_slot_refusal(int e) {
-  return e > 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  return e > 0 ? CUDA_SUCCESS : e == -EACCES ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_OUT_OF_MEMORY;
 }
+/* The slice's GPUs (slice.c): under gslice run, GSLICE_GPUS names them by UUID, and CUDA device k
+ * of the process must be the k-th (the daemon holds that GPU's cap and token for it).
+ * gs_device_check: 0 when `dev` is (or no GPUs are named, or CUDA gives no UUID: the driver
+ * answers for it), -EACCES when it is another GPU (said once per device, with what to do).
+ * gs_devices_shown: of the `n` devices CUDA has, how many the program is shown: those before the
+ * first that is not the slice's. */
+int gs_device_check(CUdevice dev);
+int gs_devices_shown(int n);
 /* The calling thread's current context and its device; -ENODEV without one. */
 int gs_current_device(CUdevice *ret_dev, CUcontext *ret_ctx);
 

@@ -49,6 +49,8 @@
   X(cuDevicePrimaryCtxReset)                                                                       \
   X(cuDevicePrimaryCtxReset_v2)                                                                    \
   X(cuMemGetInfo_v2)                                                                               \
+  X(cuDeviceGetCount)                                                                              \
+  X(cuDeviceGet)                                                                                   \
   X(cuDeviceTotalMem_v2)                                                                           \
   X(cuLaunchKernel)                                                                                \
   X(cuLaunchKernel_ptsz)                                                                           \
@@ -161,8 +163,6 @@
 #define GS_CUDA_CALLED(X)                                                                          \
   X(cuDriverGetVersion)                                                                            \
   X(cuGetErrorString)                                                                              \
-  X(cuDeviceGet)                                                                                   \
-  X(cuDeviceGetCount)                                                                              \
   X(cuDeviceGetUuid)                                                                               \
   X(cuDeviceGetUuid_v2)                                                                            \
   X(cuDeviceGetAttribute)                                                                          \

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The slice's view of the GPU: cuMemGetInfo and cuDeviceTotalMem (and, for nvml.c, by UUID)
- * report the cap as the total and what the slice leaves as free. */
+ * report the cap as the total and what the slice leaves as free; cuDeviceGetCount and
+ * cuDeviceGet show the slice's GPUs only (slice.h: gs_device_check). */
 #include "slice.h"
 
 #include <errno.h>
@@ -60,6 +61,26 @@ GS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   if (rc == CUDA_SUCCESS && gs_slot_of(dev, &slot) == 0 && view_of_slot(slot, &cap, &used) == 0 &&
       cap < *bytes)
     *bytes = cap;
+  return rc;
+}
+
+/* A CUDA_VISIBLE_DEVICES changed from gslice run's can show devices that are not the slice's:
+ * they are left out of the count (from the first of them: CUDA numbers devices without gaps), and
+ * cuDeviceGet of one is an invalid device. Contexts and allocations on one are refused in
+ * slot_locked (slice.c), whichever way the program came by its number. */
+GS_EXPORT CUresult cuDeviceGetCount(int *count) {
+  GS_REAL_OR_NOT_FOUND(cuDeviceGetCount);
+  CUresult rc = r->cuDeviceGetCount(count);
+  if (rc == CUDA_SUCCESS && count)
+    *count = gs_devices_shown(*count);
+  return rc;
+}
+
+GS_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  GS_REAL_OR_NOT_FOUND(cuDeviceGet);
+  CUresult rc = r->cuDeviceGet(device, ordinal);
+  if (rc == CUDA_SUCCESS && gs_device_check(*device) < 0)
+    return CUDA_ERROR_INVALID_DEVICE;
   return rc;
 }
 
