@@ -587,22 +587,28 @@ static uint64_t quick_state(struct burst *b) {
  * lock, no segment end; the burst is idle from now to its next launch (stamp_idle), whatever the
  * synchronize waits for. Every stream of the burst is asked (several threads on a stream each:
  * one query per stream, the burst idle only when all are). 0: not so (work still queued on one of
- * them, or quick_state's), and *asked: whether the streams were asked. The queries go without
- * mu, counted in `querying`: a stream's destroy takes it out of the burst and waits for them
- * before the driver's (gs_compute_stream_destroy), so none names a destroyed stream. */
-static uint64_t quick_mark(struct burst *b, CUcontext *ctx, bool *asked) {
+ * them, or quick_state's), and *asked: whether the streams were asked. A synchronize of one
+ * stream (`own`, `one`) asks on past its own stream's queue: *other_busy, work is queued on
+ * another. The queries go without mu, counted in `querying`: a stream's destroy takes it out of
+ * the burst and waits for them before the driver's (gs_compute_stream_destroy), so none names a
+ * destroyed stream. */
+static uint64_t quick_mark(struct burst *b, bool one, CUstream own, CUcontext *ctx, bool *asked,
+                           bool *other_busy) {
   uint64_t mark = quick_state(b);
   unsigned n = atomic_load(&b->nstreams);
 
-  *asked = false;
+  *asked = *other_busy = false;
   if (!gs_real()->cuStreamQuery || !mark)
     return 0;
   bool done = true;
   *asked = true;
   atomic_fetch_add(&b->querying, 1);
-  for (unsigned i = 0; i < n && done; i++) {
+  for (unsigned i = 0; i < n && (done || one) && !*other_busy; i++) {
     uintptr_t s = atomic_load(&b->streams[i]);
-    done = s != BURST_STREAM_GONE && query_stream(b, (CUstream)s, ctx);
+    if (s != BURST_STREAM_GONE && query_stream(b, (CUstream)s, ctx))
+      continue;
+    done = false;
+    *other_busy = one && s != BURST_STREAM_GONE && s != (uintptr_t)own;
   }
   atomic_fetch_sub(&b->querying, 1);
   return done ? mark : 0;
@@ -689,7 +695,7 @@ static uint64_t event_mark(struct burst *b, int dev, CUcontext ctx) {
 void gs_compute_before_sync(enum gs_sync_kind kind, CUstream stream, struct gs_sync_mark *m) {
   CUcontext ctx = NULL;
   int dev = 0;
-  bool asked;
+  bool asked, other_busy;
 
   m->mark = m->t0 = 0;
   if (atomic_load_explicit(&C.state, memory_order_acquire) == 0 || C.mode == MODE_OFF)
@@ -705,7 +711,7 @@ void gs_compute_before_sync(enum gs_sync_kind kind, CUstream stream, struct gs_s
     m->t0 = gs_gate_ticks();
     return;
   }
-  uint64_t mark = quick_mark(b, &ctx, &asked);
+  uint64_t mark = quick_mark(b, kind == GS_SYNC_STREAM, stream, &ctx, &asked, &other_busy);
   if (asked) {
     uint64_t wait = atomic_load(&C.sync_wait_ticks);
     if (!wait && (wait = gs_ns_ticks(SYNC_WAIT_NS)) != 0)
@@ -716,6 +722,13 @@ void gs_compute_before_sync(enum gs_sync_kind kind, CUstream stream, struct gs_s
     stamp_idle(b, mark, gs_gate_ticks());
     return;
   }
+  /* A synchronize of one stream while another stream of the burst has work queued (threads
+   * launching on a stream each): the segment goes on through it (the other's work runs on, and
+   * the other's next launch would make end events recorded now stale before this one returned:
+   * the lock and the records for nothing, +116 ns a synchronize with two threads). Unless the
+   * budget is spent: then the handoff. */
+  if (other_busy && LAUNCHES(b) < atomic_load(&b->budget))
+    return;
   if (!ctx && gs_burst_current_dev(&ctx) < 0)
     return;
   /* Nothing to mark under mu either (a launch on its way, a per-thread stream, the segment ended,
