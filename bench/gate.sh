@@ -18,6 +18,10 @@
 #   GATE_SECONDS (2) per batch size per run, GATE_ROUNDS (5), GATE_THREADS (4: the threaded
 #   modes), GATE_IDLE_NS (4000), GATE_BATCHES ("8 64"), GATE_SHORT=1: a smoke test (0.2 s, 2
 #   rounds).
+#   GATE_BEFORE=DIR: another build (of an earlier commit: a change's before) run beside this one
+#   in the same rounds, in the token and hard modes ("..., before" rows), against the same direct
+#   runs and daemon: a change's cost side by side, which two runs on a shared host do not give.
+#   GATE_ONLY=REGEX: only the modes whose names match it (and the direct runs).
 source "$GSLICE_SRC/bench/compute_env.inc"
 SECS=${GATE_SECONDS:-2} ROUNDS=${GATE_ROUNDS:-5} THREADS=${GATE_THREADS:-4} IDLE=${GATE_IDLE_NS:-4000}
 EVICT=${GATE_EVICT_KB:-2048}
@@ -47,6 +51,20 @@ MODES=(
   "soft, $EVICT KB of work a batch|1|$IDLE|$BIN/gslice run --compute 50 --|$EVICT"
   "hard 50/50, $EVICT KB of work a batch|1|$IDLE|$H50|$EVICT"
 )
+if [ -n "${GATE_BEFORE:-}" ]; then
+  G0="$GATE_BEFORE/bin/gslice run"
+  MODES+=(
+    "soft: --compute 50 (token), before|1|0|$G0 --compute 50 --"
+    "hard 50/50, below its limit (idle ${IDLE} ns a batch), before|1|$IDLE|$G0 --compute 50 --compute-limit 50 --"
+    "soft, 2 threads, before|2|0|$G0 --compute 50 --"
+    "soft, $EVICT KB of work a batch, before|1|$IDLE|$G0 --compute 50 --|$EVICT"
+  )
+fi
+if [ -n "${GATE_ONLY:-}" ]; then
+  kept=()
+  for m in "${MODES[@]}"; do [[ "${m%%|*}" =~ ^direct || "${m%%|*}" =~ $GATE_ONLY ]] && kept+=("$m"); done
+  MODES=("${kept[@]}")
+fi
 echo "gate cost: $(nproc) CPU(s), load $(cut -d' ' -f1-3 /proc/loadavg), ${SECS}s per batch" \
   "size per run, $ROUNDS rounds, batches $BATCHES"
 R="$BT/results"
