@@ -30,6 +30,7 @@ struct charge_pid {
 struct charge {
   uint64_t timer;                /* 0: not armed (charge_check_ms = 0) */
   uint64_t poll_timer;           /* the running-process poll's */
+  uint64_t polled_at;            /* the last poll (loop clock) */
   uint64_t at[GS_MAX_GPUS];      /* each GPU's last check (loop clock), 0: the next one primes */
   bool said[GS_MAX_GPUS];        /* that it has no per-process samples, or which call gives them */
   bool said_failed[GS_MAX_GPUS]; /* that a read failed */
