@@ -48,6 +48,9 @@ if(TARGET gslice_daemon_core)
   # The token mechanism on its own: token.c with its connections' I/O stubbed in the test.
   gslice_unit_test(test_token SOURCES unit/test_token.c ${CMAKE_SOURCE_DIR}/src/daemon/token.c
                    LIBS gslice_daemon_core)
+  # Attribution of processes to slices on a fake process tree (attrib.c).
+  gslice_unit_test(test_attrib SOURCES unit/test_attrib.c ${CMAKE_SOURCE_DIR}/src/daemon/attrib.c
+                   LIBS gslice_daemon_core)
 endif()
 
 file(GLOB GSLICE_DAEMON_SCRIPTS CONFIGURE_DEPENDS
@@ -61,6 +64,9 @@ endforeach()
 add_executable(daemon_badclient progs/daemon_badclient.c)
 target_link_libraries(daemon_badclient PRIVATE gslice_common)
 set_target_properties(daemon_badclient PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+# A command run DEPTH forks below its slice's runner (daemon_attrib_*).
+add_executable(deep_fork progs/deep_fork.c)
+set_target_properties(deep_fork PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 
 add_executable(daemon_attack progs/daemon_attack.c)
 target_link_libraries(daemon_attack PRIVATE gslice_common)

@@ -42,6 +42,15 @@ int authz_unregister(struct daemon *d, const struct conn *c, const struct slice 
 int authz_register(struct daemon *d, const struct conn *c, const struct gs_slice_spec *spec,
                    char *why, size_t why_len);
 
-/* The slice whose live runner the process descends from; 0 when none (for a process the device
- * shows that no slice accounts for: run inside a slice without the hook, or outside any). */
+/* The slice whose live runner the process descends from (the nearest); 0 when none (for a
+ * process the device shows that no slice accounts for: run inside a slice without the hook, or
+ * outside any). Found by walks up /proc remembered by pid and start time (attrib.h): one read of
+ * the process itself, and at most 256 of its ancestors and 1 ms of the thread's CPU every 0.5 s
+ * in all calls; a chain deeper than that is found over the next periods, 0 until then (a caller
+ * that remembers a 0 should ask again). For the charge check. */
 uint32_t authz_slice_of_pid(struct daemon *d, pid_t pid);
+/* The same for STATUS's unaccounted processes (any local user may ask): a budget of its own,
+ * 128 ancestors and 0.5 ms every 0.5 s, so that asking cannot spend the charge check's. */
+uint32_t authz_slice_of_unaccounted(struct daemon *d, pid_t pid);
+/* What attribution cost since the start: calls, /proc reads, walks resumed over periods. */
+void authz_attribution_stats(uint64_t *ret_calls, uint64_t *ret_reads, uint64_t *ret_deferred);

@@ -145,7 +145,7 @@ static void device_views(struct daemon *d, struct accounted *acc, struct gs_stat
     uint32_t n =
         gs->unaccounted_count < GS_UNACCOUNTED_MAX ? gs->unaccounted_count : GS_UNACCOUNTED_MAX;
     for (uint32_t k = 0; k < n; k++)
-      gs->unaccounted[k].slice_id = authz_slice_of_pid(d, gs->unaccounted[k].pid);
+      gs->unaccounted[k].slice_id = authz_slice_of_unaccounted(d, gs->unaccounted[k].pid);
   }
 }
 
