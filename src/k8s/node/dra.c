@@ -9,10 +9,11 @@
  * to look and to record: its record is marked in flight meanwhile (struct dra_rec), which the
  * reconciliation and dra_gc leave alone and another call's Prepare or Unprepare of the same
  * claim waits for (settle: one claim, one call at a time). Before it has a record, a Prepare
- * reading its claim from the API server is in flight too (struct dra_reading): an Unprepare
- * then answers at once and the Prepare makes nothing, so that an Unprepare never answers before
- * a slice it does not remove is made. Lock order: n->lock, then seq_mu (around node_next_seq,
- * which start directories and slice names take). */
+ * is registered from its start (struct dra_prepare), waiting its turn or reading its claim from
+ * the API server: an Unprepare then answers at once and every Prepare of the claim begun before
+ * it makes nothing, so that an Unprepare never answers before a slice it does not remove is
+ * made. Lock order: n->lock, then seq_mu (around node_next_seq, which start directories and
+ * slice names take). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,26 +35,30 @@
 #include "pluginregistration.pb-c.h"
 #include "rpc.h"
 
-/* A Prepare reading its claim from the API server (on that call's stack, in node_dra's list
- * while it reads): a claim in flight before it has a record. An Unprepare of the same claim
- * meanwhile marks it and answers at once (nothing is made yet); the Prepare, back, makes
- * nothing and answers that it was unprepared. Another Prepare of the claim waits for it. */
-struct dra_reading {
+/* A Prepare of a claim that has no record of it in flight yet (on that call's stack, in
+ * node_dra's list from its start until its record goes in flight or it answers): waiting its
+ * turn (settle) or reading the claim from the API server (reading). An Unprepare of the same
+ * claim meanwhile marks every one (nothing is made yet) and answers at once; each, once its
+ * wait or read is over, makes nothing and answers that the claim was unprepared. A Prepare that
+ * begins after the Unprepare is not marked and prepares the claim. Another Prepare of the claim
+ * waits for the one reading it. */
+struct dra_prepare {
   char uid[DRA_UID_MAX];
+  bool reading;
   bool unprepared;
-  struct dra_reading *next;
+  struct dra_prepare *next;
 };
 
 struct node_dra {
   struct rpc_server *reg_srv, *srv;
   uint32_t nrecs;
   struct dra_rec *recs[DRA_MAX_CLAIMS];
-  struct dra_reading *reading; /* with n->lock */
-  bool reconciled;             /* with gsliced, since the start or its last restart */
-  pthread_cond_t settled;      /* with n->lock: a record is no longer in flight */
-  pthread_mutex_t seq_mu;      /* node_next_seq's n->start_seq, for every thread, n->lock or not */
-  bool registered_event;       /* the kubelet said so; taken by dra_registered_event */
-  char last_reg_err[512];      /* the kubelet's last refusal, said once */
+  struct dra_prepare *preparing; /* with n->lock */
+  bool reconciled;               /* with gsliced, since the start or its last restart */
+  pthread_cond_t settled;        /* with n->lock: a record is no longer in flight */
+  pthread_mutex_t seq_mu; /* node_next_seq's n->start_seq, for every thread, n->lock or not */
+  bool registered_event;  /* the kubelet said so; taken by dra_registered_event */
+  char last_reg_err[512]; /* the kubelet's last refusal, said once */
 };
 
 /* ---- records ---- */
@@ -315,36 +320,45 @@ static int slice_make(struct node *n, struct dra_rec *r, bool held, char *err, s
 
 /* ---- Prepare and Unprepare of one claim ---- */
 
-/* With n->lock: whether a Prepare is reading uid's claim; unprepared: mark it so (it makes
- * nothing then). */
-static bool being_read(struct node_dra *d, const char *uid, bool unprepared) {
-  bool found = false;
-  for (struct dra_reading *rd = d->reading; rd; rd = rd->next)
-    if (!strcmp(rd->uid, uid)) {
-      found = true;
-      rd->unprepared |= unprepared;
-    }
-  return found;
+/* With n->lock: whether a Prepare is reading uid's claim. */
+static bool being_read(const struct node_dra *d, const char *uid) {
+  for (const struct dra_prepare *p = d->preparing; p; p = p->next)
+    if (p->reading && !strcmp(p->uid, uid))
+      return true;
+  return false;
+}
+
+/* With n->lock: every Prepare of uid's claim begun before now (waiting or reading) makes
+ * nothing; one waiting its turn answers at once. */
+static void preparing_unprepared(struct node *n, const char *uid) {
+  for (struct dra_prepare *p = n->dra->preparing; p; p = p->next)
+    if (!strcmp(p->uid, uid))
+      p->unprepared = true;
+  pthread_cond_broadcast(&n->dra->settled);
 }
 
 /* With n->lock: uid's record in flight (readers: or a Prepare reading the claim). */
 static bool busy(struct node_dra *d, const char *uid, bool readers) {
   struct dra_rec *r = rec_find(d, uid, NULL);
-  return (r && r->inflight) || (readers && being_read(d, uid, false));
+  return (r && r->inflight) || (readers && being_read(d, uid));
 }
 
 /* With n->lock: until no other call has uid's claim in flight (readers: a Prepare's read of it
  * counts; the lock is dropped meanwhile: look records up again afterwards), at most
- * DRA_SETTLE_S. 0, or -EAGAIN with err when it still is (the kubelet asks again). Never within
- * one batch: a UID is in it once. */
-static int settle(struct node *n, const char *ns, const char *name, const char *uid, bool readers,
-                  char *err, size_t err_len) {
+ * DRA_SETTLE_S, or until self (the caller's Prepare, or NULL) is unprepared. 0, or -EAGAIN with
+ * err when it still is (the kubelet asks again). Never within one batch: a UID is in it once. */
+static int settle(struct node *n, const char *ns, const char *name, const char *uid,
+                  const struct dra_prepare *self, bool readers, char *err, size_t err_len) {
   struct timespec dl;
   clock_gettime(CLOCK_MONOTONIC, &dl);
   dl.tv_sec += DRA_SETTLE_S;
-  while (busy(n->dra, uid, readers))
+  if (busy(n->dra, uid, readers))
+    gs_log(GS_LOG_INFO,
+           "claim %s/%s (uid %s) waits for another call that has it in flight (at most %d s)", ns,
+           name, uid, DRA_SETTLE_S);
+  while (!(self && self->unprepared) && busy(n->dra, uid, readers))
     if (pthread_cond_timedwait(&n->dra->settled, &n->lock, &dl) == ETIMEDOUT &&
-        busy(n->dra, uid, readers)) {
+        !(self && self->unprepared) && busy(n->dra, uid, readers)) {
       snprintf(err, err_len,
                "claim %s/%s is being prepared or unprepared by another call for %d s (the "
                "kubelet tries again)",
@@ -394,29 +408,41 @@ static int prepare_make(struct node *n, struct dra_rec *r, struct dra_rec *out, 
   return e;
 }
 
-static void reading_add(struct node_dra *d, struct dra_reading *rd, const char *uid) {
-  snprintf(rd->uid, sizeof(rd->uid), "%s", uid);
-  rd->unprepared = false;
-  rd->next = d->reading;
-  d->reading = rd;
+static void preparing_add(struct node_dra *d, struct dra_prepare *p, const char *uid) {
+  snprintf(p->uid, sizeof(p->uid), "%s", uid);
+  p->reading = p->unprepared = false;
+  p->next = d->preparing;
+  d->preparing = p;
 }
 
-/* rd out of the list (n->lock held); a Prepare of its claim waiting in settle goes on. */
-static void reading_remove(struct node *n, struct dra_reading *rd) {
-  for (struct dra_reading **p = &n->dra->reading; *p; p = &(*p)->next)
-    if (*p == rd) {
-      *p = rd->next;
+/* p out of the list (n->lock held); a Prepare of its claim waiting in settle goes on. */
+static void preparing_remove(struct node *n, struct dra_prepare *p) {
+  for (struct dra_prepare **at = &n->dra->preparing; *at; at = &(*at)->next)
+    if (*at == p) {
+      *at = p->next;
       break;
     }
   pthread_cond_broadcast(&n->dra->settled);
 }
 
+/* The answer of a Prepare that an Unprepare of its claim came after: -ECANCELED with err. */
+static int unprepared_meanwhile(const char *ns, const char *name, const char *uid, char *err,
+                                size_t err_len) {
+  snprintf(err, err_len,
+           "claim %s/%s was unprepared while this call read it from the API server or waited "
+           "its turn: nothing made (the kubelet prepares it again when a pod needs it)",
+           ns, name);
+  gs_log(GS_LOG_INFO, "claim %s/%s (uid %s): unprepared during its Prepare: not prepared", ns, name,
+         uid);
+  return -ECANCELED;
+}
+
 /* The rest of prepare once the claim c was read (read: dra_claim_read's answer), with n->lock
- * (dropped meanwhile by settle or prepare_make). rd leaves the reading list only just before
- * the record goes in flight (prepare_make), both under the lock held throughout: an Unprepare
- * finds one or the other, never neither. */
+ * (dropped meanwhile by settle or prepare_make). p leaves the list only just before the record
+ * goes in flight (prepare_make), both under the lock held throughout: an Unprepare finds one or
+ * the other, never neither. */
 static int prepare_read(struct node *n, int read, const struct dra_claim *c, struct dra_rec *r,
-                        struct dra_reading *rd, struct dra_rec *out, bool *keep, char *err,
+                        struct dra_prepare *p, struct dra_rec *out, bool *keep, char *err,
                         size_t err_len) {
   struct node_dra *d = n->dra;
   struct dra_rec *have;
@@ -434,18 +460,11 @@ static int prepare_read(struct node *n, int read, const struct dra_claim *c, str
     e = dra_rec_from_claim(c, n->gpus, n->ngpus, r, err, err_len);
   /* Another call may have the claim in flight (an Unprepare undoing an older record): after it. */
   if (e == 0)
-    e = settle(n, r->ns, r->name, rd->uid, false, err, err_len);
-  reading_remove(n, rd);
-  if (e == 0 && rd->unprepared) {
-    snprintf(err, err_len,
-             "claim %s/%s was unprepared while this call read it from the API server: nothing "
-             "made (the kubelet prepares it again when a pod needs it)",
-             r->ns, r->name);
-    gs_log(GS_LOG_INFO, "claim %s/%s (uid %s): unprepared during its Prepare: not prepared", r->ns,
-           r->name, r->uid);
-    return -ECANCELED;
-  }
-  if (e == 0 && (have = rec_find(d, rd->uid, &hi)) && have->pending) {
+    e = settle(n, r->ns, r->name, p->uid, p, false, err, err_len);
+  preparing_remove(n, p);
+  if (e == 0 && p->unprepared)
+    return unprepared_meanwhile(r->ns, r->name, p->uid, err, err_len);
+  if (e == 0 && (have = rec_find(d, p->uid, &hi)) && have->pending) {
     /* Since the reconciliation no slice of it is left in gsliced: made anew below. */
     free(have);
     d->recs[hi] = d->recs[--d->nrecs];
@@ -467,7 +486,7 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
   struct node_dra *d = n->dra;
   struct dra_claim *c = calloc(1, sizeof(*c));
   struct dra_rec *r = calloc(1, sizeof(*r)), *have;
-  struct dra_reading rd;
+  struct dra_prepare p;
   bool keep = false;
   int e;
 
@@ -478,10 +497,16 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
     return -ENOMEM;
   }
   pthread_mutex_lock(&n->lock);
+  /* From here until its record goes in flight or it answers, an Unprepare of the claim is not
+   * missed (struct dra_prepare): one that comes while this call waits its turn below or reads
+   * the claim wins over it. */
+  preparing_add(d, &p, uid);
   /* Prepared already (another pod of the claim, a kubelet restart), or by the call that has it
    * in flight (reading it included): the same answer, and every pod and container of the claim
    * joins the same slice. */
-  e = settle(n, ns, name, uid, true, err, err_len);
+  e = settle(n, ns, name, uid, &p, true, err, err_len);
+  if (e == 0 && p.unprepared)
+    e = unprepared_meanwhile(ns, name, uid, err, err_len);
   have = rec_find(d, uid, NULL);
   bool done = e < 0 || (have && !have->pending) || n->cfg.no_api;
   if (e == 0 && have && !have->pending) {
@@ -493,15 +518,16 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
              ns, name);
     e = -ENOTCONN;
   }
-  /* In flight from here: an Unprepare meanwhile is not missed (struct dra_reading). */
-  if (!done)
-    reading_add(d, &rd, uid);
+  if (done)
+    preparing_remove(n, &p);
+  else
+    p.reading = true; /* another Prepare of the claim waits for this read */
   pthread_mutex_unlock(&n->lock);
   if (!done) {
     /* Read without the lock: the API server may be slow, and nothing else waits on it. */
     e = dra_claim_read(n, ns, name, uid, c, err, err_len);
     pthread_mutex_lock(&n->lock);
-    e = prepare_read(n, e, c, r, &rd, out, &keep, err, err_len);
+    e = prepare_read(n, e, c, r, &p, out, &keep, err, err_len);
     pthread_mutex_unlock(&n->lock);
   }
   free(c);
@@ -517,11 +543,12 @@ static int unprepare(void *ctx, const char *ns, const char *name, const char *ui
   int e = 0;
 
   pthread_mutex_lock(&n->lock);
-  /* A Prepare reading the claim now makes nothing of it (struct dra_reading): nothing to wait
-   * for there. After a call that has its record in flight; a pending record's slice is found by
-   * its name first (the reconciliation). */
-  being_read(n->dra, uid, true);
-  e = settle(n, ns, name, uid, false, err, err_len);
+  /* Every Prepare of the claim begun before now, waiting its turn or reading the claim, makes
+   * nothing of it (struct dra_prepare): nothing to wait for there. After a call that has its
+   * record in flight; a pending record's slice is found by its name first (the
+   * reconciliation). */
+  preparing_unprepared(n, uid);
+  e = settle(n, ns, name, uid, NULL, false, err, err_len);
   bool have = e == 0 && rec_find(n->dra, uid, &i);
   if (have && n->dra->recs[i]->pending && !n->dra->reconciled) {
     snprintf(err, err_len, "gsliced on %s does not answer (the kubelet tries again)",
