@@ -41,9 +41,16 @@ cat "$T/v"
 echo "the daemon's CPU over the victim's run: $(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }') s"
 tail -n +"$((n0 + 1))" "$T/gsliced.log" >"$T/log1"
 grep "attribution" "$T/gsliced.log" || true
+# A check over 10 ms of the wall clock is said (charge.c): every one of them before, up to 866 ms.
 slow=$({ grep "charge check: one GPU's took" "$T/log1" || true; } | wc -l)
 echo "slow checks said in 4.5 s of checks every 100 ms: $slow"
-[ "$slow" -le 3 ] || fail "$slow checks took over 10 ms: $(grep -m1 "one GPU's took" "$T/log1")"
+if [ "$slow" -gt 3 ]; then
+  if starved "$T/v" 2>"$T/starved"; then
+    skip_part "$slow checks took over 10 ms of the wall clock: $(cat "$T/starved")"
+  else
+    fail "$slow checks took over 10 ms: $(grep -m1 "one GPU's took" "$T/log1")"
+  fi
+fi
 # Said once, 100 calls or 3 s after the first (STATUS asks too, of 8 of them).
 cost=""
 for _ in $(seq 50); do

@@ -12,13 +12,15 @@ source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 daemon_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); printf "%.3f", ($12 + $13) / hz }' "/proc/$DAEMON_PID/stat"; }
 N=8 DEPTH=255 LOOPS=2
 start_daemon --set charge_check_ms=0
-# Idle GPU processes: a context each, one 1 us kernel, then asleep 9 s (they end by themselves).
+# Idle GPU processes: a context each, one 1 us kernel, then asleep 40 s (killed at the end).
 gsrun --compute 10 --name idle -- "$TBIN/deep_fork" $DEPTH sh -c "
   for i in \$(seq $N); do env -u LD_PRELOAD '$TBIN/compute_spin' --kernel-us 1 --batch 1 \
-    --pause-us 9000000 --warmup 0 --duration 1 --label i$$ >/dev/null & done; wait" >"$T/a" 2>&1 &
+    --pause-us 40000000 --warmup 0 --duration 1 --label i$$ >/dev/null & done; wait" >"$T/a" 2>&1 &
 A=$!
+idle_pids() { pgrep -f "^$TBIN/compute_spin .* --label i$$\$" || true; }
+at_exit 'kill $(idle_pids) 2>/dev/null'
 up=0
-for _ in $(seq 100); do
+for _ in $(seq 200); do
   up=$("$BIN/gslice" status --json | sed -n 's/.*"unaccounted":{"processes":\([0-9]*\),.*/\1/p' | head -1)
   [ "${up:-0}" -ge "$N" ] && break
   sleep 0.1
@@ -57,24 +59,25 @@ awk -v p="$per" 'BEGIN { exit !(p < 8) }' || fail "a status call took $per ms of
 # Alone on the device but for the idle ones, the victim runs most of its window (90% before the
 # status loops on the old daemon, 44% with them).
 got=$(pct "$T/v")
-if [ "$got" -ge 70 ]; then
+if [ "$got" -ge 50 ]; then
   echo "ok: the victim's share is $got% beside $LOOPS status loops"
 elif starved "$T/v" 2>"$T/starved"; then
   skip_part "the victim's share is $got%: $(cat "$T/starved")"
 else
-  fail "the victim's share is $got% beside $LOOPS status loops (want 70% at least): the loop stalled"
+  fail "the victim's share is $got% beside $LOOPS status loops (want 50% at least): the loop stalled"
 fi
-# And the idle processes are listed as their slice's, once STATUS's walks got there (a few of
-# its periods on a loaded host).
+# They are listed as their slice's once STATUS's walks got there (a few of its periods; more on
+# a loaded host, where a read of /proc costs more).
 idle_id=$("$BIN/gslice" status --json | sed -n 's/.*"id":\([0-9]*\),"name":"idle".*/\1/p')
 mine=0
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   json=$("$BIN/gslice" status --json)
   mine=$({ grep -o "\"slice\":$idle_id," <<<"$json" || true; } | wc -l)
   [ "$mine" -ge "$N" ] && break
   sleep 0.1
 done
 [ "$mine" -ge "$N" ] || fail "$mine of the $N idle processes listed as slice $idle_id's: $json"
+echo "the $N idle processes are listed as slice $idle_id's"
 pass "$LOOPS status loops beside $N processes $DEPTH levels deep: the victim keeps $got%"
-kill $A 2>/dev/null || true
+kill $(idle_pids) $A 2>/dev/null || true
 stop_daemon
