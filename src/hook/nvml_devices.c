@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "slice.h"
 #include "uuid.h"
 
 #define MAX_SHOWN 64
@@ -47,6 +48,9 @@ static int cuda_uuids(uint8_t (*out)[GS_UUID_LEN], unsigned max, unsigned *ret_n
   snprintf(why, len, "cuDeviceGetCount failed");
   if (r->cuDeviceGetCount(&count) != CUDA_SUCCESS)
     return -1;
+  /* CUDA's devices as the program is shown them: none past the first that is not the slice's
+   * (GSLICE_GPUS, slice.c), so NVML shows no GPU CUDA hides. */
+  count = gs_devices_shown(count);
   for (int i = 0; i < count && *ret_n < max; i++) {
     CUdevice dev;
     CUuuid uuid;

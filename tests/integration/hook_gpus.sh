@@ -72,6 +72,15 @@ expect_eq "gslice run --gpu 0,1, the two swapped" \
 expect_eq "gslice run --gpu 0,1, the first only" \
   "$(inside --gpu 0,1 -- "CUDA_VISIBLE_DEVICES=$U0 \"\$0\" devices" | devices)" "count rc=0 n=1
 device 0 uuid=$U0"
+# NVML shows what CUDA shows (nvidia-smi in the slice): no GPU past the first that is not the
+# slice's. Before, the hook's NVML list followed CUDA's real devices: GPU 0 under --gpu 1.
+nvml_gpus() { grep -o '^gpu index=[0-9]* uuid=[^ ]*' | sed 's/^gpu //'; }
+S="$TBIN/nvml_smi"
+expect_eq "gslice run --gpu 1, NVML" "$(inside --gpu 1 -- "'$S'" | nvml_gpus)" "index=0 uuid=$U1"
+expect_eq "gslice run --gpu 1, CUDA_VISIBLE_DEVICES=GPU 0's UUID, NVML" \
+  "$(inside --gpu 1 -- "CUDA_VISIBLE_DEVICES=$U0 '$S'" | nvml_gpus)" ""
+expect_eq "gslice run --gpu 1, CUDA_VISIBLE_DEVICES=GPU 1's,GPU 0's, NVML" \
+  "$(inside --gpu 1 -- "CUDA_VISIBLE_DEVICES=$U1,$U0 '$S'" | nvml_gpus)" "index=0 uuid=$U1"
 pass "gslice run --gpu 1: a CUDA_VISIBLE_DEVICES changed to another GPU shows and reaches none of it"
 
 # What stays as it was: a user's own CUDA_VISIBLE_DEVICES without --gpu is kept, unchecked
