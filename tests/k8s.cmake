@@ -47,7 +47,7 @@ foreach(script ${GSLICE_K8S_SCRIPTS})
     gslice_k8s_test(${name})
   endif()
 endforeach()
-# Five rounds, four holding a claim's read 12 s and one stopping gsliced (tried up to 3 times):
+# Five rounds, four holding a claim's read 9.5 s and one stopping gsliced (tried up to 3 times):
 # 183 s once on a host at load 24 with 8 s holds, near the default 240.
 set_tests_properties(k8s.dra_unprep_race PROPERTIES TIMEOUT 420)
 

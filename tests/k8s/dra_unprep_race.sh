@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # gslice-node --mode dra: an Unprepare of a claim wins over every Prepare of that claim sent
 # before it, and a Prepare sent after it prepares the claim as usual. The first Prepare's read of
-# the claim is held 12 s at the API server stand-in each round:
+# the claim is held 9.5 s at the API server stand-in (its client gives up at 10 s) each round:
 #   r1  an Unprepare during that read answers at once, and the Prepare then makes nothing (it
 #       answers that the claim was unprepared): no record, CDI spec or slice is left, as the
 #       kubelet's NodeUnprepareResources promises (before 5bf8522 it answered the Unprepare,
@@ -52,7 +52,7 @@ for c in r1 r2 r3 r4; do
   dra_claim "$c" 4Gi 30
   dra_alloc "$c" "p-$c" >/dev/null
   j=$(one "$c") u=$(claim_uid "$c") werr=
-  fault "{\"method\":\"GET\",\"path\":\"resourceclaims/$c\$\",\"status\":0,\"delay_s\":12,\"count\":1}"
+  fault "{\"method\":\"GET\",\"path\":\"resourceclaims/$c\$\",\"status\":0,\"delay_s\":9.5,\"count\":1}"
   kl POST /prepare "$j" >"$T/p-$c" &
   a=$!
   # The Prepare's read is held at the API server (its fault consumed) before the Unprepare goes.
@@ -66,7 +66,7 @@ for c in r1 r2 r3 r4; do
   fi
   un=$(kl POST /unprepare "$j")
   kill -0 "$a" 2>/dev/null ||
-    fail "claim $c: the Prepare was answered before the Unprepare (12 s): nothing was raced"
+    fail "claim $c: the Prepare was answered before the Unprepare (9.5 s): nothing was raced"
   expect_eq "claim $c: the Unprepare's answer" "$(jget "$un" "d['claims']['$u']['error']")" None
   pass "claim $c: an Unprepare during the Prepare's read answers at once (the Prepare still reading)"
   if [ "$c" = r2 ] || [ "$c" = r4 ]; then
@@ -108,9 +108,10 @@ done
 # calls in time) raced nothing and is run again with another claim, at most 3 times.
 rec_there() { [ -f "$NSTATE/claims/$u" ]; }
 raced=0
-# Allocated before: while gsliced is stopped gslice-node offers none of its GPUs.
+# Allocated before (small: r1-r4 keep their allocations): while gsliced is stopped gslice-node
+# offers none of its GPUs.
 for try in 1 2 3; do
-  dra_claim "r5-$try" 4Gi 30
+  dra_claim "r5-$try" 1Gi 10
   dra_alloc "r5-$try" "p-r5-$try" >/dev/null
 done
 for try in 1 2 3; do

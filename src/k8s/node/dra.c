@@ -9,11 +9,11 @@
  * to look and to record: its record is marked in flight meanwhile (struct dra_rec), which the
  * reconciliation and dra_gc leave alone and another call's Prepare or Unprepare of the same
  * claim waits for (settle: one claim, one call at a time). Before it has a record, a Prepare
- * is registered from its start (struct dra_prepare), waiting its turn or reading its claim from
- * the API server: an Unprepare then answers at once and every Prepare of the claim begun before
- * it makes nothing, so that an Unprepare never answers before a slice it does not remove is
- * made. Lock order: n->lock, then seq_mu (around node_next_seq, which start directories and
- * slice names take). */
+ * is registered from the moment its call is served (struct dra_prepare, struct dra_call),
+ * waiting its turn or reading its claim from the API server: an Unprepare then answers at once
+ * and every Prepare of the claim begun before it makes nothing, so that an Unprepare never
+ * answers before a slice it does not remove is made. Lock order: n->lock, then seq_mu (around
+ * node_next_seq, which start directories and slice names take). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,18 +35,29 @@
 #include "pluginregistration.pb-c.h"
 #include "rpc.h"
 
-/* A Prepare of a claim that has no record of it in flight yet (on that call's stack, in
- * node_dra's list from its start until its record goes in flight or it answers): waiting its
- * turn (settle) or reading the claim from the API server (reading). An Unprepare of the same
- * claim meanwhile marks every one (nothing is made yet) and answers at once; each, once its
- * wait or read is over, makes nothing and answers that the claim was unprepared. A Prepare that
- * begins after the Unprepare is not marked and prepares the claim. Another Prepare of the claim
- * waits for the one reading it. */
+/* A Prepare of a claim that has no record of it in flight yet (its call's, struct dra_call; in
+ * node_dra's list from the call's coming until its record goes in flight or it answers): waiting
+ * its turn (in the batch, or in settle) or reading the claim from the API server (reading). An
+ * Unprepare of the same claim meanwhile marks every one (nothing is made yet) and answers at once;
+ * each, once its wait or read is over, makes nothing and answers that the claim was unprepared. A
+ * Prepare that begins after the Unprepare is not marked and prepares the claim. Another Prepare of
+ * the claim waits for the one reading it. */
 struct dra_prepare {
   char uid[DRA_UID_MAX];
+  bool listed; /* in node_dra's list */
   bool reading;
   bool unprepared;
   struct dra_prepare *next;
+};
+
+/* One call of the kubelet's, the ctx its claims' ops get (dra_ops). A NodePrepareResources has
+ * every claim registered (claims[i] for the request's claims[i]) from the moment it is served,
+ * all in one hold of n->lock, before the batch takes them DRA_PREPARE_PARALLEL at a time: an
+ * Unprepare after the call wins over the claims still waiting their turn in it too. */
+struct dra_call {
+  struct node *n;
+  size_t nclaims;
+  struct dra_prepare *claims;
 };
 
 struct node_dra {
@@ -410,13 +421,18 @@ static int prepare_make(struct node *n, struct dra_rec *r, struct dra_rec *out, 
 
 static void preparing_add(struct node_dra *d, struct dra_prepare *p, const char *uid) {
   snprintf(p->uid, sizeof(p->uid), "%s", uid);
+  p->listed = true;
   p->reading = p->unprepared = false;
   p->next = d->preparing;
   d->preparing = p;
 }
 
-/* p out of the list (n->lock held); a Prepare of its claim waiting in settle goes on. */
+/* p out of the list, if it is there (n->lock held); a Prepare of its claim waiting in settle
+ * goes on. */
 static void preparing_remove(struct node *n, struct dra_prepare *p) {
+  if (!p->listed)
+    return;
+  p->listed = false;
   for (struct dra_prepare **at = &n->dra->preparing; *at; at = &(*at)->next)
     if (*at == p) {
       *at = p->next;
@@ -480,13 +496,25 @@ static int prepare_read(struct node *n, int read, const struct dra_claim *c, str
   return e;
 }
 
+/* With n->lock: the registration of claim uid of call (registered when the call came), or own
+ * registered now. */
+static struct dra_prepare *call_claim(struct dra_call *call, const char *uid,
+                                      struct dra_prepare *own) {
+  for (size_t i = 0; i < call->nclaims; i++)
+    if (call->claims[i].listed && !strcmp(call->claims[i].uid, uid))
+      return &call->claims[i];
+  preparing_add(call->n->dra, own, uid);
+  return own;
+}
+
 static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
                    struct dra_rec *out, char *err, size_t err_len) {
-  struct node *n = ctx;
+  struct dra_call *call = ctx;
+  struct node *n = call->n;
   struct node_dra *d = n->dra;
   struct dra_claim *c = calloc(1, sizeof(*c));
   struct dra_rec *r = calloc(1, sizeof(*r)), *have;
-  struct dra_prepare p;
+  struct dra_prepare own = {.listed = false}, *p;
   bool keep = false;
   int e;
 
@@ -497,15 +525,15 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
     return -ENOMEM;
   }
   pthread_mutex_lock(&n->lock);
-  /* From here until its record goes in flight or it answers, an Unprepare of the claim is not
-   * missed (struct dra_prepare): one that comes while this call waits its turn below or reads
-   * the claim wins over it. */
-  preparing_add(d, &p, uid);
+  /* From the call's coming until its record goes in flight or it answers, an Unprepare of the
+   * claim is not missed (struct dra_prepare): one that came while the claim waited its turn in
+   * the batch or comes while it waits below or reads the claim wins over it. */
+  p = call_claim(call, uid, &own);
   /* Prepared already (another pod of the claim, a kubelet restart), or by the call that has it
    * in flight (reading it included): the same answer, and every pod and container of the claim
    * joins the same slice. */
-  e = settle(n, ns, name, uid, &p, true, err, err_len);
-  if (e == 0 && p.unprepared)
+  e = settle(n, ns, name, uid, p, true, err, err_len);
+  if (e == 0 && p->unprepared)
     e = unprepared_meanwhile(ns, name, uid, err, err_len);
   have = rec_find(d, uid, NULL);
   bool done = e < 0 || (have && !have->pending) || n->cfg.no_api;
@@ -519,15 +547,20 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
     e = -ENOTCONN;
   }
   if (done)
-    preparing_remove(n, &p);
+    preparing_remove(n, p);
   else
-    p.reading = true; /* another Prepare of the claim waits for this read */
+    p->reading = true; /* another Prepare of the claim waits for this read */
   pthread_mutex_unlock(&n->lock);
   if (!done) {
     /* Read without the lock: the API server may be slow, and nothing else waits on it. */
     e = dra_claim_read(n, ns, name, uid, c, err, err_len);
     pthread_mutex_lock(&n->lock);
-    e = prepare_read(n, e, c, r, &p, out, &keep, err, err_len);
+    if (p->unprepared) { /* whatever the read answered (it may have timed out meanwhile) */
+      preparing_remove(n, p);
+      e = unprepared_meanwhile(ns, name, uid, err, err_len);
+    } else {
+      e = prepare_read(n, e, c, r, p, out, &keep, err, err_len);
+    }
     pthread_mutex_unlock(&n->lock);
   }
   free(c);
@@ -538,7 +571,7 @@ static int prepare(void *ctx, const char *ns, const char *name, const char *uid,
 
 static int unprepare(void *ctx, const char *ns, const char *name, const char *uid, char *err,
                      size_t err_len) {
-  struct node *n = ctx;
+  struct node *n = ((struct dra_call *)ctx)->n;
   uint32_t i;
   int e = 0;
 
@@ -697,6 +730,39 @@ static int notify(struct node *n, const uint8_t *req, size_t len, uint8_t **ret,
   return (*ret = malloc(1)) ? 0 : (snprintf(err, err_len, "out of memory"), 8);
 }
 
+/* A NodePrepareResources: its claims registered (struct dra_call), then the batch. A request
+ * that is not one is the batch's to refuse. */
+static int prepare_call(struct node *n, const uint8_t *req, size_t len, uint8_t **ret,
+                        size_t *ret_len, char *err, size_t err_len) {
+  Dra__NodePrepareResourcesRequest *rq =
+      dra__node_prepare_resources_request__unpack(NULL, len, req);
+  struct dra_call call = {.n = n};
+
+  if (rq && rq->n_claims <= DRA_MAX_BATCH &&
+      !(call.claims = calloc(rq->n_claims ? rq->n_claims : 1, sizeof(*call.claims)))) {
+    dra__node_prepare_resources_request__free_unpacked(rq, NULL);
+    snprintf(err, err_len, "NodePrepareResources: out of memory");
+    return 8; /* RESOURCE_EXHAUSTED */
+  }
+  if (call.claims) {
+    call.nclaims = rq->n_claims;
+    pthread_mutex_lock(&n->lock);
+    for (size_t i = 0; i < call.nclaims; i++)
+      preparing_add(n->dra, &call.claims[i], rq->claims[i]->uid);
+    pthread_mutex_unlock(&n->lock);
+  }
+  if (rq)
+    dra__node_prepare_resources_request__free_unpacked(rq, NULL);
+  int st = dra_prepare_batch(&ops, &call, req, len, ret, ret_len, err, err_len);
+  /* The claims the batch never gave to prepare (refused before, a UID named twice). */
+  pthread_mutex_lock(&n->lock);
+  for (size_t i = 0; i < call.nclaims; i++)
+    preparing_remove(n, &call.claims[i]);
+  pthread_mutex_unlock(&n->lock);
+  free(call.claims);
+  return st;
+}
+
 /* The registration socket's calls and the service socket's: GetInfo and
  * NotifyRegistrationStatus on the serving thread (n->lock only briefly), the batches on the
  * worker (they wait on the API server and gsliced). */
@@ -708,9 +774,11 @@ static int serve(void *ctx, const char *method, const uint8_t *req, size_t len, 
   if (!strcmp(method, DRA_M_NOTIFY))
     return notify(n, req, len, ret, ret_len, err, err_len);
   if (!strcmp(method, DRA_M_PREPARE_V1) || !strcmp(method, DRA_M_PREPARE_V1BETA1))
-    return dra_prepare_batch(&ops, n, req, len, ret, ret_len, err, err_len);
-  if (!strcmp(method, DRA_M_UNPREPARE_V1) || !strcmp(method, DRA_M_UNPREPARE_V1BETA1))
-    return dra_unprepare_batch(&ops, n, req, len, ret, ret_len, err, err_len);
+    return prepare_call(n, req, len, ret, ret_len, err, err_len);
+  if (!strcmp(method, DRA_M_UNPREPARE_V1) || !strcmp(method, DRA_M_UNPREPARE_V1BETA1)) {
+    struct dra_call call = {.n = n};
+    return dra_unprepare_batch(&ops, &call, req, len, ret, ret_len, err, err_len);
+  }
   snprintf(err, err_len, "%s is not a method of gslice-node's DRA plugin", method);
   return 12; /* UNIMPLEMENTED */
 }
