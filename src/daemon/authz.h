@@ -45,7 +45,7 @@ int authz_register(struct daemon *d, const struct conn *c, const struct gs_slice
 /* The slice whose live runner the process descends from (the nearest); 0 when none (for a
  * process the device shows that no slice accounts for: run inside a slice without the hook, or
  * outside any). Found by walks up /proc remembered by pid and start time (attrib.h): one read of
- * the process itself, and at most 256 of its ancestors and 1 ms of the thread's CPU every 0.5 s
+ * the process itself, and at most 256 of its ancestors or 2 ms of the thread's CPU every 0.5 s
  * in all calls; a chain deeper than that is found over the next periods, 0 until then (a caller
  * that remembers a 0 should ask again). For the charge check. */
 uint32_t authz_slice_of_pid(struct daemon *d, pid_t pid);
