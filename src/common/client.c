@@ -107,6 +107,22 @@ static int read_full(int fd, unsigned char *p, size_t len, uint64_t deadline) {
   return 0;
 }
 
+/* Waits until fd has something to read or deadline (ms) passes: 0 or -ETIMEDOUT, -errno. */
+static int wait_readable(int fd, uint64_t deadline) {
+  for (;;) {
+    uint64_t now = gs_mono_ms();
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (now >= deadline)
+      return -ETIMEDOUT;
+    int r = poll(&pfd, 1, (int)(deadline - now));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return -errno;
+    return r == 0 ? -ETIMEDOUT : 0;
+  }
+}
+
 int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg *ret) {
   uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : gs_mono_ms() + (uint64_t)timeout_ms;
   size_t len;
@@ -114,18 +130,28 @@ int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg 
 
   if (cap < sizeof(struct gs_msg_hdr))
     return -EMSGSIZE;
-  r = read_full(fd, buf, sizeof(struct gs_msg_hdr), deadline);
-  if (r < 0)
+  /* The timeout is for a message to begin. Once its first byte is read the rest is read whatever
+   * the timeout (GS_CLIENT_REST_MS more at least): a -ETIMEDOUT mid-message left the stream cut
+   * inside it, and every later read took the rest for a header. A caller reading its grants with
+   * 100 ms timeouts, kept from a CPU between the header and the body, saw no grant again (3 in
+   * 5 s after its first revoke, the daemon waiting for its release). */
+  if (deadline != UINT64_MAX && (r = wait_readable(fd, deadline)) < 0)
     return r;
+  uint64_t rest = deadline == UINT64_MAX ? UINT64_MAX : gs_mono_ms() + GS_CLIENT_REST_MS;
+  if (rest < deadline)
+    rest = deadline;
+  r = read_full(fd, buf, sizeof(struct gs_msg_hdr), rest);
+  if (r < 0)
+    return r == -ETIMEDOUT ? -EPROTO : r;
   r = gs_msg_peek(buf, sizeof(struct gs_msg_hdr), &len);
   if (r < 0)
     return -EPROTO;
   if (len > cap)
     return -EMSGSIZE;
   r = read_full(fd, (unsigned char *)buf + sizeof(struct gs_msg_hdr),
-                len - sizeof(struct gs_msg_hdr), deadline);
+                len - sizeof(struct gs_msg_hdr), rest);
   if (r < 0)
-    return r;
+    return r == -ETIMEDOUT ? -EPROTO : r;
   return gs_msg_decode(buf, len, ret);
 }
 

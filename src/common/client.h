@@ -26,8 +26,11 @@ int gs_client_connect(const char *path, int *ret_fd);
 int gs_client_send(int fd, uint32_t type, uint32_t seq, const void *body, size_t len);
 
 /* Receives one whole message into buf (cap bytes, 8-aligned) and decodes it;
- * timeout_ms < 0 waits forever. Returns 0, -ETIMEDOUT, -ECONNRESET (closed),
- * -EPROTO (malformed), -EMSGSIZE (larger than cap) or -errno. */
+ * timeout_ms < 0 waits forever. The timeout is for the message to begin: once a byte of it is
+ * read, its rest is waited for GS_CLIENT_REST_MS more at least, and a stream cut inside a message
+ * is -EPROTO (close it: its next byte is no header). Returns 0, -ETIMEDOUT (nothing read),
+ * -ECONNRESET (closed), -EPROTO (malformed, or cut), -EMSGSIZE (larger than cap) or -errno. */
+#define GS_CLIENT_REST_MS 1000
 int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg *ret);
 
 /* How long HELLO waits for its answer: the daemon answers it at once, so a longer silence is a

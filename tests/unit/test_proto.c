@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the wire protocol (common/proto.c): round trips, framing, and garbage. */
 #include <errno.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "client.h"
 #include "proto.h"
 #include "test.h"
 
@@ -236,7 +240,46 @@ static void test_fuzz(void) {
   printf("fuzz: %d of 200000 accepted\n", accepted);
 }
 
+/* gs_client_recv's timeout is for a message to begin: one whose header came in time and whose
+ * body comes after the timeout is read whole, and the next message after it too. It returned
+ * -ETIMEDOUT with the header consumed, and the next call read the body as a header (a forger
+ * reading its grants with 100 ms timeouts lost its stream and got no grant again). */
+static void test_recv_cut(void) {
+  static uint64_t in[1024];
+  unsigned char out[256];
+  struct gs_msg_token_grant g = {.gpu = 0, .generation = 7, .quantum_ns = 5};
+  struct gs_msg m;
+  size_t n = 0;
+  int sv[2];
+
+  CHECK(gs_msg_encode(out, sizeof(out), GS_MSG_TOKEN_GRANT, 3, &g, sizeof(g), &n) == 0);
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* The header now, the body 150 ms later (past the reader's 50 ms), then a whole second. */
+    ssize_t w = write(sv[1], out, sizeof(struct gs_msg_hdr));
+    usleep(150000);
+    w += write(sv[1], out + sizeof(struct gs_msg_hdr), n - sizeof(struct gs_msg_hdr));
+    w += write(sv[1], out, n);
+    _exit(w == (ssize_t)(2 * n) ? 0 : 1);
+  }
+  usleep(20000); /* the header is in */
+  CHECK_EQ_INT(gs_client_recv(sv[0], in, sizeof(in), 50, &m), 0);
+  CHECK_EQ_INT((int)m.hdr.type, GS_MSG_TOKEN_GRANT);
+  CHECK_EQ_INT((int)m.u.token_grant.generation, 7);
+  CHECK_EQ_INT(gs_client_recv(sv[0], in, sizeof(in), 1000, &m), 0);
+  CHECK_EQ_INT((int)m.u.token_grant.generation, 7);
+  /* Nothing more: a timeout that read nothing. */
+  CHECK_EQ_INT(gs_client_recv(sv[0], in, sizeof(in), 20, &m), -ETIMEDOUT);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(sv[0]);
+  close(sv[1]);
+}
+
 int main(void) {
+  test_recv_cut();
   test_round_trip();
   test_status_reply();
   test_refusals();
