@@ -60,10 +60,11 @@ static void publish_charges(struct daemon *d) {
       const struct sched_slice *sl = sched_find(&d->gpus[i].s, s->id);
       if (!sl)
         continue;
-      c[n] = (struct gs_metrics_charge){.slice_id = s->id,
-                                        .gpu = i,
-                                        .unreported_seconds_total =
-                                            (double)sl->unreported_total_ns / 1e9};
+      c[n] = (struct gs_metrics_charge){
+          .slice_id = s->id,
+          .gpu = i,
+          .unreported_seconds_total = (double)sl->unreported_total_ns / 1e9,
+          .idle_held_seconds_total = (double)sl->idle_charged_total_ns / 1e9};
       memcpy(c[n++].name, s->spec.name, sizeof(c[0].name));
     }
   }

@@ -280,21 +280,30 @@ static void slice_families(struct gs_buf *b, const struct gs_status *st) {
   wait_histogram(b, st);
 }
 
-static void charge_family(struct gs_buf *b, const struct gs_metrics_charge *c, uint32_t n) {
-  const char *name = "gslice_slice_uncharged_device_seconds_total";
-
-  gs_prom_family(
-      b, name, "counter",
-      "Device time NVML saw the slice's processes run on the GPU beyond what their "
-      "releases reported (over the tolerance), charged to the slice by the charge check.");
+static void charge_samples(struct gs_buf *b, const char *name, const struct gs_metrics_charge *c,
+                           uint32_t n, bool idle) {
   for (uint32_t i = 0; i < n; i++) {
     char sname[GS_NAME_MAX + 1], id[12], gpu[12];
     snprintf(sname, sizeof(sname), "%.*s", (int)GS_NAME_MAX, c[i].name);
     snprintf(id, sizeof(id), "%" PRIu32, c[i].slice_id);
     snprintf(gpu, sizeof(gpu), "%" PRIu32, c[i].gpu);
     const char *l[] = {"slice", sname, "slice_id", id, "gpu", gpu, NULL};
-    gs_prom_sample(b, name, NULL, l, c[i].unreported_seconds_total);
+    gs_prom_sample(b, name, NULL, l,
+                   idle ? c[i].idle_held_seconds_total : c[i].unreported_seconds_total);
   }
+}
+
+static void charge_family(struct gs_buf *b, const struct gs_metrics_charge *c, uint32_t n) {
+  gs_prom_family(
+      b, "gslice_slice_uncharged_device_seconds_total", "counter",
+      "Device time NVML saw the slice's processes run on the GPU beyond what their "
+      "releases reported (over the tolerance), charged to the slice by the charge check.");
+  charge_samples(b, "gslice_slice_uncharged_device_seconds_total", c, n, false);
+  gs_prom_family(b, "gslice_slice_idle_held_seconds_total", "counter",
+                 "Time the slice held the GPU's token beyond its device time while another slice "
+                 "waited (past the allowance of 2 ms a token and 4% of the time held), charged "
+                 "to the slice as device time.");
+  charge_samples(b, "gslice_slice_idle_held_seconds_total", c, n, true);
 }
 
 /* The snapshot's families, and the charge check's with `charges`. */

@@ -40,13 +40,16 @@ int gs_metrics_publish(struct gs_metrics *m, const struct gs_status *st);
 
 /* The daemon's figures that the node snapshot (status.h, the STATUS wire format) does not carry:
  * per slice and GPU, the device time the charge check (charge.c) charged beyond what the slice's
- * releases reported. */
+ * releases reported, and the time it held the token idle while others waited, charged to it
+ * (sched_token_done). */
 struct gs_metrics_charge {
   uint32_t slice_id, gpu;
   char name[GS_NAME_MAX];
   double unreported_seconds_total;
+  double idle_held_seconds_total;
 };
-/* Renders them (one family, gslice_slice_uncharged_device_seconds_total) after the snapshot's:
+/* Renders them (gslice_slice_uncharged_device_seconds_total, gslice_slice_idle_held_seconds_total)
+ * after the snapshot's:
  * 0 or -ENOMEM, as gs_metrics_render. Pure. */
 int gs_metrics_render_charges(const struct gs_status *st, const struct gs_metrics_charge *c,
                               uint32_t n, char **ret_text, size_t *ret_len);

@@ -37,6 +37,8 @@ struct slice {
    * and its processes are found without walking every connection of the daemon. */
   struct conn *conns;
   uint64_t unreported_warned_at; /* the charge check's last warning of it (charge.c) */
+  /* Its idle holding (token.c): the last warning, and the totals at the last look. */
+  uint64_t idle_warned_at, idle_look_at, idle_look_idle_ns, idle_look_held_ns;
 };
 
 struct registry {

@@ -95,10 +95,15 @@ struct sched_slice {
    * it charged the slice in all (in used_total_ns too). */
   struct {
     uint64_t used_at;     /* used_total_ns then */
+    uint64_t idle_at;     /* idle_charged_total_ns then */
     uint64_t inflight_ns; /* the time its token had been held then, 0: none held */
     double bucket_ns;     /* device time beyond the charges and allowances, not yet charged */
   } check;
   uint64_t unreported_total_ns;
+  /* The time it held tokens idle while others waited, past the allowance, charged to it
+   * (sched_token_done): not device time, not in used_total_ns. */
+  uint64_t idle_charged_total_ns;
+  uint64_t held_total_ns; /* the time it held tokens in all */
 };
 
 struct sched_grant {
@@ -254,6 +259,10 @@ void sched_ring_add(struct sched_ring *r, uint64_t v, uint64_t now);
  * SCHED_CHECK_ALLOW_CHARGE_PCT of the charge; what exceeds that gathers in a bucket of
  * SCHED_CHECK_BURST_QUANTA longest quanta, and once it overflows, all of it is charged. */
 #define SCHED_CHECK_ALLOW_PERIOD_PCT 5
+/* A token's time held beyond its charge while another slice waits is charged to its holder past
+ * this much a token and this part of the time held (sched_token_done). */
+#define SCHED_IDLE_FREE_NS 2000000ull
+#define SCHED_IDLE_FREE_PCT 4
 #define SCHED_CHECK_ALLOW_CHARGE_PCT 10
 #define SCHED_CHECK_BURST_QUANTA 2
 

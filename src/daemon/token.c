@@ -13,6 +13,12 @@
 
 static void gpu_timer_cb(struct loop *l, uint64_t id, void *data);
 
+/* Idle holding is looked at over a second or more, said when at least IDLE_WARN_NS of it is more
+ * than half the time held, once a minute a slice (idle_look). */
+#define IDLE_LOOK_NS 1000000000ull
+#define IDLE_WARN_NS 50000000ull
+#define IDLE_WARN_EVERY_NS (60ull * 1000000000ull)
+
 /* The most a hook's handoff may make the next holder wait for its tail (it says 0.5 ms). */
 #define HANDOFF_MAX_NS 2000000ull
 
@@ -123,17 +129,47 @@ static bool has_participants(struct daemon *d, struct gpu *g) {
   return false;
 }
 
+/* Says a slice that keeps tokens it does not use, once a minute: over a look of a second or more,
+ * more than half the time it held tokens charged as idle. An honest hook hands a token back within
+ * a few ms of its last work (beside a build, 3% of the time it held was charged as idle); the
+ * idle holder of the fifth attack run, 85%. */
+static void idle_look(struct gpu *g, struct slice *s, const struct sched_slice *sl, uint64_t now) {
+  if (!s->idle_look_at)
+    s->idle_look_at = now;
+  if (now - s->idle_look_at < IDLE_LOOK_NS)
+    return;
+  uint64_t idle = sl->idle_charged_total_ns - s->idle_look_idle_ns,
+           held = sl->held_total_ns - s->idle_look_held_ns;
+  s->idle_look_at = now;
+  s->idle_look_idle_ns = sl->idle_charged_total_ns;
+  s->idle_look_held_ns = sl->held_total_ns;
+  if (idle < IDLE_WARN_NS || 2 * idle < held ||
+      (s->idle_warned_at && now - s->idle_warned_at < IDLE_WARN_EVERY_NS))
+    return;
+  s->idle_warned_at = now;
+  gs_log(GS_LOG_WARNING,
+         "gpu %u: slice %u '%s' held the token %.1f ms in the last %.1f s, %.1f ms of it idle "
+         "beyond its releases' device time while another slice waited, charged to it: a process "
+         "of the slice keeps tokens it does not use (a hook that is not gslice's, or one "
+         "changed); gslice_slice_idle_held_seconds_total counts it; said once a minute",
+         g->index, s->id, s->spec.name, (double)held / 1e6, (double)IDLE_LOOK_NS / 1e9,
+         (double)idle / 1e6);
+}
+
 /* The one reset of a token: every path that ends one comes here (token.h). No connection takes
  * part in it any longer, its burst is zeroed whole (a field added to struct token_burst is reset
  * with it), and the scheduler frees it (sched_token_done: the holder's limit pacing, the
- * switching loss). Charging it is the caller's; dispatching the next is too. */
+ * switching loss, the time held idle). Charging it is the caller's; dispatching the next is too. */
 static void token_end(struct daemon *d, struct gpu *g, uint64_t now) {
   struct slice *s = holder_slice(d, g);
+  struct sched_slice *sl = s ? sched_find(&g->s, s->id) : NULL;
 
   for (struct conn *c = s ? s->conns : NULL; c; c = c->slice_next)
     c->tok.holding &= ~(1u << g->index);
   g->tok.burst = (struct token_burst){0};
   sched_token_done(&g->s, now);
+  if (sl)
+    idle_look(g, s, sl, now);
 }
 
 /* The token's burst is over (its last participant released or is gone, or it was taken back):

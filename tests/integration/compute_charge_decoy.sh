@@ -30,8 +30,11 @@ cat "$T/v" "$T/f"
 grep "charged to it\|room for" "$T/gsliced.log" | head -2 || true
 # Of the wall clock, as its limit is (compute_charge_check's bound).
 within "10/10 forger behind $NDECOY decoys" "$(pct "$T/f")" 0 16
-qgrep "slice [0-9]* 'decoys': NVML saw its processes" "$T/gsliced.log" ||
-  fail "the forger behind $NDECOY decoys was not charged (no warning)"
+# Caught and said: as device time NVML saw and its releases did not report, or (the victim
+# waiting while it held the token) as the time it held the token beyond its charge, which is
+# charged first (sched_token_done) and leaves the check nothing to add.
+qgrep "slice [0-9]* 'decoys': NVML saw its processes\|slice [0-9]* 'decoys' held the token .* idle" \
+  "$T/gsliced.log" || fail "the forger behind $NDECOY decoys was not charged (no warning)"
 # The decoys were there: the older call's answer was full, and that was said.
 qgrep "gave as many samples as it has room for (72)" "$T/gsliced.log" ||
   fail "the older call's answer was never full: the decoys did not crowd it ($(grep -c . "$T/decoys.err") errors)"
