@@ -179,14 +179,18 @@ static void poll_gpu(struct daemon *d, uint32_t gpu, uint64_t now, uint64_t last
     uint64_t start = 0;
     int exited = 1;
     struct charge_pid *e = pids[i] > 0 ? seen_at(d, pids[i], last) : NULL;
-    if (e) {
-      e->seen_ns = now;
+    if (!e && (pids[i] <= 0 || gs_proc_identity(pids[i], &start, &exited) < 0 || exited))
       continue;
-    }
-    if (pids[i] <= 0 || gs_proc_identity(pids[i], &start, &exited) < 0 || exited)
-      continue;
-    if ((e = find(d, pids[i], start))) {
+    if (e || (e = find(d, pids[i], start))) {
       e->seen_ns = now;
+      /* Of no slice so far: asked again while it lives, within the poll's new ones. A walk that
+       * ran out of its budget answers 0 until it ends (attrib.c), and a deep process that exits
+       * before is otherwise remembered as nobody's: its samples, read after it, charged to none. */
+      if (!e->slice_id && walked++ < POLL_NEW_MAX) {
+        int k = owner_of(d, pids[i]);
+        if (k >= 0)
+          e->slice_id = d->reg.slices[k]->id;
+      }
       continue;
     }
     if (walked++ >= POLL_NEW_MAX)
