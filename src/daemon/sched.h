@@ -81,6 +81,10 @@ struct sched_slice {
   uint32_t held_gen;
   uint64_t held_ns;
   bool held_on_request;
+  bool held_contended;                 /* others waited at that token's end */
+  uint64_t held_span_ns;               /* that token's time held in all */
+  uint64_t revoke_forgiven_at;         /* a revoked token's idle time last forgiven (once a 10 s) */
+  uint64_t idle_free_ns, idle_free_at; /* the fixed allowance left, refilled over time */
   /* The last token released at the handoff: its limit pacing was set by an estimate, and its
    * charges (one per process of the slice) correct it as they come. */
   uint32_t est_gen;
@@ -263,6 +267,11 @@ void sched_ring_add(struct sched_ring *r, uint64_t v, uint64_t now);
  * this much a token and this part of the time held (sched_token_done). */
 #define SCHED_IDLE_FREE_NS 2000000ull
 #define SCHED_IDLE_FREE_PCT 4
+/* The fixed part refills at SCHED_IDLE_FREE_NS per this much of the clock, a slice. */
+#define SCHED_IDLE_FREE_REFILL_NS 50000000ull
+/* A revoked token's idle time is forgiven once per this long, a slice (a process the host kept
+ * from a CPU); revoked again within it, it stays charged. */
+#define SCHED_REVOKE_FORGIVE_NS 10000000000ull
 #define SCHED_CHECK_ALLOW_CHARGE_PCT 10
 #define SCHED_CHECK_BURST_QUANTA 2
 

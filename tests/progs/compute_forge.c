@@ -11,11 +11,18 @@
  *   zerograce: claims 600 ms kernels with nothing charged and holds each token 0.9 s past
  *              expiry; prints how late past expiry the revokes came (the release grace it got:
  *              the median, and the most)
- * Usage: compute_forge zero|hold|zerograce [--start EPOCH_S] [--warmup S] [--duration S]
+ *   pend0:     holds each token idle to just before valid_until, hands it off (a PENDING
+ *              release, claiming 20 ms kernels) and then charges 0 (the sixth attack run's R1)
+ *   allow:     holds each token idle 1.9 ms, inside the idle allowance, and releases it with 0
+ *              and more = 1 (the sixth run's R2)
+ *   (hold, pend0, allow print the share of the window they held the token: held_share)
+ * Usage: compute_forge zero|hold|zerograce|pend0|allow [--start EPOCH_S] [--warmup S] [--duration
+ * S]
  *        [--kernel-us N] [--label L] */
 #include <cuda.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +146,45 @@ static int run_zerograce(int fd, double m1) {
   return 0;
 }
 
+/* pend0 and allow: each token held idle and released charged nothing, in the two ways the sixth
+ * attack run found the idle charge blind to. */
+static int run_idle(int fd, bool pend, double m0, double m1, const char *label) {
+  struct gs_msg_token_request rq = {.gpu = 0};
+  unsigned long long grants = 0;
+  double held = 0;
+  gs_client_send(fd, GS_MSG_TOKEN_REQUEST, 1, &rq, sizeof(rq));
+  while (real_s() < m1) {
+    struct gs_msg m;
+    if (next_grant(fd, 200, &m) < 0)
+      continue;
+    grants++;
+    uint32_t gen = m.u.token_grant.generation;
+    uint64_t g0 = gs_mono_ns(),
+             until = pend ? m.u.token_grant.valid_until_ns - 300000 : g0 + 1900000;
+    double t0 = real_s();
+    while (gs_mono_ns() < until)
+      ;
+    struct gs_msg_token_release rl = {.gpu = 0, .generation = gen, .more = 1};
+    if (pend) {
+      rl.flags = GS_RELEASE_PENDING;
+      rl.kernel_ns = 20000000;
+      rl.start_ns = g0;
+      rl.tail_end_ns = gs_mono_ns();
+    }
+    gs_client_send(fd, GS_MSG_TOKEN_RELEASE, 0, &rl, sizeof(rl));
+    if (pend) {
+      struct gs_msg_token_release c = {.gpu = 0, .generation = gen, .flags = GS_RELEASE_CHARGE};
+      gs_client_send(fd, GS_MSG_TOKEN_RELEASE, 0, &c, sizeof(c));
+    }
+    double t1 = real_s(), in0 = t0 > m0 ? t0 : m0, in1 = t1 < m1 ? t1 : m1;
+    if (in1 > in0)
+      held += in1 - in0;
+  }
+  printf("label=%s grants=%llu held_s=%.3f held_share=%.4f window_s=%.1f\n", label, grants, held,
+         held / (m1 - m0), m1 - m0);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *label = "forger", *mode = argc > 1 ? argv[1] : "";
   unsigned long long kernel_us = 2000;
@@ -155,9 +201,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--label"))
       label = argv[i + 1];
   }
-  if (strcmp(mode, "zero") && strcmp(mode, "hold") && strcmp(mode, "zerograce")) {
-    fprintf(stderr, "usage: compute_forge zero|hold|zerograce [--start EPOCH_S] [--warmup S] "
-                    "[--duration S] [--kernel-us N] [--label L]\n");
+  if (strcmp(mode, "zero") && strcmp(mode, "hold") && strcmp(mode, "zerograce") &&
+      strcmp(mode, "pend0") && strcmp(mode, "allow")) {
+    fprintf(stderr,
+            "usage: compute_forge zero|hold|zerograce|pend0|allow [--start EPOCH_S] [--warmup S] "
+            "[--duration S] [--kernel-us N] [--label L]\n");
     return 2;
   }
   int fd = join();
@@ -169,6 +217,8 @@ int main(int argc, char **argv) {
     usleep(1000);
   if (!strcmp(mode, "zerograce"))
     return run_zerograce(fd, start + warmup + duration);
+  if (!strcmp(mode, "pend0") || !strcmp(mode, "allow"))
+    return run_idle(fd, !strcmp(mode, "pend0"), start + warmup, start + warmup + duration, label);
   if (!strcmp(mode, "hold"))
     return run_zero(fd, NULL, kernel_us, start + warmup, start + warmup + duration, label);
   char ptx_buf[4096];
