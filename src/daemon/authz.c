@@ -143,9 +143,10 @@ static bool environ_names(pid_t pid, uint64_t nonce) {
 /* Whether pid descends from the slice's runner, while that runner lives (start time checked).
  * gslice run is a child subreaper: what its workload forks stays below it even when the parent
  * dies (setsid and double forks do not leave it). A chain of ancestors longer than the walk
- * (a workload's 300 nested forks) is taken for inside: what it refuses must not be had by
- * forking deeper (the fifth attack run raised its own slice so). */
-static bool below_runner(const struct slice *s, pid_t pid) {
+ * (a workload's 300 nested forks) is what deep_is_inside says: inside for a refusal (what it
+ * refuses must not be had by forking deeper: the fifth attack run raised its own slice so), not
+ * inside for a grant (the sixth: root in a container 300 forks deep lowered a host slice). */
+static bool below_runner_walk(const struct slice *s, pid_t pid, bool deep_is_inside) {
   uint64_t rstart = 0;
   int rexited = 1;
 
@@ -160,7 +161,11 @@ static bool below_runner(const struct slice *s, pid_t pid) {
       return true;
     pid = pp;
   }
-  return pid > 1;
+  return deep_is_inside && pid > 1;
+}
+
+static bool below_runner(const struct slice *s, pid_t pid) {
+  return below_runner_walk(s, pid, true);
 }
 
 /* Attribution's state: the table of what walks found, the live runners they look for, and a
@@ -355,7 +360,19 @@ bool authz_may_change(struct daemon *d, const struct conn *c, const struct slice
     return false;
   /* A uid in a container is anyone's who runs as it there (uid 0, most often): from another pid
    * namespace, the owner's uid reaches only the slice the process itself is inside of. */
-  return in_our_pidns(c->pid) || authz_inside(d, c, s);
+  if (in_our_pidns(c->pid))
+    return true;
+  /* From another pid namespace: shown inside, not "cannot be shown outside" (a peer gone since it
+   * connected, or one below more ancestors than the walk reads, was inside every slice of its
+   * uid and changed them). */
+  uint64_t start = 0;
+  int exited = 1;
+  if (c->pid <= 0 || gs_proc_identity(c->pid, &start, &exited) < 0 || exited || start != c->start)
+    return false;
+  for (const struct conn *o = s->conns; o; o = o->slice_next)
+    if (o->pid == c->pid && o->role == GS_ROLE_HOOK)
+      return true;
+  return below_runner_walk(s, c->pid, false) || environ_names(c->pid, s->nonce);
 }
 
 /* The fields of `to` that ask for more than `from` gives. */

@@ -117,6 +117,12 @@ if unshare --pid --fork --mount-proc true 2>/dev/null; then
     fail "root in another pid namespace changed a host slice"
   fi
   slice_json h1 | qgrep '"compute_request_percent":10,' || fail "h1 changed: $(slice_json h1)"
+  # Nor from more ancestors than the daemon walks (the sixth attack run: 300 forks deep in a
+  # container lowered h1 to 1%: a chain too deep to walk was taken for inside every slice).
+  if unshare --pid --fork --mount-proc "$TBIN/deep_fork" 300 "$G_" set h1 --compute 1 2>/dev/null; then
+    fail "root in another pid namespace, 300 forks deep, changed a host slice"
+  fi
+  slice_json h1 | qgrep '"compute_request_percent":10,' || fail "h1 changed: $(slice_json h1)"
   n0=$(nslices)
   # No REGISTER from a container, whatever its uid (issue 16): before, root in a container
   # registered ordinary slices within max_compute_per_user, beside the ones the cluster placed.
