@@ -76,37 +76,6 @@ int gs_client_send(int fd, uint32_t type, uint32_t seq, const void *body, size_t
   return 0;
 }
 
-/* Reads exactly len bytes by the deadline. */
-static int read_full(int fd, unsigned char *p, size_t len, uint64_t deadline) {
-  size_t got = 0;
-
-  while (got < len) {
-    if (deadline != UINT64_MAX) {
-      uint64_t now = gs_mono_ms();
-      struct pollfd pfd = {.fd = fd, .events = POLLIN};
-      if (now >= deadline)
-        return -ETIMEDOUT;
-      int r = poll(&pfd, 1, (int)(deadline - now));
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r < 0)
-        return -errno;
-      if (r == 0)
-        return -ETIMEDOUT;
-    }
-    ssize_t n = recv(fd, p + got, len - got, 0);
-    if (n == 0)
-      return -ECONNRESET;
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    got += (size_t)n;
-  }
-  return 0;
-}
-
 /* Waits until fd has something to read or deadline (ms) passes: 0 or -ETIMEDOUT, -errno. */
 static int wait_readable(int fd, uint64_t deadline) {
   for (;;) {
@@ -121,6 +90,27 @@ static int wait_readable(int fd, uint64_t deadline) {
       return -errno;
     return r == 0 ? -ETIMEDOUT : 0;
   }
+}
+
+/* Reads exactly len bytes by the deadline (UINT64_MAX: none). */
+static int read_full(int fd, unsigned char *p, size_t len, uint64_t deadline) {
+  size_t got = 0;
+
+  while (got < len) {
+    int r = deadline == UINT64_MAX ? 0 : wait_readable(fd, deadline);
+    if (r < 0)
+      return r;
+    ssize_t n = recv(fd, p + got, len - got, 0);
+    if (n == 0)
+      return -ECONNRESET;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    got += (size_t)n;
+  }
+  return 0;
 }
 
 int gs_client_recv(int fd, void *buf, size_t cap, int timeout_ms, struct gs_msg *ret) {
